@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/* common/log.c - JSON-lines logger behind the redaction layer (see log.h). */
+#include "log.h"
+#include "buf.h"
+#include "redact.h"
+
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOG_LINE_CAP (64 * 1024)
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static enum ap_log_level log_min = AP_LOG_INFO;
+static int log_fd = 2;
+
+static const char *level_names[] = {"debug", "info", "warn", "error"};
+
+void ap_log_set_level(enum ap_log_level min)
+{
+	log_min = min;
+}
+
+void ap_log_set_fd(int fd)
+{
+	log_fd = fd;
+}
+
+static void format_time(char *out, size_t n)
+{
+	struct timeval tv;
+	struct tm tm;
+	char base[64];
+
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out, n, "%.20s.%03dZ", base, (int)(tv.tv_usec / 1000) % 1000);
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+void ap_log(enum ap_log_level level, const char *delivery, int64_t job, const char *fmt, ...)
+{
+	ap_buf msg = AP_BUF_INIT(LOG_LINE_CAP);
+	char when[48];
+	cJSON *o;
+	char *line, *clean;
+	va_list ap;
+
+	if (level < log_min)
+		return;
+	va_start(ap, fmt);
+	if (ap_buf_vaddf(&msg, fmt, ap))
+		ap_buf_adds(&msg, "(log message too long)");
+	va_end(ap);
+	format_time(when, sizeof(when));
+
+	o = cJSON_CreateObject();
+	if (!o)
+		goto out_msg;
+	cJSON_AddStringToObject(o, "time", when);
+	cJSON_AddStringToObject(o, "level", level_names[level]);
+	cJSON_AddStringToObject(o, "msg", ap_buf_str(&msg));
+	if (delivery)
+		cJSON_AddStringToObject(o, "delivery", delivery);
+	if (job)
+		cJSON_AddNumberToObject(o, "job", (double)job);
+	line = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (!line)
+		goto out_msg;
+	/* Redact the serialised line so JSON-escaped secrets are caught too. */
+	clean = redact_str(line);
+	free(line);
+	if (!clean)
+		goto out_msg;
+	pthread_mutex_lock(&log_lock);
+	write_all(log_fd, clean, strlen(clean));
+	write_all(log_fd, "\n", 1);
+	pthread_mutex_unlock(&log_lock);
+	free(clean);
+out_msg:
+	ap_buf_release(&msg);
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# scripts/bootstrap.sh - install everything autopatch needs on Debian 12, as root, idempotently:
+# apt packages, a running Docker engine (with gVisor registered), the sandbox image, the npm
+# test fixtures, and the build. Safe to run twice; a second run does almost nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+APT_PACKAGES=(
+  build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
+  libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libssl-dev libgit2-dev libsqlite3-dev
+  libyaml-dev libpcre2-dev libcmocka-dev
+  python3 python3-pytest git sqlite3 openssl curl ca-certificates
+  docker.io runsc mmdebstrap iptables wrk nodejs npm
+)
+
+need_apt=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || need_apt+=("$p")
+done
+# nodejs/npm may come from elsewhere on some machines: only install them when missing.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  tmp=(); for p in "${need_apt[@]}"; do [[ $p == nodejs || $p == npm ]] || tmp+=("$p"); done
+  need_apt=("${tmp[@]+"${tmp[@]}"}")
+fi
+if ((${#need_apt[@]})); then
+  log "installing: ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# gVisor: register runsc with dockerd. On machines without KVM ptrace is the platform that
+# works, and runsc must not set up networking itself for NetworkMode=none containers to start.
+DAEMON_JSON=/etc/docker/daemon.json
+want_json='{
+  "runtimes": {
+    "runsc": {
+      "path": "/usr/bin/runsc",
+      "runtimeArgs": ["--platform=ptrace", "--network=none"]
+    }
+  }
+}'
+restart_docker=0
+if [[ ! -f $DAEMON_JSON ]] || ! grep -q '"runsc"' "$DAEMON_JSON"; then
+  mkdir -p /etc/docker
+  printf '%s\n' "$want_json" > "$DAEMON_JSON"
+  restart_docker=1
+fi
+
+docker_up() { timeout 10 docker info >/dev/null 2>&1; }
+if ((restart_docker)) && docker_up; then
+  log "restarting dockerd to register runsc"
+  if command -v systemctl >/dev/null && systemctl is-active --quiet docker 2>/dev/null; then
+    systemctl restart docker
+  else
+    pkill -x dockerd || true
+    for _ in $(seq 50); do pgrep -x dockerd >/dev/null || break; sleep 0.2; done
+  fi
+fi
+if ! docker_up; then
+  if command -v systemctl >/dev/null && systemctl start docker 2>/dev/null && docker_up; then
+    :
+  else
+    log "starting dockerd"
+    mkdir -p /var/log
+    nohup dockerd >/var/log/autopatch-dockerd.log 2>&1 &
+    for _ in $(seq 120); do docker_up && break; sleep 0.5; done
+  fi
+fi
+docker_up || { log "dockerd did not start; see /var/log/autopatch-dockerd.log"; exit 1; }
+
+# The sandbox image, from Debian packages, skipped when its content hash is already present.
+deploy/sandbox-image/build.sh
+
+# Real GitHub webhook payloads for the tests, at a pinned version.
+if [[ ! -d tests/fixtures/node_modules/@octokit/webhooks-examples ]]; then
+  log "installing npm test fixtures"
+  (cd tests/fixtures && npm install --no-package-lock --no-audit --no-fund --loglevel=error)
+fi
+
+log "building"
+if [[ -f build/build.ninja ]]; then ninja -C build >/dev/null; else meson setup build >/dev/null && ninja -C build >/dev/null; fi
+log "ready"

@@ -1,0 +1,43 @@
+"""Shared fixtures for the black-box end-to-end tests.
+
+Tests start the real `autopatch` binary (from $AP_BUILD_DIR, default ./build) against real
+SQLite, the real Docker engine, a real git server and the local GitHub / model stand-ins in
+tests/fakes/. Area-specific helpers live in tests/e2e/<area>_util.py, not here.
+"""
+import os
+import pathlib
+import socket
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "fakes"))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+
+def build_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ.get("AP_BUILD_DIR", ROOT / "build"))
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> pathlib.Path:
+    return ROOT
+
+
+@pytest.fixture(scope="session")
+def autopatch_bin() -> pathlib.Path:
+    path = build_dir() / "autopatch"
+    assert path.exists(), f"{path} is missing: build first (scripts/test.sh does)"
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def port() -> int:
+    return free_port()
