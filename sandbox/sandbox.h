@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/* sandbox/sandbox.h - the sandbox backend interface: create / exec / destroy.
+ *
+ * AI-written code runs only inside a box. A box is a fresh, hardened, network-less container
+ * (Docker Engine backend by default) with the job's repository bind-mounted read-only at
+ * /repo and a size-capped tmpfs workspace at /tmp/workspace. No credential ever enters a box.
+ * Another backend (Kubernetes pods, bubblewrap) must fit behind this same interface.
+ *
+ * Ownership: sbx_engine is long-lived and thread-safe; a box is used by one thread at a time
+ * and must be released with sbx_destroy(), which always kills and removes it.
+ */
+#ifndef AP_SANDBOX_H
+#define AP_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+typedef struct sbx_engine sbx_engine; /* connection to a backend (the Docker daemon) */
+typedef struct sbx_box sbx_box;       /* one container */
+
+enum sbx_network { SBX_NET_NONE, SBX_NET_ALLOWLIST };
+
+/* What a box looks like. Strings are borrowed for the duration of sbx_create(). */
+typedef struct sbx_spec {
+	int version;
+	const char *image;         /* default AUTOPATCH_SANDBOX_IMAGE or autopatch-sandbox:latest */
+	const char *runtime;       /* "runc" (default) or "runsc" */
+	const char *repo_dir;      /* host directory bound read-only at /repo; NULL: none */
+	const char *job_label;     /* value of the autopatch.job label */
+	int64_t memory_bytes;      /* memory and memory+swap */
+	int64_t nano_cpus;         /* CPU quota, 1e9 = one CPU */
+	int64_t pids;              /* pids limit */
+	int64_t tmp_bytes;         /* tmpfs size of /tmp */
+	int64_t workspace_bytes;   /* tmpfs size of /tmp/workspace */
+	int64_t nofile;            /* RLIMIT_NOFILE */
+	int64_t fsize_bytes;       /* RLIMIT_FSIZE */
+	int wall_seconds;          /* life of the box; the host kills it after this */
+	enum sbx_network network;  /* SBX_NET_NONE by default */
+	const char *const *allow;  /* NULL-terminated "host:port" list for SBX_NET_ALLOWLIST */
+} sbx_spec;
+
+#define SBX_SPEC_VERSION 1
+/* Zero means "the configured default" for every numeric field. */
+#define SBX_SPEC_INIT {SBX_SPEC_VERSION}
+
+/* Result of one command. */
+typedef struct sbx_result {
+	int exit_code;    /* the command's exit status; 124 on timeout, 128+N on signal N */
+	bool timed_out;   /* the per-command deadline passed and the command was killed */
+	bool truncated;   /* output passed the cap: head and tail were kept, the middle dropped */
+	char *out;        /* stdout, NUL-terminated (may contain NULs before it) */
+	size_t out_len;
+	char *err;        /* stderr, likewise */
+	size_t err_len;
+	int64_t millis;   /* wall time of the exec */
+} sbx_result;
+
+#define SBX_RESULT_INIT {0, false, false, NULL, 0, NULL, 0, 0}
+
+/* One command: argv is executed directly (never through a host-side shell). */
+typedef struct sbx_cmd {
+	const char *const *argv;  /* NULL-terminated */
+	const char *workdir;      /* default /tmp/workspace */
+	const void *stdin_data;   /* optional bytes written to the command's stdin, then EOF */
+	size_t stdin_len;
+	int timeout_s;            /* per-command deadline, enforced inside and outside the box */
+	size_t output_cap;        /* per stream; 0 = default (1 MiB) */
+} sbx_cmd;
+
+#define SBX_CMD_INIT {NULL, NULL, NULL, 0, 60, 0}
+
+/* Connect to the backend named by the config (DOCKER_HOST etc.) and read the sandbox
+ * settings (AUTOPATCH_SANDBOX_*), which fill the spec's zero fields. Fails with AP_EUNAVAIL and
+ * a one-line sentence when the daemon is unreachable or its API is too old, AP_EINVAL for a bad
+ * setting. */
+int sbx_engine_new(sbx_engine **out, const ap_config *cfg);
+void sbx_engine_free(sbx_engine *e);
+
+/* Create and start a fresh box. On failure nothing is left behind. */
+int sbx_create(sbx_engine *e, const sbx_spec *spec, sbx_box **out);
+
+/* Take a box from the warm pool when one of the default spec is ready (milliseconds), else
+ * create one. repo_dir is where the caller must put the repository before the first exec
+ * (see sbx_box_repo_dir); the box copies /repo into /tmp/workspace on sbx_prepare(). */
+int sbx_acquire(sbx_engine *e, const char *job_label, sbx_box **out);
+
+/* The host directory bound at /repo for this box (owned by the box, removed on destroy). */
+const char *sbx_box_repo_dir(const sbx_box *b);
+
+/* Copy /repo into /tmp/workspace (after the caller filled the repo dir). */
+int sbx_prepare(sbx_box *b);
+
+/* Run one command. A non-zero exit status is not an error: it is in res->exit_code. Errors
+ * are for the box or the daemon failing. res is filled even on timeout; release it with
+ * sbx_result_release(). */
+int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res);
+void sbx_result_release(sbx_result *res);
+
+/* Kill and remove the box and everything created for it (network, proxy, repo dir), on every
+ * path. Accepts NULL. Returns 0 or the first error (the box is freed either way). */
+int sbx_destroy(sbx_box *b);
+
+/* Remove every container and network labelled with this process's owner id
+ * (AUTOPATCH_OWNER_ID) that a crash left behind. Returns how many were removed, or < 0. */
+int sbx_reap_orphans(sbx_engine *e);
+
+#endif
