@@ -456,7 +456,12 @@ static const struct {
 static pthread_once_t pat_once = PTHREAD_ONCE_INIT;
 static pcre2_code *pat_code[PAT_N];
 static int pat_err; /* nonzero if a pattern failed to compile (a programming error) */
-static bool first_byte[256];
+static uint64_t first_pair[65536 / 64]; /* bit set for the first two bytes of each keyword */
+
+static inline unsigned kw_pair(const char *p)
+{
+	return (unsigned)(unsigned char)p[0] << 8 | (unsigned char)p[1];
+}
 
 static void compile_patterns(void)
 {
@@ -477,7 +482,8 @@ static void compile_patterns(void)
 		(void)pcre2_jit_compile(pat_code[i], PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD);
 	}
 	for (size_t k = 0; k < sizeof(keywords) / sizeof(keywords[0]); k++)
-		first_byte[(unsigned char)keywords[k].kw[0]] = true;
+		first_pair[kw_pair(keywords[k].kw) >> 6] |= (uint64_t)1
+							    << (kw_pair(keywords[k].kw) & 63);
 }
 
 static int patterns_ready(void)
@@ -661,7 +667,8 @@ static int scan_run(struct scan *sc, size_t limit)
 	for (size_t i = 0; i < limit && i < sc->partial; i++) {
 		size_t end = 0, lit;
 
-		if (first_byte[(unsigned char)in[i]]) {
+		if (len - i >= 2 &&
+		    (first_pair[kw_pair(in + i) >> 6] >> (kw_pair(in + i) & 63) & 1)) {
 			rc = try_patterns(sc, i, &end);
 			if (rc < 0)
 				return rc;

@@ -497,6 +497,7 @@ static void test_redact_stream_unterminated_key(void **state)
 
 	(void)state;
 	assert_int_equal(redact_stream_new(&s, collect, &out), 0);
+	redact_stream_set_batch(s, 0); /* process every write: the END line arrives split */
 	assert_int_equal(redact_stream_write(s, "start -----BEGIN PRIVATE KEY-----\n", 34), 0);
 	memset(line, 'Q', 64);
 	line[64] = '\n';
