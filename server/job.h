@@ -16,17 +16,17 @@ enum job_trigger { JOB_TRIGGER_LABEL, JOB_TRIGGER_COMMENT, JOB_TRIGGER_PR_FEEDBA
 /* A leased job, read-only for the pipeline. Strings live as long as the job. */
 typedef struct q_job {
 	int64_t id;
-	const char *delivery; /* X-GitHub-Delivery that created it */
-	const char *event;    /* X-GitHub-Event */
-	const char *repo;     /* "owner/name" */
+	const char *delivery;        /* X-GitHub-Delivery that created it */
+	const char *event;           /* X-GitHub-Event */
+	const char *repo;            /* "owner/name" */
 	int64_t repo_id;
 	int64_t installation_id;
-	int64_t issue; /* issue or pull-request number */
+	int64_t issue;               /* issue or pull-request number */
 	enum job_trigger trigger;
-	const char *feedback;	    /* comment text after "/autopatch" (may be ""), else NULL */
-	int64_t trigger_comment_id; /* the comment to react to, 0 for a label trigger */
-	const char *payload;	    /* the raw, verified delivery body (JSON) */
-	int attempts;		    /* 1 on the first run */
+	const char *feedback;        /* comment text after "/autopatch" (may be ""), else NULL */
+	int64_t trigger_comment_id;  /* the comment to react to, 0 for a label trigger */
+	const char *payload;         /* the raw, verified delivery body (JSON) */
+	int attempts;                /* 1 on the first run */
 } q_job;
 
 /* Control handle the worker passes to the pipeline. */
