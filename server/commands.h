@@ -7,11 +7,11 @@
 
 #include "config.h"
 
-int serve_main(int argc, char **argv, ap_config *cfg);	 /* server/serve.c */
-int jobs_main(int argc, char **argv, ap_config *cfg);	 /* server/jobs_cmd.c */
+int serve_main(int argc, char **argv, ap_config *cfg);   /* server/serve.c */
+int jobs_main(int argc, char **argv, ap_config *cfg);    /* server/jobs_cmd.c */
 int sandbox_main(int argc, char **argv, ap_config *cfg); /* sandbox/cli.c */
-int doctor_main(int argc, char **argv, ap_config *cfg);	 /* github/doctor.c */
-int fix_main(int argc, char **argv, ap_config *cfg);	 /* agents/fix_cmd.c */
-int demo_main(int argc, char **argv, ap_config *cfg);	 /* server/demo.c */
+int doctor_main(int argc, char **argv, ap_config *cfg);  /* github/doctor.c */
+int fix_main(int argc, char **argv, ap_config *cfg);     /* agents/fix_cmd.c */
+int demo_main(int argc, char **argv, ap_config *cfg);    /* server/demo.c */
 
 #endif
