@@ -37,6 +37,7 @@ Control endpoints (for tests; not part of GitHub):
   POST /_stub/fail            {"path": regex, "method": "POST"|null, "status": 503, "times": 1,
                                "retry_after": 1, "headers": {...}, "message": "...",
                                "body": {...}} — answer matching requests with that instead
+  POST /_stub/fail/clear      forget every injected failure
   POST /_stub/config          {"token_ttl": s, "clock_offset": s, "app_id": "1"}
   POST /_stub/seed            {"repos": [seed_repo kwargs ...]}
   POST /_stub/comments        {"repo": "o/r", "issue": 1, "count": 250} bulk comments
@@ -317,12 +318,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("X-GitHub-Request-Id", secrets.token_hex(8).upper())
-        self.send_header("X-RateLimit-Limit", "5000")
-        self.send_header("X-RateLimit-Remaining", "4999")
-        self.send_header("X-RateLimit-Reset", str(int(self.st.now()) + 3600))
-        self.send_header("X-RateLimit-Resource", "core")
-        for k, v in (headers or {}).items():
+        hdrs = {"X-GitHub-Request-Id": secrets.token_hex(8).upper(),
+                "X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "4999",
+                "X-RateLimit-Reset": str(int(self.st.now()) + 3600),
+                "X-RateLimit-Resource": "core"}
+        given = {k.lower(): (k, v) for k, v in (headers or {}).items()}
+        hdrs = {k: v for k, v in hdrs.items() if k.lower() not in given}
+        hdrs.update({k: v for k, v in given.values()})
+        for k, v in hdrs.items():
             self.send_header(k, str(v))
         self.end_headers()
         if self.command != "HEAD":
@@ -423,6 +426,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, st.dump())
         if path == "/_stub/health":
             return self.send(200, {"ok": True})
+        if path == "/_stub/fail/clear":
+            with st.lock:
+                st.failures.clear()
+            return self.send(204)
         if path == "/_stub/fail":
             f = {"times": 1, "status": 503} | data
             with st.lock:
