@@ -1,0 +1,9 @@
+/* SPDX-License-Identifier: MIT */
+/* agents/prompts.h - the role prompts, compiled from agents/prompts/*.md at build time. */
+#ifndef AP_PROMPTS_H
+#define AP_PROMPTS_H
+
+extern const char prompt_planner[];
+extern const char prompt_builder[];
+
+#endif
