@@ -1,14 +1,221 @@
 /* SPDX-License-Identifier: MIT */
-/* sandbox/cli.c - `autopatch sandbox`: not built yet; its issue replaces this file. */
+/* sandbox/cli.c - `autopatch sandbox run|reap`: run one command in a fresh hardened box, or
+ * remove boxes a crash left behind.
+ *
+ * `run` exit codes: the command's own code; 124 when it passed its deadline; 125 when the
+ * sandbox itself failed (daemon unreachable, image missing), like `docker run`; 2 for bad
+ * usage or settings; 130/143 after SIGINT/SIGTERM (the box is destroyed first).
+ */
+#include "err.h"
+#include "sandbox.h"
 #include "server/commands.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXIT_SANDBOX 125
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+	got_signal = sig;
+}
+
+static const char run_usage[] =
+    "usage: autopatch sandbox run [--repo DIR] [--timeout S] [--image I] [--runtime R] -- "
+    "CMD...\n"
+    "       autopatch sandbox reap [--all]\n";
+
+struct sink {
+	bool broken[3]; /* a stream's reader went away: stop writing to it */
+};
+
+static void on_output(void *ud, int stream, const char *p, size_t n)
+{
+	struct sink *s = ud;
+	int fd = stream == 2 ? 2 : 1;
+	ssize_t w;
+
+	while (n && !s->broken[fd]) {
+		w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			s->broken[fd] = true;
+			break;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static int signal_exit(void)
+{
+	fprintf(stderr, "autopatch: stopped by signal %d; the sandbox was removed\n",
+		(int)got_signal);
+	return 128 + (int)got_signal;
+}
+
+static int run_main(int argc, char **argv, ap_config *cfg)
+{
+	const char *repo = NULL, *image = NULL, *runtime = NULL;
+	char repo_abs[PATH_MAX], job[32], *end;
+	sbx_spec spec = SBX_SPEC_INIT;
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result res = SBX_RESULT_INIT;
+	sbx_engine *e = NULL;
+	sbx_box *b = NULL;
+	struct sigaction sa;
+	struct sink sink = {{false, false, false}};
+	long timeout = 600;
+	int i, rc, code = EXIT_SANDBOX;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
+		}
+		if (i + 1 >= argc) {
+			fprintf(stderr, "autopatch: %s needs a value\n%s", argv[i], run_usage);
+			return 2;
+		}
+		if (strcmp(argv[i], "--repo") == 0) {
+			repo = argv[++i];
+		} else if (strcmp(argv[i], "--image") == 0) {
+			image = argv[++i];
+		} else if (strcmp(argv[i], "--runtime") == 0) {
+			runtime = argv[++i];
+		} else if (strcmp(argv[i], "--timeout") == 0) {
+			errno = 0;
+			timeout = strtol(argv[++i], &end, 10);
+			if (errno || *end || timeout < 1 || timeout > 7 * 24 * 3600) {
+				fprintf(stderr, "autopatch: --timeout wants seconds (1-604800)\n");
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "autopatch: unknown option %s\n%s", argv[i], run_usage);
+			return 2;
+		}
+	}
+	if (i >= argc) {
+		fprintf(stderr, "autopatch: no command given\n%s", run_usage);
+		return 2;
+	}
+	if (repo && !realpath(repo, repo_abs)) {
+		fprintf(stderr, "autopatch: --repo %s: %s\n", repo, strerror(errno));
+		return 2;
+	}
+	if (image)
+		cfg_set(cfg, "AUTOPATCH_SANDBOX_IMAGE", image);
+	if (runtime)
+		cfg_set(cfg, "AUTOPATCH_SANDBOX_RUNTIME", runtime);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal; /* no SA_RESTART: blocking calls return early */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = sbx_engine_new(&e, cfg);
+	if (rc) {
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+		return rc == AP_EINVAL ? 2 : EXIT_SANDBOX;
+	}
+	/* Boxes of crashed runs with this owner id go first (live runs keep theirs). */
+	if (sbx_reap_orphans(e) < 0)
+		fprintf(stderr, "autopatch: warning: %s\n", ap_error_last());
+	snprintf(job, sizeof(job), "cli-%ld", (long)getpid());
+	spec.job_label = job;
+	spec.repo_dir = repo ? repo_abs : NULL;
+	if (timeout + 60 > INT_MAX)
+		timeout = INT_MAX - 60;
+	spec.wall_seconds = (int)timeout + 60;
+	rc = sbx_create(e, &spec, &b);
+	if (rc) {
+		fprintf(stderr, "autopatch: cannot create the sandbox: %s\n", ap_error_last());
+		goto out_free_engine;
+	}
+	if (got_signal) {
+		code = signal_exit();
+		goto out_destroy;
+	}
+	rc = sbx_prepare(b);
+	if (rc) {
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+		goto out_destroy;
+	}
+	cmd.argv = (const char *const *)argv + i;
+	cmd.timeout_s = (int)timeout;
+	cmd.output_cap = 4096; /* everything is streamed; the capture only backs the result */
+	cmd.on_output = on_output;
+	cmd.on_output_ud = &sink;
+	cmd.cancel = &got_signal;
+	rc = sbx_exec(b, &cmd, &res);
+	if (rc == AP_ECANCELLED || got_signal) {
+		code = 0; /* set below, after the box is gone */
+		sbx_destroy(b);
+		b = NULL;
+		code = signal_exit();
+		goto out_release;
+	}
+	if (rc) {
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+		goto out_destroy;
+	}
+	code = res.exit_code;
+	if (res.timed_out)
+		fprintf(stderr, "autopatch: the command timed out after %ld s and was killed\n",
+			timeout);
+out_release:
+	sbx_result_release(&res);
+out_destroy:
+	if (b && sbx_destroy(b)) {
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+		code = code == 0 ? EXIT_SANDBOX : code;
+	}
+out_free_engine:
+	sbx_engine_free(e);
+	return code;
+}
+
+static int reap_main(int argc, char **argv, ap_config *cfg)
+{
+	sbx_engine *e = NULL;
+	bool all = argc > 1 && strcmp(argv[1], "--all") == 0;
+	int n;
+
+	if (argc > 2 || (argc == 2 && !all)) {
+		fputs(run_usage, stderr);
+		return 2;
+	}
+	cfg_set(cfg, "AUTOPATCH_SANDBOX_POOL", "0");
+	if (sbx_engine_new(&e, cfg)) {
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+		return 1;
+	}
+	n = all ? sbx_reap_all(e) : sbx_reap_orphans(e);
+	if (n < 0)
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+	else
+		printf("removed %d container(s) and network(s) of owner %s\n", n, sbx_owner_id(e));
+	sbx_engine_free(e);
+	return n < 0 ? 1 : 0;
+}
 
 int sandbox_main(int argc, char **argv, ap_config *cfg)
 {
-	(void)argc;
-	(void)argv;
-	(void)cfg;
-	fprintf(stderr, "autopatch: 'sandbox' is not available yet in this build\n");
-	return 2;
+	if (argc >= 2 && strcmp(argv[1], "run") == 0)
+		return run_main(argc - 1, argv + 1, cfg);
+	if (argc >= 2 && strcmp(argv[1], "reap") == 0)
+		return reap_main(argc - 1, argv + 1, cfg);
+	fputs(run_usage, argc >= 2 && strcmp(argv[1], "--help") == 0 ? stdout : stderr);
+	return argc >= 2 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
 }

@@ -12,6 +12,7 @@
 #ifndef AP_SANDBOX_H
 #define AP_SANDBOX_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,58 +20,76 @@
 #include "config.h"
 
 typedef struct sbx_engine sbx_engine; /* connection to a backend (the Docker daemon) */
-typedef struct sbx_box sbx_box;       /* one container */
+typedef struct sbx_box sbx_box;	      /* one container */
 
 enum sbx_network { SBX_NET_NONE, SBX_NET_ALLOWLIST };
 
 /* What a box looks like. Strings are borrowed for the duration of sbx_create(). */
 typedef struct sbx_spec {
 	int version;
-	const char *image;         /* default AUTOPATCH_SANDBOX_IMAGE or autopatch-sandbox:latest */
-	const char *runtime;       /* "runc" (default) or "runsc" */
-	const char *repo_dir;      /* host directory bound read-only at /repo; NULL: none */
-	const char *job_label;     /* value of the autopatch.job label */
-	int64_t memory_bytes;      /* memory and memory+swap */
-	int64_t nano_cpus;         /* CPU quota, 1e9 = one CPU */
-	int64_t pids;              /* pids limit */
-	int64_t tmp_bytes;         /* tmpfs size of /tmp */
-	int64_t workspace_bytes;   /* tmpfs size of /tmp/workspace */
-	int64_t nofile;            /* RLIMIT_NOFILE */
-	int64_t fsize_bytes;       /* RLIMIT_FSIZE */
-	int wall_seconds;          /* life of the box; the host kills it after this */
-	enum sbx_network network;  /* SBX_NET_NONE by default */
-	const char *const *allow;  /* NULL-terminated "host:port" list for SBX_NET_ALLOWLIST */
+	const char *image;	  /* default AUTOPATCH_SANDBOX_IMAGE or autopatch-sandbox:latest */
+	const char *runtime;	  /* "runc" (default) or "runsc" */
+	const char *repo_dir;	  /* host directory bound read-only at /repo; NULL: none */
+	const char *job_label;	  /* value of the autopatch.job label */
+	int64_t memory_bytes;	  /* memory and memory+swap */
+	int64_t nano_cpus;	  /* CPU quota, 1e9 = one CPU */
+	int64_t pids;		  /* pids limit */
+	int64_t tmp_bytes;	  /* tmpfs size of /tmp */
+	int64_t workspace_bytes;  /* tmpfs size of /tmp/workspace */
+	int64_t nofile;		  /* RLIMIT_NOFILE */
+	int64_t fsize_bytes;	  /* RLIMIT_FSIZE */
+	int wall_seconds;	  /* life of the box; the host kills it after this */
+	enum sbx_network network; /* SBX_NET_NONE by default */
+	const char *const *allow; /* NULL-terminated "host:port" list for SBX_NET_ALLOWLIST */
 } sbx_spec;
 
 #define SBX_SPEC_VERSION 1
 /* Zero means "the configured default" for every numeric field. */
-#define SBX_SPEC_INIT {SBX_SPEC_VERSION}
+#define SBX_SPEC_INIT                                                                              \
+	{                                                                                          \
+		.version = SBX_SPEC_VERSION                                                        \
+	}
 
 /* Result of one command. */
 typedef struct sbx_result {
-	int exit_code;    /* the command's exit status; 124 on timeout, 128+N on signal N */
-	bool timed_out;   /* the per-command deadline passed and the command was killed */
-	bool truncated;   /* output passed the cap: head and tail were kept, the middle dropped */
-	char *out;        /* stdout, NUL-terminated (may contain NULs before it) */
+	int exit_code;	/* the command's exit status; 124 on timeout, 128+N on signal N */
+	bool timed_out; /* the per-command deadline passed and the command was killed */
+	bool truncated; /* output passed the cap: head and tail were kept, the middle dropped */
+	char *out;	/* stdout, NUL-terminated (may contain NULs before it) */
 	size_t out_len;
-	char *err;        /* stderr, likewise */
+	char *err; /* stderr, likewise */
 	size_t err_len;
-	int64_t millis;   /* wall time of the exec */
+	int64_t millis; /* wall time of the exec */
 } sbx_result;
 
-#define SBX_RESULT_INIT {0, false, false, NULL, 0, NULL, 0, 0}
+#define SBX_RESULT_INIT                                                                            \
+	{                                                                                          \
+		0, false, false, NULL, 0, NULL, 0, 0                                               \
+	}
+
+/* Receives output as it arrives (stream 1 = stdout, 2 = stderr), before any cap; the bytes
+ * come from the box: treat them as untrusted. */
+typedef void (*sbx_output_fn)(void *ud, int stream, const char *p, size_t n);
 
 /* One command: argv is executed directly (never through a host-side shell). */
 typedef struct sbx_cmd {
-	const char *const *argv;  /* NULL-terminated */
-	const char *workdir;      /* default /tmp/workspace */
-	const void *stdin_data;   /* optional bytes written to the command's stdin, then EOF */
+	const char *const *argv; /* NULL-terminated */
+	const char *workdir;	 /* default /tmp/workspace */
+	const void *stdin_data;	 /* optional bytes written to the command's stdin, then EOF */
 	size_t stdin_len;
-	int timeout_s;            /* per-command deadline, enforced inside and outside the box */
-	size_t output_cap;        /* per stream; 0 = default (1 MiB) */
+	int timeout_s;	   /* per-command deadline, enforced inside and outside the box */
+	size_t output_cap; /* per stream; 0 = default (AUTOPATCH_SANDBOX_OUTPUT_CAP, 1 MiB) */
+	/* Additions (optional, zero = off): */
+	sbx_output_fn on_output; /* streaming callback */
+	void *on_output_ud;
+	const volatile sig_atomic_t *cancel; /* when it becomes non-zero, sbx_exec kills the box
+					      * and returns AP_ECANCELLED */
 } sbx_cmd;
 
-#define SBX_CMD_INIT {NULL, NULL, NULL, 0, 60, 0}
+#define SBX_CMD_INIT                                                                               \
+	{                                                                                          \
+		NULL, NULL, NULL, 0, 60, 0, NULL, NULL, NULL                                       \
+	}
 
 /* Connect to the backend named by the config (DOCKER_HOST etc.) and read the sandbox
  * settings (AUTOPATCH_SANDBOX_*), which fill the spec's zero fields. Fails with AP_EUNAVAIL and
@@ -104,7 +123,28 @@ void sbx_result_release(sbx_result *res);
 int sbx_destroy(sbx_box *b);
 
 /* Remove every container and network labelled with this process's owner id
- * (AUTOPATCH_OWNER_ID) that a crash left behind. Returns how many were removed, or < 0. */
+ * (AUTOPATCH_OWNER_ID) that a crash left behind: those whose creating process (label
+ * autopatch.creator = pid and start time) is gone, so a concurrent `autopatch sandbox run`
+ * with the same owner id keeps its box. Also removes their repo dirs. Returns how many
+ * containers and networks were removed, or < 0. */
 int sbx_reap_orphans(sbx_engine *e);
+
+/* Additions. */
+
+/* Like sbx_reap_orphans but also removes boxes of live processes (`autopatch sandbox reap
+ * --all`). */
+int sbx_reap_all(sbx_engine *e);
+
+/* Start filling the warm pool now (sbx_acquire() also starts it). Idempotent. */
+int sbx_pool_start(sbx_engine *e);
+
+/* How many ready boxes the pool holds right now (tests, metrics). */
+int sbx_pool_ready(sbx_engine *e);
+
+/* This engine's owner id (AUTOPATCH_OWNER_ID or the default hash; see docs/sandbox.md). */
+const char *sbx_owner_id(const sbx_engine *e);
+
+/* The container id of a box (for logs and tests). */
+const char *sbx_box_id(const sbx_box *b);
 
 #endif

@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: MIT */
+/* agents/progress.c - markdown for the progress comment, the PR body and the iteration reply
+ * (see progress.h). Pure: no I/O, no clock. */
+#include "progress.h"
+#include "buf.h"
+#include "err.h"
+#include "redact.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ZWSP	       "\xe2\x80\x8b" /* zero-width space: breaks @mentions and #refs */
+#define MAX_STEP_LINES 12
+#define MAX_STEP_CHARS 200
+#define MAX_PROSE      4000
+#define MAX_EVIDENCE   30000
+#define MAX_FILES      100
+#define BUILD_CAP      (PROGRESS_MAX_BODY + 4096)
+
+static const char *const stages[] = {"preparing", "planning", "building", "testing", "publishing"};
+static const char *const stage_titles[] = {"Preparing", "Planning", "Building", "Testing",
+					   "Publishing"};
+#define N_STAGES (sizeof(stages) / sizeof(stages[0]))
+
+/* Cut s at max bytes without splitting a UTF-8 sequence. */
+static size_t cut_len(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n <= max)
+		return n;
+	n = max;
+	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	return n;
+}
+
+/* Inline code: one line, no backticks, capped. */
+static void add_inline(ap_buf *b, const char *s, size_t max)
+{
+	size_t n = cut_len(s, max);
+
+	ap_buf_adds(b, "`");
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c == '@' || (c == '<' && strncmp(s + i, "<!--", 4) == 0)) {
+			ap_buf_add(b, &c, 1);
+			ap_buf_adds(b, ZWSP);
+			continue;
+		}
+		if (c == '`')
+			c = '\'';
+		else if (c == '\n' || c == '\r' || c == '\t')
+			c = ' ';
+		else if ((unsigned char)c < 0x20)
+			continue;
+		ap_buf_add(b, &c, 1);
+	}
+	if (n < strlen(s))
+		ap_buf_adds(b, "...");
+	ap_buf_adds(b, "`");
+}
+
+/* Prose from the model or a test run: kept as markdown, but it cannot mention anyone (@user),
+ * link or close an issue (#N), hide text or fake our marker (<!--). */
+static void add_prose(ap_buf *b, const char *s, size_t max)
+{
+	size_t n = cut_len(s, max);
+
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c == '@' && i + 1 < n &&
+		    (isalnum((unsigned char)s[i + 1]) || s[i + 1] == '-')) {
+			ap_buf_adds(b, "@" ZWSP);
+		} else if (c == '#' && i + 1 < n && isdigit((unsigned char)s[i + 1])) {
+			ap_buf_adds(b, "#" ZWSP);
+		} else if (c == '<' && strncmp(s + i, "<!--", 4) == 0) {
+			ap_buf_adds(b, "&lt;");
+		} else if ((unsigned char)c < 0x20 && c != '\n' && c != '\t') {
+			continue;
+		} else {
+			ap_buf_add(b, &c, 1);
+		}
+	}
+	if (n < strlen(s))
+		ap_buf_adds(b, "\n\n(truncated)");
+}
+
+/* A fenced block whose fence is longer than any backtick run inside s. */
+static void add_fenced(ap_buf *b, const char *s, size_t max)
+{
+	size_t run = 0, longest = 0, n = cut_len(s, max), fence;
+
+	for (size_t i = 0; i < n; i++) {
+		run = s[i] == '`' ? run + 1 : 0;
+		if (run > longest)
+			longest = run;
+	}
+	fence = longest < 3 ? 3 : longest + 1;
+	for (size_t i = 0; i < fence; i++)
+		ap_buf_adds(b, "`");
+	ap_buf_adds(b, "\n");
+	ap_buf_add(b, s, n);
+	if (n && s[n - 1] != '\n')
+		ap_buf_adds(b, "\n");
+	if (n < strlen(s))
+		ap_buf_adds(b, "... (truncated)\n");
+	for (size_t i = 0; i < fence; i++)
+		ap_buf_adds(b, "`");
+	ap_buf_adds(b, "\n");
+}
+
+static void add_clock(ap_buf *b, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm)) {
+		ap_buf_adds(b, "?");
+		return;
+	}
+	ap_buf_addf(b, "%02d:%02d:%02d UTC", tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+static void add_duration(ap_buf *b, int64_t ms)
+{
+	int64_t s = ms < 0 ? 0 : (ms + 500) / 1000;
+
+	if (s < 60)
+		ap_buf_addf(b, "%" PRId64 " s", s);
+	else if (s < 3600)
+		ap_buf_addf(b, "%" PRId64 " min %" PRId64 " s", s / 60, s % 60);
+	else
+		ap_buf_addf(b, "%" PRId64 " h %" PRId64 " min", s / 3600, (s % 3600) / 60);
+}
+
+static int stage_index(const char *stage)
+{
+	if (!stage)
+		return -1;
+	for (size_t i = 0; i < N_STAGES; i++)
+		if (strcmp(stage, stages[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
+const char *progress_latest_verdict(const progress_event *events, size_t n)
+{
+	for (size_t i = n; i-- > 0;) {
+		const char *m = events[i].message;
+
+		if (m && strncmp(m, "tester:", 7) == 0) {
+			m += 7;
+			while (*m == ' ')
+				m++;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+/* Redact the finished buffer into *out. */
+static int finish(ap_buf *b, char **out)
+{
+	*out = NULL;
+	if (!b->data && ap_buf_adds(b, "") != 0)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	*out = redact_str(ap_buf_str(b));
+	ap_buf_release(b);
+	return *out ? 0 : ap_error_set(AP_ENOMEM, "out of memory rendering markdown");
+}
+
+static const char *headline(enum progress_state s)
+{
+	switch (s) {
+	case PROGRESS_SUCCEEDED:
+		return "opened a pull request with a proven fix";
+	case PROGRESS_FAILED:
+		return "could not fix this issue";
+	case PROGRESS_CANCELLED:
+		return "stopped: the job was cancelled";
+	default:
+		return "is working on this issue";
+	}
+}
+
+static void render_checklist(ap_buf *b, const progress_view *v)
+{
+	int64_t start[N_STAGES];
+	int last = -1;
+	int64_t end_ms = v->n_events ? v->events[v->n_events - 1].time_ms : 0;
+
+	for (size_t i = 0; i < N_STAGES; i++)
+		start[i] = -1;
+	for (size_t i = 0; i < v->n_events; i++) {
+		int k = stage_index(v->events[i].stage);
+
+		if (k >= 0 && start[k] < 0)
+			start[k] = v->events[i].time_ms;
+		if (k > last)
+			last = k;
+	}
+	for (int i = 0; i < (int)N_STAGES; i++) {
+		bool done = i < last || (i == last && v->state == PROGRESS_SUCCEEDED);
+		bool current = i == last && !done;
+		int64_t until = -1;
+
+		if (start[i] >= 0) {
+			for (int j = i + 1; j < (int)N_STAGES && until < 0; j++)
+				until = start[j];
+			if (until < 0 && v->state != PROGRESS_RUNNING)
+				until = end_ms;
+			if (until < 0 && v->now_ms > 0)
+				until = v->now_ms;
+		}
+		ap_buf_addf(b, "- [%c] ", done ? 'x' : ' ');
+		if (current && v->state == PROGRESS_RUNNING)
+			ap_buf_addf(b, "**%s**", stage_titles[i]);
+		else if (current)
+			ap_buf_addf(b, "~~%s~~", stage_titles[i]);
+		else
+			ap_buf_adds(b, stage_titles[i]);
+		if (start[i] >= 0) {
+			ap_buf_adds(b, " · ");
+			add_clock(b, start[i]);
+			if (until >= 0) {
+				ap_buf_adds(b, current && v->state == PROGRESS_RUNNING
+						   ? " · running for "
+						   : " · ");
+				add_duration(b, until - start[i]);
+			}
+		}
+		if (current && v->state == PROGRESS_FAILED)
+			ap_buf_adds(b, " · failed here");
+		else if (current && v->state == PROGRESS_CANCELLED)
+			ap_buf_adds(b, " · cancelled here");
+		ap_buf_adds(b, "\n");
+	}
+}
+
+int progress_render_comment(const progress_view *v, char **out)
+{
+	ap_buf b = AP_BUF_INIT(BUILD_CAP);
+	const char *verdict = progress_latest_verdict(v->events, v->n_events);
+	size_t first;
+
+	ap_buf_adds(&b, PROGRESS_MARKER "\n");
+	ap_buf_addf(&b, "**autopatch** %s (job %" PRId64 ")\n\n", headline(v->state), v->job_id);
+	render_checklist(&b, v);
+	ap_buf_adds(&b, "\n");
+	if (v->test_note) {
+		ap_buf_adds(&b, "**Test command:** ");
+		add_prose(&b, v->test_note, 600);
+		ap_buf_adds(&b, "\n\n");
+	}
+	if (verdict) {
+		ap_buf_adds(&b, "**Latest Tester verdict:** ");
+		add_inline(&b, verdict, 300);
+		ap_buf_adds(&b, "\n\n");
+	}
+	if (v->state == PROGRESS_FAILED || v->state == PROGRESS_CANCELLED) {
+		ap_buf_adds(&b, v->state == PROGRESS_FAILED ? "**Why it failed:** "
+							    : "**Why it stopped:** ");
+		add_prose(&b, v->failure ? v->failure : "no reason was recorded", 2000);
+		ap_buf_adds(&b, "\n\n");
+		if (v->tried) {
+			ap_buf_adds(&b, "**What was tried:** ");
+			add_prose(&b, v->tried, 2000);
+			ap_buf_adds(&b, "\n\n");
+		}
+		if (v->state == PROGRESS_CANCELLED)
+			ap_buf_adds(&b, "No pull request was opened.\n\n");
+		if (v->trajectory) {
+			ap_buf_adds(&b,
+				    "**Trajectory** (for the operator, on the autopatch server): ");
+			add_inline(&b, v->trajectory, 400);
+			ap_buf_adds(&b, "\n\n");
+		}
+	}
+	if (v->pr_url) {
+		ap_buf_adds(&b, "**Pull request:** ");
+		add_prose(&b, v->pr_url, 400);
+		ap_buf_adds(&b, "\n\n");
+	}
+	first = v->n_events > MAX_STEP_LINES ? v->n_events - MAX_STEP_LINES : 0;
+	if (v->n_events) {
+		ap_buf_adds(&b, "<details><summary>Steps</summary>\n\n");
+		if (first)
+			ap_buf_addf(&b, "- (%zu earlier steps)\n", first);
+		for (size_t i = first; i < v->n_events; i++) {
+			const progress_event *e = &v->events[i];
+
+			ap_buf_adds(&b, "- ");
+			add_clock(&b, e->time_ms);
+			if (e->stage)
+				ap_buf_addf(&b, " **%s**", e->stage);
+			if (e->message && *e->message) {
+				ap_buf_adds(&b, " ");
+				add_inline(&b, e->message, MAX_STEP_CHARS);
+			}
+			ap_buf_adds(&b, "\n");
+		}
+		ap_buf_adds(&b, "\n</details>\n");
+	}
+	return finish(&b, out);
+}
+
+static void add_section(ap_buf *b, const char *title, const char *text, size_t max)
+{
+	if (!text || !*text)
+		return;
+	ap_buf_addf(b, "### %s\n\n", title);
+	add_prose(b, text, max);
+	ap_buf_adds(b, "\n\n");
+}
+
+static void add_files(ap_buf *b, const char *files)
+{
+	const char *p = files, *eol;
+	int count = 0;
+
+	if (!files || !*files)
+		return;
+	ap_buf_adds(b, "### Files changed\n\n");
+	while (p && *p) {
+		char line[1024];
+		size_t n;
+
+		eol = strchr(p, '\n');
+		n = eol ? (size_t)(eol - p) : strlen(p);
+		if (n && count < MAX_FILES) {
+			if (n >= sizeof(line))
+				n = sizeof(line) - 1;
+			memcpy(line, p, n);
+			line[n] = '\0';
+			ap_buf_adds(b, "- ");
+			add_inline(b, line, sizeof(line));
+			ap_buf_adds(b, "\n");
+		}
+		if (n)
+			count++;
+		p = eol ? eol + 1 : NULL;
+	}
+	if (count > MAX_FILES)
+		ap_buf_addf(b, "- ... and %d more\n", count - MAX_FILES);
+	ap_buf_adds(b, "\n");
+}
+
+static void add_model_line(ap_buf *b, const pr_body_input *in)
+{
+	ap_buf_adds(b, "<sub>autopatch");
+	if (in->job_id)
+		ap_buf_addf(b, " job %" PRId64, in->job_id);
+	if (in->model) {
+		ap_buf_adds(b, " · model ");
+		add_inline(b, in->model, 120);
+	}
+	ap_buf_addf(b, " · tokens: %" PRId64 " in, %" PRId64 " out", in->tokens_in, in->tokens_out);
+	if (in->model_calls)
+		ap_buf_addf(b, " · %d model calls", in->model_calls);
+	if (in->iterations)
+		ap_buf_addf(b, " · %d Builder/Tester round%s", in->iterations,
+			    in->iterations == 1 ? "" : "s");
+	ap_buf_adds(b, "</sub>\n");
+}
+
+int progress_render_pr_body(const pr_body_input *in, char **out)
+{
+	ap_buf b = AP_BUF_INIT(BUILD_CAP);
+
+	ap_buf_adds(&b,
+		    "This draft pull request was written by autopatch. The reproduction test "
+		    "failed before the fix and passes after it, and the repository's tests show no "
+		    "new failures, in a network-less sandbox.\n\n");
+	add_section(&b, "Summary", in->summary, MAX_PROSE);
+	add_section(&b, "Suspected cause", in->cause, MAX_PROSE);
+	if (in->repro_test && *in->repro_test) {
+		ap_buf_adds(&b, "### Reproduction test\n\n");
+		add_fenced(&b, in->repro_test, 2000);
+		ap_buf_adds(&b, "\n");
+	}
+	add_section(&b, "Evidence (before / after)", in->evidence, MAX_EVIDENCE);
+	add_files(&b, in->files_changed);
+	if (in->test_note) {
+		ap_buf_adds(&b, "Test command: ");
+		add_prose(&b, in->test_note, 600);
+		ap_buf_adds(&b, "\n\n");
+	}
+	ap_buf_addf(&b, "Fixes #%" PRId64 "\n\n", in->issue);
+	add_model_line(&b, in);
+	return finish(&b, out);
+}
+
+int progress_render_pr_title(int64_t issue, const char *issue_title, char **out)
+{
+	ap_buf b = AP_BUF_INIT(512);
+	const char *t = issue_title ? issue_title : "";
+	size_t n = cut_len(t, 200);
+
+	ap_buf_addf(&b, "Fix #%" PRId64 ": ", issue);
+	for (size_t i = 0; i < n; i++) {
+		char c = t[i];
+
+		if ((unsigned char)c < 0x20)
+			c = ' ';
+		ap_buf_add(&b, &c, 1);
+	}
+	if (n < strlen(t))
+		ap_buf_adds(&b, "...");
+	return finish(&b, out);
+}
+
+int progress_render_reply(const pr_body_input *in, int ok, const char *commit_sha,
+			  const char *failure, char **out)
+{
+	ap_buf b = AP_BUF_INIT(BUILD_CAP);
+
+	if (ok) {
+		ap_buf_adds(&b, "**autopatch** pushed a new commit");
+		if (commit_sha) {
+			ap_buf_adds(&b, " ");
+			add_inline(&b, commit_sha, 40);
+		}
+		ap_buf_adds(&b, " for your feedback. The proof gate passed again.\n\n");
+		add_section(&b, "What changed", in->summary, MAX_PROSE);
+		add_section(&b, "Evidence (before / after)", in->evidence, MAX_EVIDENCE);
+		add_files(&b, in->files_changed);
+	} else {
+		ap_buf_adds(&b,
+			    "**autopatch** could not act on this feedback; nothing was pushed.\n\n"
+			    "**Why:** ");
+		add_prose(&b, failure ? failure : "no reason was recorded", 2000);
+		ap_buf_adds(&b, "\n\n");
+	}
+	add_model_line(&b, in);
+	return finish(&b, out);
+}

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/* github/app.c - App identity: JWT signing with skew correction and the installation-token
+ * cache (see app.h). */
+#include "app.h"
+
+#include "err.h"
+#include "jwt.h"
+#include "log.h"
+#include "redact.h"
+#include "rest.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct token {
+	int64_t inst;
+	char *value;
+	int64_t expires_at; /* server clock, Unix seconds */
+	int64_t minted_at;  /* local clock, Unix seconds */
+	struct token *next;
+};
+
+struct gh_app {
+	const ap_config *cfg;
+	gh_key *key;
+	char *app_id;
+	char *api_url;
+	int64_t margin_s;
+	pthread_mutex_t lock;	   /* skew and the token list */
+	pthread_mutex_t mint_lock; /* one mint at a time, so concurrent callers share it */
+	int64_t skew_s;		   /* server clock - local clock */
+	struct token *tokens;
+};
+
+int gh_app_new(gh_app **out, const ap_config *cfg)
+{
+	const char *id = cfg_get(cfg, "APP_ID");
+	const char *url = cfg_get_or(cfg, "GITHUB_API_URL", "https://api.github.com");
+	gh_app *a;
+	size_t n;
+	int rc;
+
+	*out = NULL;
+	if (!id)
+		return ap_error_set(AP_EINVAL, "set APP_ID to the App ID shown on the GitHub App's "
+					       "settings page");
+	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)
+		return ap_error_set(AP_EINVAL, "GITHUB_API_URL must start with https:// (for "
+					       "GitHub Enterprise: https://HOST/api/v3)");
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	a->cfg = cfg;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_mutex_init(&a->mint_lock, NULL);
+	rc = cfg_get_int(cfg, "AUTOPATCH_GH_TOKEN_MARGIN_S", 600, 0, 3000, &a->margin_s);
+	if (rc)
+		goto err_free;
+	rc = gh_key_load(&a->key, cfg);
+	if (rc)
+		goto err_free;
+	a->app_id = strdup(id);
+	a->api_url = strdup(url);
+	if (!a->app_id || !a->api_url) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto err_free;
+	}
+	n = strlen(a->api_url);
+	while (n > 0 && a->api_url[n - 1] == '/')
+		a->api_url[--n] = '\0';
+	*out = a;
+	return 0;
+err_free:
+	gh_app_free(a);
+	return rc;
+}
+
+static void token_free(struct token *t)
+{
+	if (!t)
+		return;
+	if (t->value) {
+		memset(t->value, 0, strlen(t->value));
+		free(t->value);
+	}
+	free(t);
+}
+
+void gh_app_free(gh_app *app)
+{
+	struct token *t, *next;
+
+	if (!app)
+		return;
+	for (t = app->tokens; t; t = next) {
+		next = t->next;
+		token_free(t);
+	}
+	gh_key_free(app->key);
+	free(app->app_id);
+	free(app->api_url);
+	pthread_mutex_destroy(&app->lock);
+	pthread_mutex_destroy(&app->mint_lock);
+	free(app);
+}
+
+const char *gh_app_api_url(const gh_app *app)
+{
+	return app->api_url;
+}
+
+const ap_config *gh_app_config(const gh_app *app)
+{
+	return app->cfg;
+}
+
+void gh_app_set_server_time(gh_app *app, int64_t server_now)
+{
+	pthread_mutex_lock(&app->lock);
+	app->skew_s = server_now - (int64_t)time(NULL);
+	pthread_mutex_unlock(&app->lock);
+}
+
+static int64_t server_now(gh_app *app)
+{
+	int64_t s;
+
+	pthread_mutex_lock(&app->lock);
+	s = app->skew_s;
+	pthread_mutex_unlock(&app->lock);
+	return (int64_t)time(NULL) + s;
+}
+
+int gh_app_jwt(gh_app *app, char **out)
+{
+	return gh_jwt_sign(out, app->key, app->app_id, server_now(app));
+}
+
+/* The cached token if it is still fresh enough: a malloc'd copy in *out. Caller holds lock. */
+static int cached_locked(gh_app *app, int64_t inst, char **out)
+{
+	for (struct token *t = app->tokens; t; t = t->next) {
+		if (t->inst != inst)
+			continue;
+		if (t->expires_at - ((int64_t)time(NULL) + app->skew_s) <= app->margin_s)
+			return AP_ENOTFOUND;
+		*out = strdup(t->value);
+		return *out ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	return AP_ENOTFOUND;
+}
+
+/* "2016-07-11T22:14:10Z" → Unix seconds, -1 if malformed. */
+static int64_t parse_iso8601(const char *s)
+{
+	struct tm tm = {0};
+	const char *end = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+
+	if (!end || (*end != 'Z' && *end != '.' && *end != '+' && *end != '\0'))
+		return -1;
+	return (int64_t)timegm(&tm);
+}
+
+static int mint(gh_app *app, int64_t inst, struct token **out)
+{
+	char path[96];
+	gh_rest *r = NULL;
+	cJSON *resp = NULL;
+	const char *tok, *exp;
+	struct token *t;
+	int rc;
+
+	*out = NULL;
+	rc = gh_rest_new(&r, app->cfg, app, 0);
+	if (rc)
+		return rc;
+	snprintf(path, sizeof(path), "/app/installations/%lld/access_tokens", (long long)inst);
+	rc = gh_rest_call(r, "POST", path, NULL, &resp);
+	if (rc)
+		goto out_free_rest;
+	tok = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(resp, "token"));
+	exp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(resp, "expires_at"));
+	if (!tok || !*tok || parse_iso8601(exp) < 0) {
+		rc = ap_error_set(AP_EINVAL, "GitHub POST %s: no token or expires_at in the answer",
+				  path);
+		goto out_free_resp;
+	}
+	/* Mask it everywhere before anything could print it. */
+	rc = redact_add_secret(tok);
+	if (rc)
+		goto out_free_resp;
+	t = calloc(1, sizeof(*t));
+	if (!t || !(t->value = strdup(tok))) {
+		free(t);
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out_free_resp;
+	}
+	t->inst = inst;
+	t->expires_at = parse_iso8601(exp);
+	t->minted_at = (int64_t)time(NULL);
+	*out = t;
+	ap_info("minted an installation token for installation %lld (expires %s)", (long long)inst,
+		exp);
+out_free_resp:
+	cJSON_Delete(resp);
+out_free_rest:
+	gh_rest_free(r);
+	return rc;
+}
+
+int gh_app_token(gh_app *app, int64_t installation_id, char **out)
+{
+	struct token *t = NULL, **pp;
+	int rc;
+
+	*out = NULL;
+	if (installation_id <= 0)
+		return ap_error_set(AP_EINVAL, "installation id %lld is not valid",
+				    (long long)installation_id);
+	pthread_mutex_lock(&app->lock);
+	rc = cached_locked(app, installation_id, out);
+	pthread_mutex_unlock(&app->lock);
+	if (rc != AP_ENOTFOUND)
+		return rc;
+
+	pthread_mutex_lock(&app->mint_lock);
+	/* Another thread may have minted while this one waited. */
+	pthread_mutex_lock(&app->lock);
+	rc = cached_locked(app, installation_id, out);
+	pthread_mutex_unlock(&app->lock);
+	if (rc != AP_ENOTFOUND)
+		goto out_unlock_mint;
+	rc = mint(app, installation_id, &t);
+	if (rc)
+		goto out_unlock_mint;
+	*out = strdup(t->value);
+	if (!*out) {
+		token_free(t);
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out_unlock_mint;
+	}
+	pthread_mutex_lock(&app->lock);
+	for (pp = &app->tokens; *pp; pp = &(*pp)->next) {
+		if ((*pp)->inst == installation_id) {
+			struct token *old = *pp;
+
+			*pp = old->next;
+			token_free(old);
+			break;
+		}
+	}
+	t->next = app->tokens;
+	app->tokens = t;
+	pthread_mutex_unlock(&app->lock);
+out_unlock_mint:
+	pthread_mutex_unlock(&app->mint_lock);
+	return rc;
+}
+
+void gh_app_token_invalidate(gh_app *app, int64_t installation_id)
+{
+	struct token **pp;
+
+	pthread_mutex_lock(&app->lock);
+	for (pp = &app->tokens; *pp; pp = &(*pp)->next) {
+		if ((*pp)->inst == installation_id) {
+			struct token *old = *pp;
+
+			*pp = old->next;
+			token_free(old);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&app->lock);
+}
+
+int64_t gh_app_token_age(gh_app *app, int64_t installation_id)
+{
+	int64_t age = -1;
+
+	pthread_mutex_lock(&app->lock);
+	for (struct token *t = app->tokens; t; t = t->next)
+		if (t->inst == installation_id)
+			age = (int64_t)time(NULL) - t->minted_at;
+	pthread_mutex_unlock(&app->lock);
+	return age;
+}

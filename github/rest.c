@@ -1,0 +1,802 @@
+/* SPDX-License-Identifier: MIT */
+/* github/rest.c - GitHub REST client: auth, retries, rate limits, spacing, pagination (see
+ * rest.h for the policy). */
+#include "rest.h"
+
+#include "buf.h"
+#include "err.h"
+#include "log.h"
+#include "redact.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define USER_AGENT	  "autopatch/0.1 (+self-hosted GitHub App)"
+#define MAX_KEPT_HEADERS  16
+#define HEADER_VALUE_CAP  2048
+#define ERROR_BODY_CAP	  600
+#define NEW_TOKEN_GRACE_S 5
+
+/* Response headers the client acts on. */
+static const char *const kept_names[] = {
+    "date",
+    "link",
+    "retry-after",
+    "x-ratelimit-remaining",
+    "x-ratelimit-reset",
+    "x-ratelimit-limit",
+    "x-ratelimit-used",
+    "x-ratelimit-resource",
+    "x-github-request-id",
+};
+
+struct kept {
+	const char *name; /* one of kept_names */
+	char *value;
+};
+
+struct gh_rest {
+	const ap_config *cfg;
+	gh_app *app;
+	int64_t inst;	   /* installation, 0 = the App itself (JWT) */
+	char *fixed_token; /* gh_rest_new_token() */
+	char *base;	   /* API base without trailing slash */
+	CURL *curl;
+	int64_t retries;     /* extra attempts after the first */
+	int64_t backoff_ms;  /* first backoff for 5xx/network */
+	int64_t secondary_s; /* first wait for a secondary limit without retry-after */
+	int64_t spacing_ms;  /* between writes of one installation */
+	int64_t deadline_s;  /* per call, retries included */
+	int64_t max_resp;    /* response body cap */
+	long status;
+	struct kept hdrs[MAX_KEPT_HEADERS];
+	size_t n_hdrs;
+	int64_t attempts;
+	unsigned rng;
+	bool too_big; /* the last body passed max_resp */
+};
+
+/* Process-wide write slots: one per installation, so every client writing for the same
+ * installation takes turns and keeps the spacing GitHub asks for. Slots are never freed (one
+ * per installation the process ever wrote to). */
+struct write_slot {
+	int64_t inst;
+	pthread_mutex_t lock;
+	int64_t last_ms;
+	struct write_slot *next;
+};
+
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct write_slot *slots;
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init_once(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int64_t ms)
+{
+	struct timespec ts;
+
+	if (ms <= 0)
+		return;
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (ms % 1000) * 1000000;
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+static struct write_slot *slot_for(int64_t inst)
+{
+	struct write_slot *s;
+
+	pthread_mutex_lock(&slots_lock);
+	for (s = slots; s; s = s->next)
+		if (s->inst == inst)
+			break;
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (s) {
+			s->inst = inst;
+			pthread_mutex_init(&s->lock, NULL);
+			s->next = slots;
+			slots = s;
+		}
+	}
+	pthread_mutex_unlock(&slots_lock);
+	return s;
+}
+
+static int read_settings(gh_rest *r, const ap_config *cfg)
+{
+	int rc;
+
+	rc = cfg_get_int(cfg, "AUTOPATCH_GH_RETRIES", 5, 0, 20, &r->retries);
+	if (!rc)
+		rc = cfg_get_int(cfg, "AUTOPATCH_GH_BACKOFF_MS", 1000, 1, 600000, &r->backoff_ms);
+	if (!rc)
+		rc =
+		    cfg_get_int(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", 60, 0, 3600, &r->secondary_s);
+	if (!rc)
+		rc = cfg_get_int(cfg, "AUTOPATCH_GH_WRITE_SPACING_MS", 1000, 0, 60000,
+				 &r->spacing_ms);
+	if (!rc)
+		rc = cfg_get_int(cfg, "AUTOPATCH_GH_DEADLINE_S", 120, 1, 86400, &r->deadline_s);
+	if (!rc)
+		rc = cfg_get_bytes(cfg, "AUTOPATCH_GH_MAX_RESPONSE", 16 << 20, 4096, 1 << 30,
+				   &r->max_resp);
+	return rc;
+}
+
+static int rest_alloc(gh_rest **out, const ap_config *cfg, const char *base)
+{
+	gh_rest *r;
+	size_t n;
+	int rc;
+
+	*out = NULL;
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_rc != CURLE_OK)
+		return ap_error_set(AP_EIO, "libcurl failed to initialise");
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	r->cfg = cfg;
+	rc = read_settings(r, cfg);
+	if (rc)
+		goto err_free;
+	r->base = strdup(base);
+	r->curl = curl_easy_init();
+	if (!r->base || !r->curl) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory creating the HTTP client");
+		goto err_free;
+	}
+	n = strlen(r->base);
+	while (n > 0 && r->base[n - 1] == '/')
+		r->base[--n] = '\0';
+	r->rng = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)r;
+	*out = r;
+	return 0;
+err_free:
+	gh_rest_free(r);
+	return rc;
+}
+
+int gh_rest_new(gh_rest **out, const ap_config *cfg, gh_app *app, int64_t installation_id)
+{
+	int rc;
+
+	if (!app)
+		return ap_error_set(AP_EINVAL, "gh_rest_new needs an app");
+	rc = rest_alloc(out, cfg, gh_app_api_url(app));
+	if (rc)
+		return rc;
+	(*out)->app = app;
+	(*out)->inst = installation_id;
+	return 0;
+}
+
+int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token)
+{
+	int rc;
+
+	rc = rest_alloc(out, cfg, cfg_get_or(cfg, "GITHUB_API_URL", "https://api.github.com"));
+	if (rc)
+		return rc;
+	(*out)->fixed_token = strdup(token);
+	if (!(*out)->fixed_token) {
+		gh_rest_free(*out);
+		*out = NULL;
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static void clear_headers(gh_rest *r)
+{
+	for (size_t i = 0; i < r->n_hdrs; i++)
+		free(r->hdrs[i].value);
+	r->n_hdrs = 0;
+}
+
+void gh_rest_free(gh_rest *r)
+{
+	if (!r)
+		return;
+	clear_headers(r);
+	curl_easy_cleanup(r->curl);
+	free(r->base);
+	if (r->fixed_token) {
+		memset(r->fixed_token, 0, strlen(r->fixed_token));
+		free(r->fixed_token);
+	}
+	free(r);
+}
+
+long gh_rest_last_status(const gh_rest *r)
+{
+	return r->status;
+}
+
+int64_t gh_rest_attempts(const gh_rest *r)
+{
+	return r->attempts;
+}
+
+const char *gh_rest_last_header(const gh_rest *r, const char *name)
+{
+	for (size_t i = 0; i < r->n_hdrs; i++)
+		if (strcasecmp(r->hdrs[i].name, name) == 0)
+			return r->hdrs[i].value;
+	return NULL;
+}
+
+static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+{
+	gh_rest *r = ud;
+	size_t n = size * nmemb, nlen, vlen;
+	const char *colon, *v;
+
+	/* A new status line starts a new response (redirects, 100-continue). */
+	if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+		clear_headers(r);
+		return n;
+	}
+	colon = memchr(p, ':', n);
+	if (!colon)
+		return n;
+	nlen = (size_t)(colon - p);
+	for (size_t i = 0; i < sizeof(kept_names) / sizeof(kept_names[0]); i++) {
+		if (strlen(kept_names[i]) != nlen || strncasecmp(kept_names[i], p, nlen) != 0)
+			continue;
+		if (r->n_hdrs >= MAX_KEPT_HEADERS)
+			break;
+		v = colon + 1;
+		vlen = n - nlen - 1;
+		while (vlen && (*v == ' ' || *v == '\t')) {
+			v++;
+			vlen--;
+		}
+		while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
+			vlen--;
+		if (vlen > HEADER_VALUE_CAP)
+			vlen = HEADER_VALUE_CAP;
+		r->hdrs[r->n_hdrs].name = kept_names[i];
+		r->hdrs[r->n_hdrs].value = strndup(v, vlen);
+		if (r->hdrs[r->n_hdrs].value)
+			r->n_hdrs++;
+		break;
+	}
+	return n;
+}
+
+struct body_sink {
+	gh_rest *r;
+	ap_buf *buf;
+};
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct body_sink *s = ud;
+	size_t n = size * nmemb;
+
+	if (ap_buf_add(s->buf, p, n)) {
+		s->r->too_big = true;
+		return 0;
+	}
+	return n;
+}
+
+/* Append GitHub's `message` and `errors` (objects or strings) to e. */
+static void describe_github_error(ap_buf *e, const char *body, size_t len)
+{
+	cJSON *doc = cJSON_ParseWithLength(body, len), *msg, *errs, *it;
+
+	if (!doc) {
+		if (len)
+			ap_buf_addf(e, ": %.*s", (int)(len > 200 ? 200 : len), body);
+		return;
+	}
+	msg = cJSON_GetObjectItemCaseSensitive(doc, "message");
+	if (cJSON_IsString(msg))
+		ap_buf_addf(e, ": %.*s", ERROR_BODY_CAP / 2, msg->valuestring);
+	errs = cJSON_GetObjectItemCaseSensitive(doc, "errors");
+	if (cJSON_IsArray(errs)) {
+		const char *sep = " (";
+
+		cJSON_ArrayForEach(it, errs)
+		{
+			if (e->len > ERROR_BODY_CAP)
+				break;
+			if (cJSON_IsString(it)) {
+				ap_buf_addf(e, "%s%s", sep, it->valuestring);
+			} else if (cJSON_IsObject(it)) {
+				const char *res = cJSON_GetStringValue(
+				    cJSON_GetObjectItemCaseSensitive(it, "resource"));
+				const char *fld = cJSON_GetStringValue(
+				    cJSON_GetObjectItemCaseSensitive(it, "field"));
+				const char *code = cJSON_GetStringValue(
+				    cJSON_GetObjectItemCaseSensitive(it, "code"));
+				const char *m = cJSON_GetStringValue(
+				    cJSON_GetObjectItemCaseSensitive(it, "message"));
+
+				ap_buf_addf(e, "%s%s%s%s%s%s%s", sep, res ? res : "",
+					    res && fld ? "." : "", fld ? fld : "",
+					    code ? (res || fld ? " " : "") : "", code ? code : "",
+					    "");
+				if (m)
+					ap_buf_addf(e, "%s%s", res || fld || code ? ": " : "", m);
+			}
+			sep = "; ";
+		}
+		if (strcmp(sep, "; ") == 0)
+			ap_buf_adds(e, ")");
+	}
+	cJSON_Delete(doc);
+}
+
+/* Record the error for a non-2xx answer. Returns the code. */
+static int http_error(gh_rest *r, int code, const char *method, const char *path, ap_buf *body)
+{
+	ap_buf e = AP_BUF_INIT(2048);
+	char *red;
+
+	ap_buf_addf(&e, "GitHub %s %s: HTTP %ld", method, path, r->status);
+	describe_github_error(&e, body->data ? body->data : "", body->len);
+	red = redact_str(ap_buf_str(&e));
+	code = ap_error_set(code, "%s", red ? red : "GitHub request failed");
+	free(red);
+	ap_buf_release(&e);
+	return code;
+}
+
+static bool message_matches(ap_buf *body, const char *needle)
+{
+	return body->data && strcasestr(body->data, needle) != NULL;
+}
+
+/* Milliseconds to wait before the next attempt for a 403/429, or -1 when the answer is not a
+ * rate limit (a plain permission error). *secondary_n counts secondary waits without a
+ * retry-after, which double. */
+static int64_t rate_limit_wait(gh_rest *r, ap_buf *body, int *secondary_n)
+{
+	const char *rem = gh_rest_last_header(r, "x-ratelimit-remaining");
+	const char *reset = gh_rest_last_header(r, "x-ratelimit-reset");
+	const char *ra = gh_rest_last_header(r, "retry-after");
+	char *end;
+
+	if (ra && *ra) {
+		long long s = strtoll(ra, &end, 10);
+
+		if (end != ra && !*end && s >= 0)
+			return s * 1000;
+		/* An HTTP-date retry-after. */
+		time_t t = curl_getdate(ra, NULL);
+
+		if (t > 0)
+			return t > time(NULL) ? ((int64_t)t - time(NULL)) * 1000 : 0;
+	}
+	if (rem && strcmp(rem, "0") == 0) {
+		long long t = reset ? strtoll(reset, &end, 10) : 0;
+		int64_t now = time(NULL);
+
+		return t > now ? (t - now + 1) * 1000 : 1000;
+	}
+	if (r->status == 429 || message_matches(body, "secondary rate limit") ||
+	    message_matches(body, "abuse detection")) {
+		int64_t w = r->secondary_s * 1000;
+
+		for (int i = 0; i < *secondary_n && i < 10; i++)
+			w *= 2;
+		(*secondary_n)++;
+		return w;
+	}
+	return -1;
+}
+
+static int64_t backoff_ms(gh_rest *r, int n)
+{
+	int64_t w = r->backoff_ms;
+
+	for (int i = 0; i < n && i < 16; i++)
+		w *= 2;
+	if (w > 60000)
+		w = 60000;
+	return w + (int64_t)(rand_r(&r->rng) % (unsigned)(w / 2 + 1));
+}
+
+static bool is_skew_rejection(ap_buf *body)
+{
+	return message_matches(body, "'Issued at' claim") ||
+	       message_matches(body, "'Expiration time' claim");
+}
+
+static int build_url(gh_rest *r, const char *path, ap_buf *url)
+{
+	size_t blen = strlen(r->base);
+
+	if (path[0] == '/')
+		return ap_buf_addf(url, "%s%s", r->base, path);
+	/* Absolute URLs (Link headers) must stay on the API origin so the token never travels
+	 * elsewhere. */
+	if (strncmp(path, r->base, blen) == 0 && (path[blen] == '/' || path[blen] == '?'))
+		return ap_buf_adds(url, path);
+	return ap_error_set(AP_EDENIED, "refusing a GitHub URL outside %s", r->base);
+}
+
+static int auth_header(gh_rest *r, ap_buf *h, bool *new_token)
+{
+	char *tok = NULL;
+	int rc;
+
+	*new_token = false;
+	if (r->fixed_token)
+		return ap_buf_addf(h, "Authorization: Bearer %s", r->fixed_token);
+	if (r->inst == 0)
+		rc = gh_app_jwt(r->app, &tok);
+	else
+		rc = gh_app_token(r->app, r->inst, &tok);
+	if (rc)
+		return rc;
+	if (r->inst && gh_app_token_age(r->app, r->inst) < NEW_TOKEN_GRACE_S)
+		*new_token = true;
+	rc = ap_buf_addf(h, "Authorization: Bearer %s", tok);
+	memset(tok, 0, strlen(tok));
+	free(tok);
+	return rc;
+}
+
+/* One HTTP exchange. Returns 0 when a response arrived (any status), else a negative code. */
+static int attempt(gh_rest *r, const char *method, const char *url, const char *payload,
+		   const char *auth, int64_t timeout_ms, ap_buf *resp)
+{
+	struct curl_slist *hl = NULL, *tmp;
+	struct body_sink sink = {r, resp};
+	static const char *const fixed[] = {
+	    "Accept: application/vnd.github+json",
+	    "X-GitHub-Api-Version: 2022-11-28",
+	    "Content-Type: application/json",
+	    "Expect:",
+	};
+	char cerr[CURL_ERROR_SIZE] = "";
+	CURLcode cc;
+	char *red;
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+		tmp = curl_slist_append(hl, fixed[i]);
+		if (!tmp)
+			goto err_nomem;
+		hl = tmp;
+	}
+	tmp = curl_slist_append(hl, auth);
+	if (!tmp)
+		goto err_nomem;
+	hl = tmp;
+
+	curl_easy_reset(r->curl);
+	ap_buf_reset(resp);
+	clear_headers(r);
+	r->too_big = false;
+	r->status = 0;
+	curl_easy_setopt(r->curl, CURLOPT_URL, url);
+	curl_easy_setopt(r->curl, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(r->curl, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(r->curl, CURLOPT_USERAGENT, USER_AGENT);
+	curl_easy_setopt(r->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(r->curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(r->curl, CURLOPT_FOLLOWLOCATION, 1L);
+	curl_easy_setopt(r->curl, CURLOPT_MAXREDIRS, 5L);
+	curl_easy_setopt(r->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(r->curl, CURLOPT_CONNECTTIMEOUT_MS,
+			 timeout_ms < 10000 ? timeout_ms : 10000);
+	curl_easy_setopt(r->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(r->curl, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(r->curl, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(r->curl, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(r->curl, CURLOPT_WRITEDATA, &sink);
+	curl_easy_setopt(r->curl, CURLOPT_ACCEPT_ENCODING, "");
+	if (payload) {
+		curl_easy_setopt(r->curl, CURLOPT_POSTFIELDS, payload);
+		curl_easy_setopt(r->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
+	} else if (strcmp(method, "GET") != 0) {
+		curl_easy_setopt(r->curl, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(r->curl, CURLOPT_POSTFIELDSIZE, 0L);
+	}
+	r->attempts++;
+	cc = curl_easy_perform(r->curl);
+	curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &r->status);
+	if (r->too_big) {
+		rc = ap_error_set(AP_ETOOBIG, "GitHub %s: the response passed %lld bytes", method,
+				  (long long)r->max_resp);
+	} else if (cc != CURLE_OK) {
+		red = redact_str(cerr[0] ? cerr : curl_easy_strerror(cc));
+		rc = ap_error_set(cc == CURLE_OPERATION_TIMEDOUT ? AP_ETIMEOUT : AP_EUNAVAIL,
+				  "GitHub %s %s: %s", method, url, red ? red : "network error");
+		free(red);
+		r->status = 0;
+	}
+	curl_slist_free_all(hl);
+	return rc;
+err_nomem:
+	curl_slist_free_all(hl);
+	return ap_error_set(AP_ENOMEM, "out of memory");
+}
+
+static bool is_write(const char *method)
+{
+	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
+}
+
+/* The request loop: retries, rate limits, token refresh and clock skew. */
+static int call(gh_rest *r, const char *method, const char *path, const cJSON *body, ap_buf *resp)
+{
+	int64_t deadline = now_ms() + r->deadline_s * 1000, left, wait;
+	ap_buf url = AP_BUF_INIT(8192), auth = AP_BUF_INIT(8192);
+	struct write_slot *slot = NULL;
+	char *payload = NULL;
+	int tries = 0, secondary_n = 0, net_n = 0, rc;
+	bool skew_fixed = false, token_refreshed = false, new_token;
+
+	rc = build_url(r, path, &url);
+	if (rc)
+		goto out;
+	if (body) {
+		payload = cJSON_PrintUnformatted(body);
+		if (!payload) {
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto out;
+		}
+	}
+	if (is_write(method) && r->inst != 0) {
+		slot = slot_for(r->fixed_token ? -1 : r->inst);
+		if (!slot) {
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto out;
+		}
+		pthread_mutex_lock(&slot->lock);
+	}
+	for (;;) {
+		left = deadline - now_ms();
+		if (left <= 0) {
+			rc = ap_error_set(AP_ETIMEOUT, "GitHub %s %s: deadline of %llds passed",
+					  method, path, (long long)r->deadline_s);
+			break;
+		}
+		if (slot && slot->last_ms) {
+			wait = slot->last_ms + r->spacing_ms - now_ms();
+			if (wait > left)
+				wait = left;
+			sleep_ms(wait);
+		}
+		ap_buf_reset(&auth);
+		rc = auth_header(r, &auth, &new_token);
+		if (rc)
+			break;
+		rc = attempt(r, method, ap_buf_str(&url), payload, ap_buf_str(&auth),
+			     deadline - now_ms() > 0 ? deadline - now_ms() : 1, resp);
+		if (slot)
+			slot->last_ms = now_ms();
+		if (rc == AP_EUNAVAIL || (rc == AP_ETIMEOUT && now_ms() < deadline)) {
+			if (net_n >= r->retries)
+				break;
+			wait = backoff_ms(r, net_n++);
+			if (now_ms() + wait >= deadline)
+				break;
+			ap_warn("GitHub %s %s: %s; retrying in %lld ms", method, path,
+				ap_error_last(), (long long)wait);
+			sleep_ms(wait);
+			continue;
+		}
+		if (rc)
+			break;
+		if (r->status >= 200 && r->status < 300)
+			break;
+		if (r->status >= 500) {
+			if (tries >= r->retries) {
+				rc = http_error(r, AP_EHTTP, method, path, resp);
+				break;
+			}
+			wait = backoff_ms(r, tries++);
+			if (now_ms() + wait >= deadline) {
+				rc = http_error(r, AP_ETIMEOUT, method, path, resp);
+				break;
+			}
+			ap_warn("GitHub %s %s: HTTP %ld; retrying in %lld ms", method, path,
+				r->status, (long long)wait);
+			sleep_ms(wait);
+			continue;
+		}
+		if (r->status == 401) {
+			const char *date = gh_rest_last_header(r, "date");
+
+			if (r->inst == 0 && !r->fixed_token && !skew_fixed && date &&
+			    is_skew_rejection(resp)) {
+				time_t t = curl_getdate(date, NULL);
+
+				skew_fixed = true;
+				if (t > 0) {
+					ap_warn("GitHub rejected the App JWT for clock skew; "
+						"re-signing with the server's time");
+					gh_app_set_server_time(r->app, t);
+					continue;
+				}
+			}
+			if (r->inst != 0 && !r->fixed_token) {
+				/* A brand-new token can take a moment to replicate. */
+				if (new_token &&
+				    gh_app_token_age(r->app, r->inst) < NEW_TOKEN_GRACE_S) {
+					sleep_ms(1000);
+					continue;
+				}
+				if (!token_refreshed) {
+					token_refreshed = true;
+					gh_app_token_invalidate(r->app, r->inst);
+					continue;
+				}
+			}
+			rc = http_error(r, AP_EDENIED, method, path, resp);
+			break;
+		}
+		if (r->status == 403 || r->status == 429) {
+			wait = rate_limit_wait(r, resp, &secondary_n);
+			if (wait < 0) {
+				rc = http_error(r, AP_EDENIED, method, path, resp);
+				break;
+			}
+			if (tries >= r->retries || now_ms() + wait >= deadline) {
+				rc = http_error(r, AP_ERATELIMIT, method, path, resp);
+				break;
+			}
+			tries++;
+			ap_warn("GitHub %s %s: rate limited (HTTP %ld); waiting %lld ms", method,
+				path, r->status, (long long)wait);
+			sleep_ms(wait);
+			continue;
+		}
+		rc = http_error(r, r->status == 404 ? AP_ENOTFOUND : AP_EHTTP, method, path, resp);
+		break;
+	}
+	if (slot)
+		pthread_mutex_unlock(&slot->lock);
+out:
+	cJSON_free(payload);
+	if (auth.data)
+		memset(auth.data, 0, auth.len);
+	ap_buf_release(&auth);
+	ap_buf_release(&url);
+	return rc;
+}
+
+static int parse_body(gh_rest *r, const char *method, const char *path, ap_buf *resp, cJSON **out)
+{
+	const char *p = resp->data;
+	size_t n = resp->len;
+
+	*out = NULL;
+	while (n && isspace((unsigned char)*p)) {
+		p++;
+		n--;
+	}
+	if (!n)
+		return 0;
+	*out = cJSON_ParseWithLength(p, n);
+	if (!*out)
+		return ap_error_set(AP_EINVAL, "GitHub %s %s: the response is not JSON", method,
+				    path);
+	return 0;
+}
+
+int gh_rest_call(gh_rest *r, const char *method, const char *path, const cJSON *body, cJSON **out)
+{
+	ap_buf resp = AP_BUF_INIT((size_t)r->max_resp);
+	int rc;
+
+	if (out)
+		*out = NULL;
+	rc = call(r, method, path, body, &resp);
+	if (!rc && out)
+		rc = parse_body(r, method, path, &resp, out);
+	ap_buf_release(&resp);
+	return rc;
+}
+
+/* The URL of rel="next" in a Link header (malloc'd), or NULL. */
+static char *link_next(const char *link)
+{
+	const char *p = link;
+
+	while (p && *p) {
+		const char *lt = strchr(p, '<'), *gt, *end;
+
+		if (!lt)
+			break;
+		gt = strchr(lt, '>');
+		if (!gt)
+			break;
+		end = strchr(gt, ',');
+		if (!end)
+			end = gt + strlen(gt);
+		for (const char *q = gt; q + 10 <= end; q++)
+			if (strncmp(q, "rel=\"next\"", 10) == 0)
+				return strndup(lt + 1, (size_t)(gt - lt - 1));
+		p = *end ? end + 1 : end;
+	}
+	return NULL;
+}
+
+int gh_rest_get_all(gh_rest *r, const char *path, size_t max_items, cJSON **out)
+{
+	ap_buf first = AP_BUF_INIT(8192);
+	cJSON *all, *page = NULL, *it;
+	char *next = NULL;
+	size_t count = 0;
+	int rc;
+
+	*out = NULL;
+	if (!max_items)
+		max_items = 10000;
+	all = cJSON_CreateArray();
+	if (!all)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	rc = ap_buf_addf(&first, "%s%s", path,
+			 strstr(path, "per_page=") ? ""
+			 : strchr(path, '?')	   ? "&per_page=100"
+						   : "?per_page=100");
+	if (rc)
+		goto out;
+	next = strdup(ap_buf_str(&first));
+	if (!next)
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	while (next && !rc) {
+		const char *link;
+
+		rc = gh_rest_call(r, "GET", next, NULL, &page);
+		if (rc)
+			break;
+		if (page && !cJSON_IsArray(page)) {
+			rc = ap_error_set(AP_EINVAL, "GitHub GET %s: expected a list", path);
+			break;
+		}
+		while (page && (it = cJSON_DetachItemFromArray(page, 0)) != NULL) {
+			if (++count > max_items) {
+				cJSON_Delete(it);
+				rc = ap_error_set(AP_ETOOBIG, "GitHub GET %s: more than %zu items",
+						  path, max_items);
+				break;
+			}
+			cJSON_AddItemToArray(all, it);
+		}
+		cJSON_Delete(page);
+		page = NULL;
+		free(next);
+		link = gh_rest_last_header(r, "link");
+		next = link ? link_next(link) : NULL;
+	}
+out:
+	free(next);
+	ap_buf_release(&first);
+	if (rc) {
+		cJSON_Delete(all);
+		return rc;
+	}
+	*out = all;
+	return 0;
+}

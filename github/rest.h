@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/* github/rest.h - a well-behaved GitHub REST client on libcurl.
+ *
+ * Every request: base GITHUB_API_URL, Accept: application/vnd.github+json,
+ * X-GitHub-Api-Version: 2022-11-28, a User-Agent, Authorization with the installation token
+ * (or the App JWT for app-level calls). Responses are read into a capped buffer
+ * (AUTOPATCH_GH_MAX_RESPONSE, default 16 MiB) and parsed with cJSON.
+ *
+ * Retries: 5xx and network errors with exponential backoff and jitter (AUTOPATCH_GH_RETRIES,
+ * default 5; AUTOPATCH_GH_BACKOFF_MS, default 1000); primary rate limit (403/429 with
+ * x-ratelimit-remaining: 0) waits until x-ratelimit-reset; secondary limits (403/429 with
+ * retry-after, or a "secondary rate limit" message) wait retry-after, else at least
+ * AUTOPATCH_GH_SECONDARY_WAIT_S (default 60) seconds, doubling. A 401 on a brand-new
+ * installation token is retried for up to 5 s; a 401 on an older one mints a new token once;
+ * a JWT rejected for clock skew is re-signed with the offset from the Date header.
+ *
+ * Writes (POST/PATCH/PUT/DELETE) to one installation are serialized process-wide and spaced by
+ * AUTOPATCH_GH_WRITE_SPACING_MS (default 1000). Every call has a deadline
+ * (AUTOPATCH_GH_DEADLINE_S, default 120) covering all its retries and waits.
+ *
+ * Errors carry GitHub's `message` and `errors` in the error text:
+ * 404 → AP_ENOTFOUND, 401/403 → AP_EDENIED, other 4xx/5xx → AP_EHTTP, rate limit outlasting
+ * the retries or the deadline → AP_ERATELIMIT, network failure → AP_EUNAVAIL, deadline →
+ * AP_ETIMEOUT. All error text is redacted.
+ */
+#ifndef AP_GH_REST_H
+#define AP_GH_REST_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "app.h"
+#include "config.h"
+
+typedef struct gh_rest gh_rest;
+
+/* A client acting as installation_id of app; installation_id 0 means "as the App itself"
+ * (JWT auth, for /app endpoints). app is borrowed and must outlive the client. A client is
+ * used by one thread at a time; create one per worker/job. *out is freed with
+ * gh_rest_free(). */
+int gh_rest_new(gh_rest **out, const ap_config *cfg, gh_app *app, int64_t installation_id);
+
+/* A client that sends a fixed token (tests, `doctor` with a personal token). token is copied. */
+int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token);
+
+/* Accepts NULL. */
+void gh_rest_free(gh_rest *r);
+
+/* One request. method is "GET", "POST", "PATCH", "PUT" or "DELETE"; path starts with "/"
+ * (query string allowed) or is an absolute URL under the API base (a Link). body may be NULL.
+ * On 2xx returns 0 and, if out is not NULL, *out is the parsed body (NULL for an empty body
+ * or 204); the caller frees it with cJSON_Delete(). */
+int gh_rest_call(gh_rest *r, const char *method, const char *path, const cJSON *body, cJSON **out);
+
+/* GET path and every following page (Link rel="next"), concatenating the arrays into one
+ * array in *out (caller frees). Stops with AP_ETOOBIG past max_items (0 = 10000). */
+int gh_rest_get_all(gh_rest *r, const char *path, size_t max_items, cJSON **out);
+
+/* The HTTP status of the last response (0 when none arrived). */
+long gh_rest_last_status(const gh_rest *r);
+
+/* The value of a header of the last response (case-insensitive name), or NULL. Borrowed until
+ * the next call. Only date, link, retry-after, x-ratelimit-* and x-github-request-id are
+ * kept. */
+const char *gh_rest_last_header(const gh_rest *r, const char *name);
+
+/* How many HTTP attempts this client has made (retries included), for tests and metrics. */
+int64_t gh_rest_attempts(const gh_rest *r);
+
+#endif

@@ -1,0 +1,1108 @@
+/* SPDX-License-Identifier: MIT */
+/* sandbox/docker.c - the Docker Engine backend of sandbox.h: hardened create, exec over the
+ * hijacked connection with in- and outside deadlines and capped output, destroy, orphan
+ * reaping and the warm pool.
+ *
+ * A box is a container whose PID 1 (docker-init) runs `sleep`; every command is an exec as uid
+ * 10001 wrapped in `timeout -s KILL N`, and the host kills the whole container when the
+ * deadline passes anyway, because the Engine API cannot kill a single exec.
+ */
+#include "docker_api.h"
+#include "err.h"
+#include "internal.h"
+#include "log.h"
+#include "sandbox.h"
+#include "stream.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SBX_POOL_MAX	16
+#define SBX_API_TIMEOUT 60000L /* ms for ordinary daemon calls */
+#define SBX_KILL_GRACE	3000   /* ms the host waits past a deadline before killing the box */
+
+struct sbx_engine {
+	dk_client *dk;
+	char owner[65];	      /* owner id, label-safe */
+	char *image;	      /* AUTOPATCH_SANDBOX_IMAGE */
+	char *runtime;	      /* AUTOPATCH_SANDBOX_RUNTIME */
+	char *data_dir;	      /* absolute $AUTOPATCH_DATA_DIR/sandbox */
+	sbx_spec defaults;    /* every numeric field resolved; strings point at the above */
+	size_t output_cap;    /* default per-stream cap */
+	int pool_size;	      /* AUTOPATCH_SANDBOX_POOL */
+	pthread_mutex_t lock; /* guards everything below */
+	pthread_cond_t cond;  /* pool changed or stopping */
+	sbx_box *pool[SBX_POOL_MAX];
+	int pool_n;   /* ready boxes */
+	int creating; /* boxes being created for the pool */
+	bool pool_started, stopping;
+	pthread_t pool_thread;
+};
+
+struct sbx_box {
+	sbx_engine *e;
+	char id[80];	       /* container id */
+	char name[96];	       /* container name */
+	char *repo_dir;	       /* host dir at /repo, or NULL */
+	bool own_repo_dir;     /* repo_dir was made for this box: remove it on destroy */
+	char job[64];	       /* job label (pool boxes are labelled "pool") */
+	long long deadline_ms; /* end of the box's life (monotonic) */
+	bool killed;	       /* the host killed it (deadline, cancel): execs are refused */
+	bool has_repo;	       /* /repo is bound */
+};
+
+/* --- settings --------------------------------------------------------------------------- */
+
+static bool label_safe(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	for (; s[n]; n++)
+		if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
+		      (s[n] >= '0' && s[n] <= '9') || s[n] == '-' || s[n] == '_' || s[n] == '.'))
+			return false;
+	return n > 0 && n <= max;
+}
+
+int sbx__default_owner(const char *db_path, char *out, size_t outlen)
+{
+	char host[256] = "", cwd[PATH_MAX], path[PATH_MAX * 2];
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (outlen < 17)
+		return ap_error_set(AP_EINVAL, "owner id buffer too small");
+	gethostname(host, sizeof(host) - 1);
+	if (db_path[0] == '/') {
+		snprintf(path, sizeof(path), "%s\n%s", host, db_path);
+	} else {
+		if (!getcwd(cwd, sizeof(cwd)))
+			return ap_error_set(AP_EIO, "getcwd: %s", strerror(errno));
+		snprintf(path, sizeof(path), "%s\n%s/%s", host, cwd, db_path);
+	}
+	if (!EVP_Digest(path, strlen(path), md, &mdlen, EVP_sha256(), NULL))
+		return ap_error_set(AP_ENOMEM, "sha256 failed");
+	for (int i = 0; i < 8; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+static int parse_cpus(const ap_config *cfg, int64_t *out)
+{
+	const char *v = cfg_get(cfg, "AUTOPATCH_SANDBOX_CPUS");
+	char *end;
+	double d;
+
+	*out = SBX_DEF_NANO_CPUS;
+	if (!v)
+		return 0;
+	errno = 0;
+	d = strtod(v, &end);
+	if (errno || end == v || *end || !(d >= 0.01 && d <= 1024))
+		return ap_error_set(
+		    AP_EINVAL,
+		    "AUTOPATCH_SANDBOX_CPUS=\"%s\" is not a CPU count: use e.g. 2 or 0.5", v);
+	*out = (int64_t)(d * 1e9);
+	return 0;
+}
+
+static int mkdir_p(const char *path)
+{
+	char tmp[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(tmp))
+		return ap_error_set(AP_EINVAL, "path too long: %s", path);
+	memcpy(tmp, path, n + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0755) && errno != EEXIST)
+			return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
+		*p = '/';
+	}
+	if (mkdir(tmp, 0755) && errno != EEXIST)
+		return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
+	return 0;
+}
+
+static int read_settings(sbx_engine *e, const ap_config *cfg)
+{
+	sbx_spec *d = &e->defaults;
+	const char *image = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_IMAGE", SBX_DEF_IMAGE);
+	const char *runtime = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_RUNTIME", SBX_DEF_RUNTIME);
+	const char *owner = cfg_get(cfg, "AUTOPATCH_OWNER_ID");
+	const char *data = cfg_get_or(cfg, "AUTOPATCH_DATA_DIR", "./autopatch-data");
+	char path[PATH_MAX], real[PATH_MAX];
+	int64_t v;
+	int rc;
+
+	if (!label_safe(runtime, 64))
+		return ap_error_set(
+		    AP_EINVAL,
+		    "AUTOPATCH_SANDBOX_RUNTIME=\"%s\" is not a runtime name: use runc "
+		    "or runsc",
+		    runtime);
+	if (strlen(image) > 255 || strchr(image, ' '))
+		return ap_error_set(AP_EINVAL,
+				    "AUTOPATCH_SANDBOX_IMAGE=\"%s\" is not an image name", image);
+	if (owner && !label_safe(owner, 40))
+		return ap_error_set(
+		    AP_EINVAL,
+		    "AUTOPATCH_OWNER_ID=\"%s\" must be 1-40 letters, digits, '-', '_' "
+		    "or '.'",
+		    owner);
+	if (owner)
+		snprintf(e->owner, sizeof(e->owner), "%s", owner);
+	else if ((rc = sbx__default_owner(cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db"),
+					  e->owner, sizeof(e->owner))))
+		return rc;
+	e->image = strdup(image);
+	e->runtime = strdup(runtime);
+	if (!e->image || !e->runtime)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	d->version = SBX_SPEC_VERSION;
+	d->image = e->image;
+	d->runtime = e->runtime;
+	if ((rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_MEMORY", SBX_DEF_MEMORY, 16LL << 20,
+				1LL << 40, &d->memory_bytes)) ||
+	    (rc = parse_cpus(cfg, &d->nano_cpus)) ||
+	    (rc =
+		 cfg_get_int(cfg, "AUTOPATCH_SANDBOX_PIDS", SBX_DEF_PIDS, 16, 1 << 22, &d->pids)) ||
+	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_TMP_SIZE", SBX_DEF_TMP_BYTES, 1 << 20,
+				1LL << 40, &d->tmp_bytes)) ||
+	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_WORKSPACE_SIZE", SBX_DEF_WORKSPACE, 1 << 20,
+				1LL << 40, &d->workspace_bytes)) ||
+	    (rc = cfg_get_int(cfg, "AUTOPATCH_SANDBOX_NOFILE", SBX_DEF_NOFILE, 64, 1 << 20,
+			      &d->nofile)) ||
+	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_FSIZE", SBX_DEF_FSIZE, 1 << 20, 1LL << 40,
+				&d->fsize_bytes)))
+		return rc;
+	if ((rc = cfg_get_int(cfg, "AUTOPATCH_SANDBOX_WALL_SECONDS", SBX_DEF_WALL_SECONDS, 5,
+			      7 * 24 * 3600, &v)))
+		return rc;
+	d->wall_seconds = (int)v;
+	if ((rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_OUTPUT_CAP", SBX_DEF_OUTPUT_CAP, 1024,
+				256LL << 20, &v)))
+		return rc;
+	e->output_cap = (size_t)v;
+	if ((rc = cfg_get_int(cfg, "AUTOPATCH_SANDBOX_POOL", SBX_DEF_POOL, 0, SBX_POOL_MAX, &v)))
+		return rc;
+	e->pool_size = (int)v;
+	d->network = SBX_NET_NONE;
+	if (snprintf(path, sizeof(path), "%s/sandbox", data) >= (int)sizeof(path))
+		return ap_error_set(AP_EINVAL, "AUTOPATCH_DATA_DIR is too long");
+	if ((rc = mkdir_p(path)))
+		return rc;
+	if (!realpath(path, real))
+		return ap_error_set(AP_EIO, "AUTOPATCH_DATA_DIR %s: %s", path, strerror(errno));
+	e->data_dir = strdup(real);
+	if (!e->data_dir)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return 0;
+}
+
+void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out)
+{
+	const sbx_spec *d = &e->defaults;
+
+	*out = *in;
+	out->version = SBX_SPEC_VERSION;
+#define DEF(f)                                                                                     \
+	do {                                                                                       \
+		if (!out->f)                                                                       \
+			out->f = d->f;                                                             \
+	} while (0)
+	DEF(image);
+	DEF(runtime);
+	DEF(memory_bytes);
+	DEF(nano_cpus);
+	DEF(pids);
+	DEF(tmp_bytes);
+	DEF(workspace_bytes);
+	DEF(nofile);
+	DEF(fsize_bytes);
+	DEF(wall_seconds);
+#undef DEF
+}
+
+const char *sbx__owner(const sbx_engine *e)
+{
+	return e->owner;
+}
+
+const char *sbx_owner_id(const sbx_engine *e)
+{
+	return e->owner;
+}
+
+/* --- create ----------------------------------------------------------------------------- */
+
+static cJSON *ulimit(const char *name, int64_t v)
+{
+	cJSON *u = cJSON_CreateObject();
+
+	if (u && (!cJSON_AddStringToObject(u, "Name", name) ||
+		  !cJSON_AddNumberToObject(u, "Soft", (double)v) ||
+		  !cJSON_AddNumberToObject(u, "Hard", (double)v))) {
+		cJSON_Delete(u);
+		return NULL;
+	}
+	return u;
+}
+
+int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
+		     const char *network_mode, const char *const *extra_env, cJSON **out)
+{
+	cJSON *b = cJSON_CreateObject(), *hc, *arr, *obj, *item;
+	char tmp[PATH_MAX + 16];
+	int rc = AP_ENOMEM;
+
+	*out = NULL;
+	if (!b)
+		goto err_nomem;
+	if (!cJSON_AddStringToObject(b, "Image", s->image) ||
+	    !cJSON_AddStringToObject(b, "User", SBX_USER) ||
+	    !cJSON_AddStringToObject(b, "WorkingDir", "/tmp/workspace") ||
+	    !cJSON_AddFalseToObject(b, "Tty") || !cJSON_AddFalseToObject(b, "OpenStdin") ||
+	    !cJSON_AddFalseToObject(b, "AttachStdin") ||
+	    !cJSON_AddFalseToObject(b, "AttachStdout") ||
+	    !cJSON_AddFalseToObject(b, "AttachStderr") ||
+	    !cJSON_AddNumberToObject(b, "StopTimeout", 1))
+		goto err_nomem;
+	if (strcmp(network_mode, "none") == 0 && !cJSON_AddTrueToObject(b, "NetworkDisabled"))
+		goto err_nomem;
+	/* PID 1 outlives the host by at most the box's life, so a crashed autopatch cannot leave
+	 * a running box behind for long even before the reaper runs. */
+	snprintf(tmp, sizeof(tmp), "%d", cmd_seconds);
+	arr = cJSON_AddArrayToObject(b, "Cmd");
+	if (!arr || !(item = cJSON_CreateString("sleep")))
+		goto err_nomem;
+	cJSON_AddItemToArray(arr, item);
+	if (!(item = cJSON_CreateString(cmd_seconds > 0 ? tmp : "infinity")))
+		goto err_nomem;
+	cJSON_AddItemToArray(arr, item);
+	/* Nothing from the host's environment: only fixed values (the image adds PATH, LANG). */
+	arr = cJSON_AddArrayToObject(b, "Env");
+	if (!arr)
+		goto err_nomem;
+	static const char *const env[] = {"HOME=/tmp/workspace", "CI=1", "TMPDIR=/tmp",
+					  "LANG=C.UTF-8", NULL};
+	for (const char *const *p = env; *p; p++) {
+		if (!(item = cJSON_CreateString(*p)))
+			goto err_nomem;
+		cJSON_AddItemToArray(arr, item);
+	}
+	for (const char *const *p = extra_env; p && *p; p++) {
+		if (!(item = cJSON_CreateString(*p)))
+			goto err_nomem;
+		cJSON_AddItemToArray(arr, item);
+	}
+	obj = cJSON_AddObjectToObject(b, "Labels");
+	if (!obj || (rc = dk_labels_add(obj, owner, s->job_label ? s->job_label : "")))
+		goto err_rc;
+	rc = AP_ENOMEM;
+
+	hc = cJSON_AddObjectToObject(b, "HostConfig");
+	if (!hc || !cJSON_AddStringToObject(hc, "NetworkMode", network_mode) ||
+	    !cJSON_AddTrueToObject(hc, "ReadonlyRootfs") ||
+	    !cJSON_AddFalseToObject(hc, "Privileged") ||
+	    !cJSON_AddNumberToObject(hc, "Memory", (double)s->memory_bytes) ||
+	    !cJSON_AddNumberToObject(hc, "MemorySwap", (double)s->memory_bytes) ||
+	    !cJSON_AddNumberToObject(hc, "NanoCpus", (double)s->nano_cpus) ||
+	    !cJSON_AddNumberToObject(hc, "PidsLimit", (double)s->pids) ||
+	    !cJSON_AddTrueToObject(hc, "Init") || !cJSON_AddFalseToObject(hc, "AutoRemove") ||
+	    !cJSON_AddStringToObject(hc, "IpcMode", "private") ||
+	    !cJSON_AddStringToObject(hc, "CgroupnsMode", "private") ||
+	    !cJSON_AddStringToObject(hc, "Runtime", s->runtime))
+		goto err_nomem;
+	arr = cJSON_AddArrayToObject(hc, "CapDrop");
+	if (!arr || !(item = cJSON_CreateString("ALL")))
+		goto err_nomem;
+	cJSON_AddItemToArray(arr, item);
+	arr = cJSON_AddArrayToObject(hc, "SecurityOpt");
+	if (!arr || !(item = cJSON_CreateString("no-new-privileges:true")))
+		goto err_nomem;
+	cJSON_AddItemToArray(arr, item);
+	arr = cJSON_AddArrayToObject(hc, "Ulimits");
+	if (!arr || !(item = ulimit("nofile", s->nofile)))
+		goto err_nomem;
+	cJSON_AddItemToArray(arr, item);
+	if (!(item = ulimit("core", 0)))
+		goto err_nomem;
+	cJSON_AddItemToArray(arr, item);
+	if (!(item = ulimit("fsize", s->fsize_bytes)))
+		goto err_nomem;
+	cJSON_AddItemToArray(arr, item);
+	obj = cJSON_AddObjectToObject(hc, "Tmpfs");
+	if (!obj)
+		goto err_nomem;
+	snprintf(tmp, sizeof(tmp), "rw,nosuid,nodev,noexec,size=%lld,mode=1777",
+		 (long long)s->tmp_bytes);
+	if (!cJSON_AddStringToObject(obj, "/tmp", tmp))
+		goto err_nomem;
+	snprintf(tmp, sizeof(tmp), "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
+		 (long long)s->workspace_bytes);
+	if (!cJSON_AddStringToObject(obj, "/tmp/workspace", tmp))
+		goto err_nomem;
+	obj = cJSON_AddObjectToObject(hc, "LogConfig");
+	if (!obj || !cJSON_AddStringToObject(obj, "Type", "none"))
+		goto err_nomem;
+	arr = cJSON_AddArrayToObject(hc, "Binds");
+	if (!arr)
+		goto err_nomem;
+	if (s->repo_dir) {
+		if (s->repo_dir[0] != '/' || strchr(s->repo_dir, ':')) {
+			rc = ap_error_set(
+			    AP_EINVAL,
+			    "the repository dir must be an absolute path without ':' (%s)",
+			    s->repo_dir);
+			goto err_rc;
+		}
+		if (snprintf(tmp, sizeof(tmp), "%s:/repo:ro", s->repo_dir) >= (int)sizeof(tmp)) {
+			rc = ap_error_set(AP_EINVAL, "repository path too long");
+			goto err_rc;
+		}
+		if (!(item = cJSON_CreateString(tmp)))
+			goto err_nomem;
+		cJSON_AddItemToArray(arr, item);
+	}
+	*out = b;
+	return 0;
+err_nomem:
+	rc = ap_error_set(AP_ENOMEM, "out of memory building a container spec");
+err_rc:
+	cJSON_Delete(b);
+	return rc;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP || flag == FTW_D)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+static void rm_tree(const char *path)
+{
+	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The per-box host dir: <data>/sandbox/<name>; the repo is its "repo" subdir. */
+static int make_repo_dir(sbx_box *b)
+{
+	char path[PATH_MAX];
+
+	if (snprintf(path, sizeof(path), "%s/%s/repo", b->e->data_dir, b->name) >=
+	    (int)sizeof(path))
+		return ap_error_set(AP_EINVAL, "data dir path too long");
+	if (mkdir_p(path))
+		return AP_EIO;
+	chmod(path, 0755);
+	b->repo_dir = strdup(path);
+	if (!b->repo_dir)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	b->own_repo_dir = true;
+	return 0;
+}
+
+static void remove_box_dir(const sbx_engine *e, const char *name)
+{
+	char path[PATH_MAX];
+
+	if (!label_safe(name, 90))
+		return;
+	if (snprintf(path, sizeof(path), "%s/%s", e->data_dir, name) < (int)sizeof(path))
+		rm_tree(path);
+}
+
+static void box_free(sbx_box *b)
+{
+	if (!b)
+		return;
+	free(b->repo_dir);
+	free(b);
+}
+
+/* Remove the container (force kills it); 404 and "already in progress" count as done. */
+static int remove_container(sbx_engine *e, const char *id)
+{
+	char path[160];
+	long status = 0;
+	int rc;
+
+	snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", id);
+	rc = dk_request(e->dk, "DELETE", path, NULL, SBX_API_TIMEOUT, &status, NULL);
+	if (rc == AP_ENOTFOUND ||
+	    (rc == AP_EHTTP && status == 409 && strstr(ap_error_last(), "in progress")))
+		rc = 0;
+	return rc;
+}
+
+static int kill_container(sbx_engine *e, const char *id)
+{
+	char path[160];
+	long status = 0;
+	int rc;
+
+	snprintf(path, sizeof(path), "/containers/%s/kill?signal=SIGKILL", id);
+	rc = dk_request(e->dk, "POST", path, NULL, SBX_API_TIMEOUT, &status, NULL);
+	if (rc == AP_ENOTFOUND || (rc == AP_EHTTP && status == 409))
+		rc = 0; /* already gone or not running */
+	return rc;
+}
+
+/* Create and start a box from a resolved spec. job names the label; pool boxes sleep forever
+ * (the pool destroys them), others live wall_seconds. */
+static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool pool, sbx_box **out)
+{
+	sbx_box *b;
+	sbx_spec s = *spec;
+	cJSON *body = NULL, *resp = NULL, *id, *warn;
+	char path[256];
+	unsigned char rnd[6];
+	int rc;
+
+	*out = NULL;
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	b->e = e;
+	snprintf(b->job, sizeof(b->job), "%s", s.job_label ? s.job_label : "");
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		rc = ap_error_set(AP_EIO, "getrandom: %s", strerror(errno));
+		goto err_free_box;
+	}
+	snprintf(b->name, sizeof(b->name), "autopatch-%s-%02x%02x%02x%02x%02x%02x", e->owner,
+		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	if (make_repo) {
+		rc = make_repo_dir(b);
+		if (rc)
+			goto err_free_box;
+		s.repo_dir = b->repo_dir;
+	} else if (s.repo_dir) {
+		b->repo_dir = strdup(s.repo_dir);
+		if (!b->repo_dir) {
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto err_free_box;
+		}
+	}
+	b->has_repo = s.repo_dir != NULL;
+	if (s.network != SBX_NET_NONE) {
+		rc =
+		    ap_error_set(AP_EINVAL, "the egress allow-list is not available in this build");
+		goto err_remove_dir;
+	}
+	rc = sbx__create_body(&s, e->owner, pool ? 0 : s.wall_seconds, "none", NULL, &body);
+	if (rc)
+		goto err_remove_dir;
+	snprintf(path, sizeof(path), "/containers/create?name=%s", b->name);
+	rc = dk_request(e->dk, "POST", path, body, SBX_API_TIMEOUT, NULL, &resp);
+	if (rc)
+		goto err_remove_dir;
+	id = cJSON_GetObjectItemCaseSensitive(resp, "Id");
+	if (!cJSON_IsString(id) || !label_safe(id->valuestring, sizeof(b->id) - 1)) {
+		rc = ap_error_set(AP_EIO, "docker create: no container id in the answer");
+		goto err_remove_container;
+	}
+	snprintf(b->id, sizeof(b->id), "%s", id->valuestring);
+	cJSON_ArrayForEach(
+	    warn, cJSON_GetObjectItemCaseSensitive(resp, "Warnings")) if (cJSON_IsString(warn))
+	    ap_warn("docker create %s: %s", b->name, warn->valuestring);
+	snprintf(path, sizeof(path), "/containers/%s/start", b->id);
+	rc = dk_request(e->dk, "POST", path, NULL, SBX_API_TIMEOUT, NULL, NULL);
+	if (rc)
+		goto err_remove_container;
+	b->deadline_ms = dk_now_ms() + (long long)s.wall_seconds * 1000;
+	cJSON_Delete(body);
+	cJSON_Delete(resp);
+	*out = b;
+	return 0;
+err_remove_container : {
+	char why[1024];
+
+	snprintf(why, sizeof(why), "%s", ap_error_last());
+	remove_container(e, b->name);
+	ap_error_set(rc, "%s", why);
+}
+err_remove_dir:
+	if (b->own_repo_dir)
+		remove_box_dir(e, b->name);
+err_free_box:
+	cJSON_Delete(body);
+	cJSON_Delete(resp);
+	box_free(b);
+	return rc;
+}
+
+int sbx_create(sbx_engine *e, const sbx_spec *spec, sbx_box **out)
+{
+	sbx_spec s;
+
+	sbx__resolve_spec(e, spec, &s);
+	return box_create(e, &s, false, false, out);
+}
+
+const char *sbx_box_repo_dir(const sbx_box *b)
+{
+	return b->repo_dir;
+}
+
+const char *sbx_box_id(const sbx_box *b)
+{
+	return b->id;
+}
+
+int sbx_destroy(sbx_box *b)
+{
+	char why[1024];
+	int rc;
+
+	if (!b)
+		return 0;
+	rc = remove_container(b->e, b->id);
+	if (rc) {
+		/* Try the long way once: kill, then remove. */
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		kill_container(b->e, b->id);
+		rc = remove_container(b->e, b->id);
+		if (rc)
+			ap_err("sandbox: could not remove container %s (%s); the reaper will retry",
+			       b->name, why);
+	}
+	if (b->own_repo_dir)
+		remove_box_dir(b->e, b->name);
+	box_free(b);
+	return rc;
+}
+
+/* --- exec ------------------------------------------------------------------------------- */
+
+struct exec_io {
+	sbx_capture out, err;
+	sbx_output_fn fn;
+	void *ud;
+};
+
+static void on_payload(void *ud, int stream, const char *p, size_t n)
+{
+	struct exec_io *io = ud;
+
+	sbx_capture_add(stream == SBX_STREAM_STDERR ? &io->err : &io->out, p, n);
+	if (io->fn)
+		io->fn(io->ud, stream, p, n);
+}
+
+static int exec_create(sbx_box *b, const sbx_cmd *cmd, int seconds, char *exec_id, size_t len)
+{
+	cJSON *body = cJSON_CreateObject(), *arr, *resp = NULL, *id;
+	char path[160], secs[24];
+	int rc = AP_ENOMEM;
+
+	if (!body)
+		goto out_nomem;
+	if (!cJSON_AddBoolToObject(body, "AttachStdin", cmd->stdin_data != NULL) ||
+	    !cJSON_AddTrueToObject(body, "AttachStdout") ||
+	    !cJSON_AddTrueToObject(body, "AttachStderr") || !cJSON_AddFalseToObject(body, "Tty") ||
+	    !cJSON_AddFalseToObject(body, "Privileged") ||
+	    !cJSON_AddStringToObject(body, "User", SBX_USER) ||
+	    !cJSON_AddStringToObject(body, "WorkingDir",
+				     cmd->workdir ? cmd->workdir : "/tmp/workspace") ||
+	    !(arr = cJSON_AddArrayToObject(body, "Cmd")))
+		goto out_nomem;
+	snprintf(secs, sizeof(secs), "%d", seconds);
+	const char *wrap[] = {"timeout", "-s", "KILL", secs};
+	for (size_t i = 0; i < sizeof(wrap) / sizeof(wrap[0]); i++) {
+		cJSON *s = cJSON_CreateString(wrap[i]);
+
+		if (!s)
+			goto out_nomem;
+		cJSON_AddItemToArray(arr, s);
+	}
+	for (const char *const *a = cmd->argv; *a; a++) {
+		cJSON *s = cJSON_CreateString(*a);
+
+		if (!s)
+			goto out_nomem;
+		cJSON_AddItemToArray(arr, s);
+	}
+	snprintf(path, sizeof(path), "/containers/%s/exec", b->id);
+	rc = dk_request(b->e->dk, "POST", path, body, SBX_API_TIMEOUT, NULL, &resp);
+	if (rc)
+		goto out_free;
+	id = cJSON_GetObjectItemCaseSensitive(resp, "Id");
+	if (!cJSON_IsString(id) || !label_safe(id->valuestring, len - 1)) {
+		rc = ap_error_set(AP_EIO, "docker exec create: no exec id in the answer");
+		goto out_free;
+	}
+	snprintf(exec_id, len, "%s", id->valuestring);
+	rc = 0;
+	goto out_free;
+out_nomem:
+	rc = ap_error_set(AP_ENOMEM, "out of memory building an exec request");
+out_free:
+	cJSON_Delete(body);
+	cJSON_Delete(resp);
+	return rc;
+}
+
+/* Exit code of a finished exec; polls briefly while the daemon still reports it running. */
+static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
+{
+	char path[160];
+	cJSON *resp = NULL, *running, *ec;
+	long long until = dk_now_ms() + 5000;
+	int rc;
+
+	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
+	for (;;) {
+		rc = dk_request(b->e->dk, "GET", path, NULL, SBX_API_TIMEOUT, NULL, &resp);
+		if (rc)
+			return rc;
+		running = cJSON_GetObjectItemCaseSensitive(resp, "Running");
+		ec = cJSON_GetObjectItemCaseSensitive(resp, "ExitCode");
+		if (!cJSON_IsTrue(running) && cJSON_IsNumber(ec)) {
+			*code = ec->valueint;
+			cJSON_Delete(resp);
+			return 0;
+		}
+		cJSON_Delete(resp);
+		resp = NULL;
+		if (dk_now_ms() > until)
+			return ap_error_set(AP_EIO, "exec %s still running after its output closed",
+					    exec_id);
+		usleep(20000);
+	}
+}
+
+/* Drive the hijacked connection: write stdin then half-close, demultiplex what comes back,
+ * until the daemon closes it, the host deadline passes or the caller cancels. Returns 0 at
+ * end of stream, AP_ETIMEOUT, AP_ECANCELLED or an I/O error. */
+static int pump(int fd, const sbx_cmd *cmd, const ap_buf *first, long long deadline_ms,
+		struct exec_io *io)
+{
+	sbx_demux dm = SBX_DEMUX_INIT;
+	const char *in = cmd->stdin_data;
+	size_t in_left = cmd->stdin_data ? cmd->stdin_len : 0;
+	bool in_open = cmd->stdin_data != NULL;
+	char buf[65536];
+	struct pollfd p;
+	long long left;
+	ssize_t n;
+	int rc;
+
+	if (first->len && (rc = sbx_demux_feed(&dm, first->data, first->len, on_payload, io)))
+		return rc;
+	if (in_open && !in_left) {
+		shutdown(fd, SHUT_WR);
+		in_open = false;
+	}
+	for (;;) {
+		if (cmd->cancel && *cmd->cancel)
+			return ap_error_set(AP_ECANCELLED, "the command was cancelled");
+		left = deadline_ms - dk_now_ms();
+		if (left <= 0)
+			return ap_error_set(AP_ETIMEOUT, "the command passed its deadline");
+		p.fd = fd;
+		p.events = POLLIN | (in_open ? POLLOUT : 0);
+		p.revents = 0;
+		n = poll(&p, 1, left > 100 ? 100 : (int)left);
+		if (n < 0 && errno != EINTR)
+			return ap_error_set(AP_EIO, "poll: %s", strerror(errno));
+		if (n <= 0)
+			continue;
+		if (in_open && (p.revents & POLLOUT)) {
+			n = send(fd, in, in_left > sizeof(buf) ? sizeof(buf) : in_left,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n < 0 && errno != EAGAIN && errno != EINTR) {
+				in_open = false; /* the command stopped reading: fine */
+			} else if (n > 0) {
+				in += n;
+				in_left -= (size_t)n;
+			}
+			if (!in_left || !in_open) {
+				shutdown(fd, SHUT_WR);
+				in_open = false;
+			}
+		}
+		if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+			n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
+			if (n < 0)
+				return ap_error_set(AP_EIO, "reading command output: %s",
+						    strerror(errno));
+			if (n == 0)
+				return 0;
+			rc = sbx_demux_feed(&dm, buf, (size_t)n, on_payload, io);
+			if (rc)
+				return rc;
+		}
+	}
+}
+
+int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
+{
+	struct exec_io io;
+	size_t cap;
+	char exec_id[96], path[160];
+	ap_buf first = AP_BUF_INIT(1 << 16);
+	long long start = dk_now_ms(), deadline, life_left;
+	int seconds, fd = -1, rc, code = -1;
+
+	*res = (sbx_result)SBX_RESULT_INIT;
+	if (!cmd->argv || !cmd->argv[0])
+		return ap_error_set(AP_EINVAL, "sbx_exec: empty argv");
+	if (b->killed)
+		return ap_error_set(AP_EIO, "the sandbox was killed (deadline or cancel); create "
+					    "a new one");
+	cap = cmd->output_cap ? cmd->output_cap : b->e->output_cap;
+	if (cap < 2)
+		cap = 2;
+	io = (struct exec_io){SBX_CAPTURE_INIT(cap), SBX_CAPTURE_INIT(cap), cmd->on_output,
+			      cmd->on_output_ud};
+	seconds = cmd->timeout_s > 0 ? cmd->timeout_s : 60;
+	life_left = (b->deadline_ms - start) / 1000;
+	if (life_left < 1)
+		life_left = 1;
+	if (seconds > life_left)
+		seconds = (int)life_left;
+	deadline = start + (long long)seconds * 1000 + SBX_KILL_GRACE;
+
+	rc = exec_create(b, cmd, seconds, exec_id, sizeof(exec_id));
+	if (rc)
+		goto out_release;
+	snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
+	{
+		cJSON *body = cJSON_CreateObject();
+
+		if (!body || !cJSON_AddFalseToObject(body, "Detach") ||
+		    !cJSON_AddFalseToObject(body, "Tty")) {
+			cJSON_Delete(body);
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto out_release;
+		}
+		rc = dk_hijack(b->e->dk, path, body, deadline, &fd, &first);
+		cJSON_Delete(body);
+	}
+	if (rc)
+		goto out_release;
+	rc = pump(fd, cmd, &first, deadline, &io);
+	close(fd);
+	fd = -1;
+	if (rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
+		/* No endpoint kills one exec: the whole box goes. */
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		kill_container(b->e, b->id);
+		b->killed = true;
+		ap_error_set(rc, "%s", why);
+		if (rc == AP_ETIMEOUT) {
+			res->timed_out = true;
+			code = 124;
+			rc = 0;
+		}
+	} else if (rc == 0) {
+		rc = exec_exit_code(b, exec_id, &code);
+		/* timeout -s KILL takes itself down with its process group: 128+9. */
+		if (!rc && code == 137 && dk_now_ms() - start >= (long long)seconds * 1000 - 50) {
+			res->timed_out = true;
+			code = 124;
+		}
+	}
+	if (rc && rc != AP_ECANCELLED)
+		goto out_release;
+	res->exit_code = code;
+	res->truncated = sbx_capture_truncated(&io.out) || sbx_capture_truncated(&io.err);
+	res->out = sbx_capture_take(&io.out, &res->out_len);
+	res->err = sbx_capture_take(&io.err, &res->err_len);
+	res->millis = dk_now_ms() - start;
+	if (!res->out || !res->err) {
+		sbx_result_release(res);
+		rc = ap_error_set(AP_ENOMEM, "out of memory collecting output");
+	}
+out_release:
+	if (fd >= 0)
+		close(fd);
+	ap_buf_release(&first);
+	sbx_capture_release(&io.out);
+	sbx_capture_release(&io.err);
+	return rc;
+}
+
+void sbx_result_release(sbx_result *res)
+{
+	if (!res)
+		return;
+	free(res->out);
+	free(res->err);
+	*res = (sbx_result)SBX_RESULT_INIT;
+}
+
+int sbx_prepare(sbx_box *b)
+{
+	static const char *const argv[] = {"cp",
+					   "-R",
+					   "--preserve=mode,timestamps,links",
+					   "--no-dereference",
+					   "/repo/.",
+					   "/tmp/workspace/",
+					   NULL};
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result res = SBX_RESULT_INIT;
+	int rc;
+
+	if (!b->has_repo)
+		return 0;
+	cmd.argv = argv;
+	cmd.timeout_s = 600;
+	cmd.output_cap = 8192;
+	rc = sbx_exec(b, &cmd, &res);
+	if (!rc && res.exit_code != 0)
+		rc = ap_error_set(AP_EIO,
+				  "copying /repo into the workspace failed (exit %d): %.300s",
+				  res.exit_code, res.err ? res.err : "");
+	sbx_result_release(&res);
+	return rc;
+}
+
+/* --- reaping ---------------------------------------------------------------------------- */
+
+static int reap(sbx_engine *e, bool all)
+{
+	char *filters = NULL, path[512];
+	cJSON *list = NULL, *it, *labels, *creator, *id, *names;
+	char raw[160];
+	int removed = 0, rc;
+
+	snprintf(raw, sizeof(raw), "{\"label\":[\"%s=%s\"]}", DK_LABEL_OWNER, e->owner);
+	filters = dk_escape(raw);
+	if (!filters)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", filters);
+	rc = dk_request(e->dk, "GET", path, NULL, SBX_API_TIMEOUT, NULL, &list);
+	if (rc)
+		goto out_free;
+	cJSON_ArrayForEach(it, list)
+	{
+		labels = cJSON_GetObjectItemCaseSensitive(it, "Labels");
+		creator = cJSON_GetObjectItemCaseSensitive(labels, DK_LABEL_CREATOR);
+		id = cJSON_GetObjectItemCaseSensitive(it, "Id");
+		names = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(it, "Names"), 0);
+		if (!cJSON_IsString(id) || !label_safe(id->valuestring, 80))
+			continue;
+		if (!all && cJSON_IsString(creator) && dk_creator_alive(creator->valuestring))
+			continue;
+		if (remove_container(e, id->valuestring)) {
+			ap_warn("sandbox reap: %s", ap_error_last());
+			continue;
+		}
+		removed++;
+		if (cJSON_IsString(names) && names->valuestring[0] == '/')
+			remove_box_dir(e, names->valuestring + 1);
+	}
+	cJSON_Delete(list);
+	list = NULL;
+	snprintf(path, sizeof(path), "/networks?filters=%s", filters);
+	rc = dk_request(e->dk, "GET", path, NULL, SBX_API_TIMEOUT, NULL, &list);
+	if (rc)
+		goto out_free;
+	cJSON_ArrayForEach(it, list)
+	{
+		labels = cJSON_GetObjectItemCaseSensitive(it, "Labels");
+		creator = cJSON_GetObjectItemCaseSensitive(labels, DK_LABEL_CREATOR);
+		id = cJSON_GetObjectItemCaseSensitive(it, "Id");
+		if (!cJSON_IsString(id) || !label_safe(id->valuestring, 80))
+			continue;
+		if (!all && cJSON_IsString(creator) && dk_creator_alive(creator->valuestring))
+			continue;
+		snprintf(path, sizeof(path), "/networks/%s", id->valuestring);
+		rc = dk_request(e->dk, "DELETE", path, NULL, SBX_API_TIMEOUT, NULL, NULL);
+		if (rc && rc != AP_ENOTFOUND) {
+			ap_warn("sandbox reap: %s", ap_error_last());
+			continue;
+		}
+		removed++;
+	}
+	rc = removed;
+out_free:
+	cJSON_Delete(list);
+	free(filters);
+	return rc;
+}
+
+int sbx_reap_orphans(sbx_engine *e)
+{
+	return reap(e, false);
+}
+
+int sbx_reap_all(sbx_engine *e)
+{
+	return reap(e, true);
+}
+
+/* --- warm pool -------------------------------------------------------------------------- */
+
+static void *pool_main(void *arg)
+{
+	sbx_engine *e = arg;
+	sbx_spec s = e->defaults;
+	sbx_box *b;
+	struct timespec ts;
+	int rc, failures = 0;
+
+	s.job_label = "pool";
+	pthread_mutex_lock(&e->lock);
+	while (!e->stopping) {
+		if (e->pool_n + e->creating >= e->pool_size) {
+			pthread_cond_wait(&e->cond, &e->lock);
+			continue;
+		}
+		e->creating++;
+		pthread_mutex_unlock(&e->lock);
+		rc = box_create(e, &s, true, true, &b);
+		pthread_mutex_lock(&e->lock);
+		e->creating--;
+		if (rc) {
+			ap_warn("sandbox pool: %s", ap_error_last());
+			/* Back off (up to 30 s) instead of hammering a failing daemon. */
+			failures = failures < 5 ? failures + 1 : 5;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1 << failures;
+			if (!e->stopping)
+				pthread_cond_timedwait(&e->cond, &e->lock, &ts);
+			continue;
+		}
+		failures = 0;
+		if (e->stopping || e->pool_n >= e->pool_size) {
+			pthread_mutex_unlock(&e->lock);
+			sbx_destroy(b);
+			pthread_mutex_lock(&e->lock);
+			continue;
+		}
+		e->pool[e->pool_n++] = b;
+		pthread_cond_broadcast(&e->cond);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+int sbx_pool_start(sbx_engine *e)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&e->lock);
+	if (!e->pool_started && e->pool_size > 0) {
+		if (pthread_create(&e->pool_thread, NULL, pool_main, e))
+			rc = ap_error_set(AP_ENOMEM, "cannot start the sandbox pool thread");
+		else
+			e->pool_started = true;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return rc;
+}
+
+int sbx_pool_ready(sbx_engine *e)
+{
+	int n;
+
+	pthread_mutex_lock(&e->lock);
+	n = e->pool_n;
+	pthread_mutex_unlock(&e->lock);
+	return n;
+}
+
+int sbx_acquire(sbx_engine *e, const char *job_label, sbx_box **out)
+{
+	sbx_spec s = e->defaults;
+	sbx_box *b = NULL;
+	int rc;
+
+	*out = NULL;
+	rc = sbx_pool_start(e);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&e->lock);
+	if (e->pool_n > 0) {
+		/* Oldest first: it has waited longest. */
+		b = e->pool[0];
+		memmove(e->pool, e->pool + 1, (size_t)(e->pool_n - 1) * sizeof(e->pool[0]));
+		e->pool_n--;
+		pthread_cond_broadcast(&e->cond);
+	}
+	pthread_mutex_unlock(&e->lock);
+	if (b) {
+		snprintf(b->job, sizeof(b->job), "%s", job_label ? job_label : "");
+		b->deadline_ms = dk_now_ms() + (long long)e->defaults.wall_seconds * 1000;
+		ap_debug("sandbox: job %s got warm box %s", b->job, b->name);
+		*out = b;
+		return 0;
+	}
+	s.job_label = job_label;
+	return box_create(e, &s, true, false, out);
+}
+
+/* --- engine ----------------------------------------------------------------------------- */
+
+int sbx_engine_new(sbx_engine **out, const ap_config *cfg)
+{
+	sbx_engine *e;
+	int rc;
+
+	*out = NULL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->cond, NULL);
+	rc = read_settings(e, cfg);
+	if (rc)
+		goto err_free_engine;
+	rc = dk_client_new(&e->dk, cfg_get(cfg, "DOCKER_HOST"));
+	if (rc)
+		goto err_free_engine;
+	*out = e;
+	return 0;
+err_free_engine:
+	sbx_engine_free(e);
+	return rc;
+}
+
+void sbx_engine_free(sbx_engine *e)
+{
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->stopping = true;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	if (e->pool_started)
+		pthread_join(e->pool_thread, NULL);
+	for (int i = 0; i < e->pool_n; i++)
+		sbx_destroy(e->pool[i]);
+	dk_client_free(e->dk);
+	pthread_mutex_destroy(&e->lock);
+	pthread_cond_destroy(&e->cond);
+	free(e->image);
+	free(e->runtime);
+	free(e->data_dir);
+	free(e);
+}

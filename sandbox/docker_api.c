@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: MIT */
+/* sandbox/docker_api.c - Docker Engine API client over the unix socket (see docker_api.h). */
+#include "docker_api.h"
+#include "err.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DK_RESPONSE_CAP (8u << 20)
+#define DK_HEAD_CAP	(16u << 10)
+#define DK_DEFAULT_SOCK "/var/run/docker.sock"
+
+struct dk_client {
+	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* socket path */
+	char version[16];					/* "1.41" */
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static int curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+long long dk_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* What one request collects: the body (capped) and the Api-Version header. */
+struct reply {
+	ap_buf body;
+	char api_version[16];
+};
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+	struct reply *r = ud;
+
+	if (ap_buf_add(&r->body, p, size * n))
+		return 0; /* abort the transfer: over the cap */
+	return size * n;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+	struct reply *r = ud;
+	size_t len = size * n, vlen;
+	const char *name = "Api-Version:";
+	size_t nlen = strlen(name);
+
+	if (len > nlen && strncasecmp(p, name, nlen) == 0) {
+		p += nlen;
+		len -= nlen;
+		while (len && (*p == ' ' || *p == '\t')) {
+			p++;
+			len--;
+		}
+		vlen = 0;
+		while (vlen < len && p[vlen] != '\r' && p[vlen] != '\n')
+			vlen++;
+		if (vlen < sizeof(r->api_version)) {
+			memcpy(r->api_version, p, vlen);
+			r->api_version[vlen] = '\0';
+		}
+	}
+	return size * n;
+}
+
+/* The daemon's {"message": ...} from an error body, or the raw text, or "". */
+static const char *error_message(const ap_buf *body, cJSON **parsed)
+{
+	cJSON *msg;
+
+	*parsed = NULL;
+	if (!body->len)
+		return "";
+	*parsed = cJSON_ParseWithLength(body->data, body->len);
+	msg = cJSON_GetObjectItemCaseSensitive(*parsed, "message");
+	if (cJSON_IsString(msg))
+		return msg->valuestring;
+	return ap_buf_str(body);
+}
+
+static int http_error(const char *method, const char *path, long status, const ap_buf *body)
+{
+	cJSON *parsed;
+	const char *msg = error_message(body, &parsed);
+	int rc = ap_error_set(status == 404 ? AP_ENOTFOUND : AP_EHTTP, "docker %s %s: %ld %.300s",
+			      method, path, status, msg);
+
+	cJSON_Delete(parsed);
+	return rc;
+}
+
+/* One request with an explicit version prefix ("" for unversioned). */
+static int do_request(const dk_client *c, const char *prefix, const char *method, const char *path,
+		      const cJSON *body, long timeout_ms, long *status, cJSON **out,
+		      struct reply *r)
+{
+	CURL *h = NULL;
+	struct curl_slist *hdrs = NULL;
+	char *json = NULL;
+	char url[2048];
+	long code = 0;
+	CURLcode cc;
+	int rc = 0;
+
+	if (status)
+		*status = 0;
+	if (out)
+		*out = NULL;
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc)
+		return ap_error_set(AP_ENOMEM, "libcurl failed to initialise");
+	if (snprintf(url, sizeof(url), "http://docker%s%s", prefix, path) >= (int)sizeof(url))
+		return ap_error_set(AP_EINVAL, "docker request path too long");
+	h = curl_easy_init();
+	if (!h)
+		return ap_error_set(AP_ENOMEM, "out of memory creating a curl handle");
+	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->sock);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 120000L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+	if (strcmp(method, "HEAD") == 0)
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+	if (body) {
+		json = cJSON_PrintUnformatted(body);
+		if (!json) {
+			rc = ap_error_set(AP_ENOMEM, "out of memory encoding a docker request");
+			goto out_free_handle;
+		}
+		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
+	} else if (strcmp(method, "POST") == 0) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+	}
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+
+	cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	if (status)
+		*status = code;
+	if (cc == CURLE_WRITE_ERROR && r->body.len + CURL_MAX_WRITE_SIZE > r->body.cap) {
+		rc = ap_error_set(AP_ETOOBIG, "docker %s %s: answer larger than %u bytes", method,
+				  path, DK_RESPONSE_CAP);
+		goto out_free_handle;
+	}
+	if (cc == CURLE_OPERATION_TIMEDOUT) {
+		rc = ap_error_set(AP_ETIMEOUT, "docker %s %s: no answer within %ld ms", method,
+				  path, timeout_ms > 0 ? timeout_ms : 120000L);
+		goto out_free_handle;
+	}
+	if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_RECV_ERROR || cc == CURLE_SEND_ERROR ||
+	    cc == CURLE_GOT_NOTHING) {
+		rc = ap_error_set(AP_EUNAVAIL,
+				  "cannot reach the Docker daemon at unix://%s (%s): is dockerd "
+				  "running and is DOCKER_HOST right?",
+				  c->sock, curl_easy_strerror(cc));
+		goto out_free_handle;
+	}
+	if (cc != CURLE_OK) {
+		rc = ap_error_set(AP_EIO, "docker %s %s: %s", method, path, curl_easy_strerror(cc));
+		goto out_free_handle;
+	}
+	if (code < 200 || code > 299) {
+		rc = http_error(method, path, code, &r->body);
+		goto out_free_handle;
+	}
+	if (out && r->body.len) {
+		*out = cJSON_ParseWithLength(r->body.data, r->body.len);
+		if (!*out)
+			rc = ap_error_set(AP_EIO, "docker %s %s: the answer is not JSON", method,
+					  path);
+	}
+out_free_handle:
+	curl_slist_free_all(hdrs);
+	free(json);
+	curl_easy_cleanup(h);
+	return rc;
+}
+
+int dk_request(dk_client *c, const char *method, const char *path, const cJSON *body,
+	       long timeout_ms, long *status, cJSON **out)
+{
+	struct reply r = {AP_BUF_INIT(DK_RESPONSE_CAP), ""};
+	char prefix[24];
+	int rc;
+
+	snprintf(prefix, sizeof(prefix), "/v%s", c->version);
+	rc = do_request(c, prefix, method, path, body, timeout_ms, status, out, &r);
+	ap_buf_release(&r.body);
+	return rc;
+}
+
+static int parse_version(const char *v)
+{
+	int major, minor;
+	char tail;
+
+	if (sscanf(v, "%d.%d%c", &major, &minor, &tail) != 2 || major < 0 || minor < 0 ||
+	    minor > 999 || major > 99)
+		return -1;
+	return major * 1000 + minor;
+}
+
+int dk_client_new(dk_client **out, const char *docker_host)
+{
+	struct reply r = {AP_BUF_INIT(4096), ""};
+	dk_client *c;
+	const char *path = DK_DEFAULT_SOCK;
+	char why[512];
+	int rc, v;
+
+	*out = NULL;
+	if (docker_host && *docker_host) {
+		if (strncmp(docker_host, "unix://", 7) != 0)
+			return ap_error_set(AP_EINVAL,
+					    "DOCKER_HOST=%s is not supported: use a unix socket "
+					    "(unix:///var/run/docker.sock)",
+					    docker_host);
+		path = docker_host + 7;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	if (strlen(path) >= sizeof(c->sock)) {
+		rc = ap_error_set(AP_EINVAL, "DOCKER_HOST socket path is too long");
+		goto err_free_client;
+	}
+	strcpy(c->sock, path);
+	rc = do_request(c, "", "GET", "/_ping", NULL, 10000, NULL, NULL, &r);
+	if (rc) {
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		if (rc == AP_EHTTP || rc == AP_ENOTFOUND)
+			rc = ap_error_set(AP_EUNAVAIL,
+					  "unix://%s does not answer like a Docker daemon: %s",
+					  c->sock, why);
+		else if (rc != AP_EUNAVAIL)
+			rc = ap_error_set(AP_EUNAVAIL,
+					  "cannot reach the Docker daemon at unix://%s: %s",
+					  c->sock, why);
+		goto err_free_client;
+	}
+	v = parse_version(r.api_version);
+	if (v < 0) {
+		rc = ap_error_set(AP_EUNAVAIL,
+				  "the daemon at unix://%s did not say its API version in /_ping",
+				  c->sock);
+		goto err_free_client;
+	}
+	if (v < DK_API_MIN) {
+		rc = ap_error_set(
+		    AP_EUNAVAIL,
+		    "the Docker daemon at unix://%s speaks API %s; autopatch needs 1.41 "
+		    "or newer (Docker 20.10+, Podman 3+)",
+		    c->sock, r.api_version);
+		goto err_free_client;
+	}
+	if (v > DK_API_MAX)
+		v = DK_API_MAX;
+	snprintf(c->version, sizeof(c->version), "%d.%d", v / 1000, v % 1000);
+	ap_buf_release(&r.body);
+	*out = c;
+	return 0;
+err_free_client:
+	ap_buf_release(&r.body);
+	free(c);
+	return rc;
+}
+
+void dk_client_free(dk_client *c)
+{
+	free(c);
+}
+
+const char *dk_api_version(const dk_client *c)
+{
+	return c->version;
+}
+
+const char *dk_socket_path(const dk_client *c)
+{
+	return c->sock;
+}
+
+char *dk_escape(const char *s)
+{
+	CURL *h;
+	char *e, *copy;
+
+	pthread_once(&curl_once, curl_init);
+	h = curl_easy_init();
+	if (!h)
+		return NULL;
+	e = curl_easy_escape(h, s, 0);
+	curl_easy_cleanup(h);
+	if (!e)
+		return NULL;
+	copy = strdup(e);
+	curl_free(e);
+	return copy;
+}
+
+/* Wait until fd is ready for events or the deadline passes. */
+static int wait_fd(int fd, short events, long long deadline_ms)
+{
+	struct pollfd p = {fd, events, 0};
+	long long left;
+	int n;
+
+	for (;;) {
+		left = deadline_ms - dk_now_ms();
+		if (left <= 0)
+			return AP_ETIMEOUT;
+		n = poll(&p, 1, left > 1000 ? 1000 : (int)left);
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return AP_EIO;
+	}
+}
+
+static int send_all(int fd, const char *p, size_t n, long long deadline_ms)
+{
+	ssize_t w;
+
+	while (n) {
+		if (wait_fd(fd, POLLOUT, deadline_ms))
+			return ap_error_set(AP_ETIMEOUT, "docker did not accept a request in time");
+		w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (w < 0)
+			return ap_error_set(AP_EIO, "writing to the docker socket: %s",
+					    strerror(errno));
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Read the rest of an error answer's body (Content-Length bytes, capped) for its message. */
+static void read_error_body(int fd, const char *head, ap_buf *rest, long long deadline_ms)
+{
+	const char *cl = strcasestr(head, "\r\nContent-Length:");
+	long want = cl ? strtol(cl + 17, NULL, 10) : 0;
+	char tmp[4096];
+	ssize_t n;
+
+	if (want > 4096)
+		want = 4096;
+	while ((long)rest->len < want && !wait_fd(fd, POLLIN, deadline_ms)) {
+		n = recv(fd, tmp, sizeof(tmp), 0);
+		if (n <= 0 || ap_buf_add(rest, tmp, (size_t)n))
+			break;
+	}
+}
+
+int dk_hijack(dk_client *c, const char *path, const cJSON *body, long long deadline_ms, int *fd_out,
+	      ap_buf *rest)
+{
+	struct sockaddr_un sa = {0};
+	ap_buf req = AP_BUF_INIT(1 << 20);
+	ap_buf head = AP_BUF_INIT(DK_HEAD_CAP);
+	char *json = NULL, *end, tmp[4096];
+	long status;
+	ssize_t n;
+	int fd, rc;
+
+	*fd_out = -1;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return ap_error_set(AP_EIO, "socket: %s", strerror(errno));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, c->sock, strlen(c->sock) + 1);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) && errno != EINPROGRESS) {
+		rc = ap_error_set(AP_EUNAVAIL,
+				  "cannot reach the Docker daemon at unix://%s (%s): is dockerd "
+				  "running and is DOCKER_HOST right?",
+				  c->sock, strerror(errno));
+		goto err_close;
+	}
+	json = body ? cJSON_PrintUnformatted(body) : strdup("{}");
+	if (!json) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory encoding a docker request");
+		goto err_close;
+	}
+	rc = ap_buf_addf(&req,
+			 "POST /v%s%s HTTP/1.1\r\nHost: docker\r\nUser-Agent: autopatch\r\n"
+			 "Content-Type: application/json\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n"
+			 "Content-Length: %zu\r\n\r\n%s",
+			 c->version, path, strlen(json), json);
+	if (rc)
+		goto err_close;
+	rc = send_all(fd, req.data, req.len, deadline_ms);
+	if (rc)
+		goto err_close;
+	for (;;) {
+		end = head.len ? strstr(head.data, "\r\n\r\n") : NULL;
+		if (end)
+			break;
+		if (wait_fd(fd, POLLIN, deadline_ms)) {
+			rc = ap_error_set(AP_ETIMEOUT, "docker POST %s: no answer in time", path);
+			goto err_close;
+		}
+		n = recv(fd, tmp, sizeof(tmp), 0);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0) {
+			rc = ap_error_set(AP_EUNAVAIL,
+					  "docker POST %s: the daemon closed the connection", path);
+			goto err_close;
+		}
+		if (memchr(tmp, '\0', (size_t)n) && !head.len) {
+			rc = ap_error_set(AP_EIO, "docker POST %s: not an HTTP answer", path);
+			goto err_close;
+		}
+		rc = ap_buf_add(&head, tmp, (size_t)n);
+		if (rc) {
+			rc = ap_error_set(AP_EIO, "docker POST %s: answer head too large", path);
+			goto err_close;
+		}
+	}
+	/* Bytes after the head already belong to the stream (or to the error body). */
+	rc = ap_buf_add(rest, end + 4, head.len - (size_t)(end + 4 - head.data));
+	if (rc)
+		goto err_close;
+	end[2] = '\0';
+	if (sscanf(head.data, "HTTP/1.%*d %ld", &status) != 1) {
+		rc = ap_error_set(AP_EIO, "docker POST %s: not an HTTP answer", path);
+		goto err_close;
+	}
+	if (status != 101 && status != 200) {
+		read_error_body(fd, head.data, rest, deadline_ms);
+		rc = http_error("POST", path, status, rest);
+		goto err_close;
+	}
+	*fd_out = fd;
+	fd = -1;
+	rc = 0;
+err_close:
+	if (fd >= 0)
+		close(fd);
+	free(json);
+	ap_buf_release(&req);
+	ap_buf_release(&head);
+	return rc;
+}
+
+int dk_labels_add(cJSON *labels, const char *owner, const char *job)
+{
+	if (!cJSON_AddStringToObject(labels, DK_LABEL_OWNER, owner) ||
+	    !cJSON_AddStringToObject(labels, DK_LABEL_JOB, job ? job : "") ||
+	    !cJSON_AddStringToObject(labels, DK_LABEL_CREATOR, dk_creator_self()))
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return 0;
+}
+
+/* Field 22 of /proc/PID/stat: start time in clock ticks since boot; 0 when unreadable. */
+static unsigned long long start_time(long pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long t = 0;
+	FILE *f;
+	size_t n;
+	int field;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+	if (!p)
+		return 0;
+	for (field = 2; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	sscanf(p, "%llu", &t);
+	return t;
+}
+
+static pthread_once_t creator_once = PTHREAD_ONCE_INIT;
+static char creator_self[48];
+
+static void creator_init(void)
+{
+	snprintf(creator_self, sizeof(creator_self), "%ld:%llu", (long)getpid(),
+		 start_time((long)getpid()));
+}
+
+const char *dk_creator_self(void)
+{
+	pthread_once(&creator_once, creator_init);
+	return creator_self;
+}
+
+int dk_creator_alive(const char *creator)
+{
+	long pid;
+	unsigned long long t;
+
+	if (!creator || sscanf(creator, "%ld:%llu", &pid, &t) != 2 || pid <= 0)
+		return 0;
+	return t != 0 && start_time(pid) == t;
+}

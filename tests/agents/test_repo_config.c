@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/agents/test_repo_config.c - .github/autopatch.yml parsing, errors that quote the line,
+ * test-command detection and the path globs the diff must respect. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agents/repo_config.h"
+#include "err.h"
+
+static repo_config *parse_ok(const char *text)
+{
+	repo_config *c = NULL;
+	int rc = repo_config_parse(&c, text, strlen(text));
+
+	if (rc)
+		fail_msg("parse failed: %s", ap_error_last());
+	return c;
+}
+
+static const char *parse_err(const char *text)
+{
+	repo_config *c = NULL;
+
+	assert_int_equal(repo_config_parse(&c, text, strlen(text)), AP_EINVAL);
+	assert_null(c);
+	return ap_error_last();
+}
+
+static void test_full_file(void **state)
+{
+	repo_config *c = parse_ok("# settings\n"
+				  "image: python:3.12-slim\n"
+				  "setup: pip install -e .\n"
+				  "test: python3 -m pytest -q tests\n"
+				  "max_iterations: 3\n"
+				  "paths:\n"
+				  "  allow: [\"src/**\", \"tests/**\"]\n"
+				  "  deny:\n"
+				  "    - src/vendor/**\n"
+				  "network:\n"
+				  "  - pypi.org:443\n"
+				  "  - files.example\n");
+
+	(void)state;
+	assert_true(c->from_file);
+	assert_string_equal(c->image, "python:3.12-slim");
+	assert_string_equal(c->setup, "pip install -e .");
+	assert_string_equal(c->test, "python3 -m pytest -q tests");
+	assert_int_equal(c->max_iterations, 3);
+	assert_string_equal(c->allow[0], "src/**");
+	assert_string_equal(c->allow[1], "tests/**");
+	assert_null(c->allow[2]);
+	assert_string_equal(c->deny[0], "src/vendor/**");
+	assert_null(c->deny[1]);
+	assert_string_equal(c->network[0], "pypi.org:443");
+	assert_string_equal(c->network[1], "files.example:443"); /* default port */
+	assert_null(c->network[2]);
+	assert_non_null(strstr(c->test_source, ".github/autopatch.yml"));
+	repo_config_free(c);
+}
+
+static void test_empty_file_is_defaults(void **state)
+{
+	repo_config *c = parse_ok("# nothing configured\n");
+
+	(void)state;
+	assert_null(c->image);
+	assert_null(c->test);
+	assert_int_equal(c->max_iterations, 0);
+	assert_null(c->allow[0]);
+	assert_null(c->deny[0]);
+	assert_null(c->network[0]);
+	repo_config_free(c);
+}
+
+static void test_unknown_key_quotes_line(void **state)
+{
+	const char *m = parse_err("image: x\ntest: make test\nmax_iteration: 3\n");
+
+	(void)state;
+	assert_non_null(strstr(m, "line 3"));
+	assert_non_null(strstr(m, "`max_iteration: 3`"));
+	assert_non_null(strstr(m, "unknown key \"max_iteration\""));
+	assert_non_null(strstr(m, "max_iterations")); /* lists what is allowed */
+}
+
+static void test_bad_values_are_named(void **state)
+{
+	const char *m;
+
+	(void)state;
+	m = parse_err("max_iterations: lots\n");
+	assert_non_null(strstr(m, "line 1"));
+	assert_non_null(strstr(m, "whole number"));
+	m = parse_err("test: make\nmax_iterations: 99\n");
+	assert_non_null(strstr(m, "line 2"));
+	assert_non_null(strstr(m, "between 1 and 20"));
+	m = parse_err("image:\n  - a\n  - b\n");
+	assert_non_null(strstr(m, "\"image\" must be a string"));
+	m = parse_err("paths:\n  allow: [\"src/**\"]\n  only: [\"x\"]\n");
+	assert_non_null(strstr(m, "line 3"));
+	assert_non_null(strstr(m, "unknown key \"only\" under \"paths\""));
+	m = parse_err("paths:\n  deny: [\"../etc/**\"]\n");
+	assert_non_null(strstr(m, "\"..\""));
+	m = parse_err("paths: [\"src/**\"]\n");
+	assert_non_null(strstr(m, "\"paths\" must be a mapping"));
+	m = parse_err("network:\n  - \"evil host:80\"\n");
+	assert_non_null(strstr(m, "line 2"));
+	assert_non_null(strstr(m, "network entry"));
+	m = parse_err("network: [\"pypi.org:99999\"]\n");
+	assert_non_null(strstr(m, "bad port"));
+	m = parse_err("test: a\ntest: b\n");
+	assert_non_null(strstr(m, "given twice"));
+	m = parse_err("setup: ~\n");
+	assert_non_null(strstr(m, "\"setup\" is empty"));
+	m = parse_err("- just\n- a list\n");
+	assert_non_null(strstr(m, "must be a mapping"));
+}
+
+static void test_syntax_error_quotes_line(void **state)
+{
+	const char *m = parse_err("image: a\ntest: \"unterminated\nsetup: b\n");
+
+	(void)state;
+	assert_non_null(strstr(m, "not valid YAML"));
+	assert_non_null(strstr(m, ".github/autopatch.yml line "));
+}
+
+static void test_size_cap(void **state)
+{
+	size_t n = REPO_CONFIG_MAX_BYTES + 1;
+	char *big = malloc(n + 1);
+	repo_config *c = NULL;
+
+	(void)state;
+	memset(big, '#', n);
+	big[n] = '\0';
+	assert_int_equal(repo_config_parse(&c, big, n), AP_ETOOBIG);
+	assert_null(c);
+	free(big);
+}
+
+static void test_globs(void **state)
+{
+	(void)state;
+	assert_true(repo_config_glob("src/**", "src/a/b/c.py"));
+	assert_true(repo_config_glob("src/**", "src/x"));
+	assert_false(repo_config_glob("src/**", "srcx/a"));
+	assert_true(repo_config_glob("*.py", "calc.py"));
+	assert_false(repo_config_glob("*.py", "pkg/calc.py")); /* '*' stays in one segment */
+	assert_true(repo_config_glob("**/test_*.py", "test_a.py"));
+	assert_true(repo_config_glob("**/test_*.py", "a/b/test_a.py"));
+	assert_false(repo_config_glob("**/test_*.py", "a/b/a_test.py"));
+	assert_true(repo_config_glob("docs/?.md", "docs/a.md"));
+	assert_false(repo_config_glob("docs/?.md", "docs/ab.md"));
+	assert_true(repo_config_glob("[a-c]*.c", "b.c"));
+	assert_false(repo_config_glob("[!a-c]*.c", "b.c"));
+	assert_true(repo_config_glob(".github/workflows/**", ".github/workflows/ci.yml"));
+}
+
+static void test_path_policy(void **state)
+{
+	repo_config *c = parse_ok("paths:\n  allow: [\"calc/**\", \"tests/**\"]\n"
+				  "  deny: [\"calc/vendor/**\"]\n");
+
+	(void)state;
+	assert_true(repo_config_path_allowed(c, "calc/ops.py"));
+	assert_true(repo_config_path_allowed(c, "tests/test_ops.py"));
+	assert_false(repo_config_path_allowed(c, "README.md"));
+	assert_false(repo_config_path_allowed(c, "calc/vendor/x.py"));
+	assert_false(repo_config_path_allowed(c, "calc/../../etc/passwd"));
+	assert_false(repo_config_path_allowed(c, "/etc/passwd"));
+	assert_int_equal(repo_config_check_paths(c, "calc/ops.py\ntests/test_ops.py\n"), 0);
+	assert_int_equal(repo_config_check_paths(c, "calc/ops.py\nsetup.py\n"), AP_EDENIED);
+	assert_non_null(strstr(ap_error_last(), "`setup.py`"));
+	assert_non_null(strstr(ap_error_last(), "paths.allow"));
+	assert_int_equal(repo_config_check_paths(c, "calc/vendor/y.py"), AP_EDENIED);
+	assert_non_null(strstr(ap_error_last(), "paths.deny"));
+	assert_non_null(strstr(ap_error_last(), "calc/vendor/**"));
+	repo_config_free(c);
+
+	c = parse_ok("test: make test\n");
+	assert_true(repo_config_path_allowed(c, "anything/at/all.c")); /* no allow list */
+	repo_config_free(c);
+}
+
+/* A temporary checkout with the given files ("path=contents"). */
+static char *make_repo(const char *const *files)
+{
+	char tmpl[] = "/tmp/ap-rc-XXXXXX";
+	char *dir = strdup(mkdtemp(tmpl));
+	char path[512];
+
+	for (; *files; files++) {
+		const char *eq = strchr(*files, '=');
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/%.*s", dir, (int)(eq - *files), *files);
+		if (strchr(path + strlen(dir) + 1, '/')) {
+			char sub[512];
+
+			snprintf(sub, sizeof(sub), "%s", path);
+			*strrchr(sub, '/') = '\0';
+			mkdir(sub, 0700);
+		}
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(eq + 1, f);
+		fclose(f);
+	}
+	return dir;
+}
+
+static void rm_repo(char *dir)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+	free(dir);
+}
+
+static void expect_detect(const char *const *files, const char *want)
+{
+	char *dir = make_repo(files), *cmd = NULL, *why = NULL;
+
+	assert_int_equal(repo_config_detect_test(dir, &cmd, &why), 0);
+	if (want) {
+		assert_non_null(cmd);
+		assert_string_equal(cmd, want);
+		assert_non_null(strstr(why, want));
+	} else {
+		assert_null(cmd);
+		assert_non_null(strstr(why, "none detected"));
+	}
+	free(cmd);
+	free(why);
+	rm_repo(dir);
+}
+
+static void test_detect_test_command(void **state)
+{
+	static const char *const make[] = {"Makefile=all:\n\tcc x.c\ntest:\n\t./t\n",
+					   "test_x.py=", NULL};
+	static const char *const make_no_target[] = {"Makefile=all:\n\tcc x.c\n", NULL};
+	static const char *const pytest[] = {"tests/test_calc.py=def test(): pass\n", NULL};
+	static const char *const pyproject[] = {"pyproject.toml=[tool.pytest.ini_options]\n", NULL};
+	static const char *const npm[] = {"package.json={\"scripts\": {\"test\": \"jest\"}}\n",
+					  NULL};
+	static const char *const go[] = {"go.mod=module x\n", NULL};
+	static const char *const cargo[] = {"Cargo.toml=[package]\n", NULL};
+	static const char *const none[] = {"README.md=hi\n", NULL};
+
+	(void)state;
+	expect_detect(make, "make test");
+	expect_detect(make_no_target, NULL);
+	expect_detect(pytest, "python3 -m pytest -q");
+	expect_detect(pyproject, "python3 -m pytest -q");
+	expect_detect(npm, "npm test");
+	expect_detect(go, "go test ./...");
+	expect_detect(cargo, "cargo test");
+	expect_detect(none, NULL);
+}
+
+static void test_load_file_and_detection(void **state)
+{
+	static const char *const with_file[] = {
+	    ".github/autopatch.yml=test: ./run-tests.sh\nmax_iterations: 2\n",
+	    "tests/test_a.py=", NULL};
+	static const char *const without[] = {"tests/test_a.py=", NULL};
+	static const char *const bad[] = {".github/autopatch.yml=image: a\nbogus: 1\n", NULL};
+	static const char *const no_test[] = {".github/autopatch.yml=max_iterations: 2\n",
+					      "go.mod=module x\n", NULL};
+	repo_config *c;
+	char *dir;
+
+	(void)state;
+	dir = make_repo(with_file);
+	assert_int_equal(repo_config_load(&c, dir), 0);
+	assert_string_equal(c->test, "./run-tests.sh");
+	assert_int_equal(c->max_iterations, 2);
+	assert_non_null(strstr(c->test_source, "from .github/autopatch.yml"));
+	repo_config_free(c);
+	rm_repo(dir);
+
+	dir = make_repo(without);
+	assert_int_equal(repo_config_load(&c, dir), 0);
+	assert_false(c->from_file);
+	assert_string_equal(c->test, "python3 -m pytest -q");
+	assert_non_null(strstr(c->test_source, "detected"));
+	repo_config_free(c);
+	rm_repo(dir);
+
+	dir = make_repo(no_test);
+	assert_int_equal(repo_config_load(&c, dir), 0);
+	assert_true(c->from_file);
+	assert_string_equal(c->test, "go test ./...");
+	repo_config_free(c);
+	rm_repo(dir);
+
+	dir = make_repo(bad);
+	assert_int_equal(repo_config_load(&c, dir), AP_EINVAL);
+	assert_non_null(strstr(ap_error_last(), "line 2: `bogus: 1`"));
+	rm_repo(dir);
+}
+
+static void test_load_refuses_symlink(void **state)
+{
+	static const char *const files[] = {"x=", NULL};
+	char *dir = make_repo(files), path[600];
+	repo_config *c = NULL;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/.github", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.github/autopatch.yml", dir);
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	assert_int_equal(repo_config_load(&c, dir), AP_EDENIED);
+	assert_null(c);
+	rm_repo(dir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_full_file),
+	    cmocka_unit_test(test_empty_file_is_defaults),
+	    cmocka_unit_test(test_unknown_key_quotes_line),
+	    cmocka_unit_test(test_bad_values_are_named),
+	    cmocka_unit_test(test_syntax_error_quotes_line),
+	    cmocka_unit_test(test_size_cap),
+	    cmocka_unit_test(test_globs),
+	    cmocka_unit_test(test_path_policy),
+	    cmocka_unit_test(test_detect_test_command),
+	    cmocka_unit_test(test_load_file_and_detection),
+	    cmocka_unit_test(test_load_refuses_symlink),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,84 @@
+"""`autopatch sandbox run` basics against the real Docker engine: streaming, exit codes,
+the repository copy, timeouts, stdin-less commands and cleanup, on runc and on runsc."""
+import subprocess
+
+import pytest
+
+from sandbox_util import RUNTIMES, owned, sandbox_factory  # noqa: F401 (fixture)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    d = tmp_path / "repo"
+    d.mkdir()
+    (d / "hello.txt").write_text("hello from the repo\n")
+    (d / "sub").mkdir()
+    (d / "sub" / "x.py").write_text("print(6 * 7)\n")
+    return d
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_run_streams_output_and_exit_code(sandbox_factory, repo, runtime):
+    sb = sandbox_factory(runtime)
+    r = sb.run("sh", "-c", "cat hello.txt; python3 sub/x.py; pwd; echo to-stderr >&2; exit 7",
+               repo=repo, text=True)
+    assert r.returncode == 7, r.stderr
+    assert r.stdout == "hello from the repo\n42\n/tmp/workspace\n"
+    assert "to-stderr" in r.stderr
+    assert sb.leftovers() == []
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_workspace_is_writable_copy_and_repo_is_not(sandbox_factory, repo, runtime):
+    sb = sandbox_factory(runtime)
+    r = sb.run("sh", "-c",
+               "echo changed > hello.txt && cat hello.txt && git init -q . && git status --short"
+               " | head -3; if echo x > /repo/hello.txt; then echo REPO-WRITABLE; fi; "
+               "cat /repo/hello.txt", repo=repo, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "changed" in r.stdout
+    assert "REPO-WRITABLE" not in r.stdout
+    assert "hello from the repo" in r.stdout
+    assert (repo / "hello.txt").read_text() == "hello from the repo\n"
+
+
+def test_argv_is_not_a_shell_string(sandbox_factory):
+    sb = sandbox_factory()
+    r = sb.run("echo", "$(id)", ";", "rm", "-rf", "/", text=True)
+    assert r.returncode == 0
+    assert r.stdout == "$(id) ; rm -rf /\n"
+
+
+def test_timeout_exits_124_with_message(sandbox_factory):
+    sb = sandbox_factory()
+    r = sb.run("sh", "-c", "echo started; sleep 60", timeout=2, text=True)
+    assert r.returncode == 124
+    assert "started" in r.stdout
+    assert "timed out" in r.stderr
+    assert sb.leftovers() == []
+
+
+def test_missing_command_and_bad_usage(sandbox_factory):
+    sb = sandbox_factory()
+    r = sb.run("definitely-not-a-command", text=True)
+    assert r.returncode == 127
+    r = subprocess.run([sb.binary, "sandbox", "run", "--timeout", "x", "--", "true"],
+                       env=sb.env, capture_output=True, text=True)
+    assert r.returncode == 2
+
+
+def test_unreachable_daemon_is_one_clear_line(sandbox_factory, tmp_path):
+    sb = sandbox_factory(extra_env={"DOCKER_HOST": f"unix://{tmp_path}/nope.sock"})
+    r = sb.run("true", text=True)
+    assert r.returncode == 125
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "cannot reach the Docker daemon" in lines[0]
+    assert "nope.sock" in lines[0]
+
+
+def test_missing_image_names_the_daemon_message(sandbox_factory):
+    sb = sandbox_factory()
+    r = sb.run("true", args=("--image", "autopatch-no-such-image:0"), text=True)
+    assert r.returncode == 125
+    assert "No such image" in r.stderr or "not found" in r.stderr.lower()
