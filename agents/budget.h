@@ -19,7 +19,7 @@ typedef struct budget {
 	int64_t max_calls, max_tokens, max_wall_s, repeat_limit;
 	int64_t calls, tokens_in, tokens_out;
 	int64_t start_ms;
-	char **keys;   /* "name\nargs" of calls since the workspace last changed */
+	char **keys; /* "name\nargs" of calls since the workspace last changed */
 	int *counts;
 	size_t n;
 } budget;

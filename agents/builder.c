@@ -22,8 +22,7 @@ static int accept(agent_ctx *a, const tool_finish *fin, tester_verdict *v)
 	res->files_changed = v->files_changed;
 	v->diff = v->evidence = v->files_changed = NULL;
 	res->summary = redact_str(fin->summary);
-	if (asprintf(&res->repro_test, "%s (run with `%s`)", fin->test_path, fin->test_command) <
-	    0)
+	if (asprintf(&res->repro_test, "%s (run with `%s`)", fin->test_path, fin->test_command) < 0)
 		res->repro_test = NULL;
 	return res->summary && res->repro_test ? 0 : AP_ENOMEM;
 }
@@ -90,10 +89,11 @@ int builder_run(agent_ctx *a, const char *issue, const char *plan)
 	a->stage = "building";
 	a->round = 1;
 	agent_progress(a, "building", "Builder started");
-	if (asprintf(&first,
-		     "%s\n\n## Plan from the Planner\n%s\n\n## The repository's test command\n%s\n\n"
-		     "Write the reproduction test first, then the fix, then call finish.",
-		     issue, plan, a->opts->test_cmd) < 0) {
+	if (asprintf(
+		&first,
+		"%s\n\n## Plan from the Planner\n%s\n\n## The repository's test command\n%s\n\n"
+		"Write the reproduction test first, then the fix, then call finish.",
+		issue, plan, a->opts->test_cmd) < 0) {
 		first = NULL;
 		rc = AP_ENOMEM;
 		goto out;
@@ -112,9 +112,9 @@ int builder_run(agent_ctx *a, const char *issue, const char *plan)
 						   "3 times in a row)");
 				goto out;
 			}
-			if ((rc = llm_conv_add_user(&conv,
-						    "Use the tools to write the reproduction "
-						    "test and the fix, then call finish.")))
+			if ((rc =
+				 llm_conv_add_user(&conv, "Use the tools to write the reproduction "
+							  "test and the fix, then call finish.")))
 				goto out;
 			continue;
 		}

@@ -44,10 +44,11 @@ static void progress(void *ud, const char *stage, const char *line)
 
 static void usage(void)
 {
-	fprintf(stderr,
-		"usage: autopatch fix --repo DIR (--issue-file F | --issue TEXT) [--out patch.diff]\n"
-		"                     [--test CMD] [--setup CMD] [--max-iterations N]\n"
-		"                     [--trajectory FILE]\n");
+	fprintf(
+	    stderr,
+	    "usage: autopatch fix --repo DIR (--issue-file F | --issue TEXT) [--out patch.diff]\n"
+	    "                     [--test CMD] [--setup CMD] [--max-iterations N]\n"
+	    "                     [--trajectory FILE]\n");
 }
 
 static int read_file(const char *path, ap_buf *b)
@@ -99,16 +100,16 @@ static int write_out(const char *path, const char *diff)
 int fix_main(int argc, char **argv, ap_config *cfg)
 {
 	static const struct option longopts[] = {
-		{"repo", required_argument, NULL, 'r'},
-		{"issue-file", required_argument, NULL, 'f'},
-		{"issue", required_argument, NULL, 'i'},
-		{"out", required_argument, NULL, 'o'},
-		{"test", required_argument, NULL, 't'},
-		{"setup", required_argument, NULL, 's'},
-		{"max-iterations", required_argument, NULL, 'm'},
-		{"trajectory", required_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"repo", required_argument, NULL, 'r'},
+	    {"issue-file", required_argument, NULL, 'f'},
+	    {"issue", required_argument, NULL, 'i'},
+	    {"out", required_argument, NULL, 'o'},
+	    {"test", required_argument, NULL, 't'},
+	    {"setup", required_argument, NULL, 's'},
+	    {"max-iterations", required_argument, NULL, 'm'},
+	    {"trajectory", required_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *repo = NULL, *issue_file = NULL, *issue_arg = NULL, *out_path = NULL;
 	const char *test_arg = NULL, *setup_arg = NULL, *traj_path = NULL;
@@ -123,22 +124,41 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'r': repo = optarg; break;
-		case 'f': issue_file = optarg; break;
-		case 'i': issue_arg = optarg; break;
-		case 'o': out_path = optarg; break;
-		case 't': test_arg = optarg; break;
-		case 's': setup_arg = optarg; break;
-		case 'j': traj_path = optarg; break;
+		case 'r':
+			repo = optarg;
+			break;
+		case 'f':
+			issue_file = optarg;
+			break;
+		case 'i':
+			issue_arg = optarg;
+			break;
+		case 'o':
+			out_path = optarg;
+			break;
+		case 't':
+			test_arg = optarg;
+			break;
+		case 's':
+			setup_arg = optarg;
+			break;
+		case 'j':
+			traj_path = optarg;
+			break;
 		case 'm':
 			max_iter = atoi(optarg);
 			if (max_iter < 1 || max_iter > 20) {
-				fprintf(stderr, "autopatch fix: --max-iterations must be 1 to 20\n");
+				fprintf(stderr,
+					"autopatch fix: --max-iterations must be 1 to 20\n");
 				return 2;
 			}
 			break;
-		case 'h': usage(); return 0;
-		default: usage(); return 2;
+		case 'h':
+			usage();
+			return 0;
+		default:
+			usage();
+			return 2;
 		}
 	}
 	if (!repo || (!issue_file == !issue_arg) || optind != argc) {
@@ -151,8 +171,9 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	}
 	snprintf(gitdir, sizeof(gitdir), "%s/.git", repo_abs);
 	if (stat(gitdir, &st) != 0) {
-		fprintf(stderr, "autopatch fix: %s is not a git repository (run git init and "
-				"commit first: the Tester diffs against it)\n",
+		fprintf(stderr,
+			"autopatch fix: %s is not a git repository (run git init and "
+			"commit first: the Tester diffs against it)\n",
 			repo_abs);
 		return 2;
 	}
@@ -183,7 +204,7 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		code = rc == AP_EINVAL ? 2 : 1;
 		goto out;
 	}
-	sbx_spec spec = SBX_SPEC_INIT;
+	sbx_spec spec = {.version = SBX_SPEC_VERSION};
 	char label[64];
 	snprintf(label, sizeof(label), "fix-%ld", (long)getpid());
 	spec.repo_dir = repo_abs;
@@ -236,7 +257,8 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 out:
 	fflush(stdout);
 	if (box && sbx_destroy(box) != 0)
-		fprintf(stderr, "autopatch fix: removing the sandbox failed: %s\n", ap_error_last());
+		fprintf(stderr, "autopatch fix: removing the sandbox failed: %s\n",
+			ap_error_last());
 	sbx_engine_free(engine);
 	fixer_result_release(&res);
 	free(test_cmd);

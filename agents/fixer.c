@@ -146,9 +146,9 @@ int agent_tool(agent_ctx *a, llm_conv *conv, enum tool_set set, const llm_tool_c
 		rc = AP_ENOMEM;
 		goto out;
 	}
-	if (!is_error && (strcmp(call->name, "write_file") == 0 ||
-			  strcmp(call->name, "replace_in_file") == 0 ||
-			  strcmp(call->name, "run") == 0))
+	if (!is_error &&
+	    (strcmp(call->name, "write_file") == 0 || strcmp(call->name, "replace_in_file") == 0 ||
+	     strcmp(call->name, "run") == 0))
 		budget_forget_repeats(&a->bud);
 	char *clean = redact_str(out);
 	if (!clean) {
@@ -216,7 +216,8 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 	a.tools = (tool_ctx)TOOL_CTX_INIT;
 	a.tools.box = opts->box;
 	if (!opts->box || !opts->test_cmd || !opts->cfg)
-		return ap_error_set(AP_EINVAL, "fixer_run needs a box, a config and a test command");
+		return ap_error_set(AP_EINVAL,
+				    "fixer_run needs a box, a config and a test command");
 	if (opts->trajectory_path && (rc = traj_open(&a.traj, opts->trajectory_path)))
 		return rc;
 	if ((rc = budget_init(&a.bud, opts->cfg, traj_millis(a.traj))))
@@ -228,7 +229,8 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 	if (a.traj) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "model", llm_describe(a.model));
-		cJSON_AddStringToObject(o, "issue_title", opts->issue_title ? opts->issue_title : "");
+		cJSON_AddStringToObject(o, "issue_title",
+					opts->issue_title ? opts->issue_title : "");
 		cJSON_AddStringToObject(o, "test_command", opts->test_cmd);
 		cJSON_AddNumberToObject(o, "max_iterations", a.max_rounds);
 		cJSON_AddNumberToObject(o, "max_model_calls", (double)a.bud.max_calls);

@@ -14,15 +14,15 @@
 #include <string.h>
 #include <time.h>
 
-#define LLM_RESPONSE_CAP (8u << 20)
-#define LLM_HEADER_CAP (64u << 10)
+#define LLM_RESPONSE_CAP	(8u << 20)
+#define LLM_HEADER_CAP		(64u << 10)
 #define LLM_MAX_CALLS_PER_REPLY 64
 
 struct llm {
 	char *provider; /* "openai" | "anthropic" */
 	char *model;
-	char *url;      /* full endpoint */
-	char *api_key;  /* may be NULL for local servers */
+	char *url;     /* full endpoint */
+	char *api_key; /* may be NULL for local servers */
 	char *describe;
 	int64_t timeout_s;
 	int64_t retries;
@@ -105,8 +105,8 @@ int llm_conv_add_reply(llm_conv *c, llm_reply *r)
 	return 0;
 }
 
-int llm_conv_add_tool_result(llm_conv *c, const char *call_id, const char *name,
-			     const char *text, bool is_error)
+int llm_conv_add_tool_result(llm_conv *c, const char *call_id, const char *name, const char *text,
+			     bool is_error)
 {
 	llm_msg *m = conv_push(c);
 	if (!m)
@@ -194,10 +194,9 @@ static cJSON *openai_messages(const llm_conv *conv)
 					cJSON_AddStringToObject(c, "type", "function");
 					cJSON *f = cJSON_AddObjectToObject(c, "function");
 					cJSON_AddStringToObject(f, "name", src->calls[k].name);
-					cJSON_AddStringToObject(f, "arguments",
-								src->calls[k].arguments
-									? src->calls[k].arguments
-									: "");
+					cJSON_AddStringToObject(
+					    f, "arguments",
+					    src->calls[k].arguments ? src->calls[k].arguments : "");
 					cJSON_AddItemToArray(calls, c);
 				}
 			}
@@ -237,7 +236,8 @@ static cJSON *anthropic_messages(const llm_conv *conv)
 				cJSON_AddStringToObject(b, "type", "tool_use");
 				cJSON_AddStringToObject(b, "id", src->calls[k].id);
 				cJSON_AddStringToObject(b, "name", src->calls[k].name);
-				cJSON_AddItemToObject(b, "input", args_object(src->calls[k].arguments));
+				cJSON_AddItemToObject(b, "input",
+						      args_object(src->calls[k].arguments));
 				cJSON_AddItemToArray(content, b);
 			}
 			if (cJSON_GetArraySize(content) == 0) {
@@ -421,7 +421,8 @@ static int parse_anthropic(const cJSON *root, llm_reply *out)
 			const char *id = str_of(b, "id"), *name = str_of(b, "name");
 			const cJSON *input = cJSON_GetObjectItemCaseSensitive(b, "input");
 			if (!id || !name) {
-				rc = ap_error_set(AP_EINVAL, "model tool_use block without id or name");
+				rc = ap_error_set(AP_EINVAL,
+						  "model tool_use block without id or name");
 				goto out;
 			}
 			char *args = input ? cJSON_PrintUnformatted(input) : strdup("{}");
@@ -577,8 +578,7 @@ static bool retryable(long status)
 	return status == 429 || status == 529 || status >= 500;
 }
 
-static void log_traj_response(llm *m, int attempt, long status, const http_ctx *h,
-			      int64_t millis)
+static void log_traj_response(llm *m, int attempt, long status, const http_ctx *h, int64_t millis)
 {
 	if (!m->traj)
 		return;
@@ -596,8 +596,8 @@ static void log_traj_response(llm *m, int attempt, long status, const http_ctx *
 
 int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools, llm_reply *out)
 {
-	char *body = llm_build_request(m->provider, m->model, (int)m->max_tokens, conv, tools,
-				       ntools);
+	char *body =
+	    llm_build_request(m->provider, m->model, (int)m->max_tokens, conv, tools, ntools);
 	int64_t t0 = traj_millis(m->traj);
 	int rc = 0;
 	long status = 0;
@@ -626,13 +626,14 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 			ap_buf_release(&h.body);
 			break;
 		}
-		bool again = (rc == 0 && retryable(status)) || rc == AP_ETIMEOUT || rc == AP_EUNAVAIL;
+		bool again =
+		    (rc == 0 && retryable(status)) || rc == AP_ETIMEOUT || rc == AP_EUNAVAIL;
 		if (!again || attempt > m->retries) {
 			if (rc == 0) {
 				char *snippet = redact_mem(ap_buf_str(&h.body),
 							   h.body.len > 300 ? 300 : h.body.len);
 				rc = ap_error_set(status == 429 || status == 529 ? AP_ERATELIMIT
-										: AP_EHTTP,
+										 : AP_EHTTP,
 						  "model server answered HTTP %ld after %d "
 						  "attempt(s): %s",
 						  status, attempt, snippet ? snippet : "");
@@ -686,9 +687,9 @@ int llm_new(llm **out, const ap_config *cfg)
 	llm *m = calloc(1, sizeof(*m));
 	if (!m)
 		return AP_ENOMEM;
-	const char *base = cfg_get_or(cfg, "AUTOPATCH_LLM_BASE_URL",
-				      anthropic ? "https://api.anthropic.com"
-						: "https://api.openai.com/v1");
+	const char *base =
+	    cfg_get_or(cfg, "AUTOPATCH_LLM_BASE_URL",
+		       anthropic ? "https://api.anthropic.com" : "https://api.openai.com/v1");
 	const char *model = cfg_get_or(cfg, "AUTOPATCH_LLM_MODEL",
 				       anthropic ? "claude-sonnet-4-20250514" : "gpt-4o");
 	const char *key = cfg_get(cfg, "AUTOPATCH_LLM_API_KEY");
@@ -707,7 +708,7 @@ int llm_new(llm **out, const ap_config *cfg)
 	const char *suffix = "/chat/completions";
 	if (anthropic)
 		suffix = blen >= 3 && strncmp(base + blen - 3, "/v1", 3) == 0 ? "/messages"
-									    : "/v1/messages";
+									      : "/v1/messages";
 	m->url = malloc(blen + strlen(suffix) + 1);
 	if (!m->url) {
 		rc = AP_ENOMEM;

@@ -44,12 +44,12 @@ typedef struct llm_tool {
 /* One message of the conversation; all strings owned by the llm_conv that holds it. */
 typedef struct llm_msg {
 	enum llm_role role;
-	char *text;             /* user text, assistant text (may be NULL), tool result */
-	llm_tool_call *calls;   /* assistant only */
+	char *text;	      /* user text, assistant text (may be NULL), tool result */
+	llm_tool_call *calls; /* assistant only */
 	size_t ncalls;
-	char *tool_call_id;     /* tool result only */
-	char *tool_name;        /* tool result only */
-	bool is_error;          /* tool result only */
+	char *tool_call_id; /* tool result only */
+	char *tool_name;    /* tool result only */
+	bool is_error;	    /* tool result only */
 } llm_msg;
 
 /* A conversation: the system prompt plus messages, owning every string. */
@@ -59,20 +59,26 @@ typedef struct llm_conv {
 	size_t n, alloc;
 } llm_conv;
 
-#define LLM_CONV_INIT {NULL, NULL, 0, 0}
+#define LLM_CONV_INIT                                                                              \
+	{                                                                                          \
+		NULL, NULL, 0, 0                                                                   \
+	}
 
 typedef struct llm_reply {
-	char *text;             /* NULL when the model sent only tool calls */
+	char *text; /* NULL when the model sent only tool calls */
 	llm_tool_call *calls;
 	size_t ncalls;
-	char *stop;             /* provider's stop/finish reason as sent */
+	char *stop; /* provider's stop/finish reason as sent */
 	int64_t tokens_in;
 	int64_t tokens_out;
-	int64_t millis;         /* wall time including retries */
-	int attempts;           /* HTTP requests made (1 without retries) */
+	int64_t millis; /* wall time including retries */
+	int attempts;	/* HTTP requests made (1 without retries) */
 } llm_reply;
 
-#define LLM_REPLY_INIT {0}
+#define LLM_REPLY_INIT                                                                             \
+	{                                                                                          \
+		0                                                                                  \
+	}
 
 /* Read the settings and prepare a client. AP_EINVAL with a sentence for a bad provider, a
  * missing model or (for a non-local base URL) a missing key. Free with llm_free(). */
@@ -97,8 +103,8 @@ int llm_conv_set_system(llm_conv *c, const char *system);
 int llm_conv_add_user(llm_conv *c, const char *text);
 /* Moves the reply's text and calls into the conversation (the reply keeps stop/usage). */
 int llm_conv_add_reply(llm_conv *c, llm_reply *r);
-int llm_conv_add_tool_result(llm_conv *c, const char *call_id, const char *name,
-			     const char *text, bool is_error);
+int llm_conv_add_tool_result(llm_conv *c, const char *call_id, const char *name, const char *text,
+			     bool is_error);
 void llm_conv_release(llm_conv *c);
 
 /* Wire format, exposed for unit tests: build the request body for a provider ("openai" or

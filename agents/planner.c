@@ -67,8 +67,7 @@ out:
 	if (*plan) {
 		free(a->res->cause);
 		a->res->cause = cause_of(*plan);
-		agent_progress(a, "planning", "plan ready: %s",
-			       a->res->cause ? a->res->cause : "");
+		agent_progress(a, "planning", "plan ready: %s", a->res->cause ? a->res->cause : "");
 	}
 	llm_conv_release(&conv);
 	return rc;

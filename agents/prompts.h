@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/prompts.h - the role prompts, compiled from agents/prompts/*.md at build time. */
+/* agents/prompts.h - the role prompts, compiled from the Markdown files in agents/prompts at build
+ * time. */
 #ifndef AP_PROMPTS_H
 #define AP_PROMPTS_H
 

@@ -21,15 +21,15 @@ typedef struct agent_ctx {
 	budget bud;
 	tool_ctx tools;
 	tester *tester;
-	const char *stage;   /* "planning", "building", "testing" */
-	int round;           /* Builder/Tester round, 1-based */
+	const char *stage; /* "planning", "building", "testing" */
+	int round;	   /* Builder/Tester round, 1-based */
 	int max_rounds;
-	char *last_verdict;  /* the Tester's last rejection reason */
+	char *last_verdict; /* the Tester's last rejection reason */
 } agent_ctx;
 
 /* A progress line to the caller's callback (redacted) and the trajectory. */
 void agent_progress(agent_ctx *a, const char *stage, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* One model call under the budgets and the cancellation check; records usage in res. Returns
  * 0, AP_EBUDGET (res->failure names the budget and how far the job got), AP_ECANCELLED, or the

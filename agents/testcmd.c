@@ -42,7 +42,8 @@ static bool has_match(const char *dir, const char *const *globs, int depth)
 		if (!found && depth > 0) {
 			char sub[4096];
 			struct stat st;
-			if (snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name) < (int)sizeof(sub) &&
+			if (snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name) <
+				(int)sizeof(sub) &&
 			    stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
 				found = has_match(sub, globs, depth - 1);
 		}
@@ -100,8 +101,8 @@ int testcmd_detect(const char *dir, char **out)
 		py = strstr(ap_buf_str(&b), "[tool.pytest") != NULL;
 	if (py) {
 		cmd = "python3 -m pytest -q";
-	} else if (ap_buf_reset(&b), peek(dir, "package.json", &b) == 0 &&
-				     strstr(ap_buf_str(&b), "\"test\"")) {
+	} else if (ap_buf_reset(&b),
+		   peek(dir, "package.json", &b) == 0 && strstr(ap_buf_str(&b), "\"test\"")) {
 		cmd = "npm test";
 	} else if (exists(dir, "Cargo.toml", false)) {
 		cmd = "cargo test";
@@ -112,9 +113,9 @@ int testcmd_detect(const char *dir, char **out)
 	}
 	ap_buf_release(&b);
 	if (!cmd)
-		return ap_error_set(AP_ENOTFOUND,
-				    "cannot tell how to run this repository's tests: pass --test CMD "
-				    "(or set test: in .github/autopatch.yml)");
+		return ap_error_set(
+		    AP_ENOTFOUND, "cannot tell how to run this repository's tests: pass --test CMD "
+				  "(or set test: in .github/autopatch.yml)");
 	*out = strdup(cmd);
 	return *out ? 0 : AP_ENOMEM;
 }

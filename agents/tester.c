@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WORKSPACE "/tmp/workspace"
-#define PRISTINE "/tmp/pristine"
-#define SUITE_TIMEOUT_S 900
-#define REPRO_TIMEOUT_S 300
+#define WORKSPACE	    "/tmp/workspace"
+#define PRISTINE	    "/tmp/pristine"
+#define SUITE_TIMEOUT_S	    900
+#define REPRO_TIMEOUT_S	    300
 #define FEEDBACK_OUTPUT_CAP 6000
-#define DIFF_CAP (1u << 20)
+#define DIFF_CAP	    (1u << 20)
 
 struct tester {
 	sbx_box *box;
@@ -30,15 +30,16 @@ struct tester {
 
 /* Stage everything except interpreter caches, then print the diff (or the names). */
 static const char SCRIPT_DIFF[] =
-	"cd \"$1\" && git -c safe.directory='*' add -A -- . ':(exclude,glob)**/__pycache__/**' "
-	"':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && "
-	"git -c safe.directory='*' diff --cached $2";
+    "cd \"$1\" && git -c safe.directory='*' add -A -- . ':(exclude,glob)**/__pycache__/**' "
+    "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && "
+    "git -c safe.directory='*' diff --cached $2";
 
 /* $1 test path: a fresh pristine copy plus only the reproduction test. */
 static const char SCRIPT_PRISTINE[] =
-	"rm -rf " PRISTINE " && cp -a /repo " PRISTINE " && "
-	"if [ -n \"$1\" ]; then mkdir -p -- \"$(dirname -- \"" PRISTINE "/$1\")\" && "
-	"cp -- \"" WORKSPACE "/$1\" \"" PRISTINE "/$1\"; fi";
+    "rm -rf " PRISTINE " && mkdir -p " PRISTINE " && cp -R --preserve=mode,timestamps,links "
+    "--no-dereference /repo/. " PRISTINE "/ && "
+    "if [ -n \"$1\" ]; then mkdir -p -- \"$(dirname -- \"" PRISTINE "/$1\")\" && "
+    "cp -- \"" WORKSPACE "/$1\" \"" PRISTINE "/$1\"; fi";
 
 static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *xasprintf(const char *fmt, ...)
@@ -99,7 +100,8 @@ int tester_parse_pytest(const char *out, test_outcomes *o)
 				size_t nl = len - pl;
 				/* "FAILED a::b - message": the name ends at " - ". */
 				for (size_t i = 0; i + 2 < nl; i++)
-					if (name[i] == ' ' && name[i + 1] == '-' && name[i + 2] == ' ') {
+					if (name[i] == ' ' && name[i + 1] == '-' &&
+					    name[i + 2] == ' ') {
 						nl = i;
 						break;
 					}
@@ -137,7 +139,9 @@ char *tester_regressions(const test_outcomes *before, const test_outcomes *after
 		if (st == 'P')
 			continue;
 		ap_buf_addf(&b, "%s (%s)\n", before->names[i],
-			    st == 0 ? "missing after the patch" : st == 'E' ? "error" : "failed");
+			    st == 0	? "missing after the patch"
+			    : st == 'E' ? "error"
+					: "failed");
 	}
 	if (b.len == 0) {
 		ap_buf_release(&b);
@@ -415,7 +419,8 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	if ((rc = run_cmd(t, WORKSPACE, fin->test_command, REPRO_TIMEOUT_S, &r)))
 		goto out;
 	if (r.exit_code != 0) {
-		rc = reject(v, "the reproduction test FAILS on the patched code: the fix does not "
+		rc = reject(v,
+			    "the reproduction test FAILS on the patched code: the fix does not "
 			    "work yet",
 			    fin->test_command, WORKSPACE, &r);
 		goto out;
@@ -433,8 +438,8 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	if (t->baseline.n > 0) {
 		regress = tester_regressions(&t->baseline, &after);
 		if (regress) {
-			char *why = xasprintf("the patch breaks tests that passed before:\n%s",
-					      regress);
+			char *why =
+			    xasprintf("the patch breaks tests that passed before:\n%s", regress);
 			rc = why ? reject(v, why, t->suite_cmd, WORKSPACE, &r) : AP_ENOMEM;
 			free(why);
 			goto out;
@@ -451,26 +456,24 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	v->reason = strdup("proven");
 	if (t->baseline.n > 0)
 		v->evidence = xasprintf(
-			"**Reproduction test** `%s`, run with `%s`\n"
-			"- pristine code: **fails** (exit %d), as it must:\n```\n%s\n```\n"
-			"- patched code: **passes** (exit 0)\n\n"
-			"**Test suite** `%s`\n"
-			"- pristine: %d passed, %d failed (exit %d)\n"
-			"- patched: %d passed, %d failed (exit %d)\n"
-			"- no test that passed before fails after the patch\n",
-			test_path, fin->test_command, pristine_exit,
-			pristine_tail ? pristine_tail : "", t->suite_cmd, bp, bf, t->baseline_exit,
-			ap_, af, r.exit_code);
+		    "**Reproduction test** `%s`, run with `%s`\n"
+		    "- pristine code: **fails** (exit %d), as it must:\n```\n%s\n```\n"
+		    "- patched code: **passes** (exit 0)\n\n"
+		    "**Test suite** `%s`\n"
+		    "- pristine: %d passed, %d failed (exit %d)\n"
+		    "- patched: %d passed, %d failed (exit %d)\n"
+		    "- no test that passed before fails after the patch\n",
+		    test_path, fin->test_command, pristine_exit, pristine_tail ? pristine_tail : "",
+		    t->suite_cmd, bp, bf, t->baseline_exit, ap_, af, r.exit_code);
 	else
 		v->evidence = xasprintf(
-			"**Reproduction test** `%s`, run with `%s`\n"
-			"- pristine code: **fails** (exit %d), as it must:\n```\n%s\n```\n"
-			"- patched code: **passes** (exit 0)\n\n"
-			"**Test suite** `%s` (compared by exit status)\n"
-			"- pristine: exit %d\n- patched: exit %d\n",
-			test_path, fin->test_command, pristine_exit,
-			pristine_tail ? pristine_tail : "", t->suite_cmd, t->baseline_exit,
-			r.exit_code);
+		    "**Reproduction test** `%s`, run with `%s`\n"
+		    "- pristine code: **fails** (exit %d), as it must:\n```\n%s\n```\n"
+		    "- patched code: **passes** (exit 0)\n\n"
+		    "**Test suite** `%s` (compared by exit status)\n"
+		    "- pristine: exit %d\n- patched: exit %d\n",
+		    test_path, fin->test_command, pristine_exit, pristine_tail ? pristine_tail : "",
+		    t->suite_cmd, t->baseline_exit, r.exit_code);
 	if (!v->reason || !v->evidence)
 		rc = AP_ENOMEM;
 out:

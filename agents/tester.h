@@ -25,14 +25,17 @@ void tester_free(tester *t);
 
 typedef struct tester_verdict {
 	bool proven;
-	char *reason;        /* one line: why rejected, or "proven" */
-	char *feedback;      /* for the Builder on rejection: reason + head/tail of the output */
-	char *evidence;      /* markdown: before/after of the repro test and the suite */
-	char *diff;          /* staged git diff of the workspace (binary-safe text) */
+	char *reason;	     /* one line: why rejected, or "proven" */
+	char *feedback;	     /* for the Builder on rejection: reason + head/tail of the output */
+	char *evidence;	     /* markdown: before/after of the repro test and the suite */
+	char *diff;	     /* staged git diff of the workspace (binary-safe text) */
 	char *files_changed; /* newline-separated */
 } tester_verdict;
 
-#define TESTER_VERDICT_INIT {0}
+#define TESTER_VERDICT_INIT                                                                        \
+	{                                                                                          \
+		0                                                                                  \
+	}
 
 /* Check the Builder's claim. Returns 0 with a verdict (v->proven or not), or a negative code
  * when the box failed. The suite's pristine run is done once and reused. */

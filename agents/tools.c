@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_PATH_LEN 1024
-#define MAX_FILE_BYTES (1u << 20)
+#define MAX_PATH_LEN	1024
+#define MAX_FILE_BYTES	(1u << 20)
 #define MAX_PATTERN_LEN 1000
 #define MAX_COMMAND_LEN 8192
 
@@ -23,7 +23,7 @@ typedef struct param {
 	enum ptype type;
 	bool required;
 	bool is_path;
-	long min, max;   /* integer bounds, or string length bounds */
+	long min, max; /* integer bounds, or string length bounds */
 } param;
 
 typedef struct tool_def {
@@ -149,7 +149,8 @@ const char *tools_path_refusal(const char *path)
 	if (len > MAX_PATH_LEN)
 		return "the path is too long";
 	if (path[0] == '/')
-		return "absolute paths are not allowed: give a path relative to the repository root";
+		return "absolute paths are not allowed: give a path relative to the repository "
+		       "root";
 	if (path[0] == '~')
 		return "paths starting with ~ are not allowed";
 	/* Walk components: refuse "..", and ".git" (the Tester's diff relies on it). */
@@ -158,7 +159,8 @@ const char *tools_path_refusal(const char *path)
 		const char *e = strchr(p, '/');
 		size_t n = e ? (size_t)(e - p) : strlen(p);
 		if (n == 2 && p[0] == '.' && p[1] == '.')
-			return "'..' path components are not allowed: the path must stay inside the "
+			return "'..' path components are not allowed: the path must stay inside "
+			       "the "
 			       "workspace";
 		if (n == 4 && memcmp(p, ".git", 4) == 0)
 			return "the .git directory is off limits";
@@ -221,7 +223,8 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, p->name);
 		if (!v || cJSON_IsNull(v)) {
 			if (p->required) {
-				*why = xasprintf("%s: missing required argument '%s'", name, p->name);
+				*why =
+				    xasprintf("%s: missing required argument '%s'", name, p->name);
 				goto bad;
 			}
 			continue;
@@ -229,7 +232,8 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 		switch (p->type) {
 		case P_STR:
 			if (!cJSON_IsString(v)) {
-				*why = xasprintf("%s: argument '%s' must be a string", name, p->name);
+				*why =
+				    xasprintf("%s: argument '%s' must be a string", name, p->name);
 				goto bad;
 			}
 			size_t len = strlen(v->valuestring);
@@ -282,46 +286,46 @@ bad:
  * text arrives only as positional parameters. `resolve` confines a path with realpath inside
  * the box, so a symlink pointing out of the workspace is refused too. */
 
-#define RESOLVE_FN                                                                            \
-	"resolve() { r=$(realpath -m -- \"$1/$2\") || exit 5; "                                 \
-	"case \"$r\" in \"$1\"|\"$1\"/*) ;; *) echo \"refused path '$2': it resolves outside "   \
+#define RESOLVE_FN                                                                                 \
+	"resolve() { r=$(realpath -m -- \"$1/$2\") || exit 5; "                                    \
+	"case \"$r\" in \"$1\"|\"$1\"/*) ;; *) echo \"refused path '$2': it resolves outside "     \
 	"the workspace\" >&2; exit 4;; esac; }; "
 
 static const char SCRIPT_LIST[] =
-	RESOLVE_FN "resolve \"$1\" \"$2\"; [ -d \"$r\" ] || { echo \"not a directory: $2\" >&2; "
-		   "exit 3; }; cd \"$r\" && find . -mindepth 1 -maxdepth \"$3\" -name .git -prune "
-		   "-o -type d -printf '%p/\\n' -o -print | sed 's|^\\./||' | LC_ALL=C sort | "
-		   "head -n 500";
+    RESOLVE_FN "resolve \"$1\" \"$2\"; [ -d \"$r\" ] || { echo \"not a directory: $2\" >&2; "
+	       "exit 3; }; cd \"$r\" && find . -mindepth 1 -maxdepth \"$3\" -name .git -prune "
+	       "-o -type d -printf '%p/\\n' -o -print | sed 's|^\\./||' | LC_ALL=C sort | "
+	       "head -n 500";
 
 static const char SCRIPT_READ[] =
-	RESOLVE_FN "resolve \"$1\" \"$2\"; [ -f \"$r\" ] || { echo \"no such file: $2\" >&2; "
-		   "exit 3; }; n=$(wc -l < \"$r\"); "
-		   "awk -v s=\"$3\" -v c=\"$4\" 'NR>=s && NR<s+c {printf \"%6d  %s\\n\", NR, $0}' "
-		   "\"$r\"; e=$(($3+$4-1)); [ $e -gt $n ] && e=$n; "
-		   "echo \"[$2: lines $3-$e of $n]\"";
+    RESOLVE_FN "resolve \"$1\" \"$2\"; [ -f \"$r\" ] || { echo \"no such file: $2\" >&2; "
+	       "exit 3; }; n=$(wc -l < \"$r\"); "
+	       "awk -v s=\"$3\" -v c=\"$4\" 'NR>=s && NR<s+c {printf \"%6d  %s\\n\", NR, $0}' "
+	       "\"$r\"; e=$(($3+$4-1)); [ $e -gt $n ] && e=$n; "
+	       "echo \"[$2: lines $3-$e of $n]\"";
 
 /* $2 pattern, $3 path, $4 max, $5 -F|-E, $6 glob or "" */
 static const char SCRIPT_SEARCH[] =
-	RESOLVE_FN "resolve \"$1\" \"$3\"; [ -e \"$r\" ] || { echo \"no such path: $3\" >&2; "
-		   "exit 3; }; cd \"$1\" || exit 5; rel=${r#\"$1\"}; rel=${rel#/}; "
-		   "[ -z \"$rel\" ] && rel=.; "
-		   "out=$(grep -rnI --exclude-dir=.git \"$5\" ${6:+\"--include=$6\"} -e \"$2\" -- "
-		   "\"$rel\" | head -n \"$4\"); st=$?; "
-		   "if [ -z \"$out\" ]; then echo \"no matches\"; else printf '%s\\n' \"$out\" | "
-		   "sed 's|^\\./||'; fi";
+    RESOLVE_FN "resolve \"$1\" \"$3\"; [ -e \"$r\" ] || { echo \"no such path: $3\" >&2; "
+	       "exit 3; }; cd \"$1\" || exit 5; rel=${r#\"$1\"}; rel=${rel#/}; "
+	       "[ -z \"$rel\" ] && rel=.; "
+	       "out=$(grep -rnI --exclude-dir=.git \"$5\" ${6:+\"--include=$6\"} -e \"$2\" -- "
+	       "\"$rel\" | head -n \"$4\"); st=$?; "
+	       "if [ -z \"$out\" ]; then echo \"no matches\"; else printf '%s\\n' \"$out\" | "
+	       "sed 's|^\\./||'; fi";
 
 static const char SCRIPT_WRITE[] =
-	RESOLVE_FN "resolve \"$1\" \"$2\"; [ -d \"$r\" ] && { echo \"is a directory: $2\" >&2; "
-		   "exit 3; }; mkdir -p -- \"$(dirname -- \"$r\")\" && cat > \"$r\" && "
-		   "echo \"wrote $(wc -c < \"$r\") bytes to $2\"";
+    RESOLVE_FN "resolve \"$1\" \"$2\"; [ -d \"$r\" ] && { echo \"is a directory: $2\" >&2; "
+	       "exit 3; }; mkdir -p -- \"$(dirname -- \"$r\")\" && cat > \"$r\" && "
+	       "echo \"wrote $(wc -c < \"$r\") bytes to $2\"";
 
 static const char SCRIPT_CAT[] =
-	RESOLVE_FN "resolve \"$1\" \"$2\"; [ -f \"$r\" ] || { echo \"no such file: $2\" >&2; "
-		   "exit 3; }; cat -- \"$r\"";
+    RESOLVE_FN "resolve \"$1\" \"$2\"; [ -f \"$r\" ] || { echo \"no such file: $2\" >&2; "
+	       "exit 3; }; cat -- \"$r\"";
 
 static const char SCRIPT_EXISTS[] =
-	RESOLVE_FN "resolve \"$1\" \"$2\"; [ -f \"$r\" ] || { echo \"no such file: $2 (write "
-		   "the reproduction test first)\" >&2; exit 3; }";
+    RESOLVE_FN "resolve \"$1\" \"$2\"; [ -f \"$r\" ] || { echo \"no such file: $2 (write "
+	       "the reproduction test first)\" >&2; exit 3; }";
 
 void tools_argv_free(tool_argv *a)
 {
@@ -376,12 +380,9 @@ int tools_build_argv(const tool_ctx *ctx, const char *name, const cJSON *args, t
 	if (strcmp(name, "search_code") == 0) {
 		const cJSON *re = cJSON_GetObjectItemCaseSensitive(args, "regex");
 		snprintf(num1, sizeof(num1), "%ld", int_arg(args, "max_matches", 50));
-		const char *rest[] = {ctx->root,
-				      str_arg(args, "pattern", ""),
-				      str_arg(args, "path", "."),
-				      num1,
-				      cJSON_IsTrue(re) ? "-E" : "-F",
-				      str_arg(args, "glob", "")};
+		const char *rest[] = {
+		    ctx->root, str_arg(args, "pattern", ""),   str_arg(args, "path", "."),
+		    num1,      cJSON_IsTrue(re) ? "-E" : "-F", str_arg(args, "glob", "")};
 		return set_argv(out, SCRIPT_SEARCH, rest, 6);
 	}
 	if (strcmp(name, "write_file") == 0) {
@@ -449,8 +450,8 @@ char *tools_head_tail(const char *text, size_t len, size_t cap)
 	}
 	size_t half = cap / 2;
 	char *r = NULL;
-	if (asprintf(&r, "%.*s\n[... %zu bytes omitted ...]\n%.*s", (int)half, text,
-		     len - 2 * half, (int)half, text + len - half) < 0)
+	if (asprintf(&r, "%.*s\n[... %zu bytes omitted ...]\n%.*s", (int)half, text, len - 2 * half,
+		     (int)half, text + len - half) < 0)
 		return NULL;
 	return r;
 }
@@ -530,8 +531,8 @@ static int do_replace(const tool_ctx *ctx, const cJSON *args, char **out, bool *
 	}
 	if (r.truncated || strlen(r.out ? r.out : "") != r.out_len) {
 		*is_error = true;
-		*out = xasprintf("replace_in_file: %s is binary or larger than 1 MiB; use write_file",
-				 path);
+		*out = xasprintf(
+		    "replace_in_file: %s is binary or larger than 1 MiB; use write_file", path);
 		goto out_argv;
 	}
 	int count = 0;
@@ -547,9 +548,10 @@ static int do_replace(const tool_ctx *ctx, const cJSON *args, char **out, bool *
 					 "file again",
 					 path);
 		else
-			*out = xasprintf("replace_in_file: the text to replace occurs %d times in %s; "
-					 "include more surrounding lines so it matches once",
-					 count, path);
+			*out =
+			    xasprintf("replace_in_file: the text to replace occurs %d times in %s; "
+				      "include more surrounding lines so it matches once",
+				      count, path);
 		goto out_argv;
 	}
 	tools_argv_free(&a);

@@ -27,17 +27,20 @@ const llm_tool *tools_offered(enum tool_set set, size_t *n);
 /* Where and how tools run. */
 typedef struct tool_ctx {
 	sbx_box *box;
-	const char *root;      /* workspace inside the box, default /tmp/workspace */
-	int run_timeout_s;     /* default and cap for `run` (default 120) */
-	size_t result_cap;     /* max bytes of a tool result shown to the model (default 16 KiB) */
+	const char *root;  /* workspace inside the box, default /tmp/workspace */
+	int run_timeout_s; /* default and cap for `run` (default 120) */
+	size_t result_cap; /* max bytes of a tool result shown to the model (default 16 KiB) */
 } tool_ctx;
 
-#define TOOL_CTX_INIT {NULL, "/tmp/workspace", 120, 16384}
+#define TOOL_CTX_INIT                                                                              \
+	{                                                                                          \
+		NULL, "/tmp/workspace", 120, 16384                                                 \
+	}
 
 /* What `finish` declared. Strings malloc'd; release with tool_finish_release(). */
 typedef struct tool_finish {
-	char *test_path;     /* reproduction test file, workspace-relative */
-	char *test_command;  /* shell command that runs just that test, from the workspace root */
+	char *test_path;    /* reproduction test file, workspace-relative */
+	char *test_command; /* shell command that runs just that test, from the workspace root */
 	char *summary;
 } tool_finish;
 

@@ -32,7 +32,8 @@ int traj_open(traj **out, const char *path)
 	if (!t->f) {
 		int e = errno;
 		free(t);
-		return ap_error_set(AP_EIO, "cannot write the trajectory %s: %s", path, strerror(e));
+		return ap_error_set(AP_EIO, "cannot write the trajectory %s: %s", path,
+				    strerror(e));
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t->start);
 	*out = t;
