@@ -59,9 +59,11 @@ static void write_all(int fd, const char *p, size_t n)
 void ap_log(enum ap_log_level level, const char *delivery, int64_t job, const char *fmt, ...)
 {
 	ap_buf msg = AP_BUF_INIT(LOG_LINE_CAP);
+	ap_buf clean = AP_BUF_INIT(LOG_LINE_CAP);
+	char *safe_delivery = NULL;
 	char when[48];
 	cJSON *o;
-	char *line, *clean;
+	char *line;
 	va_list ap;
 
 	if (level < log_min)
@@ -70,6 +72,19 @@ void ap_log(enum ap_log_level level, const char *delivery, int64_t job, const ch
 	if (ap_buf_vaddf(&msg, fmt, ap))
 		ap_buf_adds(&msg, "(log message too long)");
 	va_end(ap);
+	/* Redact the raw text, before JSON escaping: a private-key block without an END line is
+	 * masked to the end of the message, not to the end of the serialised line. Encoded and
+	 * JSON-escaped secrets inside the message are registered variants, so they match too.
+	 * If redaction fails the message is dropped, never written unredacted. */
+	if (redact_append(&clean, msg.data ? msg.data : "", msg.len)) {
+		ap_buf_reset(&clean);
+		ap_buf_adds(&clean, "(log message dropped: redaction failed)");
+	}
+	if (delivery) {
+		safe_delivery = redact_str(delivery);
+		if (!safe_delivery)
+			goto out_msg;
+	}
 	format_time(when, sizeof(when));
 
 	o = cJSON_CreateObject();
@@ -77,25 +92,22 @@ void ap_log(enum ap_log_level level, const char *delivery, int64_t job, const ch
 		goto out_msg;
 	cJSON_AddStringToObject(o, "time", when);
 	cJSON_AddStringToObject(o, "level", level_names[level]);
-	cJSON_AddStringToObject(o, "msg", ap_buf_str(&msg));
-	if (delivery)
-		cJSON_AddStringToObject(o, "delivery", delivery);
+	cJSON_AddStringToObject(o, "msg", ap_buf_str(&clean));
+	if (safe_delivery)
+		cJSON_AddStringToObject(o, "delivery", safe_delivery);
 	if (job)
 		cJSON_AddNumberToObject(o, "job", (double)job);
 	line = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	if (!line)
 		goto out_msg;
-	/* Redact the serialised line so JSON-escaped secrets are caught too. */
-	clean = redact_str(line);
-	free(line);
-	if (!clean)
-		goto out_msg;
 	pthread_mutex_lock(&log_lock);
-	write_all(log_fd, clean, strlen(clean));
+	write_all(log_fd, line, strlen(line));
 	write_all(log_fd, "\n", 1);
 	pthread_mutex_unlock(&log_lock);
-	free(clean);
+	free(line);
 out_msg:
+	free(safe_delivery);
+	ap_buf_release(&clean);
 	ap_buf_release(&msg);
 }
