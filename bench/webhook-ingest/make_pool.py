@@ -7,8 +7,10 @@ the server's one-active-job-per-issue rule does not turn every delivery after th
 no-op. Each body is signed once here (HMAC-SHA256 of the exact bytes, as GitHub does): the
 signature covers only the body, so wrk can reuse it while the X-GitHub-Delivery id varies.
 
-Output: a Lua file returning { {body, "sha256=..."}, ... } for ingest.lua, and on stdout the
-label name and the body size. The secret comes from the BENCH_SECRET environment variable.
+Output: a Lua file for ingest.lua returning { pool = { {body, "sha256=..."}, ... }, prefix = ...,
+suffix = ... } where prefix .. issue_number .. suffix is the same body with another issue number
+(BENCH_UNIQUE mode signs those in wrk itself), and on stdout the label name and the body size.
+The secret comes from the BENCH_SECRET environment variable.
 """
 import argparse
 import copy
@@ -50,8 +52,18 @@ def main() -> int:
     base = labeled[0]
     base.setdefault("installation", {"id": 4242424, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uNDI0MjQyNA=="})
     sizes = []
+    sentinel = 987654321
+    t = copy.deepcopy(base)
+    t["issue"]["number"] = sentinel
+    tbody = json.dumps(t, separators=(",", ":"), ensure_ascii=False).encode()
+    key = b'"number":%d' % sentinel
+    if tbody.count(key) != 1:
+        print("issue number is not unique in the example body", file=sys.stderr)
+        return 1
+    prefix, suffix = tbody.split(key)
     with open(args.out, "w", encoding="ascii") as out:
-        out.write("return {\n")
+        out.write("return {\nprefix = %s,\nsuffix = %s,\npool = {\n"
+                  % (lua_string(prefix + b'"number":'), lua_string(suffix)))
         for i in range(args.count):
             p = copy.deepcopy(base)
             p["issue"]["number"] = 100000 + i
@@ -60,7 +72,7 @@ def main() -> int:
             sig = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
             out.write("{%s,%s},\n" % (lua_string(body), lua_string(sig.encode())))
             sizes.append(len(body))
-        out.write("}\n")
+        out.write("}}\n")
     print("label=%s bytes=%d" % (base["label"]["name"], sum(sizes) // len(sizes)))
     return 0
 
