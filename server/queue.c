@@ -4,6 +4,7 @@
 #include "err.h"
 #include "server/webhook.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -17,10 +18,19 @@
 /* Texts stored per job are capped so one runaway result cannot bloat the database. */
 #define Q_TEXT_MAX (16 * 1024)
 
+/* Prepared statements are cached per connection, keyed by the address of their SQL literal:
+ * preparing costs more than running most of these statements. */
+#define Q_STMT_CACHE 64
+
 struct queue {
 	sqlite3 *db;
 	pthread_mutex_t lock;
 	char *path;
+	struct {
+		const char *sql;
+		sqlite3_stmt *st;
+	} cache[Q_STMT_CACHE];
+	int ncache;
 };
 
 static const char schema[] =
@@ -108,18 +118,44 @@ static int db_fail(queue *q, const char *what)
 			    "database %s: %s failed: %s", q->path, what, sqlite3_errmsg(q->db));
 }
 
-static int exec(queue *q, const char *sql)
+static int exec_raw(queue *q, const char *sql)
 {
 	if (sqlite3_exec(q->db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		return db_fail(q, sql);
 	return 0;
 }
 
+/* The cached statement for sql (a string literal), reset and unbound. Callers "release" it
+ * with sqlite3_reset(), never finalize it; q_close() does. */
 static int prep(queue *q, sqlite3_stmt **st, const char *sql)
 {
-	if (sqlite3_prepare_v2(q->db, sql, -1, st, NULL) != SQLITE_OK)
+	for (int i = 0; i < q->ncache; i++)
+		if (q->cache[i].sql == sql) {
+			*st = q->cache[i].st;
+			sqlite3_reset(*st);
+			sqlite3_clear_bindings(*st);
+			return 0;
+		}
+	assert(q->ncache < Q_STMT_CACHE);
+	if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
 		return db_fail(q, "prepare");
+	q->cache[q->ncache].sql = sql;
+	q->cache[q->ncache].st = *st;
+	q->ncache++;
 	return 0;
+}
+
+/* A single statement without results (BEGIN, COMMIT, SAVEPOINT ...), from the cache. */
+static int exec(queue *q, const char *sql)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = prep(q, &st, sql)))
+		return rc;
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : db_fail(q, sql);
 }
 
 /* Bind a text that may be NULL, capped at Q_TEXT_MAX bytes. */
@@ -135,12 +171,12 @@ static void bind_text(sqlite3_stmt *st, int i, const char *s)
 	sqlite3_bind_text(st, i, s, (int)(n > Q_TEXT_MAX ? Q_TEXT_MAX : n), SQLITE_TRANSIENT);
 }
 
-/* Step a statement that returns no rows; finalizes it. */
+/* Step a statement that returns no rows, then reset it. */
 static int run(queue *q, sqlite3_stmt *st, const char *what)
 {
 	int rc = sqlite3_step(st);
 
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	if (rc != SQLITE_DONE)
 		return db_fail(q, what);
 	return 0;
@@ -150,6 +186,8 @@ void q_close(queue *q)
 {
 	if (!q)
 		return;
+	for (int i = 0; i < q->ncache; i++)
+		sqlite3_finalize(q->cache[i].st);
 	sqlite3_close_v2(q->db);
 	pthread_mutex_destroy(&q->lock);
 	free(q->path);
@@ -190,14 +228,14 @@ int q_open(queue **out, const char *path, enum q_open_mode mode)
 	sqlite3_extended_result_codes(q->db, 0);
 	/* WAL: readers never block the writer. synchronous=FULL: a COMMIT is on disk before the
 	 * 2xx goes out (group commit pays one fsync per batch, not per delivery). */
-	if ((rc = exec(q, "PRAGMA journal_mode=WAL")) ||
-	    (rc = exec(q, "PRAGMA synchronous=FULL")) || (rc = exec(q, "BEGIN IMMEDIATE")))
+	if ((rc = exec_raw(q, "PRAGMA journal_mode=WAL")) ||
+	    (rc = exec_raw(q, "PRAGMA synchronous=FULL")) || (rc = exec_raw(q, "BEGIN IMMEDIATE")))
 		goto fail_msg;
-	if ((rc = exec(q, schema))) {
+	if ((rc = exec_raw(q, schema))) {
 		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
 		goto fail_msg;
 	}
-	if ((rc = exec(q, "COMMIT")))
+	if ((rc = exec_raw(q, "COMMIT")))
 		goto fail_msg;
 	*out = q;
 	return 0;
@@ -253,7 +291,7 @@ static int find_active(queue *q, const char *repo, int64_t issue, int64_t *id)
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		*id = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(q, "find active job");
 }
 
@@ -273,14 +311,14 @@ static int cancel_locked(queue *q, const char *repo, int64_t issue, const char *
 	sqlite3_bind_int64(st, 2, issue);
 	rc = sqlite3_step(st);
 	if (rc != SQLITE_ROW) {
-		sqlite3_finalize(st);
+		sqlite3_reset(st);
 		if (count)
 			*count = 0;
 		return rc == SQLITE_DONE ? 0 : db_fail(q, "find job to cancel");
 	}
 	id = sqlite3_column_int64(st, 0);
 	running = sqlite3_column_int(st, 1);
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 
 	if (running)
 		rc = prep(q, &st, "UPDATE jobs SET cancel_requested=1, updated=? WHERE id=?");
@@ -451,7 +489,7 @@ int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, q_job **
 		goto out_rollback;
 	}
 	id = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	st = NULL;
 	if ((rc = prep(q, &st,
 		       "UPDATE jobs SET state='running', attempts=attempts+1, "
@@ -499,7 +537,7 @@ int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, q_job **
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 		goto out_rollback;
 	}
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	st = NULL;
 	snprintf(msg, sizeof(msg), "leased by %.100s (attempt %d)", owner, job->attempts);
 	if ((rc = add_event(q, id, "preparing", msg, now)) || (rc = exec(q, "COMMIT")))
@@ -508,7 +546,7 @@ int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, q_job **
 	*out = job;
 	return 0;
 out_rollback:
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
 out_unlock:
 	pthread_mutex_unlock(&q->lock);
@@ -663,7 +701,7 @@ int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 		rc = db_fail(q, "scan expired leases");
 		goto out_rollback;
 	}
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	st = NULL;
 	if ((rc = exec(q, "COMMIT")))
 		goto out_rollback;
@@ -671,7 +709,7 @@ int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 		*count = n;
 	goto out;
 out_rollback:
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
 out:
 	pthread_mutex_unlock(&q->lock);
@@ -707,7 +745,7 @@ int q_cancel_requested(queue *q, int64_t id, bool *yes)
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		*yes = sqlite3_column_int(st, 0) != 0;
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	rc = rc == SQLITE_ROW	 ? 0
 	     : rc == SQLITE_DONE ? ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id)
 				 : db_fail(q, "read cancel flag");
@@ -780,7 +818,7 @@ int q_state_get(queue *q, int64_t id, const char *key, char **value)
 	} else {
 		rc = rc == SQLITE_DONE ? 0 : db_fail(q, "read job state");
 	}
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return rc;
@@ -814,7 +852,7 @@ int q_get_stats(queue *q, q_stats *out)
 		else if (strcmp(s, "cancelled") == 0)
 			out->cancelled = n;
 	}
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	if (rc != SQLITE_DONE) {
 		rc = db_fail(q, "count jobs");
 		goto out;
@@ -823,7 +861,7 @@ int q_get_stats(queue *q, q_stats *out)
 		goto out;
 	if (sqlite3_step(st) == SQLITE_ROW)
 		out->deliveries = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	rc = 0;
 out:
 	pthread_mutex_unlock(&q->lock);
@@ -870,14 +908,14 @@ static int add_events(queue *q, cJSON *job, int64_t id)
 
 		if (!e || !cJSON_AddItemToArray(arr, e)) {
 			cJSON_Delete(e);
-			sqlite3_finalize(st);
+			sqlite3_reset(st);
 			return ap_error_set(AP_ENOMEM, "out of memory");
 		}
 		add_time(e, "time", sqlite3_column_int64(st, 0));
 		add_text_or_null(e, "stage", st, 1);
 		add_text_or_null(e, "message", st, 2);
 	}
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	return rc == SQLITE_DONE ? 0 : db_fail(q, "read events");
 }
 
@@ -929,7 +967,7 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 	}
 	rc = rc == SQLITE_DONE ? 0 : db_fail(q, "list jobs");
 out_end:
-	sqlite3_finalize(st);
+	sqlite3_reset(st);
 	sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL);
 out:
 	pthread_mutex_unlock(&q->lock);

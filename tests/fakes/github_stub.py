@@ -38,7 +38,8 @@ Control endpoints (for tests; not part of GitHub):
                                "retry_after": 1, "headers": {...}, "message": "...",
                                "body": {...}} — answer matching requests with that instead
   POST /_stub/fail/clear      forget every injected failure
-  POST /_stub/config          {"token_ttl": s, "clock_offset": s, "app_id": "1"}
+  POST /_stub/config          {"token_ttl": s, "clock_offset": s, "app_id": "1",
+                               "installations": [1, 2]}
   POST /_stub/seed            {"repos": [seed_repo kwargs ...]}
   POST /_stub/comments        {"repo": "o/r", "issue": 1, "count": 250} bulk comments
   POST /_stub/review_comments {"repo": "o/r", "pull": 2, "comments": [{"body","path","line"}]}
@@ -440,6 +441,9 @@ class Handler(BaseHTTPRequestHandler):
                 for k in ("token_ttl", "clock_offset", "app_id", "slug"):
                     if k in data:
                         setattr(st, k, str(data[k]) if k == "app_id" else data[k])
+                if "installations" in data:  # a list of ids; [] = installed nowhere
+                    st.installations = {int(i): st.installations.get(int(i), {"id": int(i)})
+                                        for i in data["installations"]}
             return self.send(200, {"ok": True})
         if path == "/_stub/seed":
             for r in data.get("repos", []):
@@ -892,6 +896,19 @@ class GitHubStub:
     def clear_requests(self):
         with self.state.lock:
             self.state.requests.clear()
+
+    def config(self, **kw):
+        """token_ttl, clock_offset, app_id, slug, installations (list of ids)."""
+        with self.state.lock:
+            for k in ("token_ttl", "clock_offset", "slug"):
+                if k in kw:
+                    setattr(self.state, k, kw[k])
+            if "app_id" in kw:
+                self.state.app_id = str(kw["app_id"])
+            if "installations" in kw:
+                self.state.installations = {
+                    int(i): self.state.installations.get(int(i), {"id": int(i)})
+                    for i in kw["installations"]}
 
     def fail(self, path, status=503, times=1, method=None, retry_after=None, headers=None,
              message=None, body=None, drop=False):
