@@ -34,6 +34,9 @@ def test_happy_path_gives_a_proven_patch(autopatch_bin, tmp_path, provider):
     types = {e["type"] for e in events}
     assert {"start", "llm_request", "llm_response", "tool_result", "tester_run", "verdict",
             "end"} <= types
+    usage = [e for e in events if e["type"] == "llm_usage"]
+    assert len(usage) == 8 and all(u["tokens_in"] > 0 and u["tokens_out"] > 0 for u in usage)
+    assert sum(u["tokens_in"] for u in usage) == [e for e in events if e["type"] == "end"][0]["tokens_in"]
     end = [e for e in events if e["type"] == "end"][0]
     assert end["proven"] is True and end["model_calls"] == len(r.requests) == 8
     assert end["tokens_in"] > 0 and end["tokens_out"] > 0
