@@ -431,3 +431,24 @@ def test_sandbox_run_with_allow_reaches_the_mirror(world, autopatch_bin):
         assert owned(owner) == [] and owned(owner, "network") == []
     finally:
         cleanup(owner)
+
+
+def test_crash_leftovers_are_reaped(tmp_path, autopatch_bin):
+    """SIGKILL while the egress is up leaves network + proxy; the start-up reaper (here
+    `autopatch sandbox reap`) removes both because their creator label names a dead process."""
+    owner = "t" + uuid.uuid4().hex[:12]
+    env = driver_env(owner, tmp_path, AUTOPATCH_DATA_DIR=str(tmp_path / "data"))
+    try:
+        driver = subprocess.Popen([str(DRIVER), "mirror.autopatch.test:8080"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True, env=env)
+        assert json.loads(driver.stdout.readline())["network"]
+        driver.kill()
+        driver.wait(timeout=30)
+        assert len(owned(owner)) == 1 and len(owned(owner, "network")) == 1
+        out = subprocess.run([str(autopatch_bin), "sandbox", "reap"], capture_output=True,
+                             text=True, env=env, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert owned(owner) == [] and owned(owner, "network") == []
+    finally:
+        cleanup(owner)
