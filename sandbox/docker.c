@@ -713,6 +713,7 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 	char path[160];
 	cJSON *resp = NULL, *running, *ec;
 	long long until = dk_now_ms() + 5000;
+	useconds_t nap = 1000;
 	int rc;
 
 	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
@@ -732,7 +733,10 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 		if (dk_now_ms() > until)
 			return ap_error_set(AP_EIO, "exec %s still running after its output closed",
 					    exec_id);
-		usleep(20000);
+		/* The daemon marks the exec finished a moment after the stream closes. */
+		usleep(nap);
+		if (nap < 32000)
+			nap *= 2;
 	}
 }
 
