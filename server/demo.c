@@ -646,6 +646,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 				e_owner,
 				e_root,
 				"APP_ID=1",
+				"AUTOPATCH_BIND=127.0.0.1",
 				"AUTOPATCH_WORKERS=1",
 				"AUTOPATCH_LABEL=autopatch",
 				"WEBHOOK_PATH=/api/github/webhooks",
@@ -656,8 +657,10 @@ static int start_children(struct demo *d, const ap_config *cfg)
 				"AUTOPATCH_LLM_API_KEY=demo-not-a-real-key",
 				NULL};
 
-		if (d->real_model)
-			fake[13] = NULL; /* keep the user's AUTOPATCH_LLM_* */
+		/* With a real model, keep the user's AUTOPATCH_LLM_* (the entries from e_base on). */
+		for (size_t i = 0; d->real_model && fake[i]; i++)
+			if (fake[i] == e_base)
+				fake[i] = NULL;
 		d->serve.name = "autopatch-serve";
 		rc = spawn(&d->serve, d->dir, argv, fake);
 		if (rc)
