@@ -633,7 +633,12 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	snprintf(e_data, sizeof(e_data), "AUTOPATCH_DATA_DIR=%s/data", d->dir);
 	snprintf(e_base, sizeof(e_base), "AUTOPATCH_LLM_BASE_URL=http://127.0.0.1:%d/v1",
 		 d->model_port);
-	snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
+	/* Boxes are labelled with the owner id: keep the caller's, so it can find them. */
+	if (cfg_get(cfg, "AUTOPATCH_OWNER_ID"))
+		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=%.40s",
+			 cfg_get(cfg, "AUTOPATCH_OWNER_ID"));
+	else
+		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
 	snprintf(e_root, sizeof(e_root), "AUTOPATCH_SOURCE_ROOT=%s", d->root);
 	{
 		char *argv[] = {d->self, "serve", NULL};
