@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: MIT */
+/* sandbox/egress_proxy.c - autopatch-egress-proxy: the allow-list HTTP proxy of one sandbox.
+ *
+ * A small stand-alone program (libc only, plus sandbox/egress_policy.c and common/err.c) that
+ * runs in its own hardened container, attached to the job's Internal network (where the
+ * sandbox can reach it) and to a normal bridge (where it can reach the mirror). It is started
+ * by sandbox/egress.c with the binary bind-mounted read-only into a container of the sandbox
+ * image, so nothing has to be installed or built into an image.
+ *
+ * Why our own proxy rather than Debian's squid or tinyproxy: the policy we need is small
+ * (exact host:port, no IP literals, resolve here and refuse non-public results, one request per
+ * plain-HTTP connection) and squid cannot refuse a name by what it resolves to without an
+ * external ACL helper, while tinyproxy filters by regex on the name only; both would need a
+ * second image with a package manager run at build time, a generated config file and their own
+ * log format to parse. This program is ~600 lines that the unit tests exercise directly, shares
+ * its policy code with the host, and its one JSON line per decision goes straight to autopatch's
+ * log. See docs/egress.md.
+ *
+ * Protocol: "CONNECT host:port" opens a tunnel (the client does TLS end to end); "METHOD
+ * http://host[:port]/path" forwards exactly one request (rewritten to origin-form, Host set to
+ * the allowed name, hop-by-hop headers removed, "Connection: close") and relays the response.
+ * Everything else gets 400 or 403 with the reason in the body and one JSON line on stderr.
+ *
+ * Usage: autopatch-egress-proxy (--listen-net CIDR | --listen ADDR) [--port N]
+ *            [--allow host:port]... [--allow-net CIDR]... [--max-conns N]
+ */
+#include "egress_policy.h"
+#include "err.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HEAD_CAP	   (16 * 1024)	     /* request line + headers */
+#define BODY_CAP	   (8 * 1024 * 1024) /* plain-HTTP request body */
+#define HEAD_TIMEOUT_S	   30
+#define CONNECT_TIMEOUT_MS 10000
+#define IDLE_TIMEOUT_MS	   (300 * 1000)
+#define MAX_RULES	   256
+#define MAX_NETS	   64
+
+static egp_rule rules[MAX_RULES];
+static size_t n_rules;
+static egp_net nets[MAX_NETS];
+static size_t n_nets;
+static int max_conns = 128;
+static atomic_int active_conns;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct conn {
+	int fd;
+	char client[INET6_ADDRSTRLEN];
+};
+
+/* Append s as a JSON string body (without quotes), escaping everything outside printable
+ * ASCII; stops at cap. Outside data reaches the log only through here. */
+static size_t json_put(char *out, size_t pos, size_t cap, const char *s, size_t max_in)
+{
+	for (size_t i = 0; s && s[i] && i < max_in && pos + 7 < cap; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\') {
+			out[pos++] = '\\';
+			out[pos++] = (char)c;
+		} else if (c < 0x20 || c >= 0x7f) {
+			pos += (size_t)snprintf(out + pos, cap - pos, "\\u%04x", c);
+		} else {
+			out[pos++] = (char)c;
+		}
+	}
+	return pos;
+}
+
+/* One JSON line on stderr per decision; sandbox/egress.c relays them to autopatch's log. */
+static void log_event(const char *level, const char *msg, const char *client, const char *method,
+		      const char *target, const char *detail_key, const char *detail)
+{
+	char line[2048], ts[40];
+	struct timeval tv;
+	struct tm tm;
+	size_t pos = 0;
+
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+	pos += (size_t)snprintf(line, sizeof(line),
+				"{\"time\":\"%s.%03dZ\",\"level\":\"%s\","
+				"\"msg\":\"%s\"",
+				ts, (int)(tv.tv_usec / 1000), level, msg);
+	const char *keys[] = {"client", "method", "target", detail_key};
+	const char *vals[] = {client, method, target, detail};
+	for (size_t i = 0; i < 4; i++) {
+		if (!keys[i] || !vals[i])
+			continue;
+		pos += (size_t)snprintf(line + pos, sizeof(line) - pos, ",\"%s\":\"", keys[i]);
+		pos = json_put(line, pos, sizeof(line) - 4, vals[i], 512);
+		line[pos++] = '"';
+	}
+	line[pos++] = '}';
+	line[pos++] = '\n';
+	pthread_mutex_lock(&log_lock);
+	if (write(2, line, pos) < 0) {
+		/* nowhere left to report it */
+	}
+	pthread_mutex_unlock(&log_lock);
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void reply(int fd, int status, const char *phrase, const char *reason)
+{
+	char msg[1024];
+	int n;
+
+	n = snprintf(
+	    msg, sizeof(msg),
+	    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+	    "X-Autopatch-Egress: denied\r\nContent-Length: %zu\r\n\r\nautopatch egress: %s\n",
+	    status, phrase, strlen("autopatch egress: \n") + strlen(reason), reason);
+	if (n > 0)
+		write_all(fd, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+}
+
+/* Refuse a request: 403 (policy) or 400 (malformed), and a "egress denied" log line. */
+static void deny(struct conn *c, int status, const char *method, const char *target,
+		 const char *reason)
+{
+	reply(c->fd, status, status == 403 ? "Forbidden" : "Bad Request", reason);
+	log_event("warn", "egress denied", c->client, method, target, "reason", reason);
+}
+
+/* Read the request head (up to and including the blank line) into buf. Returns the head's
+ * length, with any extra bytes after it counted in *extra; -1 on error, timeout or overflow. */
+static ssize_t read_head(int fd, char *buf, size_t cap, size_t *extra)
+{
+	size_t len = 0;
+
+	while (len < cap) {
+		ssize_t r = recv(fd, buf + len, cap - len, 0);
+		char *end;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		len += (size_t)r;
+		end = memmem(buf, len, "\r\n\r\n", 4);
+		if (end) {
+			size_t head = (size_t)(end - buf) + 4;
+
+			*extra = len - head;
+			return (ssize_t)head;
+		}
+	}
+	return -1;
+}
+
+/* Connect to addr within CONNECT_TIMEOUT_MS. Returns the socket or -1. */
+static int connect_timeout(const struct sockaddr *sa, socklen_t len)
+{
+	int fd, flags, err = 0;
+	socklen_t elen = sizeof(err);
+	struct pollfd p;
+
+	fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	flags = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+	if (connect(fd, sa, len) < 0) {
+		if (errno != EINPROGRESS)
+			goto fail;
+		p.fd = fd;
+		p.events = POLLOUT;
+		if (poll(&p, 1, CONNECT_TIMEOUT_MS) != 1)
+			goto fail;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err != 0)
+			goto fail;
+	}
+	fcntl(fd, F_SETFL, flags);
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+/* Resolve host here (the sandbox has no DNS), refuse the name if any address is not allowed
+ * (a name that mixes public and private answers is treated as hostile), then connect to the
+ * checked addresses in order. Returns the upstream socket, or -1 after replying and logging. */
+static int open_upstream(struct conn *c, const egp_target *t, const char *target)
+{
+	struct addrinfo hints = {0}, *res = NULL, *ai;
+	char port[8], addr[INET6_ADDRSTRLEN + 16], why[256];
+	enum egp_class cls;
+	int fd = -1, rc;
+
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_ADDRCONFIG;
+	snprintf(port, sizeof(port), "%u", t->port);
+	rc = getaddrinfo(t->host, port, &hints, &res);
+	if (rc != 0) {
+		reply(c->fd, 502, "Bad Gateway", "cannot resolve the host name");
+		log_event("error", "egress failed", c->client, t->method, target, "reason",
+			  gai_strerror(rc));
+		return -1;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		const void *a =
+		    ai->ai_family == AF_INET
+			? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
+			: (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+
+		if (egp_addr_allowed(ai->ai_addr, nets, n_nets, &cls) == 0)
+			continue;
+		inet_ntop(ai->ai_family, a, addr, sizeof(addr));
+		snprintf(why, sizeof(why), "the name resolves to a %s address (%s)",
+			 egp_class_name(cls), addr);
+		deny(c, 403, t->method, target, why);
+		goto out;
+	}
+	for (ai = res; ai && fd < 0; ai = ai->ai_next)
+		fd = connect_timeout(ai->ai_addr, ai->ai_addrlen);
+	if (fd < 0) {
+		reply(c->fd, 502, "Bad Gateway", "cannot connect to the host");
+		log_event("error", "egress failed", c->client, t->method, target, "reason",
+			  "connect failed");
+	}
+out:
+	freeaddrinfo(res);
+	return fd;
+}
+
+/* Copy bytes both ways until both directions closed or nothing moved for IDLE_TIMEOUT_MS.
+ * When client_in is false the client's further bytes are not forwarded (plain HTTP: one
+ * request per connection). */
+static void relay(int cfd, int ufd, bool client_in)
+{
+	char buf[16384];
+	bool c_open = client_in, u_open = true;
+
+	while (u_open) {
+		struct pollfd p[2] = {{ufd, POLLIN, 0}, {cfd, c_open ? POLLIN : 0, 0}};
+		int n = poll(p, 2, IDLE_TIMEOUT_MS);
+
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			return;
+		}
+		if (p[0].revents) {
+			ssize_t r = recv(ufd, buf, sizeof(buf), 0);
+
+			if (r <= 0) {
+				u_open = false;
+				shutdown(cfd, SHUT_WR);
+			} else if (write_all(cfd, buf, (size_t)r) < 0) {
+				return;
+			}
+		}
+		if (c_open && p[1].revents) {
+			ssize_t r = recv(cfd, buf, sizeof(buf), 0);
+
+			if (r <= 0) {
+				c_open = false;
+				shutdown(ufd, SHUT_WR);
+			} else if (write_all(ufd, buf, (size_t)r) < 0) {
+				return;
+			}
+		}
+	}
+}
+
+static bool header_is(const char *line, size_t len, const char *name)
+{
+	size_t n = strlen(name);
+
+	return len > n && line[n] == ':' && strncasecmp(line, name, n) == 0;
+}
+
+/* Forward one plain-HTTP request: origin-form request line, Host set to the checked name,
+ * hop-by-hop headers dropped, "Connection: close", then the body (Content-Length only). */
+static void forward_http(struct conn *c, const egp_target *t, const char *target, char *head,
+			 size_t head_len, size_t extra)
+{
+	static const char *hop[] = {"host",
+				    "connection",
+				    "proxy-connection",
+				    "keep-alive",
+				    "proxy-authorization",
+				    "proxy-authenticate",
+				    "te",
+				    "trailer",
+				    "upgrade"};
+	char *out = NULL, *line, *eol;
+	size_t cap = head_len + 512, pos = 0, body_len = 0, have;
+	const char *path = head + t->path_off;
+	int ufd = -1;
+
+	for (line = strstr(head, "\r\n") + 2; line < head + head_len - 2; line = eol + 2) {
+		size_t len;
+
+		eol = strstr(line, "\r\n");
+		len = (size_t)(eol - line);
+		if (len == 0 || line[0] == ' ' || line[0] == '\t' || !memchr(line, ':', len)) {
+			deny(c, 400, t->method, target, "malformed request header");
+			return;
+		}
+		if (header_is(line, len, "transfer-encoding")) {
+			deny(c, 400, t->method, target, "chunked request bodies are not supported");
+			return;
+		}
+		if (header_is(line, len, "content-length")) {
+			char *end;
+			unsigned long long v = strtoull(line + 15, &end, 10);
+
+			if (end == line + 15 || v > BODY_CAP) {
+				deny(c, 400, t->method, target, "bad or too large Content-Length");
+				return;
+			}
+			body_len = (size_t)v;
+		}
+	}
+	ufd = open_upstream(c, t, target);
+	if (ufd < 0)
+		return;
+	out = malloc(cap);
+	if (!out)
+		goto out_close;
+	pos += (size_t)snprintf(out, cap, "%s %s%.*s HTTP/1.1\r\nHost: %s", t->method,
+				(t->path_len == 0 || path[0] != '/') ? "/" : "", (int)t->path_len,
+				path, t->host);
+	if (t->port != 80)
+		pos += (size_t)snprintf(out + pos, cap - pos, ":%u", t->port);
+	pos += (size_t)snprintf(out + pos, cap - pos, "\r\n");
+	for (line = strstr(head, "\r\n") + 2; line < head + head_len - 2; line = eol + 2) {
+		size_t len;
+		bool drop = false;
+
+		eol = strstr(line, "\r\n");
+		len = (size_t)(eol - line);
+		for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+			drop = drop || header_is(line, len, hop[i]);
+		if (drop || pos + len + 2 >= cap)
+			continue;
+		memcpy(out + pos, line, len + 2);
+		pos += len + 2;
+	}
+	pos += (size_t)snprintf(out + pos, cap - pos, "Connection: close\r\n\r\n");
+	log_event("info", "egress allowed", c->client, t->method, target, NULL, NULL);
+	if (write_all(ufd, out, pos) < 0)
+		goto out_free;
+	have = extra < body_len ? extra : body_len;
+	if (write_all(ufd, head + head_len, have) < 0)
+		goto out_free;
+	while (have < body_len) {
+		char buf[16384];
+		size_t want = body_len - have < sizeof(buf) ? body_len - have : sizeof(buf);
+		ssize_t r = recv(c->fd, buf, want, 0);
+
+		if (r <= 0 || write_all(ufd, buf, (size_t)r) < 0)
+			goto out_free;
+		have += (size_t)r;
+	}
+	relay(c->fd, ufd, false);
+out_free:
+	free(out);
+out_close:
+	close(ufd);
+}
+
+static void *serve(void *arg)
+{
+	struct conn *c = arg;
+	struct timeval tv = {HEAD_TIMEOUT_S, 0};
+	char *head = NULL, target[300] = "", *eol;
+	ssize_t head_len;
+	size_t extra = 0;
+	egp_target t;
+	const char *reason;
+	int rc, ufd;
+
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	head = malloc(HEAD_CAP + 1);
+	if (!head)
+		goto out;
+	head_len = read_head(c->fd, head, HEAD_CAP, &extra);
+	if (head_len < 0) {
+		deny(c, 400, NULL, NULL, "no complete request head within 16 KiB and 30 s");
+		goto out;
+	}
+	head[head_len + (ssize_t)extra] = '\0';
+	eol = memmem(head, (size_t)head_len, "\r\n", 2);
+	{
+		const char *sp = memchr(head, ' ', (size_t)(eol - head));
+		const char *sp2 = sp ? memchr(sp + 1, ' ', (size_t)(eol - sp - 1)) : NULL;
+
+		if (sp && sp2)
+			snprintf(target, sizeof(target), "%.*s", (int)(sp2 - sp - 1), sp + 1);
+	}
+	rc = egp_parse_request_line(&t, head, (size_t)(eol - head), &reason);
+	if (rc < 0) {
+		deny(c, rc == AP_EDENIED ? 403 : 400, t.method[0] ? t.method : NULL, target,
+		     reason);
+		goto out;
+	}
+	if (!egp_allowed(rules, n_rules, t.host, t.port)) {
+		deny(c, 403, t.method, target, "host:port is not on the egress allow-list");
+		goto out;
+	}
+	if (!t.connect) {
+		forward_http(c, &t, target, head, (size_t)head_len, extra);
+		goto out;
+	}
+	ufd = open_upstream(c, &t, target);
+	if (ufd < 0)
+		goto out;
+	log_event("info", "egress allowed", c->client, t.method, target, NULL, NULL);
+	tv.tv_sec = 0;
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (write_all(c->fd, "HTTP/1.1 200 Connection established\r\n\r\n", 39) == 0 &&
+	    write_all(ufd, head + head_len, extra) == 0)
+		relay(c->fd, ufd, true);
+	close(ufd);
+out:
+	free(head);
+	close(c->fd);
+	free(c);
+	atomic_fetch_sub(&active_conns, 1);
+	return NULL;
+}
+
+/* The address of this container on the network cidr (the job's Internal network), so the
+ * proxy is not offered on its other, outer network. */
+static int find_listen_addr(const char *cidr, struct sockaddr_storage *out, socklen_t *len)
+{
+	struct ifaddrs *ifs, *i;
+	egp_net net;
+	int rc = -1;
+
+	if (egp_net_parse(&net, cidr) < 0 || getifaddrs(&ifs) < 0)
+		return -1;
+	for (i = ifs; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != net.family ||
+		    !egp_net_contains(&net, i->ifa_addr))
+			continue;
+		*len = net.family == AF_INET ? sizeof(struct sockaddr_in)
+					     : sizeof(struct sockaddr_in6);
+		memcpy(out, i->ifa_addr, *len);
+		rc = 0;
+		break;
+	}
+	freeifaddrs(ifs);
+	return rc;
+}
+
+static int parse_listen(const char *s, struct sockaddr_storage *out, socklen_t *len)
+{
+	struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+
+	memset(out, 0, sizeof(*out));
+	if (inet_pton(AF_INET, s, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		*len = sizeof(*s4);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, s, &s6->sin6_addr) == 1) {
+		s6->sin6_family = AF_INET6;
+		*len = sizeof(*s6);
+		return 0;
+	}
+	return -1;
+}
+
+static int usage(const char *msg)
+{
+	fprintf(stderr,
+		"autopatch-egress-proxy: %s\nusage: autopatch-egress-proxy (--listen-net "
+		"CIDR | --listen ADDR) [--port N] [--allow host:port]... [--allow-net "
+		"CIDR]... [--max-conns N]\n",
+		msg);
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_storage ss;
+	socklen_t slen = 0;
+	const char *listen_net = NULL, *listen_addr = NULL;
+	long port = 3128;
+	char shown[INET6_ADDRSTRLEN + 8];
+	int lfd, one = 1;
+	pthread_attr_t attr;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (!v)
+			return usage("missing value");
+		i++;
+		if (strcmp(a, "--listen-net") == 0) {
+			listen_net = v;
+		} else if (strcmp(a, "--listen") == 0) {
+			listen_addr = v;
+		} else if (strcmp(a, "--port") == 0) {
+			port = strtol(v, NULL, 10);
+		} else if (strcmp(a, "--max-conns") == 0) {
+			max_conns = atoi(v);
+		} else if (strcmp(a, "--allow") == 0) {
+			if (n_rules == MAX_RULES || egp_rule_parse(&rules[n_rules++], v) < 0)
+				return usage(ap_error_last()[0] ? ap_error_last()
+								: "too many rules");
+		} else if (strcmp(a, "--allow-net") == 0) {
+			if (n_nets == MAX_NETS || egp_net_parse(&nets[n_nets++], v) < 0)
+				return usage(ap_error_last()[0] ? ap_error_last()
+								: "too many nets");
+		} else {
+			return usage("unknown option");
+		}
+	}
+	if (port < 0 || port > 65535 || max_conns < 1)
+		return usage("bad --port or --max-conns");
+	if (listen_net ? find_listen_addr(listen_net, &ss, &slen) < 0
+		       : !listen_addr || parse_listen(listen_addr, &ss, &slen) < 0)
+		return usage("no address to listen on (--listen-net matched no interface?)");
+	if (ss.ss_family == AF_INET)
+		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
+	else
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+
+	signal(SIGPIPE, SIG_IGN);
+	lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(lfd, (struct sockaddr *)&ss, slen) < 0 || listen(lfd, 128) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0) {
+		fprintf(stderr, "autopatch-egress-proxy: cannot listen: %s\n", strerror(errno));
+		return 1;
+	}
+	if (ss.ss_family == AF_INET) {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		inet_ntop(AF_INET, &s4->sin_addr, shown, sizeof(shown));
+		snprintf(shown + strlen(shown), 8, ":%u", ntohs(s4->sin_port));
+	} else {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		shown[0] = '[';
+		inet_ntop(AF_INET6, &s6->sin6_addr, shown + 1, sizeof(shown) - 1);
+		snprintf(shown + strlen(shown), 9, "]:%u", ntohs(s6->sin6_port));
+	}
+	log_event("info", "egress proxy listening", NULL, NULL, NULL, "addr", shown);
+
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	for (;;) {
+		struct sockaddr_storage peer;
+		socklen_t plen = sizeof(peer);
+		struct conn *c;
+		pthread_t th;
+		int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
+
+		if (fd < 0)
+			continue;
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		if (peer.ss_family == AF_INET)
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, c->client,
+				  sizeof(c->client));
+		else
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, c->client,
+				  sizeof(c->client));
+		if (atomic_fetch_add(&active_conns, 1) >= max_conns) {
+			deny(c, 403, NULL, NULL, "too many concurrent connections");
+			close(fd);
+			free(c);
+			atomic_fetch_sub(&active_conns, 1);
+			continue;
+		}
+		if (pthread_create(&th, &attr, serve, c) != 0) {
+			close(fd);
+			free(c);
+			atomic_fetch_sub(&active_conns, 1);
+		}
+	}
+}

@@ -1,0 +1,932 @@
+#!/usr/bin/python3
+"""A local stand-in for the parts of GitHub autopatch talks to (standard library only).
+
+Run it:
+    /usr/bin/python3 tests/fakes/github_stub.py --port P --state-dir D \
+        [--app-key-pub PUB.pem] [--app-id 1] [--seed seed.json]
+or import it:
+    from github_stub import GitHubStub
+    stub = GitHubStub(state_dir, app_key_pub=pub, app_id="1").start()   # port 0 = any
+    stub.seed_repo("octo/hello", source_dir="/path/to/tree",
+                   issues=[{"title": "Crash", "body": "...", "labels": ["autopatch"]}])
+    ... stub.url, stub.state(), stub.requests(), stub.fail(...) ...
+    stub.stop()
+
+What it serves (GitHub's documented request/response shapes and status codes):
+  App (JWT, RS256 verified with `openssl dgst -sha256 -verify` against --app-key-pub; iat in
+  the future → 401 "'Issued at' claim ...", exp > iat+600 → 401 "'Expiration time' claim ..."):
+    GET  /app                                  GET /app/installations
+    POST /app/installations/{id}/access_tokens GET /repos/{o}/{r}/installation
+  Installation token ("Bearer ghs_..." or "token ghs_..."; bad or expired → 401 Bad credentials):
+    GET  /repos/{o}/{r}
+    GET  /repos/{o}/{r}/issues/{n}
+    GET  /repos/{o}/{r}/issues/{n}/comments    (per_page/page, Link header)
+    POST /repos/{o}/{r}/issues/{n}/comments    PATCH /repos/{o}/{r}/issues/comments/{id}
+    POST /repos/{o}/{r}/issues/{n}/labels      DELETE /repos/{o}/{r}/issues/{n}/labels/{name}
+    POST /repos/{o}/{r}/issues/{n}/reactions   POST /repos/{o}/{r}/issues/comments/{id}/reactions
+    POST /repos/{o}/{r}/pulls (head must exist in the bare repo, else 422; one open PR per head)
+    GET  /repos/{o}/{r}/pulls?head=owner:branch&state=open|closed|all
+    GET|PATCH /repos/{o}/{r}/pulls/{n}         GET /repos/{o}/{r}/pulls/{n}/comments
+  git smart HTTP through `git http-backend` at /{o}/{r}.git/... with Basic auth
+  x-access-token:<issued token> (the repo's clone_url).
+
+Control endpoints (for tests; not part of GitHub):
+  GET  /_stub/requests        every request received, in order (JSON list)
+  POST /_stub/requests/clear  forget them
+  GET  /_stub/state           repos, issues, comments, labels, reactions, PRs, tokens, pushes
+  POST /_stub/fail            {"path": regex, "method": "POST"|null, "status": 503, "times": 1,
+                               "retry_after": 1, "headers": {...}, "message": "...",
+                               "body": {...}} — answer matching requests with that instead
+  POST /_stub/fail/clear      forget every injected failure
+  POST /_stub/config          {"token_ttl": s, "clock_offset": s, "app_id": "1"}
+  POST /_stub/seed            {"repos": [seed_repo kwargs ...]}
+  POST /_stub/comments        {"repo": "o/r", "issue": 1, "count": 250} bulk comments
+  POST /_stub/review_comments {"repo": "o/r", "pull": 2, "comments": [{"body","path","line"}]}
+  POST /_stub/revoke          revoke every issued token (the next API call gets 401)
+"""
+import argparse
+import base64
+import datetime
+import email.utils
+import json
+import os
+import re
+import secrets
+import shutil
+import string
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
+DOCS = "https://docs.github.com/rest"
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Seed",
+    "GIT_AUTHOR_EMAIL": "seed@example.invalid",
+    "GIT_COMMITTER_NAME": "Seed",
+    "GIT_COMMITTER_EMAIL": "seed@example.invalid",
+    "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def b64url_decode(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+def iso(t):
+    return datetime.datetime.fromtimestamp(int(t), datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+
+
+class HttpError(Exception):
+    def __init__(self, status, message, errors=None, headers=None):
+        super().__init__(message)
+        self.status, self.message, self.errors, self.headers = status, message, errors, headers
+
+
+def validation_failed(resource, field, code, message=None):
+    err = {"resource": resource, "field": field, "code": code}
+    if message:
+        err["message"] = message
+    return HttpError(422, "Validation Failed", [err])
+
+
+class State:
+    """Everything the stub knows; guarded by one lock."""
+
+    def __init__(self, state_dir, app_id="1", app_key_pub=None, slug="autopatch"):
+        self.lock = threading.RLock()
+        self.dir = os.path.abspath(state_dir)
+        self.git_root = os.path.join(self.dir, "git")
+        os.makedirs(self.git_root, exist_ok=True)
+        self.app_id = str(app_id)
+        self.app_key_pub = app_key_pub
+        self.slug = slug
+        self.token_ttl = 3600
+        self.clock_offset = 0
+        self.installations = {1: {"id": 1, "account": None}}
+        self.tokens = {}
+        self.repos = {}
+        self.requests = []
+        self.failures = []
+        self.pushes = []
+        self.next_id = 1000
+        self.base_url = ""
+
+    def now(self):
+        return time.time() + self.clock_offset
+
+    def new_id(self):
+        with self.lock:
+            self.next_id += 1
+            return self.next_id
+
+    def bot(self):
+        return {"login": f"{self.slug}[bot]", "id": 9000, "type": "Bot"}
+
+    # ---- seeding -------------------------------------------------------------------------
+    def seed_repo(self, full_name, source_dir=None, files=None, default_branch="main",
+                  issues=(), private=True, installation=1, branches=None):
+        owner, name = full_name.split("/")
+        bare = os.path.join(self.git_root, owner, name + ".git")
+        if os.path.exists(bare):
+            shutil.rmtree(bare)
+        os.makedirs(os.path.dirname(bare), exist_ok=True)
+        env = dict(os.environ, **GIT_ENV)
+        subprocess.run(["git", "init", "-q", "--bare", "-b", default_branch, bare],
+                       check=True, env=env)
+        with tempfile.TemporaryDirectory() as work:
+            tree = os.path.join(work, "t")
+            if source_dir:
+                shutil.copytree(source_dir, tree, symlinks=True,
+                                ignore=shutil.ignore_patterns(".git"))
+            else:
+                os.makedirs(tree)
+            for path, content in (files or {}).items():
+                p = os.path.join(tree, path)
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+                with open(p, "w") as f:
+                    f.write(content)
+            if not os.listdir(tree):
+                with open(os.path.join(tree, "README.md"), "w") as f:
+                    f.write(f"# {name}\n")
+            run = lambda *a: subprocess.run(["git", *a], cwd=tree, check=True, env=env,
+                                            capture_output=True)
+            run("init", "-q", "-b", default_branch)
+            run("add", "-A")
+            run("commit", "-q", "-m", "Initial commit")
+            run("push", "-q", bare, f"HEAD:refs/heads/{default_branch}")
+            for br in branches or ():
+                run("push", "-q", bare, f"HEAD:refs/heads/{br}")
+        with self.lock:
+            inst = self.installations.setdefault(installation, {"id": installation})
+            if not inst.get("account"):
+                inst["account"] = {"login": owner, "id": self.new_id(), "type": "User"}
+            repo = {
+                "id": self.new_id(), "owner": owner, "name": name, "full_name": full_name,
+                "private": private, "default_branch": default_branch, "bare": bare,
+                "installation": installation, "issues": {}, "comments": {},
+                "reactions": [], "pulls": {}, "review_comments": {}, "next_number": 1,
+            }
+            self.repos[full_name] = repo
+            for issue in issues:
+                self.add_issue(repo, **issue)
+        return repo
+
+    def add_issue(self, repo, title, body="", labels=(), number=None, user="octocat"):
+        with self.lock:
+            n = number or repo["next_number"]
+            repo["next_number"] = max(repo["next_number"], n + 1)
+            repo["issues"][n] = {
+                "id": self.new_id(), "number": n, "title": title, "body": body,
+                "state": "open", "labels": list(labels), "user": user,
+                "created_at": iso(self.now()), "pull": None,
+            }
+            return repo["issues"][n]
+
+    # ---- shapes --------------------------------------------------------------------------
+    def user_obj(self, login):
+        return {"login": login, "id": abs(hash(login)) % 100000, "type": "User",
+                "html_url": f"https://github.invalid/{login}"}
+
+    def repo_obj(self, repo):
+        fn = repo["full_name"]
+        return {
+            "id": repo["id"], "node_id": f"R_{repo['id']}", "name": repo["name"],
+            "full_name": fn, "private": repo["private"],
+            "owner": self.user_obj(repo["owner"]),
+            "html_url": f"{self.base_url}/{fn}", "url": f"{self.base_url}/repos/{fn}",
+            "clone_url": f"{self.base_url}/{fn}.git", "default_branch": repo["default_branch"],
+            "visibility": "private" if repo["private"] else "public",
+            "permissions": {"admin": False, "maintain": False, "push": True, "triage": True,
+                            "pull": True},
+        }
+
+    def label_obj(self, name):
+        return {"id": abs(hash(name)) % 100000, "node_id": "LA_" + name, "name": name,
+                "color": "ededed", "default": False, "description": None,
+                "url": f"{self.base_url}/labels/{urllib.parse.quote(name)}"}
+
+    def issue_obj(self, repo, issue):
+        fn, n = repo["full_name"], issue["number"]
+        obj = {
+            "id": issue["id"], "node_id": f"I_{issue['id']}", "number": n,
+            "title": issue["title"], "body": issue["body"] or None, "state": issue["state"],
+            "labels": [self.label_obj(x) for x in issue["labels"]],
+            "user": self.user_obj(issue["user"]), "created_at": issue["created_at"],
+            "comments": sum(1 for c in repo["comments"].values() if c["issue"] == n),
+            "html_url": f"{self.base_url}/{fn}/issues/{n}",
+            "url": f"{self.base_url}/repos/{fn}/issues/{n}",
+        }
+        if issue["pull"]:
+            obj["pull_request"] = {"url": f"{self.base_url}/repos/{fn}/pulls/{n}",
+                                   "html_url": f"{self.base_url}/{fn}/pull/{n}"}
+        return obj
+
+    def comment_obj(self, repo, c):
+        fn = repo["full_name"]
+        return {
+            "id": c["id"], "node_id": f"IC_{c['id']}", "body": c["body"], "user": c["user"],
+            "html_url": f"{self.base_url}/{fn}/issues/{c['issue']}#issuecomment-{c['id']}",
+            "issue_url": f"{self.base_url}/repos/{fn}/issues/{c['issue']}",
+            "url": f"{self.base_url}/repos/{fn}/issues/comments/{c['id']}",
+            "created_at": c["created_at"], "updated_at": c["updated_at"],
+            "author_association": "NONE",
+        }
+
+    def branch_sha(self, repo, branch):
+        out = subprocess.run(["git", "--git-dir", repo["bare"], "rev-parse", "--verify", "-q",
+                              f"refs/heads/{branch}^{{commit}}"], capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    def pull_obj(self, repo, p):
+        fn, n = repo["full_name"], p["number"]
+        side = lambda ref, sha: {"ref": ref, "sha": sha, "label": f"{repo['owner']}:{ref}",
+                                 "repo": self.repo_obj(repo), "user": self.user_obj(repo["owner"])}
+        head_sha = self.branch_sha(repo, p["head"]) or p["head_sha"]
+        return {
+            "id": p["id"], "node_id": f"PR_{p['id']}", "number": n, "state": p["state"],
+            "title": p["title"], "body": p["body"], "draft": p["draft"],
+            "maintainer_can_modify": p["maintainer_can_modify"], "merged": False,
+            "user": self.bot(), "created_at": p["created_at"],
+            "html_url": f"{self.base_url}/{fn}/pull/{n}",
+            "url": f"{self.base_url}/repos/{fn}/pulls/{n}",
+            "head": side(p["head"], head_sha),
+            "base": side(p["base"], self.branch_sha(repo, p["base"])),
+        }
+
+    def dump(self):
+        with self.lock:
+            repos = {}
+            for fn, r in self.repos.items():
+                repos[fn] = {
+                    "bare": r["bare"], "default_branch": r["default_branch"],
+                    "issues": {str(n): {"title": i["title"], "body": i["body"],
+                                        "state": i["state"], "labels": i["labels"],
+                                        "pull": bool(i["pull"])}
+                               for n, i in r["issues"].items()},
+                    "comments": [self.comment_obj(r, c) | {"issue": c["issue"]}
+                                 for c in r["comments"].values()],
+                    "reactions": r["reactions"],
+                    "pulls": [self.pull_obj(r, p) for p in r["pulls"].values()],
+                }
+            return {"repos": repos, "tokens_issued": len(self.tokens),
+                    "installations": list(self.installations.values()),
+                    "pushes": self.pushes, "app_id": self.app_id}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "GitHub.com-stub"
+    sys_version = ""
+
+    def log_message(self, fmt, *args):  # quiet; the request log is /_stub/requests
+        pass
+
+    def date_time_string(self, timestamp=None):
+        return email.utils.formatdate(self.server.state.now(), usegmt=True)
+
+    @property
+    def st(self):
+        return self.server.state
+
+    # ---- plumbing ------------------------------------------------------------------------
+    def read_body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def send(self, status, obj=None, headers=None, raw=None, ctype="application/json; charset=utf-8"):
+        data = raw if raw is not None else (b"" if obj is None else json.dumps(obj).encode())
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        hdrs = {"X-GitHub-Request-Id": secrets.token_hex(8).upper(),
+                "X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "4999",
+                "X-RateLimit-Reset": str(int(self.st.now()) + 3600),
+                "X-RateLimit-Resource": "core"}
+        given = {k.lower(): (k, v) for k, v in (headers or {}).items()}
+        hdrs = {k: v for k, v in hdrs.items() if k.lower() not in given}
+        hdrs.update({k: v for k, v in given.values()})
+        for k, v in hdrs.items():
+            self.send_header(k, str(v))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def send_error_json(self, e):
+        body = {"message": e.message, "documentation_url": DOCS, "status": str(e.status)}
+        if e.errors is not None:
+            body["errors"] = e.errors
+        self.send(e.status, body, e.headers)
+
+    def do_GET(self):
+        self.dispatch()
+
+    do_POST = do_PATCH = do_PUT = do_DELETE = do_HEAD = do_GET
+
+    def dispatch(self):
+        u = urllib.parse.urlsplit(self.path)
+        path, query = u.path, urllib.parse.parse_qs(u.query)
+        body = self.read_body()
+        try:
+            if path.startswith("/_stub/"):
+                return self.control(path, body)
+            self.record(path, u.query, body)
+            if self.injected_failure(path):
+                return
+            m = re.match(r"^/([^/]+)/([^/]+?)(?:\.git)?/(info/refs|git-upload-pack|"
+                         r"git-receive-pack|HEAD)$", path)
+            if m and not path.startswith(("/repos/", "/app/")):
+                return self.git(m.group(1), m.group(2), m.group(3), u.query, body)
+            self.api(path, query, body)
+        except HttpError as e:
+            self.send_error_json(e)
+        except Exception as e:  # a stub bug must be visible to the test, as a 500
+            import traceback
+            traceback.print_exc()
+            self.send(500, {"message": f"stub error: {e!r}", "documentation_url": DOCS})
+
+    def record(self, path, query, body):
+        auth = self.headers.get("Authorization", "")
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        with self.st.lock:
+            self.st.requests.append({
+                "method": self.command, "path": path, "query": query,
+                "time": time.time(),
+                "auth_scheme": auth.split(" ")[0] if auth else None,
+                "auth": auth,
+                "headers": {k.lower(): v for k, v in self.headers.items()
+                            if k.lower() != "authorization"},
+                "body": parsed if parsed is not None else (
+                    body.decode("utf-8", "replace") if body and len(body) < 4096 else None),
+            })
+
+    def injected_failure(self, path):
+        with self.st.lock:
+            for f in self.st.failures:
+                if f["times"] <= 0:
+                    continue
+                if f.get("method") and f["method"] != self.command:
+                    continue
+                if not re.search(f["path"], path):
+                    continue
+                f["times"] -= 1
+                break
+            else:
+                return False
+        if f.get("drop"):
+            self.close_connection = True
+            self.wfile.flush()
+            self.connection.shutdown(2)
+            return True
+        headers = dict(f.get("headers") or {})
+        if f.get("retry_after") is not None:
+            headers["Retry-After"] = str(f["retry_after"])
+        body = f.get("body") or {"message": f.get("message") or {
+            403: "You have exceeded a secondary rate limit. Please wait a few minutes "
+                 "before you try again.",
+            429: "You have exceeded a secondary rate limit.",
+        }.get(f["status"], "Server Error"), "documentation_url": DOCS}
+        self.send(f["status"], body, headers)
+        return True
+
+    # ---- control -------------------------------------------------------------------------
+    def control(self, path, body):
+        st = self.st
+        data = json.loads(body) if body else {}
+        if path == "/_stub/requests" and self.command == "GET":
+            with st.lock:
+                return self.send(200, st.requests)
+        if path == "/_stub/requests/clear":
+            with st.lock:
+                st.requests.clear()
+            return self.send(204)
+        if path == "/_stub/state":
+            return self.send(200, st.dump())
+        if path == "/_stub/health":
+            return self.send(200, {"ok": True})
+        if path == "/_stub/fail/clear":
+            with st.lock:
+                st.failures.clear()
+            return self.send(204)
+        if path == "/_stub/fail":
+            f = {"times": 1, "status": 503} | data
+            with st.lock:
+                st.failures.append(f)
+            return self.send(201, f)
+        if path == "/_stub/config":
+            with st.lock:
+                for k in ("token_ttl", "clock_offset", "app_id", "slug"):
+                    if k in data:
+                        setattr(st, k, str(data[k]) if k == "app_id" else data[k])
+            return self.send(200, {"ok": True})
+        if path == "/_stub/seed":
+            for r in data.get("repos", []):
+                st.seed_repo(**r)
+            return self.send(201, {"ok": True})
+        if path == "/_stub/comments":
+            repo = st.repos[data["repo"]]
+            for i in range(int(data.get("count", 1))):
+                self.new_comment(repo, int(data["issue"]),
+                                 f"{data.get('body_prefix', 'comment')} {i + 1}",
+                                 st.user_obj(data.get("user", "octocat")))
+            return self.send(201, {"ok": True})
+        if path == "/_stub/review_comments":
+            repo = st.repos[data["repo"]]
+            with st.lock:
+                lst = repo["review_comments"].setdefault(int(data["pull"]), [])
+                for c in data.get("comments", []):
+                    cid = st.new_id()
+                    lst.append({"id": cid, "body": c["body"], "path": c.get("path", ""),
+                                "line": c.get("line"), "side": "RIGHT",
+                                "user": st.user_obj(c.get("user", "octocat")),
+                                "pull_request_review_id": cid + 1,
+                                "html_url": f"{st.base_url}/{data['repo']}/pull/"
+                                            f"{data['pull']}#discussion_r{cid}"})
+            return self.send(201, {"ok": True})
+        if path == "/_stub/revoke":
+            with st.lock:
+                st.tokens.clear()
+            return self.send(204)
+        raise HttpError(404, "Not Found")
+
+    # ---- auth ----------------------------------------------------------------------------
+    def bearer(self):
+        auth = self.headers.get("Authorization", "")
+        parts = auth.split(" ", 1)
+        if len(parts) != 2 or parts[0].lower() not in ("bearer", "token"):
+            return None
+        return parts[1].strip()
+
+    def require_jwt(self):
+        tok = self.bearer()
+        if not tok or tok.count(".") != 2:
+            raise HttpError(401, "A JSON web token could not be decoded")
+        h64, c64, s64 = tok.split(".")
+        try:
+            header = json.loads(b64url_decode(h64))
+            claims = json.loads(b64url_decode(c64))
+            sig = b64url_decode(s64)
+        except ValueError:
+            raise HttpError(401, "A JSON web token could not be decoded")
+        if header.get("alg") != "RS256":
+            raise HttpError(401, "A JSON web token could not be decoded")
+        if self.st.app_key_pub and not verify_rs256(self.st.app_key_pub,
+                                                    f"{h64}.{c64}".encode(), sig):
+            raise HttpError(401, "A JSON web token could not be decoded")
+        now = self.st.now()
+        iat, exp = claims.get("iat"), claims.get("exp")
+        if not isinstance(iat, int) or iat > now + 5:
+            raise HttpError(401, "'Issued at' claim ('iat') must be an Integer representing "
+                                 "a time in the past.")
+        if not isinstance(exp, int) or exp <= now:
+            raise HttpError(401, "'Expiration time' claim ('exp') must be a numeric value "
+                                 "representing the future time at which the assertion expires.")
+        if exp > iat + 600 or exp > now + 600 + 5:
+            raise HttpError(401, "'Expiration time' claim ('exp') is too far in the future.")
+        if str(claims.get("iss")) != self.st.app_id:
+            raise HttpError(401, "A JSON web token could not be decoded")
+        return claims
+
+    def require_token(self, repo=None):
+        tok = self.bearer()
+        with self.st.lock:
+            info = self.st.tokens.get(tok) if tok else None
+        if not info or info["expires"] <= self.st.now():
+            raise HttpError(401, "Bad credentials")
+        if repo is not None and repo["installation"] != info["inst"]:
+            raise HttpError(404, "Not Found")
+        return info
+
+    # ---- REST ----------------------------------------------------------------------------
+    def repo_or_404(self, owner, name):
+        repo = self.st.repos.get(f"{owner}/{name}")
+        if not repo:
+            self.require_token()
+            raise HttpError(404, "Not Found")
+        return repo
+
+    def issue_or_404(self, repo, n):
+        issue = repo["issues"].get(int(n))
+        if not issue:
+            raise HttpError(404, "Not Found")
+        return issue
+
+    def json_body(self, body):
+        try:
+            data = json.loads(body) if body else {}
+        except ValueError:
+            raise HttpError(400, "Problems parsing JSON")
+        return data
+
+    def paginate(self, items, query, path):
+        try:
+            per_page = min(max(int(query.get("per_page", ["30"])[0]), 1), 100)
+            page = max(int(query.get("page", ["1"])[0]), 1)
+        except ValueError:
+            per_page, page = 30, 1
+        last = max((len(items) + per_page - 1) // per_page, 1)
+        chunk = items[(page - 1) * per_page: page * per_page]
+        links = []
+        q = {k: v[0] for k, v in query.items() if k not in ("page", "per_page")}
+
+        def url(p):
+            return (f"{self.st.base_url}{path}?"
+                    + urllib.parse.urlencode(q | {"per_page": per_page, "page": p}))
+        if page < last:
+            links.append(f'<{url(page + 1)}>; rel="next"')
+            links.append(f'<{url(last)}>; rel="last"')
+        if page > 1:
+            links.append(f'<{url(1)}>; rel="first"')
+            links.append(f'<{url(page - 1)}>; rel="prev"')
+        return chunk, ({"Link": ", ".join(links)} if links else {})
+
+    def new_comment(self, repo, number, body, user):
+        st = self.st
+        with st.lock:
+            self.issue_or_404(repo, number)
+            cid = st.new_id()
+            c = {"id": cid, "issue": number, "body": body, "user": user,
+                 "created_at": iso(st.now()), "updated_at": iso(st.now())}
+            repo["comments"][cid] = c
+            return c
+
+    def api(self, path, query, body):
+        st, cmd = self.st, self.command
+        if path == "/app" and cmd == "GET":
+            self.require_jwt()
+            return self.send(200, {"id": int(st.app_id) if st.app_id.isdigit() else 1,
+                                   "slug": st.slug, "name": st.slug, "owner": st.user_obj("octo"),
+                                   "permissions": {"contents": "write", "issues": "write",
+                                                   "pull_requests": "write"},
+                                   "events": ["issues", "issue_comment"]})
+        if path == "/app/installations" and cmd == "GET":
+            self.require_jwt()
+            with st.lock:
+                lst = [{"id": i["id"], "app_id": st.app_id, "target_type": "User",
+                        "account": i.get("account") or st.user_obj("octo"),
+                        "permissions": {"contents": "write", "issues": "write"}}
+                       for i in st.installations.values()]
+            return self.send(200, lst)
+        m = re.match(r"^/app/installations/(\d+)/access_tokens$", path)
+        if m and cmd == "POST":
+            self.require_jwt()
+            inst = int(m.group(1))
+            if inst not in st.installations:
+                raise HttpError(404, "Not Found")
+            alphabet = string.ascii_letters + string.digits
+            tok = "ghs_" + "".join(secrets.choice(alphabet) for _ in range(36))
+            expires = st.now() + float(st.token_ttl)
+            with st.lock:
+                st.tokens[tok] = {"inst": inst, "expires": expires, "issued": st.now()}
+            return self.send(201, {"token": tok, "expires_at": iso(expires),
+                                   "permissions": {"contents": "write", "issues": "write",
+                                                   "pull_requests": "write"},
+                                   "repository_selection": "all"})
+        m = re.match(r"^/repos/([^/]+)/([^/]+)(/.*)?$", path)
+        if not m:
+            raise HttpError(404, "Not Found")
+        owner, name, rest = m.group(1), m.group(2), m.group(3) or ""
+        if rest == "/installation" and cmd == "GET":
+            self.require_jwt()
+            repo = st.repos.get(f"{owner}/{name}")
+            if not repo:
+                raise HttpError(404, "Not Found")
+            return self.send(200, {"id": repo["installation"], "app_id": st.app_id,
+                                   "account": st.user_obj(owner)})
+        repo = self.repo_or_404(owner, name)
+        self.require_token(repo)
+        fn = repo["full_name"]
+
+        if rest == "" and cmd == "GET":
+            return self.send(200, st.repo_obj(repo))
+        m = re.match(r"^/issues/(\d+)$", rest)
+        if m and cmd == "GET":
+            return self.send(200, st.issue_obj(repo, self.issue_or_404(repo, m.group(1))))
+        m = re.match(r"^/issues/(\d+)/comments$", rest)
+        if m and cmd == "GET":
+            n = int(m.group(1))
+            self.issue_or_404(repo, n)
+            with st.lock:
+                items = [st.comment_obj(repo, c) for c in repo["comments"].values()
+                         if c["issue"] == n]
+            chunk, hdrs = self.paginate(items, query, path)
+            return self.send(200, chunk, hdrs)
+        if m and cmd == "POST":
+            data = self.json_body(body)
+            if not isinstance(data.get("body"), str):
+                raise validation_failed("IssueComment", "body", "missing_field")
+            c = self.new_comment(repo, int(m.group(1)), data["body"], st.bot())
+            return self.send(201, st.comment_obj(repo, c))
+        m = re.match(r"^/issues/comments/(\d+)$", rest)
+        if m and cmd == "PATCH":
+            data = self.json_body(body)
+            if not isinstance(data.get("body"), str):
+                raise validation_failed("IssueComment", "body", "missing_field")
+            with st.lock:
+                c = repo["comments"].get(int(m.group(1)))
+                if not c:
+                    raise HttpError(404, "Not Found")
+                c["body"], c["updated_at"] = data["body"], iso(st.now())
+            return self.send(200, st.comment_obj(repo, c))
+        m = re.match(r"^/issues/(\d+)/labels$", rest)
+        if m and cmd == "POST":
+            issue = self.issue_or_404(repo, m.group(1))
+            data = self.json_body(body)
+            names = data if isinstance(data, list) else data.get("labels")
+            if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+                raise validation_failed("Label", "labels", "invalid")
+            with st.lock:
+                for x in names:
+                    if x not in issue["labels"]:
+                        issue["labels"].append(x)
+                return self.send(200, [st.label_obj(x) for x in issue["labels"]])
+        m = re.match(r"^/issues/(\d+)/labels/(.+)$", rest)
+        if m and cmd == "DELETE":
+            issue = self.issue_or_404(repo, m.group(1))
+            label = urllib.parse.unquote(m.group(2))
+            with st.lock:
+                if label not in issue["labels"]:
+                    raise HttpError(404, "Label does not exist")
+                issue["labels"].remove(label)
+                return self.send(200, [st.label_obj(x) for x in issue["labels"]])
+        m = re.match(r"^/issues/(comments/)?(\d+)/reactions$", rest)
+        if m and cmd == "POST":
+            data = self.json_body(body)
+            content = data.get("content")
+            if content not in REACTIONS:
+                raise validation_failed("Reaction", "content", "invalid")
+            kind = "comment" if m.group(1) else "issue"
+            target = int(m.group(2))
+            with st.lock:
+                if kind == "issue":
+                    self.issue_or_404(repo, target)
+                elif target not in repo["comments"]:
+                    raise HttpError(404, "Not Found")
+                for r in repo["reactions"]:
+                    if (r["kind"], r["target"], r["content"]) == (kind, target, content):
+                        return self.send(200, r["obj"])
+                obj = {"id": st.new_id(), "node_id": "REA_x", "content": content,
+                       "user": st.bot(), "created_at": iso(st.now())}
+                repo["reactions"].append({"kind": kind, "target": target, "content": content,
+                                          "obj": obj})
+            return self.send(201, obj)
+        if rest == "/pulls" and cmd == "POST":
+            return self.create_pull(repo, self.json_body(body))
+        if rest == "/pulls" and cmd == "GET":
+            state = query.get("state", ["open"])[0]
+            head = query.get("head", [None])[0]
+            with st.lock:
+                pulls = sorted(repo["pulls"].values(), key=lambda p: -p["number"])
+                items = [st.pull_obj(repo, p) for p in pulls
+                         if (state == "all" or p["state"] == state)
+                         and (not head or f"{owner}:{p['head']}" == head
+                              or (":" not in head and p["head"] == head))]
+            chunk, hdrs = self.paginate(items, query, path)
+            return self.send(200, chunk, hdrs)
+        m = re.match(r"^/pulls/(\d+)$", rest)
+        if m and cmd in ("GET", "PATCH"):
+            p = repo["pulls"].get(int(m.group(1)))
+            if not p:
+                raise HttpError(404, "Not Found")
+            if cmd == "PATCH":
+                data = self.json_body(body)
+                if "state" in data and data["state"] not in ("open", "closed"):
+                    raise validation_failed("PullRequest", "state", "invalid")
+                with st.lock:
+                    for k in ("title", "body", "state", "maintainer_can_modify"):
+                        if k in data:
+                            p[k] = data[k]
+                    repo["issues"][p["number"]]["state"] = p["state"]
+            return self.send(200, st.pull_obj(repo, p))
+        m = re.match(r"^/pulls/(\d+)/comments$", rest)
+        if m and cmd == "GET":
+            n = int(m.group(1))
+            if n not in repo["pulls"]:
+                raise HttpError(404, "Not Found")
+            with st.lock:
+                items = list(repo["review_comments"].get(n, []))
+            chunk, hdrs = self.paginate(items, query, path)
+            return self.send(200, chunk, hdrs)
+        raise HttpError(404, "Not Found")
+
+    def create_pull(self, repo, data):
+        st = self.st
+        title, head, base = data.get("title"), data.get("head"), data.get("base")
+        if not isinstance(base, str) or not base:
+            raise validation_failed("PullRequest", "base", "missing_field")
+        if not isinstance(head, str) or not head:
+            raise validation_failed("PullRequest", "head", "missing_field")
+        if not isinstance(title, str) or not title:
+            raise validation_failed("PullRequest", "title", "missing_field")
+        if ":" in head:
+            howner, head = head.split(":", 1)
+            if howner != repo["owner"]:
+                raise validation_failed("PullRequest", "head", "invalid")
+        head_sha, base_sha = st.branch_sha(repo, head), st.branch_sha(repo, base)
+        if not head_sha:
+            raise validation_failed("PullRequest", "head", "invalid")
+        if not base_sha:
+            raise validation_failed("PullRequest", "base", "invalid")
+        with st.lock:
+            for p in repo["pulls"].values():
+                if p["head"] == head and p["state"] == "open":
+                    raise validation_failed(
+                        "PullRequest", None, "custom",
+                        f"A pull request already exists for {repo['owner']}:{head}.")
+            if head_sha == base_sha:
+                raise validation_failed("PullRequest", None, "custom",
+                                        f"No commits between {base} and {head}")
+            issue = st.add_issue(repo, title, data.get("body") or "", user=st.bot()["login"])
+            p = {"id": st.new_id(), "number": issue["number"], "state": "open",
+                 "title": title, "body": data.get("body"), "head": head, "base": base,
+                 "head_sha": head_sha, "draft": bool(data.get("draft", False)),
+                 "maintainer_can_modify": bool(data.get("maintainer_can_modify", False)),
+                 "created_at": iso(st.now())}
+            issue["pull"] = p["number"]
+            repo["pulls"][p["number"]] = p
+        return self.send(201, st.pull_obj(repo, p))
+
+    # ---- git smart HTTP ------------------------------------------------------------------
+    def git(self, owner, name, service_path, query, body):
+        repo = self.st.repos.get(f"{owner}/{name}")
+        write = service_path == "git-receive-pack" or "service=git-receive-pack" in query
+        user = None
+        auth = self.headers.get("Authorization", "")
+        if auth.lower().startswith("basic "):
+            try:
+                user, _, pw = base64.b64decode(auth[6:]).decode().partition(":")
+            except ValueError:
+                user = pw = None
+            with self.st.lock:
+                info = self.st.tokens.get(pw)
+            ok = (user == "x-access-token" and info and info["expires"] > self.st.now()
+                  and repo and repo["installation"] == info["inst"])
+            if not ok:
+                user = None
+                return self.send(401, raw=b"Invalid username or password.\n",
+                                 ctype="text/plain",
+                                 headers={"WWW-Authenticate": 'Basic realm="GitHub"'})
+        if not repo or (user is None and (write or repo["private"])):
+            return self.send(401, raw=b"", ctype="text/plain",
+                             headers={"WWW-Authenticate": 'Basic realm="GitHub"'})
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_PROJECT_ROOT": self.st.git_root,
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "PATH_INFO": f"/{owner}/{name}.git/{service_path}",
+            "REQUEST_METHOD": self.command,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_ADDR": self.client_address[0],
+        }
+        if user:
+            env["REMOTE_USER"] = user
+        if self.headers.get("Content-Encoding"):
+            env["HTTP_CONTENT_ENCODING"] = self.headers["Content-Encoding"]
+        if self.headers.get("Git-Protocol"):
+            env["GIT_PROTOCOL"] = self.headers["Git-Protocol"]
+        before = self.refs(repo) if service_path == "git-receive-pack" else None
+        out = subprocess.run(["git", "http-backend"], input=body, env=env,
+                             capture_output=True, timeout=120)
+        head, sep, payload = out.stdout.partition(b"\r\n\r\n")
+        if not sep:
+            head, sep, payload = out.stdout.partition(b"\n\n")
+        status, headers = 200, {}
+        for line in head.decode("latin-1").splitlines():
+            k, _, v = line.partition(":")
+            if k.lower() == "status":
+                status = int(v.strip().split()[0])
+            elif k:
+                headers[k.strip()] = v.strip()
+        ctype = headers.pop("Content-Type", "application/octet-stream")
+        headers.pop("Content-Length", None)
+        if before is not None:
+            after = self.refs(repo)
+            with self.st.lock:
+                self.st.pushes.append({"repo": repo["full_name"], "user": user,
+                                       "changed": {k: v for k, v in after.items()
+                                                   if before.get(k) != v}})
+        self.send(status, raw=payload, ctype=ctype, headers=headers)
+
+    def refs(self, repo):
+        out = subprocess.run(["git", "--git-dir", repo["bare"], "for-each-ref",
+                              "--format=%(refname) %(objectname)"], capture_output=True,
+                             text=True)
+        return dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+
+
+def verify_rs256(pub_path, data, sig):
+    """True if sig is an RSA-SHA256 signature of data by the key in pub_path (openssl CLI)."""
+    with tempfile.TemporaryDirectory() as d:
+        dp, sp = os.path.join(d, "data"), os.path.join(d, "sig")
+        with open(dp, "wb") as f:
+            f.write(data)
+        with open(sp, "wb") as f:
+            f.write(sig)
+        out = subprocess.run(["openssl", "dgst", "-sha256", "-verify", pub_path,
+                              "-signature", sp, dp], capture_output=True)
+        return out.returncode == 0
+
+
+class GitHubStub:
+    """The stand-in as an object: start() on a thread, stop() to shut it down."""
+
+    def __init__(self, state_dir, port=0, app_key_pub=None, app_id="1", host="127.0.0.1"):
+        self.state = State(state_dir, app_id=app_id, app_key_pub=app_key_pub)
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.state = self.state
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://{host}:{self.port}"
+        self.state.base_url = self.url
+        self.thread = None
+
+    def start(self):
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def serve_forever(self):
+        self.httpd.serve_forever()
+
+    # Conveniences mirroring the control endpoints.
+    def seed_repo(self, full_name, **kw):
+        return self.state.seed_repo(full_name, **kw)
+
+    def state_dump(self):
+        return json.loads(json.dumps(self.state.dump()))
+
+    def requests(self):
+        with self.state.lock:
+            return json.loads(json.dumps(self.state.requests))
+
+    def clear_requests(self):
+        with self.state.lock:
+            self.state.requests.clear()
+
+    def fail(self, path, status=503, times=1, method=None, retry_after=None, headers=None,
+             message=None, body=None, drop=False):
+        with self.state.lock:
+            self.state.failures.append({"path": path, "status": status, "times": times,
+                                        "method": method, "retry_after": retry_after,
+                                        "headers": headers, "message": message, "body": body,
+                                        "drop": drop})
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--state-dir", required=True)
+    ap.add_argument("--app-key-pub", help="PEM public key the App JWTs must verify against")
+    ap.add_argument("--app-id", default="1")
+    ap.add_argument("--seed", help='JSON file: {"repos": [{"full_name": "o/r", '
+                                   '"source_dir": ..., "issues": [...]}]}')
+    ap.add_argument("--token-ttl", type=int, default=3600)
+    args = ap.parse_args(argv)
+    stub = GitHubStub(args.state_dir, port=args.port, app_key_pub=args.app_key_pub,
+                      app_id=args.app_id, host=args.host)
+    stub.state.token_ttl = args.token_ttl
+    if args.seed:
+        with open(args.seed) as f:
+            for r in json.load(f).get("repos", []):
+                stub.seed_repo(**r)
+    print(f"github stub listening on {stub.url}", flush=True)
+    try:
+        stub.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,534 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/github/test_rest.c - JWT, installation tokens, the REST client and the API calls,
+ * against the GitHub stand-in (tests/fakes/github_stub.py) over real HTTP. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "err.h"
+#include "github/api.h"
+#include "github/app.h"
+#include "github/jwt.h"
+#include "github/rest.h"
+#include "gh_test_util.h"
+#include "redact.h"
+
+static gh_stub stub;
+
+struct fx {
+	ap_config *cfg;
+	gh_app *app;
+	gh_rest *rest; /* installation 1 */
+};
+
+static int group_setup(void **state)
+{
+	char *body = NULL;
+	long st;
+
+	(void)state;
+	if (gh_stub_start(&stub))
+		return -1;
+	st = gh_stub_http(
+	    &stub, "POST", "/_stub/seed",
+	    "{\"repos\":[{\"full_name\":\"octo/hello\",\"files\":{\"a.txt\":\"hi\\n\"},"
+	    "\"branches\":[\"feature\"],"
+	    "\"issues\":[{\"title\":\"Crash on empty input\",\"body\":\"Steps\","
+	    "\"labels\":[\"autopatch\",\"bug\"]},{\"title\":\"Second\"}]}]}",
+	    &body);
+	free(body);
+	return st == 201 ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	gh_stub_stop(&stub);
+	return 0;
+}
+
+static int fx_setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	assert_int_equal(cfg_new_empty(&f->cfg), 0);
+	cfg_set(f->cfg, "APP_ID", stub.app_id);
+	cfg_set(f->cfg, "PRIVATE_KEY_PATH", stub.key);
+	cfg_set(f->cfg, "GITHUB_API_URL", stub.url);
+	cfg_set(f->cfg, "AUTOPATCH_GH_WRITE_SPACING_MS", "50");
+	cfg_set(f->cfg, "AUTOPATCH_GH_BACKOFF_MS", "50");
+	cfg_set(f->cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", "1");
+	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "30");
+	assert_int_equal(gh_app_new(&f->app, f->cfg), 0);
+	assert_int_equal(gh_rest_new(&f->rest, f->cfg, f->app, 1), 0);
+	gh_stub_http(&stub, "POST", "/_stub/config", "{\"token_ttl\":3600,\"clock_offset\":0}",
+		     NULL);
+	gh_stub_http(&stub, "POST", "/_stub/requests/clear", "{}", NULL);
+	gh_stub_http(&stub, "POST", "/_stub/fail/clear", "{}", NULL);
+	*state = f;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fx *f = *state;
+
+	gh_rest_free(f->rest);
+	gh_app_free(f->app);
+	cfg_free(f->cfg);
+	free(f);
+	return 0;
+}
+
+static unsigned char *b64url_decode(const char *s, size_t n, size_t *outlen)
+{
+	char *std = calloc(1, n + 4);
+	unsigned char *out = calloc(1, n + 4);
+	size_t m = n;
+	int got;
+
+	for (size_t i = 0; i < n; i++)
+		std[i] = s[i] == '-' ? '+' : s[i] == '_' ? '/' : s[i];
+	while (m % 4)
+		std[m++] = '=';
+	got = EVP_DecodeBlock(out, (unsigned char *)std, (int)m);
+	assert_true(got >= 0);
+	*outlen = (size_t)got - (n % 4 == 2 ? 2 : n % 4 == 3 ? 1 : 0);
+	free(std);
+	return out;
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(p, 1, n, f), n);
+	fclose(f);
+}
+
+/* The JWT verifies with the openssl CLI against the public key, and its claims follow
+ * GitHub's rules. A flipped byte in the signed part must fail the same check. */
+static void test_jwt_verifies_with_openssl_cli(void **state)
+{
+	struct fx *f = *state;
+	gh_key *key = NULL;
+	char *jwt = NULL, *d1, *d2, data[512], sigp[512];
+	unsigned char *sig, *claims_raw;
+	size_t siglen, clen;
+	int64_t now = 1700000000;
+	cJSON *claims;
+
+	assert_int_equal(gh_key_load(&key, f->cfg), 0);
+	assert_int_equal(gh_jwt_sign(&jwt, key, "12345", now), 0);
+	d1 = strchr(jwt, '.');
+	d2 = strchr(d1 + 1, '.');
+	assert_non_null(d2);
+	snprintf(data, sizeof(data), "%s/jwt.data", stub.dir);
+	snprintf(sigp, sizeof(sigp), "%s/jwt.sig", stub.dir);
+	write_file(data, jwt, (size_t)(d2 - jwt));
+	sig = b64url_decode(d2 + 1, strlen(d2 + 1), &siglen);
+	assert_int_equal(siglen, 256);
+	write_file(sigp, sig, siglen);
+	assert_int_equal(gh_sh(NULL, "openssl dgst -sha256 -verify %s -signature %s %s >/dev/null",
+			       stub.pub, sigp, data),
+			 0);
+	jwt[1] ^= 1; /* tamper with the header */
+	write_file(data, jwt, (size_t)(d2 - jwt));
+	assert_int_not_equal(
+	    gh_sh(NULL, "openssl dgst -sha256 -verify %s -signature %s %s >/dev/null 2>&1",
+		  stub.pub, sigp, data),
+	    0);
+	jwt[1] ^= 1;
+
+	claims_raw = b64url_decode(d1 + 1, (size_t)(d2 - d1 - 1), &clen);
+	claims = cJSON_ParseWithLength((char *)claims_raw, clen);
+	assert_non_null(claims);
+	assert_int_equal((int64_t)cJSON_GetObjectItem(claims, "iat")->valuedouble, now - 60);
+	assert_true(cJSON_GetObjectItem(claims, "exp")->valuedouble <= now + 600);
+	assert_true(cJSON_GetObjectItem(claims, "exp")->valuedouble >
+		    cJSON_GetObjectItem(claims, "iat")->valuedouble);
+	assert_int_equal((int)cJSON_GetObjectItem(claims, "iss")->valuedouble, 12345);
+	{
+		size_t hl;
+		unsigned char *h = b64url_decode(jwt, (size_t)(d1 - jwt), &hl);
+
+		assert_non_null(strstr((char *)h, "\"alg\":\"RS256\""));
+		free(h);
+	}
+	cJSON_Delete(claims);
+	free(claims_raw);
+	free(sig);
+	free(jwt);
+	gh_key_free(key);
+}
+
+/* PRIVATE_KEY with literal "\n" (single-line .env) loads; garbage is refused with a sentence. */
+static void test_private_key_inline_escaped(void **state)
+{
+	char *pem = NULL, *esc;
+	ap_config *c;
+	gh_key *key = NULL;
+	size_t j = 0;
+
+	(void)state;
+	assert_int_equal(gh_sh(&pem, "cat %s", stub.key), 0);
+	esc = calloc(1, strlen(pem) * 2 + 1);
+	for (const char *p = pem; *p; p++) {
+		if (*p == '\n') {
+			esc[j++] = '\\';
+			esc[j++] = 'n';
+		} else {
+			esc[j++] = *p;
+		}
+	}
+	assert_null(strchr(esc, '\n'));
+	assert_int_equal(cfg_new_empty(&c), 0);
+	cfg_set(c, "PRIVATE_KEY", esc);
+	assert_int_equal(gh_key_load(&key, c), 0);
+	assert_non_null(key);
+	gh_key_free(key);
+	cfg_set(c, "PRIVATE_KEY", "-----BEGIN RSA PRIVATE KEY-----\\nnot a key\\n");
+	assert_int_equal(gh_key_load(&key, c), AP_EINVAL);
+	assert_non_null(strstr(ap_error_last(), "settings page"));
+	cfg_free(c);
+	free(esc);
+	free(pem);
+}
+
+/* One mint serves many calls; a token close to expiry is replaced. */
+static void test_token_cached_and_refreshed(void **state)
+{
+	struct fx *f = *state;
+	char *t1 = NULL, *t2 = NULL, *t3 = NULL;
+	gh_app *app = NULL;
+
+	cfg_set(f->cfg, "AUTOPATCH_GH_TOKEN_MARGIN_S", "5");
+	assert_int_equal(gh_app_new(&app, f->cfg), 0);
+	gh_stub_http(&stub, "POST", "/_stub/config", "{\"token_ttl\":7}", NULL);
+	assert_int_equal(gh_app_token(app, 1, &t1), 0);
+	assert_int_equal(gh_app_token(app, 1, &t2), 0);
+	assert_string_equal(t1, t2);
+	assert_int_equal(strncmp(t1, "ghs_", 4), 0);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 1);
+	/* The token was registered for redaction the moment it arrived. */
+	{
+		char *red = redact_str(t1);
+
+		assert_null(strstr(red, t1));
+		free(red);
+	}
+	sleep(3); /* 7 s lifetime - 3 s < 5 s margin: now "near expiry" */
+	assert_int_equal(gh_app_token(app, 1, &t3), 0);
+	assert_string_not_equal(t1, t3);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 2);
+	free(t1);
+	free(t2);
+	free(t3);
+	gh_app_free(app);
+}
+
+/* GitHub's 401 for a JWT whose iat is "in the future" is fixed once from the Date header. */
+static void test_clock_skew_resigned_from_date(void **state)
+{
+	struct fx *f = *state;
+	char *tok = NULL;
+
+	gh_stub_http(&stub, "POST", "/_stub/config", "{\"clock_offset\":-3600}", NULL);
+	assert_int_equal(gh_app_token(f->app, 1, &tok), 0);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 2);
+	free(tok);
+}
+
+static void test_secondary_limit_retry_after(void **state)
+{
+	struct fx *f = *state;
+	gh_issue issue = {0};
+	struct timespec a, b;
+
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/repos/octo/hello/issues/1$\",\"status\":403,"
+		     "\"retry_after\":1,\"times\":1}",
+		     NULL);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(gh_issue_get(f->rest, "octo/hello", 1, &issue), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	assert_string_equal(issue.title, "Crash on empty input");
+	assert_int_equal(issue.n_labels, 2);
+	assert_string_equal(issue.labels[0], "autopatch");
+	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/hello/issues/1"), 2);
+	assert_true((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 >= 950);
+	gh_issue_release(&issue);
+}
+
+/* 429 and 403-with-remaining-0 are rate limits; a plain 403 is not retried. */
+static void test_rate_limits_and_plain_403(void **state)
+{
+	struct fx *f = *state;
+	gh_repo repo = {0};
+	char body[256];
+
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/repos/octo/hello$\",\"status\":429,\"times\":1}", NULL);
+	snprintf(body, sizeof(body),
+		 "{\"path\":\"^/repos/octo/hello$\",\"status\":403,\"times\":1,"
+		 "\"message\":\"API rate limit exceeded\",\"headers\":{\"X-RateLimit-Remaining\":"
+		 "\"0\",\"X-RateLimit-Reset\":\"%lld\"}}",
+		 (long long)time(NULL));
+	gh_stub_http(&stub, "POST", "/_stub/fail", body, NULL);
+	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), 0);
+	assert_string_equal(repo.default_branch, "main");
+	assert_true(repo.can_push);
+	assert_non_null(strstr(repo.clone_url, "/octo/hello.git"));
+	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/hello"), 3);
+	gh_repo_release(&repo);
+
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/repos/octo/hello$\",\"status\":403,\"times\":1,"
+		     "\"message\":\"Resource not accessible by integration\"}",
+		     NULL);
+	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), AP_EDENIED);
+	assert_non_null(strstr(ap_error_last(), "Resource not accessible by integration"));
+}
+
+static void test_5xx_retried_with_backoff(void **state)
+{
+	struct fx *f = *state;
+	gh_repo repo = {0};
+
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/repos/octo/hello$\",\"status\":502,\"times\":2}", NULL);
+	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), 0);
+	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/hello"), 3);
+	gh_repo_release(&repo);
+
+	cfg_set(f->cfg, "AUTOPATCH_GH_RETRIES", "1");
+	gh_rest_free(f->rest);
+	assert_int_equal(gh_rest_new(&f->rest, f->cfg, f->app, 1), 0);
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/repos/octo/hello$\",\"status\":503,\"times\":5}", NULL);
+	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), AP_EHTTP);
+	assert_non_null(strstr(ap_error_last(), "503"));
+}
+
+static void test_pagination_returns_all_pages(void **state)
+{
+	struct fx *f = *state;
+	cJSON *list = NULL;
+
+	gh_stub_http(&stub, "POST", "/_stub/comments",
+		     "{\"repo\":\"octo/hello\",\"issue\":2,\"count\":250}", NULL);
+	gh_stub_http(&stub, "POST", "/_stub/requests/clear", "{}", NULL);
+	assert_int_equal(gh_comments_list(f->rest, "octo/hello", 2, &list), 0);
+	assert_int_equal(cJSON_GetArraySize(list), 250);
+	assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), "body")->valuestring,
+			    "comment 1");
+	assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(list, 249), "body")->valuestring,
+			    "comment 250");
+	assert_int_equal(gh_stub_count(&stub, "GET", "/issues/2/comments"), 3);
+	cJSON_Delete(list);
+}
+
+static void test_bad_token_is_denied_with_message(void **state)
+{
+	struct fx *f = *state;
+	gh_rest *r = NULL;
+	gh_repo repo = {0};
+
+	assert_int_equal(gh_rest_new_token(&r, f->cfg, "ghs_notissuedbythestub000000000000000"), 0);
+	assert_int_equal(gh_repo_get(r, "octo/hello", &repo), AP_EDENIED);
+	assert_non_null(strstr(ap_error_last(), "Bad credentials"));
+	assert_null(strstr(ap_error_last(), "ghs_notissued"));
+	gh_rest_free(r);
+}
+
+/* A revoked token is replaced once, transparently. */
+static void test_revoked_token_reminted(void **state)
+{
+	struct fx *f = *state;
+	gh_repo repo = {0};
+
+	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), 0);
+	gh_repo_release(&repo);
+	gh_stub_http(&stub, "POST", "/_stub/revoke", "{}", NULL);
+	/* The new-token grace (up to 5 s of 1 s retries) runs out, then one re-mint. */
+	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), 0);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 2);
+	gh_repo_release(&repo);
+}
+
+static void test_api_calls_round_trip(void **state)
+{
+	struct fx *f = *state;
+	gh_comment c = {0}, c2 = {0};
+	gh_pull pr = {0}, found = {0}, got = {0}, upd = {0};
+	gh_pull_new req = GH_PULL_NEW_INIT;
+	const char *labels[] = {"autopatch:working"};
+	char *st = NULL;
+	cJSON *state_json, *repo, *list = NULL;
+
+	assert_int_equal(gh_comment_create(f->rest, "octo/hello", 1, "Working on it", &c), 0);
+	assert_true(c.id > 0);
+	assert_non_null(strstr(c.html_url, "#issuecomment-"));
+	assert_int_equal(gh_comment_update(f->rest, "octo/hello", c.id, "Done", &c2), 0);
+	assert_string_equal(c2.body, "Done");
+	assert_int_equal(gh_labels_add(f->rest, "octo/hello", 1, labels, 1), 0);
+	assert_int_equal(gh_label_remove(f->rest, "octo/hello", 1, "bug"), 0);
+	assert_int_equal(gh_label_remove(f->rest, "octo/hello", 1, "bug"), AP_ENOTFOUND);
+	assert_int_equal(gh_reaction_add_issue(f->rest, "octo/hello", 1, "eyes"), 0);
+	assert_int_equal(gh_reaction_add_comment(f->rest, "octo/hello", c.id, "rocket"), 0);
+	assert_int_equal(gh_reaction_add_issue(f->rest, "octo/hello", 1, "shrug"), AP_EHTTP);
+
+	assert_int_equal(gh_pull_find_by_head(f->rest, "octo/hello", "feature", NULL, &found),
+			 AP_ENOTFOUND);
+	req.title = "Fix crash";
+	req.head = "nonexistent";
+	req.base = "main";
+	req.body = "Fixes #1";
+	assert_int_equal(gh_pull_create(f->rest, "octo/hello", &req, &pr), AP_EHTTP);
+	assert_non_null(strstr(ap_error_last(), "Validation Failed"));
+	assert_non_null(strstr(ap_error_last(), "PullRequest.head invalid"));
+	req.head = "feature";
+	/* "feature" equals main: GitHub says there is nothing to compare. */
+	assert_int_equal(gh_pull_create(f->rest, "octo/hello", &req, &pr), AP_EHTTP);
+	assert_non_null(strstr(ap_error_last(), "No commits between main and feature"));
+	assert_int_equal(gh_sh(NULL,
+			       "set -e; d=%s/w; rm -rf $d; git init -q $d; cd $d; "
+			       "export GIT_CONFIG_GLOBAL=/dev/null; "
+			       "git fetch -q %s/stub/git/octo/hello.git feature; "
+			       "git checkout -q -b feature FETCH_HEAD; echo x > b.txt; "
+			       "git add b.txt; git -c user.name=t -c user.email=t@t commit -qm b; "
+			       "git push -q %s/stub/git/octo/hello.git feature",
+			       stub.dir, stub.dir, stub.dir),
+			 0);
+	assert_int_equal(gh_pull_create(f->rest, "octo/hello", &req, &pr), 0);
+	assert_true(pr.number > 2);
+	assert_true(pr.draft);
+	assert_string_equal(pr.head_ref, "feature");
+	assert_int_equal(strlen(pr.head_sha), 40);
+	assert_int_equal(gh_pull_find_by_head(f->rest, "octo/hello", "feature", NULL, &found), 0);
+	assert_int_equal(found.number, pr.number);
+	assert_int_equal(gh_pull_get(f->rest, "octo/hello", pr.number, &got), 0);
+	assert_string_equal(got.base_ref, "main");
+	assert_string_equal(got.head_repo, "octo/hello");
+	assert_int_equal(
+	    gh_pull_update(f->rest, "octo/hello", pr.number, NULL, "Fixes #1 (v2)", NULL, &upd), 0);
+	assert_string_equal(upd.body, "Fixes #1 (v2)");
+	assert_string_equal(upd.title, "Fix crash");
+	{
+		char rc_body[256];
+
+		snprintf(rc_body, sizeof(rc_body),
+			 "{\"repo\":\"octo/hello\",\"pull\":%lld,\"comments\":[{\"body\":"
+			 "\"nit\",\"path\":\"b.txt\",\"line\":1}]}",
+			 (long long)pr.number);
+		gh_stub_http(&stub, "POST", "/_stub/review_comments", rc_body, NULL);
+	}
+	assert_int_equal(gh_pull_review_comments(f->rest, "octo/hello", pr.number, &list), 0);
+	assert_int_equal(cJSON_GetArraySize(list), 1);
+	assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), "body")->valuestring,
+			    "nit");
+
+	assert_int_equal(gh_stub_http(&stub, "GET", "/_stub/state", NULL, &st), 200);
+	state_json = cJSON_Parse(st);
+	repo = cJSON_GetObjectItem(cJSON_GetObjectItem(state_json, "repos"), "octo/hello");
+	{
+		cJSON *issue = cJSON_GetObjectItem(cJSON_GetObjectItem(repo, "issues"), "1");
+		char *labels_json = cJSON_PrintUnformatted(cJSON_GetObjectItem(issue, "labels"));
+
+		assert_string_equal(labels_json, "[\"autopatch\",\"autopatch:working\"]");
+		free(labels_json);
+	}
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(repo, "reactions")), 2);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(repo, "pulls")), 1);
+	/* Writes were spaced. */
+	{
+		char *reqs = NULL;
+		cJSON *rl, *it;
+		double last = 0, min_gap = 1e9;
+
+		gh_stub_http(&stub, "GET", "/_stub/requests", NULL, &reqs);
+		rl = cJSON_Parse(reqs);
+		cJSON_ArrayForEach(it, rl)
+		{
+			const char *m = cJSON_GetObjectItem(it, "method")->valuestring;
+			double t = cJSON_GetObjectItem(it, "time")->valuedouble;
+
+			if (strcmp(m, "GET") == 0 ||
+			    strstr(cJSON_GetObjectItem(it, "path")->valuestring, "access_tokens"))
+				continue;
+			if (last > 0 && t - last < min_gap)
+				min_gap = t - last;
+			last = t;
+		}
+		assert_true(min_gap >= 0.045);
+		cJSON_Delete(rl);
+		free(reqs);
+	}
+	cJSON_Delete(state_json);
+	cJSON_Delete(list);
+	free(st);
+	gh_comment_release(&c);
+	gh_comment_release(&c2);
+	gh_pull_release(&pr);
+	gh_pull_release(&found);
+	gh_pull_release(&got);
+	gh_pull_release(&upd);
+}
+
+static void test_deadline_bounds_a_call(void **state)
+{
+	struct fx *f = *state;
+	gh_repo repo = {0};
+	struct timespec a, b;
+
+	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "2");
+	gh_rest_free(f->rest);
+	assert_int_equal(gh_rest_new(&f->rest, f->cfg, f->app, 1), 0);
+	/* retry-after 30 s cannot fit in a 2 s deadline: give up at once, as a rate limit. */
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/repos/octo/hello$\",\"status\":403,\"retry_after\":30}", NULL);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), AP_ERATELIMIT);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	assert_true(b.tv_sec - a.tv_sec < 3);
+	assert_non_null(strstr(ap_error_last(), "secondary rate limit"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_jwt_verifies_with_openssl_cli, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_private_key_inline_escaped, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_token_cached_and_refreshed, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_clock_skew_resigned_from_date, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_secondary_limit_retry_after, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_rate_limits_and_plain_403, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_5xx_retried_with_backoff, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_pagination_returns_all_pages, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_bad_token_is_denied_with_message, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_revoked_token_reminted, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_api_calls_round_trip, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_deadline_bounds_a_call, fx_setup, fx_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
