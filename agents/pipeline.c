@@ -400,6 +400,8 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	rc = sbx_acquire(r->p->sbx, msg, &w->box);
 	if (rc)
 		return rc;
+	snprintf(msg, sizeof(msg), "sandbox %.12s ready", sbx_box_id(w->box));
+	event(r, msg);
 	repo_dir = sbx_box_repo_dir(w->box);
 	rc = gh_app_token(r->p->app, r->job->installation_id, &token);
 	if (rc)

@@ -236,11 +236,30 @@ class Rig:
         return len(js) >= n and all(j["state"] in ("succeeded", "failed", "cancelled")
                                     for j in js)
 
-    def containers(self):
-        out = subprocess.run(["docker", "ps", "-aq", "--filter",
-                              f"label=autopatch.owner={self.owner}"],
-                             capture_output=True, text=True)
+    def containers(self, job=None):
+        """Our containers; with job ("job-1"), only the ones that job used (the warm pool
+        keeps ready boxes with no job)."""
+        filters = ["--filter", f"label=autopatch.owner={self.owner}"]
+        if job:
+            filters += ["--filter", f"label=autopatch.job={job}"]
+        out = subprocess.run(["docker", "ps", "-aq", *filters], capture_output=True, text=True)
         return out.stdout.split()
+
+    def job_boxes(self, job_id=1):
+        """Short ids of the containers a job used (from its "sandbox <id> ready" events)."""
+        out = subprocess.run([self.bin, "jobs", "--id", str(job_id), "--json"], env=self.env(),
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        events = json.loads(out.stdout).get("events", [])
+        return [m.split()[1] for m in (e.get("message") or "" for e in events)
+                if m.startswith("sandbox ") and m.endswith(" ready")]
+
+    def boxes_left(self, job_id=1):
+        """The job's containers that still exist; asserts the job recorded at least one."""
+        used = self.job_boxes(job_id)
+        assert used, "the job recorded no sandbox"
+        ours = self.containers()
+        return [b for b in used if any(c.startswith(b) or b.startswith(c) for c in ours)]
 
     def wait(self, pred, timeout=240, what="condition"):
         deadline = time.time() + timeout

@@ -118,7 +118,7 @@ def test_label_opens_exactly_one_proven_draft_pr(rig_factory):
     reactions = rig.state()["reactions"]
     assert any(r["content"] == "eyes" and r["kind"] == "issue" and r["target"] == 1
                for r in reactions), reactions
-    assert rig.containers() == []
+    assert rig.boxes_left(1) == []
     assert "autopatch: failed" not in rig.state()["issues"]["1"]["labels"]
 
 
@@ -126,7 +126,7 @@ def test_sigkill_while_builder_runs_then_restart(rig_factory):
     rig = rig_factory(script=slow_builder_script(30))
     assert rig.label() == 202
     wait_builder_started(rig)
-    rig.wait(lambda: rig.containers(), 60, "the job's sandbox container")
+    rig.wait(lambda: rig.job_boxes(1), 60, "the job's sandbox")
     rig.kill_serve(signal.SIGKILL)
     # The next run replays the session from the start.
     rig.model.script = type(rig.model.script)(happy_script())
@@ -138,7 +138,7 @@ def test_sigkill_while_builder_runs_then_restart(rig_factory):
     if jobs[0]["state"] == "succeeded":
         assert len(rig.pulls()) == 1
     assert len(progress_comments(rig)) == 1, "a re-run must edit the same comment"
-    rig.wait(lambda: rig.containers() == [], 60, "no container left")
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
 
 
 def test_label_removed_mid_run_cancels(rig_factory):
@@ -154,7 +154,7 @@ def test_label_removed_mid_run_cancels(rig_factory):
     prog = progress_comments(rig)
     assert len(prog) == 1
     assert "cancelled" in prog[0]["body"] and "No pull request was opened" in prog[0]["body"]
-    rig.wait(lambda: rig.containers() == [], 60, "no container left")
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
 
 
 def test_publish_survives_5xx_and_secondary_rate_limit(rig_factory):
