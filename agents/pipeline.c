@@ -209,6 +209,7 @@ static int render_comment(struct run *r, char **out)
 	v.tried = r->tried;
 	v.trajectory = r->state == PROGRESS_FAILED ? r->trajectory : NULL;
 	v.now_ms = now_ms();
+	v.iteration = r->job->trigger == JOB_TRIGGER_PR_FEEDBACK;
 	return progress_render_comment(&v, out);
 }
 

@@ -51,7 +51,7 @@ struct child {
 
 struct demo {
 	char root[2048]; /* the source tree (examples/, tests/fakes/) */
-	char dir[512];   /* temporary directory */
+	char dir[512];	 /* temporary directory */
 	char self[2048]; /* this binary */
 	int gh_port, model_port, serve_port;
 	char secret[65];
@@ -662,7 +662,8 @@ static int start_children(struct demo *d, const ap_config *cfg)
 				"AUTOPATCH_LLM_API_KEY=demo-not-a-real-key",
 				NULL};
 
-		/* With a real model, keep the user's AUTOPATCH_LLM_* (the entries from e_base on). */
+		/* With a real model, keep the user's AUTOPATCH_LLM_* (the entries from e_base on).
+		 */
 		for (size_t i = 0; d->real_model && fake[i]; i++)
 			if (fake[i] == e_base)
 				fake[i] = NULL;

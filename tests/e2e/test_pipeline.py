@@ -42,8 +42,10 @@ def slow_builder_script(seconds=25):
 
 def iteration_steps():
     """What the model answers for `/autopatch make it raise ValueError instead`."""
+    # The Tester refuses a patch that loses a test which passed before, so the earlier
+    # reproduction test keeps its name and changes what it expects.
     test = ("import pytest\n\nimport calc\n\n\n"
-            "def test_mean_of_empty_list_raises():\n"
+            "def test_mean_of_empty_list_is_zero():  # now: raises ValueError\n"
             "    with pytest.raises(ValueError):\n        calc.mean([])\n")
     planner = [{"text": "Cause: mean() returns 0.0 for an empty list; the reviewer wants a "
                         "ValueError.\nFiles: calc.py\nReproduction test: "
@@ -142,13 +144,16 @@ def test_sigkill_while_builder_runs_then_restart(rig_factory):
 
 
 def test_label_removed_mid_run_cancels(rig_factory):
-    rig = rig_factory(script=slow_builder_script(60))
+    rig = rig_factory(script=slow_builder_script(15))
     assert rig.label() == 202
     wait_builder_started(rig)
     t0 = time.time()
     assert rig.unlabel() == 200
     rig.wait(lambda: rig.job_done(1), 120, "the cancel")
-    assert time.time() - t0 < 60, "the running step was not stopped"
+    # The job stops at its next step: after the running command, never after the session.
+    assert time.time() - t0 < 45, "the job did not stop at its next step"
+    builder_calls = [r for r in rig.model.requests() if r["role"] == "builder"]
+    assert len(builder_calls) <= 2, "the Builder went on after the cancel"
     assert rig.jobs()[0]["state"] == "cancelled"
     assert rig.pulls() == []
     prog = progress_comments(rig)
@@ -173,13 +178,11 @@ def test_publish_survives_5xx_and_secondary_rate_limit(rig_factory):
 
 
 def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory):
-    script = happy_script()
-    planner, builder = iteration_steps()
-    script["planner"] += planner
-    script["builder"] += builder
-    rig = rig_factory(script=script)
+    rig = rig_factory()
     assert rig.label() == 202
     rig.wait(lambda: rig.job_done(1), 300, "the first job")
+    planner, builder = iteration_steps()
+    rig.model.script = type(rig.model.script)({"planner": planner, "builder": builder})
     pr = rig.pulls()[0]
     first = rig.branch_log(BRANCH)
     assert len(first) == 1
@@ -187,7 +190,8 @@ def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory):
                        on_pr=True) == 202
     rig.wait(lambda: rig.job_done(2), 300, "the iteration job")
     jobs = rig.jobs()
-    assert all(j["state"] == "succeeded" for j in jobs), jobs
+    assert all(j["state"] == "succeeded" for j in jobs), [
+        (j["state"], j.get("result"), j.get("error")) for j in jobs]
     log = rig.branch_log(BRANCH)
     assert len(log) == 2 and log[1] == first[0], log
     files = rig.branch_files(BRANCH)
@@ -197,8 +201,11 @@ def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory):
     # The Builder was told what the reviewer asked.
     builder_reqs = [r for r in rig.model.requests() if r["role"] == "builder"]
     assert any("raise ValueError instead" in str(r["body"]["messages"]) for r in builder_reqs)
-    replies = [c for c in rig.bot_comments(pr["number"]) if "pushed a new commit" in c["body"]]
-    assert len(replies) == 1
+    on_pr = rig.bot_comments(pr["number"])
+    replies = [c for c in on_pr if c["body"].startswith("**autopatch** pushed a new commit")]
+    assert len(replies) == 1, on_pr
+    progress = [c for c in on_pr if MARKER in c["body"]]
+    assert len(progress) == 1 and "pushed a proven update" in progress[0]["body"]
 
 
 def test_no_secret_leaks_anywhere(rig_factory):
