@@ -695,9 +695,31 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 /* Drive the hijacked connection: write stdin then half-close, demultiplex what comes back,
  * until the daemon closes it, the host deadline passes or the caller cancels. Returns 0 at
  * end of stream, AP_ETIMEOUT, AP_ECANCELLED or an I/O error. */
-static int pump(int fd, const sbx_cmd *cmd, const ap_buf *first, long long deadline_ms,
+/* Whether the box's container is still running (a box whose runtime died, e.g. gVisor's
+ * Sentry OOM-killed, may leave the exec stream open forever). Errors count as running. */
+static bool box_running(sbx_box *b)
+{
+	char path[160];
+	cJSON *resp = NULL, *state, *running;
+	bool alive = true;
+
+	snprintf(path, sizeof(path), "/containers/%s/json", b->id);
+	if (dk_request(b->e->dk, "GET", path, NULL, 10000, NULL, &resp) == AP_ENOTFOUND)
+		return false;
+	state = cJSON_GetObjectItemCaseSensitive(resp, "State");
+	running = cJSON_GetObjectItemCaseSensitive(state, "Running");
+	if (cJSON_IsBool(running))
+		alive = cJSON_IsTrue(running);
+	cJSON_Delete(resp);
+	return alive;
+}
+
+#define SBX_BOX_DIED 1 /* pump(): the container stopped under the command */
+
+static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, long long deadline_ms,
 		struct exec_io *io)
 {
+	long long next_check = dk_now_ms() + 2000;
 	sbx_demux dm = SBX_DEMUX_INIT;
 	const char *in = cmd->stdin_data;
 	size_t in_left = cmd->stdin_data ? cmd->stdin_len : 0;
@@ -720,6 +742,11 @@ static int pump(int fd, const sbx_cmd *cmd, const ap_buf *first, long long deadl
 		left = deadline_ms - dk_now_ms();
 		if (left <= 0)
 			return ap_error_set(AP_ETIMEOUT, "the command passed its deadline");
+		if (dk_now_ms() >= next_check) {
+			if (!box_running(b))
+				return SBX_BOX_DIED;
+			next_check = dk_now_ms() + 2000;
+		}
 		p.fd = fd;
 		p.events = POLLIN | (in_open ? POLLOUT : 0);
 		p.revents = 0;
@@ -804,10 +831,16 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 	}
 	if (rc)
 		goto out_release;
-	rc = pump(fd, cmd, &first, deadline, &io);
+	rc = pump(b, fd, cmd, &first, deadline, &io);
 	close(fd);
 	fd = -1;
-	if (rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
+	if (rc == SBX_BOX_DIED) {
+		/* Out of memory or killed from outside: the command died with its box. */
+		ap_warn("sandbox: container %s stopped during a command", b->name);
+		b->killed = true;
+		code = 128 + 9;
+		rc = 0;
+	} else if (rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
 		/* No endpoint kills one exec: the whole box goes. */
 		char why[256];
 

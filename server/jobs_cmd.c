@@ -1,14 +1,198 @@
 /* SPDX-License-Identifier: MIT */
-/* server/jobs_cmd.c - `autopatch jobs`: not built yet; its issue replaces this file. */
+/* server/jobs_cmd.c - `autopatch jobs [--json] [--id N] [--trajectory] [--limit N]`: a view of
+ * the queue database (jobs, and with --id one job's events). */
+#include "buf.h"
+#include "err.h"
+#include "redact.h"
 #include "server/commands.h"
+#include "server/queue.h"
 
+#include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A trajectory file is printed whole up to this size. */
+#define TRAJECTORY_MAX (64 * 1024 * 1024)
+
+static const char usage[] = "usage: autopatch jobs [--json] [--id N [--trajectory]] [--limit N]\n";
+
+static const char *str(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static long long num(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
+}
+
+/* One line of text for a table cell: newlines and tabs become spaces, long text is cut. */
+static void cell(const char *s, size_t max)
+{
+	size_t n = 0;
+
+	for (; *s && n < max; s++, n++)
+		putchar(*s == '\n' || *s == '\t' || *s == '\r' ? ' ' : *s);
+	if (*s)
+		fputs("...", stdout);
+}
+
+static void print_table(const cJSON *jobs)
+{
+	const cJSON *j;
+
+	printf("%-5s %-38s %-28s %-6s %-11s %-9s %-10s %-3s %-24s %-24s %s\n", "ID", "DELIVERY",
+	       "REPOSITORY", "ISSUE", "TRIGGER", "STATE", "STAGE", "ATT", "CREATED", "UPDATED",
+	       "RESULT/ERROR");
+	cJSON_ArrayForEach(j, jobs)
+	{
+		const char *res = *str(j, "result") ? str(j, "result") : str(j, "error");
+
+		printf("%-5lld %-38s %-28s %-6lld %-11s %-9s %-10s %-3lld %-24s %-24s ",
+		       num(j, "id"), str(j, "delivery"), str(j, "repo"), num(j, "issue"),
+		       str(j, "trigger"), str(j, "state"), *str(j, "stage") ? str(j, "stage") : "-",
+		       num(j, "attempts"), str(j, "created"), str(j, "updated"));
+		cell(res, 100);
+		putchar('\n');
+	}
+}
+
+static void print_job(const cJSON *jobs)
+{
+	print_table(jobs);
+}
+
+static void print_events(const cJSON *job)
+{
+	const cJSON *e, *events = cJSON_GetObjectItemCaseSensitive(job, "events");
+
+	printf("\nevents:\n");
+	cJSON_ArrayForEach(e, events)
+	{
+		printf("  %s  %-10s ", str(e, "time"), *str(e, "stage") ? str(e, "stage") : "-");
+		cell(str(e, "message"), 300);
+		putchar('\n');
+	}
+}
+
+static int print_trajectory(queue *q, int64_t id)
+{
+	char *path = NULL, *clean;
+	ap_buf b = AP_BUF_INIT(TRAJECTORY_MAX);
+	char chunk[65536];
+	size_t n;
+	FILE *f;
+	int ret = 1;
+
+	if (q_state_get(q, id, "trajectory", &path)) {
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+		return 1;
+	}
+	if (!path) {
+		fprintf(stderr, "autopatch: job %lld has no trajectory yet\n", (long long)id);
+		return 1;
+	}
+	f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "autopatch: cannot read the trajectory %s: %s\n", path,
+			strerror(errno));
+		goto out;
+	}
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		if (ap_buf_add(&b, chunk, n)) {
+			fprintf(stderr, "autopatch: trajectory %s is larger than 64 MiB\n", path);
+			fclose(f);
+			goto out;
+		}
+	fclose(f);
+	/* The agents code writes it redacted already; redact again, it costs nothing. */
+	clean = redact_mem(ap_buf_str(&b), b.len);
+	if (!clean)
+		goto out;
+	fputs(clean, stdout);
+	free(clean);
+	ret = 0;
+out:
+	ap_buf_release(&b);
+	free(path);
+	return ret;
+}
 
 int jobs_main(int argc, char **argv, ap_config *cfg)
 {
-	(void)argc;
-	(void)argv;
-	(void)cfg;
-	fprintf(stderr, "autopatch: 'jobs' is not available yet in this build\n");
-	return 2;
+	const char *db = cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db");
+	bool json = false, trajectory = false;
+	long long id = 0, limit = 0;
+	cJSON *jobs = NULL;
+	queue *q = NULL;
+	char *text, *end;
+	int ret = 1;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0) {
+			json = true;
+		} else if (strcmp(argv[i], "--trajectory") == 0) {
+			trajectory = true;
+		} else if ((strcmp(argv[i], "--id") == 0 || strcmp(argv[i], "--limit") == 0) &&
+			   i + 1 < argc) {
+			long long v = strtoll(argv[i + 1], &end, 10);
+
+			if (*end || v <= 0) {
+				fprintf(stderr, "autopatch: %s needs a positive number\n%s",
+					argv[i], usage);
+				return 2;
+			}
+			if (strcmp(argv[i], "--id") == 0)
+				id = v;
+			else
+				limit = v;
+			i++;
+		} else {
+			fprintf(stderr, "autopatch: unknown option \"%s\"\n%s", argv[i], usage);
+			return 2;
+		}
+	}
+	if (trajectory && !id) {
+		fprintf(stderr, "autopatch: --trajectory needs --id N\n%s", usage);
+		return 2;
+	}
+	if (q_open(&q, db, Q_OPEN_EXISTING)) {
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+		return 1;
+	}
+	if (trajectory) {
+		ret = print_trajectory(q, id);
+		goto out;
+	}
+	if (q_jobs_json(q, id, (int)limit, &jobs)) {
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+		goto out;
+	}
+	if (id && cJSON_GetArraySize(jobs) == 0) {
+		fprintf(stderr, "autopatch: no job %lld\n", id);
+		goto out;
+	}
+	if (json) {
+		text = cJSON_Print(id ? cJSON_GetArrayItem(jobs, 0) : jobs);
+		if (!text)
+			goto out;
+		puts(text);
+		free(text);
+	} else if (id) {
+		print_job(jobs);
+		print_events(cJSON_GetArrayItem(jobs, 0));
+	} else {
+		print_table(jobs);
+	}
+	ret = 0;
+out:
+	cJSON_Delete(jobs);
+	q_close(q);
+	return ret;
 }

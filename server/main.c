@@ -11,20 +11,20 @@
 #include <string.h>
 
 static const char usage[] =
-	"usage: autopatch <command> [options]\n"
-	"\n"
-	"commands:\n"
-	"  serve                     receive GitHub webhooks and run jobs\n"
-	"  jobs [--json]             list jobs and their state\n"
-	"  fix --repo DIR (--issue-file F | --issue TEXT) [--out patch.diff]\n"
-	"                            plan, build and prove a fix on a local repository\n"
-	"  sandbox run [--repo DIR] [--timeout S] [--image I] -- CMD...\n"
-	"                            run a command in a fresh hardened sandbox\n"
-	"  doctor                    check configuration, GitHub, Docker and the model\n"
-	"  demo                      the whole label -> pull request loop, locally\n"
-	"  --version, --help\n"
-	"\n"
-	"Settings come from ./.env and the environment; see .env.example.\n";
+    "usage: autopatch <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  serve                     receive GitHub webhooks and run jobs\n"
+    "  jobs [--json]             list jobs and their state\n"
+    "  fix --repo DIR (--issue-file F | --issue TEXT) [--out patch.diff]\n"
+    "                            plan, build and prove a fix on a local repository\n"
+    "  sandbox run [--repo DIR] [--timeout S] [--image I] -- CMD...\n"
+    "                            run a command in a fresh hardened sandbox\n"
+    "  doctor                    check configuration, GitHub, Docker and the model\n"
+    "  demo                      the whole label -> pull request loop, locally\n"
+    "  --version, --help\n"
+    "\n"
+    "Settings come from ./.env and the environment; see .env.example.\n";
 
 struct command {
 	const char *name;
@@ -32,8 +32,8 @@ struct command {
 };
 
 static const struct command commands[] = {
-	{"serve", serve_main}, {"jobs", jobs_main},     {"sandbox", sandbox_main},
-	{"doctor", doctor_main}, {"fix", fix_main},     {"demo", demo_main},
+    {"serve", serve_main},   {"jobs", jobs_main}, {"sandbox", sandbox_main},
+    {"doctor", doctor_main}, {"fix", fix_main},	  {"demo", demo_main},
 };
 
 int main(int argc, char **argv)

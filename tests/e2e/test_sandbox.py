@@ -82,3 +82,23 @@ def test_missing_image_names_the_daemon_message(sandbox_factory):
     r = sb.run("true", args=("--image", "autopatch-no-such-image:0"), text=True)
     assert r.returncode == 125
     assert "No such image" in r.stderr or "not found" in r.stderr.lower()
+
+
+def test_reap_spares_live_runs_unless_all(sandbox_factory):
+    import time
+    sb = sandbox_factory()
+    proc = sb.popen("sleep", "300", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(300):
+        if owned(sb.owner):
+            break
+        time.sleep(0.1)
+    assert len(owned(sb.owner)) == 1
+    r = sb.reap()
+    assert r.returncode == 0 and "removed 0" in r.stdout, r.stdout + r.stderr
+    assert len(owned(sb.owner)) == 1  # its creator is alive
+    r = sb.reap("--all")
+    assert r.returncode == 0 and "removed 1" in r.stdout
+    assert owned(sb.owner) == []
+    # The run notices its box is gone and ends instead of hanging.
+    rc = proc.wait(timeout=30)
+    assert rc != 0

@@ -28,7 +28,8 @@ What it serves (GitHub's documented request/response shapes and status codes):
     GET  /repos/{o}/{r}/pulls?head=owner:branch&state=open|closed|all
     GET|PATCH /repos/{o}/{r}/pulls/{n}         GET /repos/{o}/{r}/pulls/{n}/comments
   git smart HTTP through `git http-backend` at /{o}/{r}.git/... with Basic auth
-  x-access-token:<issued token> (the repo's clone_url).
+  x-access-token:<issued token> (the repo's clone_url); refs/pull/N/head follows each open
+  PR's head branch, as on GitHub.
 
 Control endpoints (for tests; not part of GitHub):
   GET  /_stub/requests        every request received, in order (JSON list)
@@ -38,7 +39,8 @@ Control endpoints (for tests; not part of GitHub):
                                "retry_after": 1, "headers": {...}, "message": "...",
                                "body": {...}} — answer matching requests with that instead
   POST /_stub/fail/clear      forget every injected failure
-  POST /_stub/config          {"token_ttl": s, "clock_offset": s, "app_id": "1"}
+  POST /_stub/config          {"token_ttl": s, "clock_offset": s, "app_id": "1",
+                               "installations": [1, 2]}
   POST /_stub/seed            {"repos": [seed_repo kwargs ...]}
   POST /_stub/comments        {"repo": "o/r", "issue": 1, "count": 250} bulk comments
   POST /_stub/review_comments {"repo": "o/r", "pull": 2, "comments": [{"body","path","line"}]}
@@ -246,6 +248,17 @@ class State:
                               f"refs/heads/{branch}^{{commit}}"], capture_output=True, text=True)
         return out.stdout.strip() if out.returncode == 0 else None
 
+    def sync_pull_refs(self, repo):
+        """GitHub keeps refs/pull/N/head at each open PR's head; so does the stand-in."""
+        with self.lock:
+            pulls = [(p["number"], p["head"]) for p in repo["pulls"].values()
+                     if p["state"] == "open"]
+        for n, head in pulls:
+            sha = self.branch_sha(repo, head)
+            if sha:
+                subprocess.run(["git", "--git-dir", repo["bare"], "update-ref",
+                                f"refs/pull/{n}/head", sha], capture_output=True)
+
     def pull_obj(self, repo, p):
         fn, n = repo["full_name"], p["number"]
         side = lambda ref, sha: {"ref": ref, "sha": sha, "label": f"{repo['owner']}:{ref}",
@@ -440,6 +453,9 @@ class Handler(BaseHTTPRequestHandler):
                 for k in ("token_ttl", "clock_offset", "app_id", "slug"):
                     if k in data:
                         setattr(st, k, str(data[k]) if k == "app_id" else data[k])
+                if "installations" in data:  # a list of ids; [] = installed nowhere
+                    st.installations = {int(i): st.installations.get(int(i), {"id": int(i)})
+                                        for i in data["installations"]}
             return self.send(200, {"ok": True})
         if path == "/_stub/seed":
             for r in data.get("repos", []):
@@ -766,6 +782,7 @@ class Handler(BaseHTTPRequestHandler):
                  "created_at": iso(st.now())}
             issue["pull"] = p["number"]
             repo["pulls"][p["number"]] = p
+        self.st.sync_pull_refs(repo)
         return self.send(201, st.pull_obj(repo, p))
 
     # ---- git smart HTTP ------------------------------------------------------------------
@@ -826,6 +843,7 @@ class Handler(BaseHTTPRequestHandler):
         ctype = headers.pop("Content-Type", "application/octet-stream")
         headers.pop("Content-Length", None)
         if before is not None:
+            self.st.sync_pull_refs(repo)
             after = self.refs(repo)
             with self.st.lock:
                 self.st.pushes.append({"repo": repo["full_name"], "user": user,
@@ -892,6 +910,19 @@ class GitHubStub:
     def clear_requests(self):
         with self.state.lock:
             self.state.requests.clear()
+
+    def config(self, **kw):
+        """token_ttl, clock_offset, app_id, slug, installations (list of ids)."""
+        with self.state.lock:
+            for k in ("token_ttl", "clock_offset", "slug"):
+                if k in kw:
+                    setattr(self.state, k, kw[k])
+            if "app_id" in kw:
+                self.state.app_id = str(kw["app_id"])
+            if "installations" in kw:
+                self.state.installations = {
+                    int(i): self.state.installations.get(int(i), {"id": int(i)})
+                    for i in kw["installations"]}
 
     def fail(self, path, status=503, times=1, method=None, retry_after=None, headers=None,
              message=None, body=None, drop=False):

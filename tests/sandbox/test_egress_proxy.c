@@ -199,6 +199,31 @@ static void test_malformed_requests_are_400(void **state)
 	assert_denied("garbage\r\n\r\n", "HTTP/1.1 400", "malformed request line");
 }
 
+/* Body framing the proxy does not forward: checked before any name is resolved. */
+static void test_smuggling_shapes_are_400(void **state)
+{
+	char req[256];
+
+	(void)state;
+	snprintf(req, sizeof(req),
+		 "POST http://localhost:%d/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+		 px.target_port);
+	assert_denied(req, "HTTP/1.1 400", "chunked request bodies are not supported");
+	snprintf(req, sizeof(req),
+		 "POST http://localhost:%d/ HTTP/1.1\r\nContent-Length: 1\r\n"
+		 "Content-Length: 5\r\n\r\n",
+		 px.target_port);
+	assert_denied(req, "HTTP/1.1 400", "bad, repeated or too large Content-Length");
+	snprintf(req, sizeof(req),
+		 "POST http://localhost:%d/ HTTP/1.1\r\nContent-Length: 9999999999\r\n\r\n",
+		 px.target_port);
+	assert_denied(req, "HTTP/1.1 400", "bad, repeated or too large Content-Length");
+	snprintf(req, sizeof(req), "GET http://localhost:%d/ HTTP/1.1\r\n folded\r\n\r\n",
+		 px.target_port);
+	assert_denied(req, "HTTP/1.1 400", "malformed request header");
+	assert_target_untouched();
+}
+
 static void test_log_line_escapes_hostile_bytes(void **state)
 {
 	(void)state;
@@ -214,6 +239,7 @@ int main(void)
 	    cmocka_unit_test(test_ip_literals_are_403),
 	    cmocka_unit_test(test_listed_name_resolving_to_loopback_is_403),
 	    cmocka_unit_test(test_malformed_requests_are_400),
+	    cmocka_unit_test(test_smuggling_shapes_are_400),
 	    cmocka_unit_test(test_log_line_escapes_hostile_bytes),
 	};
 

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/* agents/roles.h - internal to agents/: the state one fixer run shares between the Planner
+ * (planner.c), the Builder (builder.c) and the loop (fixer.c). */
+#ifndef AP_ROLES_H
+#define AP_ROLES_H
+
+#include <stdbool.h>
+
+#include "budget.h"
+#include "fixer.h"
+#include "llm.h"
+#include "tester.h"
+#include "tools.h"
+#include "traj.h"
+
+typedef struct agent_ctx {
+	const fixer_opts *opts;
+	fixer_result *res;
+	llm *model;
+	traj *traj;
+	budget bud;
+	tool_ctx tools;
+	tester *tester;
+	const char *stage; /* "planning", "building", "testing" */
+	int round;	   /* Builder/Tester round, 1-based */
+	int max_rounds;
+	char *last_verdict; /* the Tester's last rejection reason */
+} agent_ctx;
+
+/* A progress line to the caller's callback (redacted) and the trajectory. */
+void agent_progress(agent_ctx *a, const char *stage, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* One model call under the budgets and the cancellation check; records usage in res. Returns
+ * 0, AP_EBUDGET (res->failure names the budget and how far the job got), AP_ECANCELLED, or the
+ * provider's error. The reply is added to conv on success (its calls stay readable in
+ * conv->msgs[conv->n - 1]). */
+int agent_chat(agent_ctx *a, llm_conv *conv, enum tool_set set);
+
+/* Run one tool call (repeat detection, trajectory, progress). Unless it was a valid `finish`,
+ * its result is added to conv. *finished/fin report a valid finish; the caller then adds the
+ * Tester's verdict as that call's result. Returns 0, AP_EBUDGET (repeat stop), AP_ECANCELLED
+ * or an infrastructure error. */
+int agent_tool(agent_ctx *a, llm_conv *conv, enum tool_set set, const llm_tool_call *call,
+	       bool *finished, tool_finish *fin);
+
+/* Record a budget stop in res->failure and return AP_EBUDGET. */
+int agent_stop(agent_ctx *a, const char *what);
+
+/* The Planner: returns a malloc'd plan. */
+int planner_run(agent_ctx *a, const char *issue, char **plan);
+
+/* The Builder with the Tester: fills a->res (proven, diff, evidence...) and returns 0 when it
+ * reached a verdict. */
+int builder_run(agent_ctx *a, const char *issue, const char *plan);
+
+#endif

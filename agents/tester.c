@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: MIT */
+/* agents/tester.c - the deterministic Tester (see tester.h). */
+#include "tester.h"
+#include "buf.h"
+#include "err.h"
+#include "redact.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WORKSPACE	    "/tmp/workspace"
+#define PRISTINE	    "/tmp/pristine"
+#define SUITE_TIMEOUT_S	    900
+#define REPRO_TIMEOUT_S	    300
+#define FEEDBACK_OUTPUT_CAP 6000
+#define DIFF_CAP	    (1u << 20)
+
+struct tester {
+	sbx_box *box;
+	const char *test_cmd;
+	char *suite_cmd;
+	traj *traj;
+	bool have_baseline;
+	int baseline_exit;
+	test_outcomes baseline;
+};
+
+/* Stage everything except interpreter caches, then print the diff (or the names). */
+static const char SCRIPT_DIFF[] =
+    "cd \"$1\" && git -c safe.directory='*' add -A -- . ':(exclude,glob)**/__pycache__/**' "
+    "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && "
+    "git -c safe.directory='*' diff --cached $2";
+
+/* $1 test path: a fresh pristine copy plus only the reproduction test. */
+static const char SCRIPT_PRISTINE[] =
+    "rm -rf " PRISTINE " && mkdir -p " PRISTINE " && cp -R --preserve=mode,timestamps,links "
+    "--no-dereference /repo/. " PRISTINE "/ && "
+    "if [ -n \"$1\" ]; then mkdir -p -- \"$(dirname -- \"" PRISTINE "/$1\")\" && "
+    "cp -- \"" WORKSPACE "/$1\" \"" PRISTINE "/$1\"; fi";
+
+static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+/* ---- pytest -rA parsing ---------------------------------------------------------------- */
+
+void test_outcomes_release(test_outcomes *o)
+{
+	if (!o)
+		return;
+	for (size_t i = 0; i < o->n; i++)
+		free(o->names[i]);
+	free(o->names);
+	free(o->status);
+	memset(o, 0, sizeof(*o));
+}
+
+static int outcomes_add(test_outcomes *o, const char *name, size_t len, char st)
+{
+	char **nn = realloc(o->names, (o->n + 1) * sizeof(*nn));
+	if (!nn)
+		return AP_ENOMEM;
+	o->names = nn;
+	char *ns = realloc(o->status, o->n + 1);
+	if (!ns)
+		return AP_ENOMEM;
+	o->status = ns;
+	if (!(o->names[o->n] = strndup(name, len)))
+		return AP_ENOMEM;
+	o->status[o->n] = st;
+	o->n++;
+	return 0;
+}
+
+int tester_parse_pytest(const char *out, test_outcomes *o)
+{
+	static const struct {
+		const char *prefix;
+		char st;
+	} kinds[] = {{"PASSED ", 'P'}, {"FAILED ", 'F'}, {"ERROR ", 'E'}};
+	memset(o, 0, sizeof(*o));
+	for (const char *line = out; line && *line;) {
+		const char *eol = strchr(line, '\n');
+		size_t len = eol ? (size_t)(eol - line) : strlen(line);
+		for (size_t k = 0; k < 3; k++) {
+			size_t pl = strlen(kinds[k].prefix);
+			if (len > pl && strncmp(line, kinds[k].prefix, pl) == 0) {
+				const char *name = line + pl;
+				size_t nl = len - pl;
+				/* "FAILED a::b - message": the name ends at " - ". */
+				for (size_t i = 0; i + 2 < nl; i++)
+					if (name[i] == ' ' && name[i + 1] == '-' &&
+					    name[i + 2] == ' ') {
+						nl = i;
+						break;
+					}
+				while (nl && (name[nl - 1] == '\r' || name[nl - 1] == ' '))
+					nl--;
+				/* Only node ids ("file::test"), not free text. */
+				if (nl && memchr(name, ':', nl) && !memchr(name, ' ', nl) &&
+				    outcomes_add(o, name, nl, kinds[k].st) != 0) {
+					test_outcomes_release(o);
+					return AP_ENOMEM;
+				}
+			}
+		}
+		line = eol ? eol + 1 : NULL;
+	}
+	return 0;
+}
+
+static char status_of(const test_outcomes *o, const char *name)
+{
+	char st = 0;
+	for (size_t i = 0; i < o->n; i++)
+		if (strcmp(o->names[i], name) == 0)
+			st = st == 'P' || st == 0 ? o->status[i] : st; /* any failure wins */
+	return st;
+}
+
+char *tester_regressions(const test_outcomes *before, const test_outcomes *after)
+{
+	ap_buf b = AP_BUF_INIT(64u << 10);
+	for (size_t i = 0; i < before->n; i++) {
+		if (before->status[i] != 'P' || status_of(before, before->names[i]) != 'P')
+			continue;
+		char st = status_of(after, before->names[i]);
+		if (st == 'P')
+			continue;
+		ap_buf_addf(&b, "%s (%s)\n", before->names[i],
+			    st == 0	? "missing after the patch"
+			    : st == 'E' ? "error"
+					: "failed");
+	}
+	if (b.len == 0) {
+		ap_buf_release(&b);
+		return NULL;
+	}
+	return ap_buf_take(&b);
+}
+
+char *tester_suite_cmd(const char *test_cmd)
+{
+	if (strstr(test_cmd, "pytest") && !strstr(test_cmd, "-rA"))
+		return xasprintf("%s -rA", test_cmd);
+	return strdup(test_cmd);
+}
+
+static void count_outcomes(const test_outcomes *o, int *pass, int *fail)
+{
+	*pass = *fail = 0;
+	for (size_t i = 0; i < o->n; i++)
+		(o->status[i] == 'P' ? (*pass)++ : (*fail)++);
+}
+
+/* ---- running things in the box --------------------------------------------------------- */
+
+static int run(tester *t, const char *workdir, const char *const *argv, int timeout_s,
+	       sbx_result *r)
+{
+	sbx_cmd cmd = SBX_CMD_INIT;
+	cmd.argv = argv;
+	cmd.workdir = workdir;
+	cmd.timeout_s = timeout_s;
+	cmd.output_cap = DIFF_CAP;
+	return sbx_exec(t->box, &cmd, r);
+}
+
+/* A shell command string (the repository's or the Builder's test command). */
+static int run_cmd(tester *t, const char *workdir, const char *shell_cmd, int timeout_s,
+		   sbx_result *r)
+{
+	const char *argv[] = {"env", "PYTHONDONTWRITEBYTECODE=1", "sh", "-c", shell_cmd, NULL};
+	int rc = run(t, workdir, argv, timeout_s, r);
+	if (!rc && t->traj) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "dir", workdir);
+		cJSON_AddStringToObject(o, "command", shell_cmd);
+		cJSON_AddNumberToObject(o, "exit", r->exit_code);
+		cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
+		cJSON_AddNumberToObject(o, "millis", (double)r->millis);
+		char *tail = tools_head_tail(r->out ? r->out : "", r->out_len, 4000);
+		if (tail)
+			cJSON_AddStringToObject(o, "stdout", tail);
+		free(tail);
+		tail = tools_head_tail(r->err ? r->err : "", r->err_len, 2000);
+		if (tail)
+			cJSON_AddStringToObject(o, "stderr", tail);
+		free(tail);
+		traj_event(t->traj, "tester_run", o);
+	}
+	return rc;
+}
+
+static char *combined_output(const sbx_result *r, size_t cap)
+{
+	ap_buf b = AP_BUF_INIT(4u << 20);
+	ap_buf_add(&b, r->out ? r->out : "", r->out_len);
+	if (r->err_len) {
+		ap_buf_adds(&b, "\n--- stderr ---\n");
+		ap_buf_add(&b, r->err, r->err_len);
+	}
+	char *s = tools_head_tail(ap_buf_str(&b), b.len, cap);
+	ap_buf_release(&b);
+	char *clean = s ? redact_str(s) : NULL;
+	free(s);
+	return clean;
+}
+
+/* Last n lines of the output, for the evidence. */
+static char *tail_lines(const sbx_result *r, int n)
+{
+	const char *s = r->out ? r->out : "";
+	size_t len = r->out_len;
+	while (len && s[len - 1] == '\n')
+		len--;
+	size_t start = len;
+	int lines = 0;
+	while (start > 0 && lines < n) {
+		start--;
+		if (s[start] == '\n')
+			lines++;
+	}
+	if (s[start] == '\n')
+		start++;
+	char *t = tools_head_tail(s + start, len - start, 2000);
+	char *clean = t ? redact_str(t) : NULL;
+	free(t);
+	return clean;
+}
+
+static int reject(tester_verdict *v, const char *reason, const char *cmd, const char *dir,
+		  const sbx_result *r)
+{
+	char *out = r ? combined_output(r, FEEDBACK_OUTPUT_CAP) : NULL;
+	v->proven = false;
+	v->reason = strdup(reason);
+	if (r)
+		v->feedback = xasprintf("Tester: REJECTED - %s\n\ncommand: %s\ndirectory: %s\nexit "
+					"status: %d%s\n--- output (head and tail) ---\n%s",
+					reason, cmd, dir, r->exit_code,
+					r->timed_out ? " (timed out)" : "", out ? out : "");
+	else
+		v->feedback = xasprintf("Tester: REJECTED - %s", reason);
+	free(out);
+	return v->reason && v->feedback ? 0 : AP_ENOMEM;
+}
+
+static const char *basename_of(const char *p)
+{
+	const char *s = strrchr(p, '/');
+	return s ? s + 1 : p;
+}
+
+static int baseline(tester *t)
+{
+	const char *argv[] = {"sh", "-c", SCRIPT_PRISTINE, "sh", "", NULL};
+	sbx_result r = SBX_RESULT_INIT;
+	int rc = run(t, "/tmp", argv, 300, &r);
+	if (rc)
+		goto out;
+	if (r.exit_code != 0) {
+		rc = ap_error_set(AP_EIO, "cannot copy /repo to " PRISTINE ": %.300s",
+				  r.err ? r.err : "");
+		goto out;
+	}
+	sbx_result_release(&r);
+	if ((rc = run_cmd(t, PRISTINE, t->suite_cmd, SUITE_TIMEOUT_S, &r)))
+		goto out;
+	t->baseline_exit = r.exit_code;
+	if ((rc = tester_parse_pytest(r.out ? r.out : "", &t->baseline)))
+		goto out;
+	t->have_baseline = true;
+out:
+	sbx_result_release(&r);
+	return rc;
+}
+
+static int fetch_diff(tester *t, tester_verdict *v, bool *too_big)
+{
+	const char *argv[] = {"sh", "-c", SCRIPT_DIFF, "sh", WORKSPACE, "--binary", NULL};
+	sbx_result r = SBX_RESULT_INIT;
+	int rc = run(t, WORKSPACE, argv, 120, &r);
+	if (rc)
+		goto out;
+	if (r.exit_code != 0) {
+		rc = ap_error_set(AP_EIO, "git diff failed in the workspace: %.300s",
+				  r.err ? r.err : "");
+		goto out;
+	}
+	*too_big = r.truncated;
+	v->diff = strdup(r.out ? r.out : "");
+	sbx_result_release(&r);
+	argv[5] = "--name-only";
+	if ((rc = run(t, WORKSPACE, argv, 120, &r)))
+		goto out;
+	v->files_changed = strdup(r.out ? r.out : "");
+	if (!v->diff || !v->files_changed)
+		rc = AP_ENOMEM;
+out:
+	sbx_result_release(&r);
+	return rc;
+}
+
+/* True when files (newline-separated) holds something besides path. */
+static bool changes_besides(const char *files, const char *path)
+{
+	for (const char *l = files; *l;) {
+		const char *e = strchr(l, '\n');
+		size_t n = e ? (size_t)(e - l) : strlen(l);
+		if (n && !(n == strlen(path) && strncmp(l, path, n) == 0))
+			return true;
+		l = e ? e + 1 : l + n;
+	}
+	return false;
+}
+
+static bool has_line(const char *files, const char *path)
+{
+	size_t pl = strlen(path);
+	for (const char *l = files; *l;) {
+		const char *e = strchr(l, '\n');
+		size_t n = e ? (size_t)(e - l) : strlen(l);
+		if (n == pl && strncmp(l, path, n) == 0)
+			return true;
+		l = e ? e + 1 : l + n;
+	}
+	return false;
+}
+
+/* Strip "./" prefixes so the test path compares with git's names. */
+static const char *norm_path(const char *p)
+{
+	while (p[0] == '.' && p[1] == '/')
+		p += 2;
+	return p;
+}
+
+int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
+{
+	sbx_result r = SBX_RESULT_INIT;
+	test_outcomes after = {0};
+	char *regress = NULL, *pristine_tail = NULL;
+	const char *test_path = norm_path(fin->test_path);
+	bool too_big = false;
+	int rc = 0;
+	memset(v, 0, sizeof(*v));
+
+	if (!strstr(fin->test_command, basename_of(test_path))) {
+		rc = reject(v,
+			    "test_command must run the reproduction test: it does not name the "
+			    "file given as test_path",
+			    fin->test_command, WORKSPACE, NULL);
+		goto out;
+	}
+	if ((rc = fetch_diff(t, v, &too_big)))
+		goto out;
+	if (too_big) {
+		rc = reject(v, "the diff is larger than 1 MiB: keep the change small", "git diff",
+			    WORKSPACE, NULL);
+		goto out;
+	}
+	if (!*v->diff) {
+		rc = reject(v, "the workspace has no changes", "git diff", WORKSPACE, NULL);
+		goto out;
+	}
+	if (!has_line(v->files_changed, test_path)) {
+		rc = reject(v,
+			    "the reproduction test is not a new or changed file in the workspace "
+			    "(test_path must name the test you wrote)",
+			    "git diff --name-only", WORKSPACE, NULL);
+		goto out;
+	}
+	if (!changes_besides(v->files_changed, test_path)) {
+		rc = reject(v, "only the reproduction test changed: the fix itself is missing",
+			    "git diff --name-only", WORKSPACE, NULL);
+		goto out;
+	}
+	if (!t->have_baseline && (rc = baseline(t)))
+		goto out;
+
+	/* 1. The reproduction test must fail on the pristine code. */
+	{
+		const char *argv[] = {"sh", "-c", SCRIPT_PRISTINE, "sh", test_path, NULL};
+		if ((rc = run(t, "/tmp", argv, 300, &r)))
+			goto out;
+		if (r.exit_code != 0) {
+			rc = ap_error_set(AP_EIO, "cannot prepare " PRISTINE ": %.300s",
+					  r.err ? r.err : "");
+			goto out;
+		}
+		sbx_result_release(&r);
+	}
+	if ((rc = run_cmd(t, PRISTINE, fin->test_command, REPRO_TIMEOUT_S, &r)))
+		goto out;
+	if (r.exit_code == 0) {
+		rc = reject(v,
+			    "the reproduction test PASSED on the pristine code: it does not "
+			    "reproduce the bug. It must fail before the fix and pass after it",
+			    fin->test_command, PRISTINE, &r);
+		goto out;
+	}
+	int pristine_exit = r.exit_code;
+	pristine_tail = tail_lines(&r, 12);
+	sbx_result_release(&r);
+
+	/* 2. ... and pass on the patched workspace. */
+	if ((rc = run_cmd(t, WORKSPACE, fin->test_command, REPRO_TIMEOUT_S, &r)))
+		goto out;
+	if (r.exit_code != 0) {
+		rc = reject(v,
+			    "the reproduction test FAILS on the patched code: the fix does not "
+			    "work yet",
+			    fin->test_command, WORKSPACE, &r);
+		goto out;
+	}
+	sbx_result_release(&r);
+
+	/* 3. No test that passed on pristine may fail on patched. */
+	if ((rc = run_cmd(t, WORKSPACE, t->suite_cmd, SUITE_TIMEOUT_S, &r)))
+		goto out;
+	if ((rc = tester_parse_pytest(r.out ? r.out : "", &after)))
+		goto out;
+	int bp, bf, ap_, af;
+	count_outcomes(&t->baseline, &bp, &bf);
+	count_outcomes(&after, &ap_, &af);
+	if (t->baseline.n > 0) {
+		regress = tester_regressions(&t->baseline, &after);
+		if (regress) {
+			char *why =
+			    xasprintf("the patch breaks tests that passed before:\n%s", regress);
+			rc = why ? reject(v, why, t->suite_cmd, WORKSPACE, &r) : AP_ENOMEM;
+			free(why);
+			goto out;
+		}
+	} else if (t->baseline_exit == 0 && r.exit_code != 0) {
+		rc = reject(v,
+			    "the test suite passed on the pristine code and fails on the patched "
+			    "code",
+			    t->suite_cmd, WORKSPACE, &r);
+		goto out;
+	}
+
+	v->proven = true;
+	v->reason = strdup("proven");
+	if (t->baseline.n > 0)
+		v->evidence = xasprintf(
+		    "**Reproduction test** `%s`, run with `%s`\n"
+		    "- pristine code: **fails** (exit %d), as it must:\n```\n%s\n```\n"
+		    "- patched code: **passes** (exit 0)\n\n"
+		    "**Test suite** `%s`\n"
+		    "- pristine: %d passed, %d failed (exit %d)\n"
+		    "- patched: %d passed, %d failed (exit %d)\n"
+		    "- no test that passed before fails after the patch\n",
+		    test_path, fin->test_command, pristine_exit, pristine_tail ? pristine_tail : "",
+		    t->suite_cmd, bp, bf, t->baseline_exit, ap_, af, r.exit_code);
+	else
+		v->evidence = xasprintf(
+		    "**Reproduction test** `%s`, run with `%s`\n"
+		    "- pristine code: **fails** (exit %d), as it must:\n```\n%s\n```\n"
+		    "- patched code: **passes** (exit 0)\n\n"
+		    "**Test suite** `%s` (compared by exit status)\n"
+		    "- pristine: exit %d\n- patched: exit %d\n",
+		    test_path, fin->test_command, pristine_exit, pristine_tail ? pristine_tail : "",
+		    t->suite_cmd, t->baseline_exit, r.exit_code);
+	if (!v->reason || !v->evidence)
+		rc = AP_ENOMEM;
+out:
+	if (t->traj && v->reason) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddBoolToObject(o, "proven", v->proven);
+		cJSON_AddStringToObject(o, "reason", v->reason);
+		if (v->files_changed)
+			cJSON_AddStringToObject(o, "files_changed", v->files_changed);
+		traj_event(t->traj, "verdict", o);
+	}
+	free(regress);
+	free(pristine_tail);
+	test_outcomes_release(&after);
+	sbx_result_release(&r);
+	return rc;
+}
+
+void tester_verdict_release(tester_verdict *v)
+{
+	if (!v)
+		return;
+	free(v->reason);
+	free(v->feedback);
+	free(v->evidence);
+	free(v->diff);
+	free(v->files_changed);
+	memset(v, 0, sizeof(*v));
+}
+
+int tester_new(tester **out, sbx_box *box, const char *test_cmd, traj *tr)
+{
+	tester *t = calloc(1, sizeof(*t));
+	if (!t)
+		return AP_ENOMEM;
+	t->box = box;
+	t->test_cmd = test_cmd;
+	t->traj = tr;
+	t->suite_cmd = tester_suite_cmd(test_cmd);
+	if (!t->suite_cmd) {
+		free(t);
+		return AP_ENOMEM;
+	}
+	*out = t;
+	return 0;
+}
+
+void tester_free(tester *t)
+{
+	if (!t)
+		return;
+	free(t->suite_cmd);
+	test_outcomes_release(&t->baseline);
+	free(t);
+}

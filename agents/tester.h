@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/* agents/tester.h - the Tester: code, not a model, decides whether a patch is proven.
+ *
+ * Proof: the diff is not empty and changes more than the reproduction test; the reproduction
+ * test FAILS on a pristine copy of the repository (/repo copied to /tmp/pristine plus only the
+ * test file) and PASSES on the patched workspace; the repository's test command runs on both
+ * and no test that passed on pristine fails (or disappears) on patched - compared per test
+ * when the runner reports per test (pytest -rA), else by exit status.
+ */
+#ifndef AP_TESTER_H
+#define AP_TESTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sandbox/sandbox.h"
+#include "tools.h"
+#include "traj.h"
+
+typedef struct tester tester;
+
+/* test_cmd: the repository's test command (borrowed, must outlive the tester). */
+int tester_new(tester **out, sbx_box *box, const char *test_cmd, traj *t);
+void tester_free(tester *t);
+
+typedef struct tester_verdict {
+	bool proven;
+	char *reason;	     /* one line: why rejected, or "proven" */
+	char *feedback;	     /* for the Builder on rejection: reason + head/tail of the output */
+	char *evidence;	     /* markdown: before/after of the repro test and the suite */
+	char *diff;	     /* staged git diff of the workspace (binary-safe text) */
+	char *files_changed; /* newline-separated */
+} tester_verdict;
+
+#define TESTER_VERDICT_INIT                                                                        \
+	{                                                                                          \
+		0                                                                                  \
+	}
+
+/* Check the Builder's claim. Returns 0 with a verdict (v->proven or not), or a negative code
+ * when the box failed. The suite's pristine run is done once and reused. */
+int tester_check(tester *t, const tool_finish *fin, tester_verdict *v);
+void tester_verdict_release(tester_verdict *v);
+
+/* ---- exposed for unit tests ---- */
+
+/* Per-test outcomes parsed from `pytest -rA` output. */
+typedef struct test_outcomes {
+	char **names;
+	char *status; /* 'P' passed, 'F' failed, 'E' error */
+	size_t n;
+} test_outcomes;
+
+/* Parse the "PASSED x", "FAILED x - msg", "ERROR x - msg" lines; n == 0 when none found. */
+int tester_parse_pytest(const char *out, test_outcomes *o);
+void test_outcomes_release(test_outcomes *o);
+
+/* Names (malloc'd, newline-separated) of tests that passed in before but did not pass (or are
+ * missing) in after; NULL when there are none. */
+char *tester_regressions(const test_outcomes *before, const test_outcomes *after);
+
+/* The suite command with -rA added when it runs pytest and lacks it (malloc'd). */
+char *tester_suite_cmd(const char *test_cmd);
+
+#endif

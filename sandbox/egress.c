@@ -1,0 +1,677 @@
+/* SPDX-License-Identifier: MIT */
+/* sandbox/egress.c - per-job Internal network + allow-list proxy container (see egress.h).
+ *
+ * Why a proxy *container* rather than a proxy on the host: the sandbox's network is Internal
+ * (no gateway, no route out), so whatever it can reach must sit on that network. A host process
+ * listening on the network's bridge address would also expose every other host service bound
+ * to that address or to 0.0.0.0; a container attached to both the Internal network and an
+ * ordinary bridge exposes nothing but the proxy's port. Why our own proxy program rather than
+ * squid or tinyproxy: see the file-top comment of sandbox/egress_proxy.c and docs/egress.md.
+ *
+ * Order of work in sbx_egress_up: check everything that needs no daemon (runtime, allow-list,
+ * proxy binary), create the network, create the proxy container on it, connect the container
+ * to the outer network, start it, wait for its "listening" line (which carries the address it
+ * bound). Every failure after the first create undoes what was created.
+ */
+#include "egress.h"
+#include "buf.h"
+#include "egress_policy.h"
+#include "err.h"
+#include "log.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EG_API_TIMEOUT	30000L
+#define EG_LOG_CAP	(8u << 20) /* bytes of proxy log read at once */
+#define EG_PROXY_MEMORY (128LL << 20)
+#define EG_PROXY_PIDS	256
+#define EG_PROXY_CONNS	"128"
+#define EG_PROXY_PATH	"/autopatch-egress-proxy"
+#define EG_PROXY_USER	"10001:10001"
+#define EG_ENV_N	6
+
+struct sbx_egress {
+	dk_client *dk;	      /* borrowed */
+	char job[128];	      /* for log lines */
+	char net_name[128];   /* the Internal network */
+	char net_id[80];      /* "" until created */
+	char proxy_name[128]; /* the proxy container */
+	char proxy_id[80];    /* "" until created */
+	char proxy_url[96];
+	char last_ts[48]; /* timestamp of the last log line relayed */
+	int denials;	  /* denials relayed so far */
+	char env_store[EG_ENV_N][128];
+	const char *env[EG_ENV_N + 1];
+};
+
+/* Find the proxy program next to the running binary: installed side by side, or the build
+ * tree's sandbox/ subdirectory. */
+static void default_proxy_bin(char *out, size_t n)
+{
+	static const char *const rel[] = {"/autopatch-egress-proxy",
+					  "/sandbox/autopatch-egress-proxy"};
+	char exe[PATH_MAX], *slash;
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	size_t dir;
+
+	out[0] = '\0';
+	if (len <= 0)
+		return;
+	exe[len] = '\0';
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return;
+	dir = (size_t)(slash - exe);
+	for (size_t i = 2; i-- > 0;) {
+		if (dir + strlen(rel[i]) >= n)
+			continue;
+		memcpy(out, exe, dir);
+		memcpy(out + dir, rel[i], strlen(rel[i]) + 1);
+		if (i == 0 || access(out, X_OK) == 0)
+			return;
+	}
+}
+
+static int copy_setting(char *dst, size_t n, const char *name, const char *v)
+{
+	if (strlen(v) >= n)
+		return ap_error_set(AP_EINVAL, "%s is longer than %zu bytes", name, n - 1);
+	memcpy(dst, v, strlen(v) + 1);
+	return 0;
+}
+
+int sbx_egress_opts_load(sbx_egress_opts *opts, const ap_config *cfg)
+{
+	const char *v;
+	char list[SBX_EGRESS_MAX_NETS * 64 + 64], *save = NULL, *tok;
+	int rc;
+
+	*opts = (sbx_egress_opts)SBX_EGRESS_OPTS_INIT;
+	v = cfg_get(cfg, "AUTOPATCH_EGRESS_PROXY_BIN");
+	if (v) {
+		if ((rc = copy_setting(opts->proxy_bin, sizeof(opts->proxy_bin),
+				       "AUTOPATCH_EGRESS_PROXY_BIN", v)))
+			return rc;
+	} else {
+		default_proxy_bin(opts->proxy_bin, sizeof(opts->proxy_bin));
+	}
+	v = cfg_get(cfg, "AUTOPATCH_EGRESS_IMAGE");
+	if (!v)
+		v = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_IMAGE", "autopatch-sandbox:latest");
+	if ((rc = copy_setting(opts->image, sizeof(opts->image), "AUTOPATCH_EGRESS_IMAGE", v)))
+		return rc;
+	v = cfg_get_or(cfg, "AUTOPATCH_EGRESS_NETWORK", "bridge");
+	if ((rc = copy_setting(opts->outer_network, sizeof(opts->outer_network),
+			       "AUTOPATCH_EGRESS_NETWORK", v)))
+		return rc;
+	v = cfg_get(cfg, "AUTOPATCH_EGRESS_ALLOW_NETS");
+	if (!v)
+		return 0;
+	if ((rc = copy_setting(list, sizeof(list), "AUTOPATCH_EGRESS_ALLOW_NETS", v)))
+		return rc;
+	for (tok = strtok_r(list, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		egp_net net;
+
+		if (opts->n_allow_nets == SBX_EGRESS_MAX_NETS)
+			return ap_error_set(AP_EINVAL,
+					    "AUTOPATCH_EGRESS_ALLOW_NETS: more than %d "
+					    "networks",
+					    SBX_EGRESS_MAX_NETS);
+		if ((rc = egp_net_parse(&net, tok)) ||
+		    (rc = copy_setting(opts->allow_nets[opts->n_allow_nets], 64,
+				       "AUTOPATCH_EGRESS_ALLOW_NETS entry", tok)))
+			return ap_error_set(rc, "AUTOPATCH_EGRESS_ALLOW_NETS: %s", ap_error_last());
+		opts->n_allow_nets++;
+	}
+	return 0;
+}
+
+int sbx_egress_check(const char *const *allow)
+{
+	egp_rule r;
+	int rc;
+
+	if (!allow || !allow[0])
+		return ap_error_set(AP_EINVAL, "the egress allow-list is empty: list host:port "
+					       "entries or use no network");
+	for (const char *const *p = allow; *p; p++)
+		if ((rc = egp_rule_parse(&r, *p)))
+			return rc;
+	return 0;
+}
+
+/* Names for Docker objects may only hold [a-zA-Z0-9_.-]. */
+static void safe_name(char *out, size_t n, const char *in)
+{
+	size_t i = 0;
+
+	for (; in && in[i] && i + 1 < n; i++) {
+		unsigned char c = (unsigned char)in[i];
+
+		out[i] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+				 (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'
+			     ? (char)c
+			     : '_';
+	}
+	out[i] = '\0';
+}
+
+static int add_strings(cJSON *obj, const char *key, const char *const *v)
+{
+	cJSON *arr = cJSON_AddArrayToObject(obj, key);
+
+	if (!arr)
+		return AP_ENOMEM;
+	for (; v && *v; v++) {
+		cJSON *s = cJSON_CreateString(*v);
+
+		if (!s)
+			return AP_ENOMEM;
+		cJSON_AddItemToArray(arr, s);
+	}
+	return 0;
+}
+
+/* The job's network. Internal alone is not enough: Docker (20.10 at least) still gives the
+ * host an address on the bridge and the containers a default route to it, so a sandbox could
+ * reach every host service listening on 0.0.0.0 through the host's addresses (INPUT, not
+ * FORWARD, so the isolation rules never see it). inhibit_ipv4 leaves the host without an
+ * address on this bridge: the default route's gateway never answers, nothing off the subnet is
+ * reachable, and the proxy is the only peer. tests/e2e/test_egress.py checks this. */
+static int net_create(sbx_egress *eg, const char *owner, const char *job, char *subnet, size_t n)
+{
+	cJSON *body = cJSON_CreateObject(), *labels, *opts, *resp = NULL, *id, *cfg0, *sub;
+	char path[256];
+	int rc = AP_ENOMEM;
+
+	if (!body || !cJSON_AddStringToObject(body, "Name", eg->net_name) ||
+	    !cJSON_AddStringToObject(body, "Driver", "bridge") ||
+	    !cJSON_AddTrueToObject(body, "Internal") ||
+	    !cJSON_AddTrueToObject(body, "CheckDuplicate") ||
+	    !(opts = cJSON_AddObjectToObject(body, "Options")) ||
+	    !cJSON_AddStringToObject(opts, "com.docker.network.bridge.inhibit_ipv4", "true") ||
+	    !(labels = cJSON_AddObjectToObject(body, "Labels")))
+		goto out;
+	if ((rc = dk_labels_add(labels, owner, job)))
+		goto out;
+	rc = AP_ENOMEM;
+	if (!cJSON_AddStringToObject(labels, "autopatch.role", "egress-network"))
+		goto out;
+	rc = dk_request(eg->dk, "POST", "/networks/create", body, EG_API_TIMEOUT, NULL, &resp);
+	if (rc)
+		goto out;
+	id = cJSON_GetObjectItemCaseSensitive(resp, "Id");
+	if (!cJSON_IsString(id) || strlen(id->valuestring) >= sizeof(eg->net_id)) {
+		rc = ap_error_set(AP_EIO, "docker network create: no id in the answer");
+		goto out;
+	}
+	snprintf(eg->net_id, sizeof(eg->net_id), "%s", id->valuestring);
+	cJSON_Delete(resp);
+	resp = NULL;
+	snprintf(path, sizeof(path), "/networks/%s", eg->net_id);
+	rc = dk_request(eg->dk, "GET", path, NULL, EG_API_TIMEOUT, NULL, &resp);
+	if (rc)
+		goto out;
+	cfg0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
+				      cJSON_GetObjectItemCaseSensitive(resp, "IPAM"), "Config"),
+				  0);
+	sub = cJSON_GetObjectItemCaseSensitive(cfg0, "Subnet");
+	if (!cJSON_IsString(sub) || strlen(sub->valuestring) >= n) {
+		rc = ap_error_set(AP_EIO, "docker network inspect %s: no subnet", eg->net_name);
+		goto out;
+	}
+	snprintf(subnet, n, "%s", sub->valuestring);
+	rc = 0;
+out:
+	if (rc == AP_ENOMEM)
+		ap_error_set(rc, "out of memory");
+	cJSON_Delete(body);
+	cJSON_Delete(resp);
+	return rc;
+}
+
+/* The proxy container: the sandbox's hardening (read-only root, no capabilities, no new
+ * privileges, non-root, memory/pids limits) with the program bound read-only. Its argv is the
+ * whole policy; it gets no environment from the host. */
+static cJSON *proxy_body(const sbx_egress *eg, const sbx_egress_opts *o, const char *owner,
+			 const char *job, const char *subnet, const char *const *allow)
+{
+	cJSON *b = cJSON_CreateObject(), *hc, *labels, *arr, *lc, *lcc;
+	char bind[PATH_MAX + 64];
+	const char *entry[] = {EG_PROXY_PATH, NULL};
+	const char *binds[] = {bind, NULL};
+	const char *caps[] = {"ALL", NULL};
+	const char *secopt[] = {"no-new-privileges:true", NULL};
+	const char *no_env[] = {NULL};
+
+	(void)eg;
+	snprintf(bind, sizeof(bind), "%s:" EG_PROXY_PATH ":ro", o->proxy_bin);
+	if (!b || !cJSON_AddStringToObject(b, "Image", o->image) ||
+	    !cJSON_AddStringToObject(b, "User", EG_PROXY_USER) ||
+	    !cJSON_AddStringToObject(b, "WorkingDir", "/") || add_strings(b, "Entrypoint", entry) ||
+	    add_strings(b, "Env", no_env) || !cJSON_AddNumberToObject(b, "StopTimeout", 1) ||
+	    !(arr = cJSON_AddArrayToObject(b, "Cmd")))
+		goto err;
+	{
+		const char *fixed[] = {"--listen-net", subnet,	      "--port",
+				       "3128",	       "--max-conns", EG_PROXY_CONNS};
+
+		for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+			cJSON_AddItemToArray(arr, cJSON_CreateString(fixed[i]));
+		for (const char *const *p = allow; *p; p++) {
+			cJSON_AddItemToArray(arr, cJSON_CreateString("--allow"));
+			cJSON_AddItemToArray(arr, cJSON_CreateString(*p));
+		}
+		for (size_t i = 0; i < o->n_allow_nets; i++) {
+			cJSON_AddItemToArray(arr, cJSON_CreateString("--allow-net"));
+			cJSON_AddItemToArray(arr, cJSON_CreateString(o->allow_nets[i]));
+		}
+	}
+	if (!(labels = cJSON_AddObjectToObject(b, "Labels")) || dk_labels_add(labels, owner, job) ||
+	    !cJSON_AddStringToObject(labels, "autopatch.role", "egress-proxy"))
+		goto err;
+	if (!(hc = cJSON_AddObjectToObject(b, "HostConfig")) ||
+	    !cJSON_AddStringToObject(hc, "NetworkMode", eg->net_name) ||
+	    add_strings(hc, "Binds", binds) || !cJSON_AddTrueToObject(hc, "ReadonlyRootfs") ||
+	    add_strings(hc, "CapDrop", caps) || add_strings(hc, "SecurityOpt", secopt) ||
+	    !cJSON_AddFalseToObject(hc, "Privileged") ||
+	    !cJSON_AddNumberToObject(hc, "Memory", (double)EG_PROXY_MEMORY) ||
+	    !cJSON_AddNumberToObject(hc, "MemorySwap", (double)EG_PROXY_MEMORY) ||
+	    !cJSON_AddNumberToObject(hc, "NanoCpus", 1e9) ||
+	    !cJSON_AddNumberToObject(hc, "PidsLimit", EG_PROXY_PIDS) ||
+	    !cJSON_AddTrueToObject(hc, "Init") ||
+	    !cJSON_AddStringToObject(hc, "IpcMode", "private") ||
+	    !cJSON_AddStringToObject(hc, "Runtime", "runc") ||
+	    !(lc = cJSON_AddObjectToObject(hc, "LogConfig")) ||
+	    !cJSON_AddStringToObject(lc, "Type", "json-file") ||
+	    !(lcc = cJSON_AddObjectToObject(lc, "Config")) ||
+	    !cJSON_AddStringToObject(lcc, "max-size", "4m") ||
+	    !cJSON_AddStringToObject(lcc, "max-file", "1"))
+		goto err;
+	return b;
+err:
+	cJSON_Delete(b);
+	return NULL;
+}
+
+struct fetch {
+	ap_buf *out;
+};
+
+static size_t on_log_bytes(char *p, size_t size, size_t n, void *ud)
+{
+	struct fetch *f = ud;
+
+	return ap_buf_add(f->out, p, size * n) == 0 ? size * n : 0;
+}
+
+/* GET the container's log (raw multiplexed stream, not JSON, so not through dk_request). */
+static int logs_fetch(sbx_egress *eg, ap_buf *raw)
+{
+	char url[512], err[CURL_ERROR_SIZE] = "";
+	struct fetch f = {raw};
+	CURL *h = curl_easy_init();
+	long status = 0;
+	CURLcode cc;
+
+	if (!h)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	snprintf(url, sizeof(url),
+		 "http://docker/v%s/containers/%s/logs?stdout=1&stderr=1"
+		 "&timestamps=1",
+		 dk_api_version(eg->dk), eg->proxy_id);
+	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, dk_socket_path(eg->dk));
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, EG_API_TIMEOUT);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_log_bytes);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &f);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, err);
+	cc = curl_easy_perform(h);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_cleanup(h);
+	if (cc != CURLE_OK)
+		return ap_error_set(cc == CURLE_WRITE_ERROR ? AP_ETOOBIG : AP_EUNAVAIL,
+				    "docker logs %s: %s", eg->proxy_name,
+				    err[0] ? err : curl_easy_strerror(cc));
+	if (status != 200)
+		return ap_error_set(AP_EHTTP, "docker logs %s: HTTP %ld", eg->proxy_name, status);
+	return 0;
+}
+
+/* Split the multiplexed stream into lines (both streams) and call fn for each complete one.
+ * Frame lengths are checked against what arrived; a bad header ends the walk. */
+static void demux_lines(const ap_buf *raw, void (*fn)(sbx_egress *, char *), sbx_egress *eg)
+{
+	ap_buf line = AP_BUF_INIT(64 * 1024);
+	size_t pos = 0;
+
+	while (raw->len - pos >= 8) {
+		const unsigned char *h = (const unsigned char *)raw->data + pos;
+		size_t sz = (size_t)h[4] << 24 | (size_t)h[5] << 16 | (size_t)h[6] << 8 | h[7];
+
+		if (h[0] > 2 || h[1] || h[2] || h[3] || sz > raw->len - pos - 8)
+			break;
+		pos += 8;
+		for (size_t i = 0; i < sz; i++) {
+			char c = raw->data[pos + i];
+
+			if (c == '\n') {
+				fn(eg, line.data ? line.data : (char *)"");
+				ap_buf_reset(&line);
+			} else if (ap_buf_add(&line, &c, 1) < 0) {
+				/* an over-long line is cut: keep what fits */
+			}
+		}
+		pos += sz;
+	}
+	ap_buf_release(&line);
+}
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsString(v) ? v->valuestring : "-";
+}
+
+/* One log line of the proxy: "<timestamp> <json>". Lines at or before last_ts were relayed by
+ * an earlier drain. */
+static void relay_line(sbx_egress *eg, char *line)
+{
+	char *sp = strchr(line, ' ');
+	cJSON *j;
+	const char *msg;
+
+	if (!sp || (size_t)(sp - line) >= sizeof(eg->last_ts))
+		return;
+	*sp = '\0';
+	if (eg->last_ts[0] && strcmp(line, eg->last_ts) <= 0)
+		return;
+	snprintf(eg->last_ts, sizeof(eg->last_ts), "%s", line);
+	j = cJSON_Parse(sp + 1);
+	if (!j) {
+		ap_warn("egress proxy (job %s): %.300s", eg->job, sp + 1);
+		return;
+	}
+	msg = jstr(j, "msg");
+	if (strcmp(msg, "egress denied") == 0) {
+		eg->denials++;
+		ap_warn("egress denied (job %s): %s %s from %s: %s", eg->job, jstr(j, "method"),
+			jstr(j, "target"), jstr(j, "client"), jstr(j, "reason"));
+	} else if (strcmp(msg, "egress allowed") == 0) {
+		ap_info("egress allowed (job %s): %s %s from %s", eg->job, jstr(j, "method"),
+			jstr(j, "target"), jstr(j, "client"));
+	} else if (strcmp(msg, "egress failed") == 0) {
+		ap_warn("egress failed (job %s): %s %s from %s: %s", eg->job, jstr(j, "method"),
+			jstr(j, "target"), jstr(j, "client"), jstr(j, "reason"));
+	} else {
+		ap_debug("egress proxy (job %s): %s %s", eg->job, msg, jstr(j, "addr"));
+	}
+	cJSON_Delete(j);
+}
+
+int sbx_egress_drain_log(sbx_egress *eg)
+{
+	ap_buf raw = AP_BUF_INIT(EG_LOG_CAP);
+	int rc;
+
+	if (!eg->proxy_id[0])
+		return eg->denials;
+	rc = logs_fetch(eg, &raw);
+	if (rc == 0)
+		demux_lines(&raw, relay_line, eg);
+	ap_buf_release(&raw);
+	return rc ? rc : eg->denials;
+}
+
+/* Find "addr" in the proxy's "listening" line. */
+static void find_listen(sbx_egress *eg, char *line)
+{
+	char *sp = strchr(line, ' ');
+	cJSON *j = sp ? cJSON_Parse(sp + 1) : NULL;
+
+	if (j && strcmp(jstr(j, "msg"), "egress proxy listening") == 0 && !eg->proxy_url[0])
+		snprintf(eg->proxy_url, sizeof(eg->proxy_url), "http://%s", jstr(j, "addr"));
+	cJSON_Delete(j);
+}
+
+static void last_line(sbx_egress *eg, char *line)
+{
+	char *sp = strchr(line, ' ');
+
+	snprintf(eg->env_store[0], sizeof(eg->env_store[0]), "%s", sp ? sp + 1 : line);
+}
+
+/* Wait until the proxy printed its listening line; fail early if it exited. */
+static int wait_ready(sbx_egress *eg, int timeout_ms)
+{
+	long long until = dk_now_ms() + timeout_ms;
+	char path[256];
+	int rc;
+
+	snprintf(path, sizeof(path), "/containers/%s/json", eg->proxy_id);
+	for (;;) {
+		ap_buf raw = AP_BUF_INIT(EG_LOG_CAP);
+		cJSON *st = NULL;
+		const cJSON *running;
+		struct timespec ts = {0, 30 * 1000 * 1000};
+
+		rc = logs_fetch(eg, &raw);
+		if (rc == 0)
+			demux_lines(&raw, find_listen, eg);
+		if (eg->proxy_url[0]) {
+			ap_buf_release(&raw);
+			return 0;
+		}
+		if (rc == 0)
+			rc = dk_request(eg->dk, "GET", path, NULL, EG_API_TIMEOUT, NULL, &st);
+		running = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(st, "State"), "Running");
+		if (rc == 0 && !cJSON_IsTrue(running)) {
+			eg->env_store[0][0] = '\0';
+			demux_lines(&raw, last_line, eg);
+			rc = ap_error_set(AP_EIO, "the egress proxy exited: %s",
+					  eg->env_store[0][0] ? eg->env_store[0] : "(no output)");
+		}
+		cJSON_Delete(st);
+		ap_buf_release(&raw);
+		if (rc)
+			return rc;
+		if (dk_now_ms() > until)
+			return ap_error_set(AP_ETIMEOUT,
+					    "the egress proxy did not start listening "
+					    "within %d ms",
+					    timeout_ms);
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int proxy_start(sbx_egress *eg, const sbx_egress_opts *o, const char *owner, const char *job,
+		       const char *subnet, const char *const *allow)
+{
+	cJSON *body = proxy_body(eg, o, owner, job, subnet, allow), *resp = NULL, *id, *conn = NULL;
+	char path[512];
+	int rc;
+
+	if (!body)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	snprintf(path, sizeof(path), "/containers/create?name=%s", eg->proxy_name);
+	rc = dk_request(eg->dk, "POST", path, body, EG_API_TIMEOUT, NULL, &resp);
+	if (rc)
+		goto out;
+	id = cJSON_GetObjectItemCaseSensitive(resp, "Id");
+	if (!cJSON_IsString(id) || strlen(id->valuestring) >= sizeof(eg->proxy_id)) {
+		rc = ap_error_set(AP_EIO, "docker create %s: no id in the answer", eg->proxy_name);
+		goto out;
+	}
+	snprintf(eg->proxy_id, sizeof(eg->proxy_id), "%s", id->valuestring);
+	conn = cJSON_CreateObject();
+	if (!conn || !cJSON_AddStringToObject(conn, "Container", eg->proxy_id)) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out;
+	}
+	{
+		char *esc = dk_escape(o->outer_network);
+
+		if (!esc) {
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto out;
+		}
+		snprintf(path, sizeof(path), "/networks/%s/connect", esc);
+		free(esc);
+	}
+	rc = dk_request(eg->dk, "POST", path, conn, EG_API_TIMEOUT, NULL, NULL);
+	if (rc)
+		goto out;
+	snprintf(path, sizeof(path), "/containers/%s/start", eg->proxy_id);
+	rc = dk_request(eg->dk, "POST", path, NULL, EG_API_TIMEOUT, NULL, NULL);
+	if (rc)
+		goto out;
+	rc = wait_ready(eg, o->ready_timeout_ms);
+out:
+	cJSON_Delete(body);
+	cJSON_Delete(resp);
+	cJSON_Delete(conn);
+	return rc;
+}
+
+static int remove_all(sbx_egress *eg)
+{
+	char path[256];
+	int rc = 0, r;
+
+	if (eg->proxy_id[0]) {
+		snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", eg->proxy_id);
+		r = dk_request(eg->dk, "DELETE", path, NULL, EG_API_TIMEOUT, NULL, NULL);
+		if (r && r != AP_ENOTFOUND) {
+			ap_err("egress: could not remove proxy %s: %s", eg->proxy_name,
+			       ap_error_last());
+			rc = r;
+		}
+		eg->proxy_id[0] = '\0';
+	}
+	if (eg->net_id[0]) {
+		snprintf(path, sizeof(path), "/networks/%s", eg->net_id);
+		/* The daemon can take a moment to release the last endpoint of a removed
+		 * container; a few short retries avoid leaving the network to the reaper. */
+		for (int i = 0; i < 20; i++) {
+			struct timespec ts = {0, 50 * 1000 * 1000};
+
+			r = dk_request(eg->dk, "DELETE", path, NULL, EG_API_TIMEOUT, NULL, NULL);
+			if (r == 0 || r == AP_ENOTFOUND || r == AP_EUNAVAIL)
+				break;
+			nanosleep(&ts, NULL);
+		}
+		if (r && r != AP_ENOTFOUND) {
+			ap_err("egress: could not remove network %s: %s", eg->net_name,
+			       ap_error_last());
+			if (!rc)
+				rc = r;
+		}
+		eg->net_id[0] = '\0';
+	}
+	return rc;
+}
+
+int sbx_egress_up(dk_client *dk, const sbx_egress_opts *opts, const char *owner, const char *job,
+		  const char *runtime, const char *const *allow, sbx_egress **out)
+{
+	sbx_egress *eg;
+	unsigned char rnd[6];
+	char base[96], subnet[64];
+	int rc;
+
+	*out = NULL;
+	if (runtime && strcmp(runtime, "runsc") == 0)
+		return ap_error_set(AP_EINVAL, "the egress allow-list is not available with the "
+					       "runsc runtime (gVisor runs with --network=none "
+					       "here, so its containers have no network at all)");
+	if ((rc = sbx_egress_check(allow)))
+		return rc;
+	if (!opts->proxy_bin[0] || access(opts->proxy_bin, X_OK) != 0)
+		return ap_error_set(AP_EUNAVAIL,
+				    "egress proxy program \"%s\" is missing; build it "
+				    "or set AUTOPATCH_EGRESS_PROXY_BIN",
+				    opts->proxy_bin);
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		return ap_error_set(AP_EIO, "getrandom: %s", strerror(errno));
+	eg = calloc(1, sizeof(*eg));
+	if (!eg)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	eg->dk = dk;
+	snprintf(eg->job, sizeof(eg->job), "%s", job ? job : "");
+	safe_name(base, 40, owner);
+	snprintf(base + strlen(base), sizeof(base) - strlen(base), "-%02x%02x%02x%02x%02x%02x",
+		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	snprintf(eg->net_name, sizeof(eg->net_name), "autopatch-egress-%s", base);
+	snprintf(eg->proxy_name, sizeof(eg->proxy_name), "autopatch-egress-proxy-%s", base);
+	rc = net_create(eg, owner, job ? job : "", subnet, sizeof(subnet));
+	if (rc)
+		goto err_remove;
+	rc = proxy_start(eg, opts, owner, job ? job : "", subnet, allow);
+	if (rc)
+		goto err_remove;
+	{
+		static const char *names[EG_ENV_N] = {"HTTP_PROXY",  "HTTPS_PROXY", "http_proxy",
+						      "https_proxy", "NO_PROXY",    "no_proxy"};
+
+		for (int i = 0; i < EG_ENV_N; i++) {
+			snprintf(eg->env_store[i], sizeof(eg->env_store[i]), "%s=%s", names[i],
+				 i < 4 ? eg->proxy_url : "");
+			eg->env[i] = eg->env_store[i];
+		}
+		eg->env[EG_ENV_N] = NULL;
+	}
+	ap_info("egress (job %s): network %s, proxy %s at %s", eg->job, eg->net_name,
+		eg->proxy_name, eg->proxy_url);
+	*out = eg;
+	return 0;
+err_remove : {
+	char why[1024];
+
+	snprintf(why, sizeof(why), "%s", ap_error_last());
+	if (eg->proxy_id[0])
+		sbx_egress_drain_log(eg);
+	remove_all(eg);
+	free(eg);
+	return ap_error_set(rc, "%s", why);
+}
+}
+
+const char *sbx_egress_network(const sbx_egress *eg)
+{
+	return eg->net_name;
+}
+
+const char *sbx_egress_proxy_url(const sbx_egress *eg)
+{
+	return eg->proxy_url;
+}
+
+const char *const *sbx_egress_env(const sbx_egress *eg)
+{
+	return eg->env;
+}
+
+int sbx_egress_down(sbx_egress *eg)
+{
+	int rc;
+
+	if (!eg)
+		return 0;
+	if (sbx_egress_drain_log(eg) < 0)
+		ap_warn("egress (job %s): could not read the proxy's log: %s", eg->job,
+			ap_error_last());
+	rc = remove_all(eg);
+	free(eg);
+	return rc;
+}

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* sandbox/egress.h - the egress allow-list of one sandbox: a per-job Internal network plus a
+ * proxy container that lets only listed host:port through (off by default).
+ *
+ * The Docker backend calls these when spec->network == SBX_NET_ALLOWLIST:
+ *
+ *   sbx_create:  sbx_egress_up(dk, &opts, owner, job, runtime, spec->allow, &eg);
+ *                create the sandbox with HostConfig.NetworkMode = sbx_egress_network(eg) and
+ *                the entries of sbx_egress_env(eg) appended to its Env;
+ *                on any later failure: remove the sandbox container, then sbx_egress_down(eg).
+ *   sbx_exec:    optionally sbx_egress_drain_log(eg) after a command, to log denials early.
+ *   sbx_destroy: remove the sandbox container first (the network cannot be removed while it
+ *                is attached), then sbx_egress_down(eg).
+ *
+ * What the sandbox sees: one network with no gateway and no DNS forwarding (Docker's embedded
+ * resolver on an Internal network answers only container names and cannot reach an upstream
+ * server), and the proxy's address in HTTP_PROXY/HTTPS_PROXY/http_proxy/https_proxy. A client
+ * that ignores the proxy variables reaches nothing. Unavailable under runsc: see docs/egress.md.
+ *
+ * The proxy is the program sandbox/egress_proxy.c, bind-mounted read-only into a hardened
+ * container of the sandbox image; its decisions (one JSON line each) are read back from the
+ * container's log and written to autopatch's log (denials at level warn).
+ */
+#ifndef AP_SANDBOX_EGRESS_H
+#define AP_SANDBOX_EGRESS_H
+
+#include <limits.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "docker_api.h"
+
+typedef struct sbx_egress sbx_egress;
+
+#define SBX_EGRESS_MAX_NETS 16
+#define SBX_EGRESS_PORT	    3128
+
+/* Settings, read once from the config (AUTOPATCH_EGRESS_*; docs/egress.md). */
+typedef struct sbx_egress_opts {
+	char proxy_bin[PATH_MAX]; /* AUTOPATCH_EGRESS_PROXY_BIN: host path of the proxy program;
+				   * default: autopatch-egress-proxy next to /proc/self/exe, or in
+				   * its sandbox/ subdirectory (the build tree) */
+	char image[256];	  /* AUTOPATCH_EGRESS_IMAGE: image the proxy runs in (needs glibc);
+				   * default AUTOPATCH_SANDBOX_IMAGE or autopatch-sandbox:latest */
+	char outer_network[128];  /* AUTOPATCH_EGRESS_NETWORK: the network the proxy reaches the
+				   * mirror through; default "bridge" */
+	char allow_nets[SBX_EGRESS_MAX_NETS][64]; /* AUTOPATCH_EGRESS_ALLOW_NETS: comma-separated
+						   * CIDRs whose private addresses may be reached
+						   * (a mirror on the LAN); default none */
+	size_t n_allow_nets;
+	int ready_timeout_ms; /* how long sbx_egress_up waits for the proxy to listen */
+} sbx_egress_opts;
+
+#define SBX_EGRESS_OPTS_INIT                                                                       \
+	{                                                                                          \
+		"", "", "bridge", {""}, 0, 10000                                                   \
+	}
+
+/* Fill opts from cfg. AP_EINVAL with a sentence for a bad CIDR or a value too long. A missing
+ * proxy binary is reported by sbx_egress_up, not here (the allow-list is off by default). */
+int sbx_egress_opts_load(sbx_egress_opts *opts, const ap_config *cfg);
+
+/* Check an allow-list ("host:port" or "*.suffix:port" entries, NULL-terminated) without
+ * creating anything. AP_EINVAL with a sentence naming the bad entry; an empty list is
+ * AP_EINVAL too (an allow-list that allows nothing is a mistake: use SBX_NET_NONE). */
+int sbx_egress_check(const char *const *allow);
+
+/*
+ * Create the job's Internal network and start its proxy. owner and job label everything (with
+ * the creator label, so sbx_reap_orphans removes what a crash leaves). runtime is the
+ * sandbox's runtime: "runsc" is refused with AP_EINVAL (no networking there at all). On
+ * failure nothing is left behind. *out is released with sbx_egress_down().
+ */
+int sbx_egress_up(dk_client *dk, const sbx_egress_opts *opts, const char *owner, const char *job,
+		  const char *runtime, const char *const *allow, sbx_egress **out);
+
+/* Name of the job's Internal network: the sandbox's HostConfig.NetworkMode. Owned by eg. */
+const char *sbx_egress_network(const sbx_egress *eg);
+
+/* "http://<proxy address>:3128". Owned by eg. */
+const char *sbx_egress_proxy_url(const sbx_egress *eg);
+
+/* NULL-terminated Env entries for the sandbox: HTTP_PROXY, HTTPS_PROXY, http_proxy,
+ * https_proxy (the proxy URL), NO_PROXY and no_proxy (empty). Owned by eg. */
+const char *const *sbx_egress_env(const sbx_egress *eg);
+
+/* Write the proxy's decisions that were not written yet to autopatch's log: each denial as a
+ * warn line "egress denied: ...", each allowed connection as info. Returns how many denials
+ * were seen so far in total, or < 0 when the log could not be read. */
+int sbx_egress_drain_log(sbx_egress *eg);
+
+/* Drain the log, remove the proxy container and the network, free eg, on every path. The
+ * sandbox container must already be gone. Accepts NULL. Returns 0 or the first error. */
+int sbx_egress_down(sbx_egress *eg);
+
+#endif

@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: MIT */
+/* server/http.c - libmicrohttpd front end (see http.h). */
+#include "server/http.h"
+#include "buf.h"
+#include "err.h"
+#include "log.h"
+#include "server/metrics.h"
+#include "server/queue.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Rows on the status page. */
+#define STATUS_JOBS 25
+#define PAGE_CAP    (1024 * 1024)
+
+struct http_server {
+	http_config cfg;
+	struct MHD_Daemon *d;
+	queue *rq; /* reader connection for the GET endpoints (polling thread only) */
+	atomic_int inflight;
+};
+
+enum req_state { REQ_BODY, REQ_WAIT, REQ_DONE };
+
+struct req {
+	http_server *s;
+	struct MHD_Connection *conn;
+	int64_t start_ns;
+	bool is_hook;
+	enum req_state state;
+	ap_buf body;
+	bool too_big;
+	wh_decision dec;
+	ing_item item;
+};
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *c, int status, const char *type,
+			       const char *body, size_t len)
+{
+	struct MHD_Response *r;
+	enum MHD_Result ret;
+
+	r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (status == 405)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "POST");
+	ret = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* {"message": msg, ...}: every answer of the webhook endpoint is a short JSON object. */
+static enum MHD_Result respond_json(struct MHD_Connection *c, int status, const char *msg,
+				    int64_t job)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *text = NULL;
+	enum MHD_Result ret;
+
+	if (o) {
+		cJSON_AddStringToObject(o, "message", msg);
+		if (job)
+			cJSON_AddNumberToObject(o, "job", (double)job);
+		text = cJSON_PrintUnformatted(o);
+		cJSON_Delete(o);
+	}
+	if (!text)
+		return respond(c, 500, "application/json", "{\"message\":\"out of memory\"}", 27);
+	ret = respond(c, status, "application/json", text, strlen(text));
+	free(text);
+	return ret;
+}
+
+static const char *reject_outcome(int status)
+{
+	switch (status) {
+	case 400:
+		return "bad_request";
+	case 401:
+		return "unauthorized";
+	case 405:
+		return "method_not_allowed";
+	case 413:
+		return "too_large";
+	case 415:
+		return "unsupported_media_type";
+	default:
+		return "error";
+	}
+}
+
+static const char *header(struct MHD_Connection *c, const char *name)
+{
+	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+static enum MHD_Result finish_hook(struct req *r, int status, const char *outcome, const char *msg,
+				   int64_t job)
+{
+	const char *event = header(r->conn, "X-GitHub-Event");
+	enum MHD_Result ret;
+
+	ret = respond_json(r->conn, status, msg, job);
+	metrics_delivery(event, outcome);
+	metrics_latency((double)(mono_ns() - r->start_ns) / 1e9);
+	r->state = REQ_DONE;
+	return ret;
+}
+
+/* Writer thread: the batch holding this item committed (or failed). */
+static void item_done(ing_item *item)
+{
+	struct req *r = item->ud;
+
+	MHD_resume_connection(r->conn);
+}
+
+static enum MHD_Result answer_stored(struct req *r)
+{
+	q_delivery *d = &r->item.d;
+	const char *delivery = d->delivery;
+	char msg[256];
+
+	switch (d->result) {
+	case Q_QUEUED:
+		ap_log(AP_LOG_INFO, delivery, d->job_id, "job queued: %s", r->dec.reason);
+		return finish_hook(r, 202, "queued", "queued", d->job_id);
+	case Q_DUPLICATE:
+		ap_log(AP_LOG_INFO, delivery, 0, "duplicate delivery: nothing to do");
+		return finish_hook(r, 200, "duplicate", "duplicate delivery", 0);
+	case Q_ACTIVE:
+		ap_log(AP_LOG_INFO, delivery, d->job_id, "%s: a job is already active",
+		       r->dec.reason);
+		return finish_hook(r, 200, "active_job", "a job for this issue is already active",
+				   d->job_id);
+	case Q_CANCELLED:
+		snprintf(msg, sizeof(msg), "cancel: %d job(s) affected", d->ncancelled);
+		ap_log(AP_LOG_INFO, delivery, 0, "%s (%s)", msg, r->dec.reason);
+		return finish_hook(r, 200, "cancel", msg, 0);
+	case Q_RECORDED:
+		ap_log(AP_LOG_INFO, delivery, 0, "ignored: %s", r->dec.reason);
+		snprintf(msg, sizeof(msg), "ignored: %.200s", r->dec.reason);
+		return finish_hook(r, 200, "ignored", msg, 0);
+	default:
+		ap_log(AP_LOG_ERROR, delivery, 0, "delivery could not be stored");
+		return finish_hook(r, 503, "error", "delivery could not be stored; retry", 0);
+	}
+}
+
+static enum MHD_Result hook_complete(struct req *r)
+{
+	http_server *s = r->s;
+	wh_request wreq = {
+	    .method = "POST",
+	    .event = header(r->conn, "X-GitHub-Event"),
+	    .delivery = header(r->conn, "X-GitHub-Delivery"),
+	    .signature = header(r->conn, "X-Hub-Signature-256"),
+	    .content_type = header(r->conn, MHD_HTTP_HEADER_CONTENT_TYPE),
+	    .body = r->body.data,
+	    .len = r->body.len,
+	    .body_too_big = r->too_big,
+	};
+	q_delivery *d = &r->item.d;
+
+	wh_handle(&s->cfg.wh, &wreq, &r->dec);
+	if (r->dec.action == WH_REJECT) {
+		ap_log(AP_LOG_INFO,
+		       wreq.delivery && strlen(wreq.delivery) <= WH_DELIVERY_MAX ? wreq.delivery
+										 : NULL,
+		       0, "rejected with %d: %s", r->dec.status, r->dec.reason);
+		return finish_hook(r, r->dec.status, reject_outcome(r->dec.status), r->dec.reason,
+				   0);
+	}
+	*d = (q_delivery){
+	    .delivery = wreq.delivery,
+	    .event = wreq.event,
+	    .body = wreq.body,
+	    .len = wreq.len,
+	    .kind = r->dec.action == WH_TRIGGER	 ? Q_TRIGGER
+		    : r->dec.action == WH_CANCEL ? Q_CANCEL
+						 : Q_RECORD,
+	    .note = r->dec.action == WH_IGNORE ? r->dec.reason : NULL,
+	    .repo = r->dec.repo,
+	    .repo_id = r->dec.repo_id,
+	    .installation_id = r->dec.installation_id,
+	    .issue = r->dec.issue,
+	    .trigger = r->dec.trigger,
+	    .feedback = r->dec.feedback,
+	    .comment_id = r->dec.comment_id,
+	};
+	r->item.done = item_done;
+	r->item.ud = r;
+	r->state = REQ_WAIT;
+	/* Suspend before submitting: the writer may resume us before this function returns. */
+	MHD_suspend_connection(r->conn);
+	ing_submit(s->cfg.ing, &r->item);
+	return MHD_YES;
+}
+
+static enum MHD_Result on_hook(struct req *r, const char *method, const char *upload,
+			       size_t *upload_size)
+{
+	if (r->state == REQ_WAIT)
+		return answer_stored(r);
+	if (r->state == REQ_DONE)
+		return MHD_YES;
+	if (*upload_size) {
+		if (!r->too_big && ap_buf_add(&r->body, upload, *upload_size) != 0) {
+			/* Over the cap: stop buffering, keep draining, answer 413 at the end. */
+			r->too_big = true;
+			ap_buf_release(&r->body);
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	(void)method;
+	return hook_complete(r);
+}
+
+static void html_escape(ap_buf *b, const char *s)
+{
+	for (; s && *s; s++) {
+		switch (*s) {
+		case '<':
+			ap_buf_adds(b, "&lt;");
+			break;
+		case '>':
+			ap_buf_adds(b, "&gt;");
+			break;
+		case '&':
+			ap_buf_adds(b, "&amp;");
+			break;
+		case '"':
+			ap_buf_adds(b, "&quot;");
+			break;
+		case '\'':
+			ap_buf_adds(b, "&#39;");
+			break;
+		default:
+			ap_buf_add(b, s, 1);
+		}
+	}
+}
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static enum MHD_Result status_page(http_server *s, struct MHD_Connection *c)
+{
+	ap_buf b = AP_BUF_INIT(PAGE_CAP);
+	cJSON *jobs = NULL, *j;
+	q_stats st;
+	enum MHD_Result ret;
+
+	if (q_get_stats(s->rq, &st) || q_jobs_json(s->rq, 0, STATUS_JOBS, &jobs))
+		return respond_json(c, 500, "database unavailable", 0);
+	ap_buf_addf(&b,
+		    "<!doctype html><html><head><meta charset=\"utf-8\"><title>autopatch</title>"
+		    "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.2em .6em;"
+		    "text-align:left;border-bottom:1px solid #ddd}</style></head><body>"
+		    "<h1>autopatch</h1><p>queued %lld &middot; running %lld &middot; succeeded "
+		    "%lld &middot; failed %lld &middot; cancelled %lld &middot; workers %d</p>"
+		    "<table><tr><th>id</th><th>repository</th><th>issue</th><th>trigger</th>"
+		    "<th>state</th><th>stage</th><th>attempts</th><th>updated</th>"
+		    "<th>result or error</th></tr>",
+		    (long long)st.queued, (long long)st.running, (long long)st.succeeded,
+		    (long long)st.failed, (long long)st.cancelled, s->cfg.workers);
+	cJSON_ArrayForEach(j, jobs)
+	{
+		const char *res = *jstr(j, "result") ? jstr(j, "result") : jstr(j, "error");
+
+		ap_buf_addf(&b, "<tr><td>%d</td><td>", cJSON_GetObjectItem(j, "id")->valueint);
+		html_escape(&b, jstr(j, "repo"));
+		ap_buf_addf(&b, "</td><td>%d</td><td>", cJSON_GetObjectItem(j, "issue")->valueint);
+		html_escape(&b, jstr(j, "trigger"));
+		ap_buf_adds(&b, "</td><td>");
+		html_escape(&b, jstr(j, "state"));
+		ap_buf_adds(&b, "</td><td>");
+		html_escape(&b, jstr(j, "stage"));
+		ap_buf_addf(&b, "</td><td>%d</td><td>",
+			    cJSON_GetObjectItem(j, "attempts")->valueint);
+		html_escape(&b, jstr(j, "updated"));
+		ap_buf_adds(&b, "</td><td>");
+		html_escape(&b, res);
+		ap_buf_adds(&b, "</td></tr>");
+	}
+	ap_buf_adds(&b, "</table></body></html>\n");
+	cJSON_Delete(jobs);
+	ret = respond(c, 200, "text/html; charset=utf-8", ap_buf_str(&b), b.len);
+	ap_buf_release(&b);
+	return ret;
+}
+
+static enum MHD_Result healthz(http_server *s, struct MHD_Connection *c)
+{
+	char body[256];
+	q_stats st;
+
+	if (q_get_stats(s->rq, &st))
+		return respond(c, 503, "application/json",
+			       "{\"ok\":false,\"message\":\"database unavailable\"}", 45);
+	snprintf(body, sizeof(body),
+		 "{\"ok\":true,\"queue_depth\":%lld,\"running\":%lld,\"workers\":%d,\"busy\":%d}",
+		 (long long)st.queued, (long long)st.running, s->cfg.workers, wk_busy(s->cfg.pool));
+	return respond(c, 200, "application/json", body, strlen(body));
+}
+
+static enum MHD_Result metrics_page(http_server *s, struct MHD_Connection *c)
+{
+	ap_buf b = AP_BUF_INIT(PAGE_CAP);
+	q_stats st;
+	enum MHD_Result ret;
+
+	if (q_get_stats(s->rq, &st) || metrics_render(&b, &st, s->cfg.workers, wk_busy(s->cfg.pool),
+						      ing_max_batch(s->cfg.ing))) {
+		ap_buf_release(&b);
+		return respond(c, 500, "text/plain", "metrics unavailable\n", 20);
+	}
+	ret = respond(c, 200, "text/plain; version=0.0.4", ap_buf_str(&b), b.len);
+	ap_buf_release(&b);
+	return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *upload,
+				  size_t *upload_size, void **con_cls)
+{
+	http_server *s = cls;
+	struct req *r = *con_cls;
+	bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+
+	(void)version;
+	if (r)
+		return on_hook(r, method, upload, upload_size);
+	if (strcmp(url, s->cfg.path) == 0) {
+		const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return MHD_NO;
+		r->s = s;
+		r->conn = c;
+		r->is_hook = true;
+		r->start_ns = mono_ns();
+		r->dec = (wh_decision)WH_DECISION_INIT;
+		ap_buf_init(&r->body, WH_BODY_MAX);
+		*con_cls = r;
+		atomic_fetch_add(&s->inflight, 1);
+		if (strcmp(method, "POST") != 0)
+			return finish_hook(r, 405, "method_not_allowed",
+					   "only POST is accepted here", 0);
+		/* Refuse an announced oversize body before reading any of it. */
+		if (cl && strtoull(cl, NULL, 10) > WH_BODY_MAX)
+			return finish_hook(r, 413, "too_large", "payload is larger than 25 MiB", 0);
+		return MHD_YES;
+	}
+	if (*upload_size) { /* a body sent to a GET endpoint: drain it */
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (strcmp(url, "/healthz") == 0)
+		return get ? healthz(s, c) : respond_json(c, 405, "use GET", 0);
+	if (strcmp(url, "/metrics") == 0)
+		return get ? metrics_page(s, c) : respond_json(c, 405, "use GET", 0);
+	if (strcmp(url, "/") == 0)
+		return get ? status_page(s, c) : respond_json(c, 405, "use GET", 0);
+	return respond_json(c, 404, "not found", 0);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	http_server *s = cls;
+	struct req *r = *con_cls;
+
+	(void)c;
+	(void)toe;
+	if (!r)
+		return;
+	wh_decision_release(&r->dec);
+	ap_buf_release(&r->body);
+	free(r);
+	*con_cls = NULL;
+	atomic_fetch_sub(&s->inflight, 1);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	(void)cls;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	ap_log(AP_LOG_DEBUG, NULL, 0, "http: %s", msg);
+}
+
+int http_start(http_server **out, const http_config *cfg)
+{
+	struct sockaddr_storage ss;
+	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+			     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	http_server *s;
+	int rc;
+
+	*out = NULL;
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, cfg->bind, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
+		((struct sockaddr_in *)&ss)->sin_family = AF_INET;
+		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)cfg->port);
+	} else if (inet_pton(AF_INET6, cfg->bind, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
+		((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)cfg->port);
+		flags |= MHD_USE_IPv6;
+	} else {
+		return ap_error_set(AP_EINVAL,
+				    "AUTOPATCH_BIND=\"%s\" is not a numeric IP address: use e.g. "
+				    "0.0.0.0 or 127.0.0.1",
+				    cfg->bind);
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	s->cfg = *cfg;
+	if ((rc = q_open(&s->rq, cfg->db_path, Q_OPEN_CREATE)))
+		goto fail;
+	s->d = MHD_start_daemon(
+	    flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+	    (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned int)1000, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+	if (!s->d) {
+		rc = ap_error_set(AP_EIO,
+				  "cannot listen on %s port %d (in use or not permitted): set PORT "
+				  "or AUTOPATCH_BIND",
+				  cfg->bind, cfg->port);
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	q_close(s->rq);
+	free(s);
+	return rc;
+}
+
+void http_stop(http_server *s, int64_t wait_ms)
+{
+	MHD_socket fd;
+
+	if (!s)
+		return;
+	fd = MHD_quiesce_daemon(s->d);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+	for (int64_t waited = 0; atomic_load(&s->inflight) > 0 && waited < wait_ms; waited += 10)
+		usleep(10000);
+	MHD_stop_daemon(s->d);
+	q_close(s->rq);
+	free(s);
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/* server/metrics.h - process-wide counters rendered as Prometheus text for GET /metrics.
+ *
+ * Label values come from fixed sets (event names outside the routed ones count as "other"),
+ * so an attacker cannot grow the series count. Thread-safe.
+ */
+#ifndef AP_METRICS_H
+#define AP_METRICS_H
+
+#include "buf.h"
+#include "server/queue.h"
+
+/* Count one delivery answered with outcome (a fixed string such as "queued", "duplicate",
+ * "ignored", "unauthorized"). */
+void metrics_delivery(const char *event, const char *outcome);
+
+/* Observe one request's latency in seconds (first byte handled to response queued). */
+void metrics_latency(double seconds);
+
+/* Append the exposition text: deliveries by event and outcome, jobs by state (from stats),
+ * workers configured and busy, the latency histogram, the largest group-commit batch. */
+int metrics_render(ap_buf *out, const q_stats *stats, int workers, int busy, size_t max_batch);
+
+/* Forget every count (tests). */
+void metrics_reset(void);
+
+#endif

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/* server/queue.h - the durable job queue on SQLite (WAL).
+ *
+ * Tables: deliveries (one row per verified delivery, UNIQUE delivery id, raw body, outcome),
+ * jobs (one row per unit of work, see job.h), job_events (the history every view is built
+ * from) and job_state (per-job key/value that survives re-runs). Schema and state machine are
+ * described in docs/internals/queue.md.
+ *
+ * A queue handle is one SQLite connection guarded by a mutex: any thread may use it, but the
+ * server gives each busy thread (the ingest writer, each worker, the lease keeper, the HTTP
+ * reader) its own handle so they never wait on each other's mutex. Times are milliseconds
+ * since the epoch and passed in by the caller, so tests control the clock.
+ */
+#ifndef AP_QUEUE_H
+#define AP_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "server/job.h"
+
+typedef struct queue queue;
+
+enum q_open_mode {
+	Q_OPEN_CREATE,	 /* create the file and schema when missing (the server) */
+	Q_OPEN_EXISTING, /* AP_ENOTFOUND when the file does not exist (the jobs command) */
+};
+
+/* Open (and migrate) the database at path. Fails with a sentence naming the path when it
+ * cannot be created, opened for writing or migrated. *out is freed with q_close(). */
+int q_open(queue **out, const char *path, enum q_open_mode mode);
+/* Accepts NULL. */
+void q_close(queue *q);
+
+/* Wall clock in milliseconds. */
+int64_t q_now_ms(void);
+
+/* --- intake ---------------------------------------------------------------------------- */
+
+enum q_kind { Q_RECORD, Q_TRIGGER, Q_CANCEL };
+enum q_result {
+	Q_QUEUED,    /* a job was created (202) */
+	Q_DUPLICATE, /* this delivery id was seen before; nothing changed (200) */
+	Q_ACTIVE,    /* trigger for (repo, issue) that already has an active job (200) */
+	Q_CANCELLED, /* cancel processed; ncancelled jobs affected (200) */
+	Q_RECORDED,  /* stored, nothing to do (200) */
+	Q_FAILED,    /* storing failed; nothing changed (503) */
+};
+
+/* One verified delivery to store. Inputs are borrowed for the duration of q_ingest. */
+typedef struct q_delivery {
+	const char *delivery, *event;
+	const char *body;
+	size_t len;
+	enum q_kind kind;
+	const char *note; /* outcome detail stored with the delivery (ignore reason) */
+	/* trigger / cancel target */
+	const char *repo;
+	int64_t repo_id, installation_id, issue;
+	enum job_trigger trigger;
+	const char *feedback;
+	int64_t comment_id;
+	/* outputs */
+	enum q_result result;
+	int64_t job_id; /* Q_QUEUED: the new job; Q_ACTIVE: the active one */
+	int ncancelled; /* Q_CANCELLED */
+} q_delivery;
+
+/* Store n deliveries in ONE transaction (group commit): each is applied under its own
+ * savepoint, so one bad item fails alone (Q_FAILED) while the rest commit. Returns 0 when the
+ * transaction committed (each item's result says what happened), or a negative code when the
+ * commit failed (every item is then Q_FAILED). */
+int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now);
+
+/* --- workers --------------------------------------------------------------------------- */
+
+/* Lease the oldest ready job (queued, not_before <= now) for owner until now + lease_ms;
+ * counts an attempt and records an event. AP_ENOTFOUND when none is ready. *out is freed with
+ * q_job_free(). */
+int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, q_job **out);
+void q_job_free(q_job *job);
+
+/* Extend the lease. AP_ENOTFOUND when owner no longer holds it (expired and re-queued). */
+int q_heartbeat(queue *q, int64_t id, const char *owner, int64_t lease_ms, int64_t now);
+
+/* Terminal outcome of a leased job: state is "succeeded", "failed" or "cancelled"; text is
+ * the result (succeeded) or the error. AP_ENOTFOUND when the lease was lost. */
+int q_finish(queue *q, int64_t id, const char *owner, const char *state, const char *text,
+	     int64_t now);
+
+/* Put a leased job back: queued again at not_before with error noted. When refund is true
+ * the attempt is not counted (shutdown interrupted it, not a failure of the job). */
+int q_release(queue *q, int64_t id, const char *owner, int64_t not_before, const char *error,
+	      bool refund, int64_t now);
+
+/* Running jobs whose lease ended before now (their process died) go back to queued, or to
+ * failed once attempts reached max_attempts, or to cancelled when a cancel was requested.
+ * *count (may be NULL) receives how many were handled. */
+int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count);
+
+/* Retry delay after the given attempt: base_ms * 2^(attempts-1), at most one hour. */
+int64_t q_backoff_ms(int64_t base_ms, int attempts);
+
+/* --- cancellation, events, state ------------------------------------------------------- */
+
+/* Cancel the active job of (repo, issue): a queued one at once, a running one by setting
+ * cancel_requested. *count (may be NULL) = jobs affected. */
+int q_cancel(queue *q, const char *repo, int64_t issue, const char *why, int64_t now, int *count);
+
+/* *yes = the job's cancel_requested flag. */
+int q_cancel_requested(queue *q, int64_t id, bool *yes);
+
+/* Append an event; stage (may be NULL) also becomes the job's stage. */
+int q_event(queue *q, int64_t id, const char *stage, const char *msg, int64_t now);
+
+int q_state_set(queue *q, int64_t id, const char *key, const char *value);
+/* *value is malloc'd (caller frees) or NULL when unset. */
+int q_state_get(queue *q, int64_t id, const char *key, char **value);
+
+/* --- views ----------------------------------------------------------------------------- */
+
+typedef struct q_stats {
+	int64_t queued, running, succeeded, failed, cancelled;
+	int64_t deliveries;
+} q_stats;
+
+int q_get_stats(queue *q, q_stats *out);
+
+/* Jobs newest first as a JSON array of objects (id, delivery, repo, issue, trigger, state,
+ * stage, attempts, created, updated (RFC 3339), result, error). id > 0 selects one job and
+ * adds its "events" array. limit <= 0 means no limit. *out is freed with cJSON_Delete. */
+int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out);
+
+const char *q_stage_name(enum job_stage stage);
+
+#endif

@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/* server/webhook.c - verify, parse and route one delivery (see webhook.h). Pure: the fuzzer
+ * runs exactly this code. */
+#include "server/webhook.h"
+#include "err.h"
+#include "server/sig.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *trigger_names[] = {"label", "comment", "pr_feedback"};
+
+const char *wh_trigger_name(enum job_trigger t)
+{
+	if ((unsigned)t < sizeof(trigger_names) / sizeof(trigger_names[0]))
+		return trigger_names[t];
+	return "unknown";
+}
+
+int wh_trigger_parse(const char *name)
+{
+	for (size_t i = 0; name && i < sizeof(trigger_names) / sizeof(trigger_names[0]); i++)
+		if (strcmp(name, trigger_names[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
+void wh_decision_release(wh_decision *d)
+{
+	if (!d)
+		return;
+	free(d->feedback);
+	d->feedback = NULL;
+}
+
+static int reject(wh_decision *d, int status, const char *reason)
+{
+	d->action = WH_REJECT;
+	d->status = status;
+	snprintf(d->reason, sizeof(d->reason), "%s", reason);
+	return 0;
+}
+
+static int ignore(wh_decision *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int ignore(wh_decision *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	d->action = WH_IGNORE;
+	d->status = 200;
+	va_start(ap, fmt);
+	vsnprintf(d->reason, sizeof(d->reason), fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+static int valid_token(const char *s, size_t max, int (*ok)(int c))
+{
+	size_t n = 0;
+
+	if (!s || !*s)
+		return 0;
+	for (; s[n]; n++)
+		if (n >= max || !ok((unsigned char)s[n]))
+			return 0;
+	return 1;
+}
+
+static int delivery_char(int c)
+{
+	return isalnum(c) || c == '-' || c == '_' || c == '.';
+}
+
+static int event_char(int c)
+{
+	return (c >= 'a' && c <= 'z') || c == '_';
+}
+
+/* "application/json", optionally followed by parameters ("; charset=utf-8"). */
+static int json_content_type(const char *ct)
+{
+	static const char want[] = "application/json";
+	size_t n = sizeof(want) - 1;
+
+	while (ct && (*ct == ' ' || *ct == '\t'))
+		ct++;
+	if (!ct || strncasecmp(ct, want, n) != 0)
+		return 0;
+	return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t';
+}
+
+static const char *get_str(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* A positive integral id that a double represents exactly, else 0. */
+static int64_t get_id(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	double d;
+
+	if (!cJSON_IsNumber(v))
+		return 0;
+	d = v->valuedouble;
+	if (!(d >= 1 && d <= 9007199254740992.0) || d != (double)(int64_t)d)
+		return 0;
+	return (int64_t)d;
+}
+
+static const cJSON *get_obj(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsObject(v) ? v : NULL;
+}
+
+static int trusted_association(const char *a)
+{
+	return a && (strcmp(a, "OWNER") == 0 || strcmp(a, "MEMBER") == 0 ||
+		     strcmp(a, "COLLABORATOR") == 0);
+}
+
+/* If body is "/autopatch" alone or followed by whitespace, return the text after it (leading
+ * and trailing whitespace trimmed, in a malloc'd copy capped at WH_FEEDBACK_MAX) via *out.
+ * Returns 1 when it is a command, 0 when not, AP_ENOMEM. */
+static int command_text(const char *body, char **out)
+{
+	static const char cmd[] = "/autopatch";
+	size_t n = sizeof(cmd) - 1, len;
+	const char *p = body;
+
+	*out = NULL;
+	while (*p && isspace((unsigned char)*p))
+		p++;
+	if (strncmp(p, cmd, n) != 0 || (p[n] && !isspace((unsigned char)p[n])))
+		return 0;
+	p += n;
+	while (*p && isspace((unsigned char)*p))
+		p++;
+	len = strlen(p);
+	while (len && isspace((unsigned char)p[len - 1]))
+		len--;
+	if (len > WH_FEEDBACK_MAX)
+		len = WH_FEEDBACK_MAX;
+	*out = strndup(p, len);
+	return *out ? 1 : AP_ENOMEM;
+}
+
+static int set_target(wh_decision *d, const cJSON *root, int64_t issue)
+{
+	const cJSON *repo = get_obj(root, "repository");
+	const char *full = repo ? get_str(repo, "full_name") : NULL;
+
+	if (!full || !*full || strlen(full) > WH_REPO_MAX || !strchr(full, '/') || issue <= 0)
+		return 0;
+	snprintf(d->repo, sizeof(d->repo), "%s", full);
+	d->repo_id = get_id(repo, "id");
+	d->issue = issue;
+	return 1;
+}
+
+static int route_issues(const cJSON *root, const char *action, const wh_config *cfg, wh_decision *d)
+{
+	const cJSON *label = get_obj(root, "label"), *issue = get_obj(root, "issue");
+	const char *name = label ? get_str(label, "name") : NULL;
+	int labeled = strcmp(action, "labeled") == 0;
+
+	if (!labeled && strcmp(action, "unlabeled") != 0)
+		return ignore(d, "issues.%.64s is not a trigger", action);
+	if (!name || strcmp(name, cfg->label) != 0)
+		return ignore(d, "label \"%.60s\" is not the trigger label", name ? name : "");
+	if (!issue || !set_target(d, root, get_id(issue, "number")))
+		return ignore(d, "payload has no repository or issue number");
+	d->action = labeled ? WH_TRIGGER : WH_CANCEL;
+	d->status = labeled ? 202 : 200;
+	d->trigger = JOB_TRIGGER_LABEL;
+	snprintf(d->reason, sizeof(d->reason), "%s %.200s#%lld", labeled ? "label" : "unlabel",
+		 d->repo, (long long)d->issue);
+	return 0;
+}
+
+static int route_comment(const cJSON *root, const char *action, wh_decision *d)
+{
+	const cJSON *comment = get_obj(root, "comment"), *issue = get_obj(root, "issue");
+	const char *body = comment ? get_str(comment, "body") : NULL;
+	char *text = NULL;
+	int rc;
+
+	if (strcmp(action, "created") != 0)
+		return ignore(d, "issue_comment.%.64s is not a trigger", action);
+	if (!body || (rc = command_text(body, &text)) == 0)
+		return ignore(d, "comment is not an /autopatch command");
+	if (rc < 0)
+		return rc;
+	if (!trusted_association(get_str(comment, "author_association"))) {
+		free(text);
+		return ignore(d, "commenter is not an owner, member or collaborator");
+	}
+	if (!issue || !set_target(d, root, get_id(issue, "number"))) {
+		free(text);
+		return ignore(d, "payload has no repository or issue number");
+	}
+	d->comment_id = get_id(comment, "id");
+	if (strcmp(text, "stop") == 0) {
+		free(text);
+		d->action = WH_CANCEL;
+		d->status = 200;
+		snprintf(d->reason, sizeof(d->reason), "stop %.200s#%lld", d->repo,
+			 (long long)d->issue);
+		return 0;
+	}
+	d->action = WH_TRIGGER;
+	d->status = 202;
+	d->trigger = get_obj(issue, "pull_request") ? JOB_TRIGGER_PR_FEEDBACK : JOB_TRIGGER_COMMENT;
+	d->feedback = text;
+	snprintf(d->reason, sizeof(d->reason), "%s %.200s#%lld", wh_trigger_name(d->trigger),
+		 d->repo, (long long)d->issue);
+	return 0;
+}
+
+static int route_review_comment(const cJSON *root, const char *action, wh_decision *d)
+{
+	const cJSON *comment = get_obj(root, "comment"), *pr = get_obj(root, "pull_request");
+	const cJSON *head = pr ? get_obj(pr, "head") : NULL;
+	const char *body = comment ? get_str(comment, "body") : NULL;
+	const char *ref = head ? get_str(head, "ref") : NULL;
+	char *text = NULL;
+	int rc;
+
+	if (strcmp(action, "created") != 0)
+		return ignore(d, "pull_request_review_comment.%.64s is not a trigger", action);
+	if (!body || !trusted_association(get_str(comment, "author_association")))
+		return ignore(d, "reviewer is not an owner, member or collaborator");
+	if (!ref || strncmp(ref, "autopatch/", 10) != 0)
+		return ignore(d, "review comment on a pull request autopatch did not open");
+	if (!set_target(d, root, get_id(pr, "number")))
+		return ignore(d, "payload has no repository or pull request number");
+	/* The whole comment is feedback; a leading "/autopatch" is optional here. */
+	rc = command_text(body, &text);
+	if (rc < 0)
+		return rc;
+	if (rc == 0) {
+		size_t len = strlen(body);
+
+		text = strndup(body, len > WH_FEEDBACK_MAX ? WH_FEEDBACK_MAX : len);
+		if (!text)
+			return AP_ENOMEM;
+	}
+	d->action = WH_TRIGGER;
+	d->status = 202;
+	d->trigger = JOB_TRIGGER_PR_FEEDBACK;
+	d->feedback = text;
+	d->comment_id = get_id(comment, "id");
+	snprintf(d->reason, sizeof(d->reason), "review feedback %.200s#%lld", d->repo,
+		 (long long)d->issue);
+	return 0;
+}
+
+static int route(const wh_config *cfg, const char *event, const cJSON *root, wh_decision *d)
+{
+	const cJSON *sender = get_obj(root, "sender"), *inst = get_obj(root, "installation");
+	const char *stype = sender ? get_str(sender, "type") : NULL;
+	const char *action = get_str(root, "action");
+
+	if (strcmp(event, "ping") == 0)
+		return ignore(d, "ping");
+	if (stype && strcmp(stype, "Bot") == 0)
+		return ignore(d, "sender is a bot");
+	if (!action)
+		return ignore(d, "%.64s has no action", event);
+	if (strcmp(event, "issues") != 0 && strcmp(event, "issue_comment") != 0 &&
+	    strcmp(event, "pull_request_review_comment") != 0)
+		return ignore(d, "event %.64s is not routed", event);
+	d->installation_id = inst ? get_id(inst, "id") : 0;
+	if (!d->installation_id)
+		return ignore(d, "payload has no installation");
+	if (strcmp(event, "issues") == 0)
+		return route_issues(root, action, cfg, d);
+	if (strcmp(event, "issue_comment") == 0)
+		return route_comment(root, action, d);
+	return route_review_comment(root, action, d);
+}
+
+int wh_handle(const wh_config *cfg, const wh_request *req, wh_decision *out)
+{
+	const char *end = NULL;
+	cJSON *root;
+	int verified = 0, rc;
+
+	*out = (wh_decision)WH_DECISION_INIT;
+	if (!req->method || strcmp(req->method, "POST") != 0)
+		return reject(out, 405, "only POST is accepted here");
+	if (req->body_too_big || req->len > WH_BODY_MAX)
+		return reject(out, 413, "payload is larger than 25 MiB");
+	if (!req->event || !req->delivery || !req->signature)
+		return reject(out, 400,
+			      "required headers missing: X-GitHub-Event, X-GitHub-Delivery, "
+			      "X-Hub-Signature-256");
+	if (!valid_token(req->delivery, WH_DELIVERY_MAX, delivery_char))
+		return reject(out, 400, "X-GitHub-Delivery is not a delivery id");
+	if (!valid_token(req->event, WH_EVENT_MAX, event_char))
+		return reject(out, 400, "X-GitHub-Event is not an event name");
+	if (!json_content_type(req->content_type))
+		return reject(out, 415, "content type must be application/json");
+	for (size_t i = 0; i < 2; i++)
+		if (cfg->secrets[i] &&
+		    sig_verify(cfg->secrets[i], req->body, req->len, req->signature) == 0)
+			verified = 1;
+	if (!verified)
+		return reject(out, 401, "signature does not match the payload and secret");
+
+	root = cJSON_ParseWithLengthOpts(req->body, req->len, &end, 0);
+	if (!root)
+		return reject(out, 400, "payload is not valid JSON");
+	while (end && end < req->body + req->len && isspace((unsigned char)*end))
+		end++;
+	if (!cJSON_IsObject(root) || end != req->body + req->len) {
+		cJSON_Delete(root);
+		return reject(out, 400, "payload is not a JSON object");
+	}
+	rc = route(cfg, req->event, root, out);
+	cJSON_Delete(root);
+	if (rc) {
+		wh_decision_release(out);
+		*out = (wh_decision)WH_DECISION_INIT;
+		reject(out, 500, "out of memory");
+	}
+	return rc;
+}

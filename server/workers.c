@@ -1,0 +1,413 @@
+/* SPDX-License-Identifier: MIT */
+/* server/workers.c - worker threads, lease keeper and the q_ctl handle (see workers.h). */
+#include "server/workers.h"
+#include "err.h"
+#include "log.h"
+#include "redact.h"
+#include "server/queue.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct worker {
+	wk_pool *pool;
+	int index;
+	char owner[160];
+	queue *q;
+	pthread_t thread;
+	bool started;
+	bool exited;	    /* under pool->lock */
+	int64_t job_id;	    /* running job, 0 when idle; under pool->lock */
+	atomic_bool cancel; /* a user cancelled the running job */
+};
+
+struct q_ctl {
+	struct worker *w;
+	int64_t job;
+};
+
+struct wk_pool {
+	wk_config cfg;
+	char *db_path, *instance;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;   /* new work, or stopping */
+	pthread_cond_t exited; /* a worker thread ended */
+	atomic_bool stopping;
+	bool abandoned; /* under lock: jobs were re-queued by wk_stop; workers must not write */
+	unsigned long notify_seq;
+	queue *keeper_q;
+	pthread_t keeper;
+	bool keeper_started;
+	struct worker *workers;
+};
+
+static void deadline_after(struct timespec *ts, int64_t ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/* --- q_ctl (server/job.h) -------------------------------------------------------------- */
+
+int q_ctl_stage(q_ctl *ctl, enum job_stage stage, const char *msg)
+{
+	struct worker *w = ctl->w;
+	char *clean = msg ? redact_str(msg) : NULL;
+	int rc;
+
+	rc = q_event(w->q, ctl->job, q_stage_name(stage), clean ? clean : "", q_now_ms());
+	free(clean);
+	if (rc == 0)
+		rc = q_heartbeat(w->q, ctl->job, w->owner, w->pool->cfg.lease_ms, q_now_ms());
+	return rc;
+}
+
+int q_ctl_event(q_ctl *ctl, const char *msg)
+{
+	char *clean = redact_str(msg ? msg : "");
+	int rc;
+
+	if (!clean)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	rc = q_event(ctl->w->q, ctl->job, NULL, clean, q_now_ms());
+	free(clean);
+	return rc;
+}
+
+bool q_ctl_should_stop(q_ctl *ctl)
+{
+	return atomic_load(&ctl->w->cancel) || atomic_load(&ctl->w->pool->stopping);
+}
+
+bool q_ctl_cancelled(q_ctl *ctl)
+{
+	return atomic_load(&ctl->w->cancel);
+}
+
+int q_ctl_state_set(q_ctl *ctl, const char *key, const char *value)
+{
+	return q_state_set(ctl->w->q, ctl->job, key, value);
+}
+
+char *q_ctl_state_get(q_ctl *ctl, const char *key)
+{
+	char *v = NULL;
+
+	if (q_state_get(ctl->w->q, ctl->job, key, &v))
+		return NULL;
+	return v;
+}
+
+/* --- workers --------------------------------------------------------------------------- */
+
+static bool retryable(int rc)
+{
+	return rc == AP_EUNAVAIL || rc == AP_ETIMEOUT || rc == AP_EIO;
+}
+
+/* Record the outcome of one run. Called with the pool lock NOT held; takes it so a shutdown
+ * that already re-queued the job (abandoned) is not overwritten. */
+static void record(struct worker *w, const q_job *job, int rc, const char *result)
+{
+	wk_pool *p = w->pool;
+	int64_t now = q_now_ms();
+	const char *text = result ? result : ap_error_name(rc);
+	int wrc;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->abandoned) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	if (rc == 0) {
+		wrc = q_finish(w->q, job->id, w->owner, "succeeded", text, now);
+		ap_log(AP_LOG_INFO, job->delivery, job->id, "job succeeded: %s", text);
+	} else if (rc == AP_ECANCELLED && !atomic_load(&w->cancel) && atomic_load(&p->stopping)) {
+		wrc = q_release(w->q, job->id, w->owner, now, "interrupted by shutdown", true, now);
+		ap_log(AP_LOG_INFO, job->delivery, job->id, "job re-queued: server shutting down");
+	} else if (rc == AP_ECANCELLED) {
+		wrc = q_finish(w->q, job->id, w->owner, "cancelled", text, now);
+		ap_log(AP_LOG_INFO, job->delivery, job->id, "job cancelled");
+	} else if (retryable(rc) && job->attempts < p->cfg.max_attempts) {
+		int64_t delay = q_backoff_ms(p->cfg.retry_base_ms, job->attempts);
+
+		wrc = q_release(w->q, job->id, w->owner, now + delay, text, false, now);
+		ap_log(AP_LOG_WARN, job->delivery, job->id,
+		       "job attempt %d failed (%s), retry in %lld ms: %s", job->attempts,
+		       ap_error_name(rc), (long long)delay, text);
+	} else {
+		wrc = q_finish(w->q, job->id, w->owner, "failed", text, now);
+		ap_log(AP_LOG_WARN, job->delivery, job->id, "job failed (%s): %s",
+		       ap_error_name(rc), text);
+	}
+	if (wrc)
+		ap_log(AP_LOG_ERROR, job->delivery, job->id, "recording the outcome failed: %s",
+		       ap_error_last());
+	w->job_id = 0;
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void run_one(struct worker *w, q_job *job)
+{
+	wk_pool *p = w->pool;
+	q_ctl ctl = {w, job->id};
+	char *result = NULL, *clean = NULL;
+	int rc;
+
+	pthread_mutex_lock(&p->lock);
+	w->job_id = job->id;
+	atomic_store(&w->cancel, false);
+	pthread_mutex_unlock(&p->lock);
+	ap_log(AP_LOG_INFO, job->delivery, job->id, "job started: %s#%lld attempt %d", job->repo,
+	       (long long)job->issue, job->attempts);
+
+	rc = p->cfg.run(job, &ctl, p->cfg.ud, &result);
+	if (result)
+		clean = redact_str(result);
+	record(w, job, rc, clean ? clean : result);
+	free(clean);
+	free(result);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	wk_pool *p = w->pool;
+
+	while (!atomic_load(&p->stopping)) {
+		q_job *job = NULL;
+		unsigned long seq;
+		int rc;
+
+		pthread_mutex_lock(&p->lock);
+		seq = p->notify_seq;
+		pthread_mutex_unlock(&p->lock);
+		rc = q_lease(w->q, w->owner, p->cfg.lease_ms, q_now_ms(), &job);
+		if (rc == 0) {
+			run_one(w, job);
+			q_job_free(job);
+			continue;
+		}
+		if (rc != AP_ENOTFOUND)
+			ap_err("worker %d: leasing failed: %s", w->index, ap_error_last());
+		/* Idle: sleep until notified, or poll once a second for retries coming due. */
+		pthread_mutex_lock(&p->lock);
+		if (seq == p->notify_seq && !atomic_load(&p->stopping)) {
+			struct timespec ts;
+
+			deadline_after(&ts, 1000);
+			pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+		}
+		pthread_mutex_unlock(&p->lock);
+	}
+	pthread_mutex_lock(&p->lock);
+	w->exited = true;
+	pthread_cond_broadcast(&p->exited);
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* Heartbeats, cancel flags and expired leases, every lease/3 (at most 1 s apart for cancel
+ * responsiveness). */
+static void *keeper_main(void *arg)
+{
+	wk_pool *p = arg;
+	int64_t tick = p->cfg.lease_ms / 3, last_beat = 0;
+
+	if (tick > 1000)
+		tick = 1000;
+	if (tick < 50)
+		tick = 50;
+	while (!atomic_load(&p->stopping)) {
+		int64_t now = q_now_ms();
+		bool beat = now - last_beat >= p->cfg.lease_ms / 3;
+		struct timespec ts;
+		int n = 0;
+
+		pthread_mutex_lock(&p->lock);
+		for (int i = 0; i < p->cfg.workers; i++) {
+			struct worker *w = &p->workers[i];
+			bool yes = false;
+
+			if (!w->job_id)
+				continue;
+			if (q_cancel_requested(p->keeper_q, w->job_id, &yes) == 0 && yes)
+				atomic_store(&w->cancel, true);
+			if (beat &&
+			    q_heartbeat(p->keeper_q, w->job_id, w->owner, p->cfg.lease_ms, now))
+				ap_log(AP_LOG_WARN, NULL, w->job_id, "heartbeat failed: %s",
+				       ap_error_last());
+		}
+		pthread_mutex_unlock(&p->lock);
+		if (beat) {
+			last_beat = now;
+			if (q_requeue_expired(p->keeper_q, p->cfg.max_attempts, now, &n))
+				ap_err("re-queueing expired leases failed: %s", ap_error_last());
+			else if (n) {
+				ap_info("%d job(s) with an expired lease handled", n);
+				wk_notify(p);
+			}
+		}
+		pthread_mutex_lock(&p->lock);
+		if (!atomic_load(&p->stopping)) {
+			deadline_after(&ts, tick);
+			pthread_cond_timedwait(&p->wake, &p->lock, &ts);
+		}
+		pthread_mutex_unlock(&p->lock);
+	}
+	return NULL;
+}
+
+static void pool_free(wk_pool *p)
+{
+	for (int i = 0; p->workers && i < p->cfg.workers; i++)
+		q_close(p->workers[i].q);
+	free(p->workers);
+	q_close(p->keeper_q);
+	pthread_cond_destroy(&p->wake);
+	pthread_cond_destroy(&p->exited);
+	pthread_mutex_destroy(&p->lock);
+	free(p->db_path);
+	free(p->instance);
+	free(p);
+}
+
+int wk_start(wk_pool **out, const wk_config *cfg)
+{
+	wk_pool *p;
+	int rc, n = 0;
+
+	*out = NULL;
+	if (cfg->workers < 1 || cfg->max_attempts < 1 || cfg->lease_ms < 100 || !cfg->run)
+		return ap_error_set(AP_EINVAL, "bad worker pool configuration");
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	p->cfg = *cfg;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->wake, NULL);
+	pthread_cond_init(&p->exited, NULL);
+	p->db_path = strdup(cfg->db_path);
+	p->instance = strdup(cfg->instance);
+	p->workers = calloc((size_t)cfg->workers, sizeof(*p->workers));
+	if (!p->db_path || !p->instance || !p->workers) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto fail;
+	}
+	p->cfg.db_path = p->db_path;
+	p->cfg.instance = p->instance;
+	if ((rc = q_open(&p->keeper_q, p->db_path, Q_OPEN_CREATE)))
+		goto fail;
+	for (int i = 0; i < cfg->workers; i++) {
+		struct worker *w = &p->workers[i];
+
+		w->pool = p;
+		w->index = i;
+		snprintf(w->owner, sizeof(w->owner), "%.140s/w%d", p->instance, i);
+		if ((rc = q_open(&w->q, p->db_path, Q_OPEN_CREATE)))
+			goto fail;
+	}
+	if ((rc = q_requeue_expired(p->keeper_q, p->cfg.max_attempts, q_now_ms(), &n)))
+		goto fail;
+	if (n)
+		ap_info("%d job(s) with an expired lease handled at start-up", n);
+	for (int i = 0; i < cfg->workers; i++) {
+		if (pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i])) {
+			rc = ap_error_set(AP_ENOMEM, "cannot start worker thread %d", i);
+			goto fail_threads;
+		}
+		p->workers[i].started = true;
+	}
+	if (pthread_create(&p->keeper, NULL, keeper_main, p)) {
+		rc = ap_error_set(AP_ENOMEM, "cannot start the lease keeper thread");
+		goto fail_threads;
+	}
+	p->keeper_started = true;
+	*out = p;
+	return 0;
+fail_threads:
+	wk_stop(p, 0);
+	return rc;
+fail:
+	pool_free(p);
+	return rc;
+}
+
+void wk_notify(wk_pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->notify_seq++;
+	pthread_cond_broadcast(&p->wake);
+	pthread_mutex_unlock(&p->lock);
+}
+
+int wk_busy(wk_pool *p)
+{
+	int n = 0;
+
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	for (int i = 0; i < p->cfg.workers; i++)
+		if (p->workers[i].job_id)
+			n++;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+void wk_stop(wk_pool *p, int64_t grace_ms)
+{
+	struct timespec ts;
+	bool all_exited;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	atomic_store(&p->stopping, true);
+	pthread_cond_broadcast(&p->wake);
+	deadline_after(&ts, grace_ms);
+	for (;;) {
+		all_exited = true;
+		for (int i = 0; i < p->cfg.workers; i++)
+			if (p->workers[i].started && !p->workers[i].exited)
+				all_exited = false;
+		if (all_exited || pthread_cond_timedwait(&p->exited, &p->lock, &ts) == ETIMEDOUT)
+			break;
+	}
+	all_exited = true;
+	for (int i = 0; i < p->cfg.workers; i++) {
+		struct worker *w = &p->workers[i];
+
+		if (!w->started || w->exited)
+			continue;
+		all_exited = false;
+		if (w->job_id && q_release(p->keeper_q, w->job_id, w->owner, q_now_ms(),
+					   "interrupted by shutdown", true, q_now_ms()) == 0)
+			ap_log(AP_LOG_WARN, NULL, w->job_id,
+			       "job did not stop within the grace period: re-queued");
+	}
+	if (!all_exited)
+		p->abandoned = true;
+	pthread_mutex_unlock(&p->lock);
+	if (p->keeper_started)
+		pthread_join(p->keeper, NULL);
+	if (!all_exited)
+		return; /* a worker still runs pipeline code; the process exits next */
+	for (int i = 0; i < p->cfg.workers; i++)
+		if (p->workers[i].started)
+			pthread_join(p->workers[i].thread, NULL);
+	pool_free(p);
+}

@@ -1,0 +1,135 @@
+"""`autopatch doctor` against the GitHub stand-in, the real Docker engine and a model stand-in:
+all green when everything is right; each broken setting gives its ✗ line with the sentence
+that says how to fix it, and a non-zero exit."""
+import socket
+
+import pytest
+
+from github_util import GitHubStub, ModelStub, make_app_key, run_autopatch
+
+MODEL_KEY = "sk-doctor-test-key-123456"
+IMAGE = "autopatch-sandbox:latest"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    d = tmp_path_factory.mktemp("doctor")
+    key, pub = make_app_key(d)
+    stub = GitHubStub(str(d / "gh"), app_key_pub=str(pub), app_id="4242").start()
+    stub.seed_repo("octo/hello", files={"a.txt": "hi\n"})
+    model = ModelStub(MODEL_KEY)
+    yield {"dir": d, "key": key, "stub": stub, "model": model}
+    stub.stop()
+    model.stop()
+
+
+def good_env(w):
+    return {
+        "APP_ID": "4242",
+        "PRIVATE_KEY_PATH": str(w["key"]),
+        "WEBHOOK_SECRET": "a-long-webhook-secret-for-tests",
+        "GITHUB_API_URL": w["stub"].url,
+        "AUTOPATCH_SANDBOX_IMAGE": IMAGE,
+        "AUTOPATCH_LLM_PROVIDER": "openai",
+        "AUTOPATCH_LLM_BASE_URL": w["model"].url,
+        "AUTOPATCH_LLM_API_KEY": MODEL_KEY,
+    }
+
+
+def lines(out):
+    return {l[2:].split(":")[0]: l for l in out.stdout.splitlines() if l[:1] in ("✓", "✗")}
+
+
+NAMES = ["configuration", "private key", "JWT accepted", "installations visible",
+         "Docker reachable", "sandbox image present", "model endpoint reachable"]
+
+
+def test_doctor_all_green(world, autopatch_bin, tmp_path):
+    out = run_autopatch(autopatch_bin, ["doctor"], good_env(world), tmp_path)
+    got = lines(out)
+    assert list(got) == NAMES, out.stdout + out.stderr
+    assert all(l.startswith("✓") for l in got.values()), out.stdout
+    assert out.returncode == 0
+    assert 'GitHub App "autopatch"' in got["JWT accepted"]
+    assert "1 (octo)" in got["installations visible"]
+    # The JWT really went to the stand-in and was verified there against the public key.
+    assert any(r["path"] == "/app" and r["auth_scheme"] == "Bearer"
+               for r in world["stub"].requests())
+
+
+def closed_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+
+CASES = [
+    # (id, change to the environment, the ✗ line, words of its sentence)
+    ("no-app-id", {"APP_ID": None}, "configuration",
+     ["APP_ID is not set", "Set APP_ID in .env to the App ID"]),
+    ("no-webhook-secret", {"WEBHOOK_SECRET": None}, "configuration",
+     ["WEBHOOK_SECRET is not set", "openssl rand -hex 32"]),
+    ("missing-key-file", {"PRIVATE_KEY_PATH": "/nonexistent/app.pem"}, "private key",
+     ["/nonexistent/app.pem cannot be read", "point it at the .pem file"]),
+    ("garbage-key", {"PRIVATE_KEY_PATH": None, "PRIVATE_KEY": "-----BEGIN RSA PRIVATE KEY-----"
+                     "\\nAAAA\\n-----END RSA PRIVATE KEY-----"}, "private key",
+     ["not a PEM RSA private key", "download a new one"]),
+    ("wrong-app-id", {"APP_ID": "999"}, "JWT accepted",
+     ["A JSON web token could not be decoded", "Check that APP_ID is this App's ID"]),
+    ("wrong-key", {"PRIVATE_KEY_PATH": "WRONG_KEY"}, "JWT accepted",
+     ["A JSON web token could not be decoded", "PRIVATE_KEY_PATH is this App's current key"]),
+    ("github-unreachable", {"GITHUB_API_URL": "CLOSED"}, "JWT accepted",
+     ["Check GITHUB_API_URL and that this machine can reach it"]),
+    ("no-installations", {"_installations": []}, "installations visible",
+     ["installed nowhere", "Install it on the repositories"]),
+    ("docker-down", {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}, "Docker reachable",
+     ["Start dockerd (or point DOCKER_HOST at it)"]),
+    ("no-image", {"AUTOPATCH_SANDBOX_IMAGE": "autopatch-no-such-image:never"},
+     "sandbox image present", ["autopatch-no-such-image:never is not in Docker",
+                               "docker build -t autopatch-no-such-image:never"]),
+    ("model-key", {"AUTOPATCH_LLM_API_KEY": "sk-wrong-key-000000"}, "model endpoint reachable",
+     ["refused the API key (HTTP 401)", "Set AUTOPATCH_LLM_API_KEY"]),
+    ("model-down", {"AUTOPATCH_LLM_BASE_URL": "CLOSED"}, "model endpoint reachable",
+     ["cannot reach", "Start the model server or fix AUTOPATCH_LLM_BASE_URL"]),
+]
+
+# A broken prerequisite also fails the checks that depend on it ("not checked. Fix ...").
+DEPENDENTS = {"private key": ["JWT accepted", "installations visible"],
+              "JWT accepted": ["installations visible"],
+              "Docker reachable": ["sandbox image present"]}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_doctor_reports_each_broken_setting(world, autopatch_bin, tmp_path, case):
+    _, change, name, words = case
+    env = good_env(world)
+    stub = world["stub"]
+    for k, v in change.items():
+        if k == "_installations":
+            stub.config(installations=v)
+        elif v is None:
+            env.pop(k)
+        elif v == "CLOSED":
+            env[k] = f"http://127.0.0.1:{closed_port()}" + ("/v1" if "LLM" in k else "")
+        elif v == "WRONG_KEY":
+            other = tmp_path / "other"
+            other.mkdir()
+            env[k] = str(make_app_key(other)[0])
+        else:
+            env[k] = v
+    try:
+        out = run_autopatch(autopatch_bin, ["doctor"], env, tmp_path)
+    finally:
+        stub.config(installations=[1])
+    got = lines(out)
+    assert out.returncode == 1, out.stdout
+    assert got[name].startswith("✗"), out.stdout
+    for w in words:
+        assert w in got[name], got[name]
+    expected_bad = {name, *DEPENDENTS.get(name, [])}
+    if name == "configuration" and "APP_ID" in change:
+        expected_bad |= {"JWT accepted", "installations visible"}
+    bad = {n for n, l in got.items() if l.startswith("✗")}
+    assert bad == expected_bad, out.stdout
+    assert "check" in out.stdout.splitlines()[-1] and "failed" in out.stdout.splitlines()[-1]

@@ -1,0 +1,220 @@
+"""`autopatch fix` end to end: scripted models (both wire formats), the real Docker sandbox, the
+real Tester, on examples/calc. Every test fails if the behaviour it names breaks."""
+import json
+
+import pytest
+
+from agents_util import (GOOD_FIX, ORIGINAL_LINE, PROVIDERS, READ_ONLY_TOOLS, REPRO_CMD,
+                         REPRO_PATH, WRITE_OR_RUN_TOOLS, call, finish, happy, replace, run_fix,
+                         step, tool_names, tool_results, write_repro)
+
+
+@pytest.fixture(params=PROVIDERS)
+def provider(request):
+    return request.param
+
+
+def test_happy_path_gives_a_proven_patch(autopatch_bin, tmp_path, provider):
+    r = run_fix(autopatch_bin, tmp_path, happy(), provider)
+    assert r.code == 0, r
+    assert "PROVEN" in r.out, r
+    diff = r.out_path.read_text()
+    assert "+    if not values:" in diff and "+        return 0.0" in diff
+    assert "b/" + REPRO_PATH in diff
+    assert diff in r.out  # the final diff is printed
+    # the Tester's evidence: repro fails on pristine with the issue's error, passes after
+    assert "ZeroDivisionError" in r.out and "**fails**" in r.out and "**passes**" in r.out
+    assert "pristine: 7 passed, 0 failed" in r.out and "patched: 8 passed, 0 failed" in r.out
+    # one line per step
+    for stage in ("[planning] Planner started", "[building] Builder started",
+                  "[testing] round 1: proven"):
+        assert stage in r.out, r
+    # the trajectory records messages, tool calls, verdicts and usage
+    events = [json.loads(line) for line in r.traj_path.read_text().splitlines()]
+    types = {e["type"] for e in events}
+    assert {"start", "llm_request", "llm_response", "tool_result", "tester_run", "verdict",
+            "end"} <= types
+    end = [e for e in events if e["type"] == "end"][0]
+    assert end["proven"] is True and end["model_calls"] == len(r.requests) == 8
+    assert end["tokens_in"] > 0 and end["tokens_out"] > 0
+    # provider wire details
+    req = r.requests[0]
+    if provider == "anthropic":
+        assert req["path"] == "/v1/messages" and req["headers"]["anthropic-version"]
+        assert "system" in req["body"]
+    else:
+        assert req["path"] == "/v1/chat/completions"
+        assert req["body"]["messages"][0]["role"] == "system"
+
+
+def test_planner_is_never_offered_a_writing_or_running_tool(autopatch_bin, tmp_path, provider):
+    r = run_fix(autopatch_bin, tmp_path, happy(), provider)
+    assert r.code == 0, r
+    planner = r.by_role("planner")
+    builder = r.by_role("builder")
+    assert len(planner) == 3 and len(builder) == 5
+    for req in planner:
+        offered = set(tool_names(req))
+        assert offered == READ_ONLY_TOOLS, offered
+        assert not offered & WRITE_OR_RUN_TOOLS
+    for req in builder:
+        assert WRITE_OR_RUN_TOOLS | READ_ONLY_TOOLS == set(tool_names(req))
+
+
+def test_planner_calling_a_write_tool_is_refused(autopatch_bin, tmp_path, provider):
+    s = happy()
+    s["planner"].insert(0, step(call("write_file", path="calc.py", content="oops"),
+                                call("run", command="touch /tmp/workspace/pwned")))
+    r = run_fix(autopatch_bin, tmp_path, s, provider)
+    assert r.code == 0, r
+    results = tool_results(r.by_role("planner")[1])
+    assert any("unknown tool 'write_file'" in t for t in results), results
+    assert any("unknown tool 'run'" in t for t in results), results
+    assert "pwned" not in r.out_path.read_text()
+    assert "oops" not in r.out_path.read_text()
+
+
+def test_wrong_first_fix_is_caught_and_builder_sees_tester_output(autopatch_bin, tmp_path,
+                                                                    provider):
+    wrong = "    if not values:\n        return None\n" + ORIGINAL_LINE
+    s = happy()
+    s["builder"] = [
+        step(write_repro()),
+        step(replace(ORIGINAL_LINE, wrong)),
+        step(finish()),
+        # round 2: correct it
+        step(replace("        return None\n", "        return 0.0\n")),
+        step(finish()),
+    ]
+    r = run_fix(autopatch_bin, tmp_path, s, provider)
+    assert r.code == 0, r
+    assert "round 1: rejected - the reproduction test FAILS on the patched code" in r.out, r
+    assert "round 2: proven" in r.out
+    after_reject = r.by_role("builder")[3]
+    last = tool_results(after_reject)[-1]
+    assert "Tester: REJECTED" in last
+    assert "assert None == 0.0" in last  # the Tester's failure output, head and tail
+    assert REPRO_CMD in last
+    assert "+        return 0.0" in r.out_path.read_text()
+
+
+def test_repro_that_passes_on_pristine_is_rejected_and_model_told_why(autopatch_bin, tmp_path,
+                                                                      provider):
+    passing = "import calc\n\n\ndef test_mean_of_empty_list_is_zero():\n    assert calc.mean([2, 4]) == 3\n"
+    s = happy()
+    s["builder"] = [
+        step(write_repro(passing)),
+        step(GOOD_FIX),
+        step(finish()),
+        step(write_repro()),  # round 2: a test that really reproduces the bug
+        step(finish()),
+    ]
+    r = run_fix(autopatch_bin, tmp_path, s, provider)
+    assert r.code == 0, r
+    assert "round 1: rejected - the reproduction test PASSED on the pristine code" in r.out, r
+    last = tool_results(r.by_role("builder")[3])[-1]
+    assert "PASSED on the pristine code" in last and "must fail before the fix" in last
+    assert "round 2: proven" in r.out
+
+
+def test_fix_that_breaks_an_existing_test_is_rejected(autopatch_bin, tmp_path, provider):
+    breaking = "    if not values:\n        return 0.0\n    return total(values) // len(values)\n"
+    s = happy()
+    s["builder"] = [step(write_repro()), step(replace(ORIGINAL_LINE, breaking)), step(finish())]
+    r = run_fix(autopatch_bin, tmp_path, s, provider, args=["--max-iterations", "1"])
+    assert r.code == 1, r
+    assert "NOT PROVEN" in r.out and "\nPROVEN:" not in r.out
+    assert "the patch breaks tests that passed before" in r.out
+    assert "tests/test_calc.py::test_mean (failed)" in r.out
+    assert not r.out_path.exists()
+
+
+def test_never_finishing_model_stops_at_the_budget(autopatch_bin, tmp_path, provider):
+    s = happy()
+    s["builder"] = [step(call("run", command="echo still working {n}"), repeat=True)]
+    r = run_fix(autopatch_bin, tmp_path, s, provider, env={"AUTOPATCH_MAX_MODEL_CALLS": "7"})
+    assert r.code == 1, r
+    assert "model-call budget exhausted during building" in r.out, r
+    assert "7 of 7 model calls" in r.out
+    assert len(r.requests) == 7
+
+
+def test_repeated_identical_call_gets_a_nudge_then_a_stop(autopatch_bin, tmp_path, provider):
+    s = happy()
+    s["builder"] = [step(call("read_file", path="calc.py"), repeat=True)]
+    r = run_fix(autopatch_bin, tmp_path, s, provider)
+    assert r.code == 1, r
+    builder = r.by_role("builder")
+    assert len(builder) == 4  # three answered (the third with a nudge), the fourth stops
+    nudge = tool_results(builder[3])[-1]
+    assert "You have made this exact read_file call 3 times" in nudge
+    assert "repeated-call budget exhausted" in r.out
+
+
+def test_malformed_tool_arguments_get_an_error_and_the_job_continues(autopatch_bin, tmp_path,
+                                                                     provider):
+    s = happy()
+    s["builder"][0:0] = [
+        step({"name": "read_file", "arguments": "{not json"}),
+        step(call("read_file", path=42)),
+        step(call("replace_in_file", path="calc.py", old="no such text", new="x")),
+        step(call("read_file", path="calc.py", colour="blue")),
+    ]
+    r = run_fix(autopatch_bin, tmp_path, s, provider)
+    assert r.code == 0, r
+    b = r.by_role("builder")
+    first = tool_results(b[1])[-1]
+    assert ("arguments must be a JSON object" in first or "unknown argument '_malformed'" in first)
+    assert "argument 'path' must be a string" in tool_results(b[2])[-1]
+    assert "was not found in calc.py" in tool_results(b[3])[-1]
+    assert "unknown argument 'colour'" in tool_results(b[4])[-1]
+    if provider == "anthropic":  # errors are flagged as such in the wire format
+        blocks = [blk for m in b[2]["body"]["messages"] if isinstance(m["content"], list)
+                  for blk in m["content"] if blk.get("type") == "tool_result"]
+        assert blocks[-1].get("is_error") is True
+    assert "PROVEN" in r.out
+
+
+def test_rate_limited_call_is_retried_after_retry_after(autopatch_bin, tmp_path, provider):
+    s = happy()
+    status = 429 if provider == "openai" else 529
+    s["planner"].insert(0, {"status": status, "retry_after": 1})
+    s["builder"].insert(2, {"status": 503})
+    r = run_fix(autopatch_bin, tmp_path, s, provider)
+    assert r.code == 0, r
+    planner = r.by_role("planner")
+    assert planner[0]["status"] == status and planner[1]["status"] == 200
+    assert planner[0]["body"] == planner[1]["body"]  # the same request, retried
+    assert planner[1]["time"] - planner[0]["time"] >= 0.9  # honoured retry-after: 1
+    assert [q["status"] for q in r.by_role("builder")].count(503) == 1
+    assert "PROVEN" in r.out
+
+
+def test_model_writes_cannot_touch_paths_outside_the_workspace(autopatch_bin, tmp_path,
+                                                               provider):
+    s = happy()
+    s["builder"][0:0] = [
+        step(call("write_file", path="../escape.txt", content="x")),
+        step(call("write_file", path="/tmp/abs.txt", content="x")),
+        step(call("run", command="ln -s /tmp link && ln -s /etc etclink")),
+        step(call("write_file", path="link/evil.txt", content="x")),
+        step(call("replace_in_file", path="etclink/hostname", old="a", new="b")),
+        step(call("read_file", path="etclink/passwd")),
+        step(call("finish", test_path="link/evil.txt", test_command="true evil.txt", summary="s")),
+        step(call("run", command="ls /tmp/escape.txt /tmp/workspace/../escape.txt /tmp/abs.txt "
+                                 "/tmp/evil.txt 2>&1; rm link etclink; echo checked")),
+    ]
+    r = run_fix(autopatch_bin, tmp_path, s, provider)
+    b = r.by_role("builder")
+    res = [tool_results(b[i])[-1] for i in range(1, 9)]
+    assert "'..' path components are not allowed" in res[0]
+    assert "absolute paths are not allowed" in res[1]
+    assert "resolves outside the workspace" in res[3]
+    assert "resolves outside the workspace" in res[4]
+    assert "resolves outside the workspace" in res[5]
+    assert "resolves outside the workspace" in res[6]
+    listing = res[7]
+    assert "checked" in listing and listing.count("No such file") == 4, listing
+    assert r.code == 0, r  # the job went on to a proven fix
+    diff = r.out_path.read_text()
+    assert "link" not in diff and "evil" not in diff

@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/server/test_webhook.c - signature verification and routing (server/sig.c,
+ * server/webhook.c), driven through the same pure function the server and the fuzzer use. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "server/sig.h"
+#include "server/webhook.h"
+
+static const char vector_secret[] = "It's a Secret to Everybody";
+static const char vector_body[] = "Hello, World!";
+static const char vector_sig[] =
+    "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+
+static void test_sig_github_vector(void **state)
+{
+	char out[SIG_HEADER_LEN];
+
+	(void)state;
+	assert_int_equal(sig_verify(vector_secret, vector_body, strlen(vector_body), vector_sig),
+			 0);
+	assert_int_equal(sig_sign(vector_secret, vector_body, strlen(vector_body), out), 0);
+	assert_string_equal(out, vector_sig);
+}
+
+static void test_sig_rejects_malformed(void **state)
+{
+	char buf[128];
+	size_t n = strlen(vector_body);
+
+	(void)state;
+	/* missing pieces */
+	assert_int_equal(sig_verify(vector_secret, vector_body, n, NULL), AP_EDENIED);
+	assert_int_equal(sig_verify("", vector_body, n, vector_sig), AP_EDENIED);
+	assert_int_equal(sig_verify(NULL, vector_body, n, vector_sig), AP_EDENIED);
+	/* no prefix, the legacy sha1 prefix */
+	assert_int_equal(sig_verify(vector_secret, vector_body, n, vector_sig + 7), AP_EDENIED);
+	snprintf(buf, sizeof(buf), "sha1=%s", vector_sig + 7);
+	assert_int_equal(sig_verify(vector_secret, vector_body, n, buf), AP_EDENIED);
+	/* 63 and 65 hex digits */
+	snprintf(buf, sizeof(buf), "%.*s", (int)strlen(vector_sig) - 1, vector_sig);
+	assert_int_equal(sig_verify(vector_secret, vector_body, n, buf), AP_EDENIED);
+	snprintf(buf, sizeof(buf), "%s0", vector_sig);
+	assert_int_equal(sig_verify(vector_secret, vector_body, n, buf), AP_EDENIED);
+	/* upper-case hex */
+	snprintf(buf, sizeof(buf), "%s", vector_sig);
+	for (char *p = buf + 7; *p; p++)
+		if (*p >= 'a' && *p <= 'f')
+			*p = (char)(*p - 'a' + 'A');
+	assert_int_equal(sig_verify(vector_secret, vector_body, n, buf), AP_EDENIED);
+	/* non-hex */
+	snprintf(buf, sizeof(buf), "%s", vector_sig);
+	buf[10] = 'g';
+	assert_int_equal(sig_verify(vector_secret, vector_body, n, buf), AP_EDENIED);
+	/* one body byte flipped, wrong secret */
+	assert_int_equal(sig_verify(vector_secret, "Hello, World?", n, vector_sig), AP_EDENIED);
+	assert_int_equal(sig_verify("It's a secret to everybody", vector_body, n, vector_sig),
+			 AP_EDENIED);
+	/* a truncated body */
+	assert_int_equal(sig_verify(vector_secret, vector_body, n - 1, vector_sig), AP_EDENIED);
+}
+
+/* --- routing ----------------------------------------------------------------------------- */
+
+static const char secret[] = "test-secret-123";
+static const char prev_secret[] = "old-secret-456";
+static wh_config cfg = {{secret, prev_secret}, "autopatch"};
+
+struct signed_req {
+	char sig[SIG_HEADER_LEN];
+	wh_request req;
+};
+
+static void make_req(struct signed_req *s, const char *event, const char *body, const char *key)
+{
+	assert_int_equal(sig_sign(key, body, strlen(body), s->sig), 0);
+	s->req = (wh_request){"POST",
+			      event,
+			      "1f2e3d4c-0000-1111-2222-333344445555",
+			      s->sig,
+			      "application/json",
+			      body,
+			      strlen(body),
+			      0};
+}
+
+static void decide(const char *event, const char *body, wh_decision *d)
+{
+	struct signed_req s;
+
+	make_req(&s, event, body, secret);
+	assert_int_equal(wh_handle(&cfg, &s.req, d), 0);
+}
+
+#define INST  "\"installation\":{\"id\":77}"
+#define REPO  "\"repository\":{\"id\":5,\"full_name\":\"acme/widget\"}"
+#define USER  "\"sender\":{\"login\":\"alice\",\"type\":\"User\"}"
+#define BOT   "\"sender\":{\"login\":\"autopatch[bot]\",\"type\":\"Bot\"}"
+#define ISSUE "\"issue\":{\"number\":12}"
+#define PRISS "\"issue\":{\"number\":13,\"pull_request\":{\"url\":\"x\"}}"
+
+static void test_route_label_trigger_and_cancel(void **state)
+{
+	wh_decision d;
+
+	(void)state;
+	decide("issues",
+	       "{\"action\":\"labeled\",\"label\":{\"name\":\"autopatch\"}," ISSUE "," REPO "," INST
+	       "," USER "}",
+	       &d);
+	assert_int_equal(d.action, WH_TRIGGER);
+	assert_int_equal(d.status, 202);
+	assert_int_equal(d.trigger, JOB_TRIGGER_LABEL);
+	assert_string_equal(d.repo, "acme/widget");
+	assert_int_equal(d.issue, 12);
+	assert_int_equal(d.installation_id, 77);
+	assert_int_equal(d.repo_id, 5);
+	assert_null(d.feedback);
+	wh_decision_release(&d);
+
+	decide("issues",
+	       "{\"action\":\"unlabeled\",\"label\":{\"name\":\"autopatch\"}," ISSUE "," REPO
+	       "," INST "," USER "}",
+	       &d);
+	assert_int_equal(d.action, WH_CANCEL);
+	assert_int_equal(d.issue, 12);
+	wh_decision_release(&d);
+
+	/* another label, a bot sender, no installation: ignored */
+	decide("issues",
+	       "{\"action\":\"labeled\",\"label\":{\"name\":\"bug\"}," ISSUE "," REPO "," INST
+	       "," USER "}",
+	       &d);
+	assert_int_equal(d.action, WH_IGNORE);
+	decide("issues",
+	       "{\"action\":\"labeled\",\"label\":{\"name\":\"autopatch\"}," ISSUE "," REPO "," INST
+	       "," BOT "}",
+	       &d);
+	assert_int_equal(d.action, WH_IGNORE);
+	assert_non_null(strstr(d.reason, "bot"));
+	decide("issues",
+	       "{\"action\":\"labeled\",\"label\":{\"name\":\"autopatch\"}," ISSUE "," REPO "," USER
+	       "}",
+	       &d);
+	assert_int_equal(d.action, WH_IGNORE);
+	decide("ping", "{\"zen\":\"Keep it logically awesome.\",\"hook_id\":1}", &d);
+	assert_int_equal(d.action, WH_IGNORE);
+	assert_int_equal(d.status, 200);
+}
+
+static void comment(const char *body, const char *assoc, const char *issue, wh_decision *d)
+{
+	char json[1024];
+
+	snprintf(json, sizeof(json),
+		 "{\"action\":\"created\",\"comment\":{\"id\":991,\"body\":\"%s\","
+		 "\"author_association\":\"%s\"},%s," REPO "," INST "," USER "}",
+		 body, assoc, issue);
+	decide("issue_comment", json, d);
+}
+
+static void test_route_comments(void **state)
+{
+	wh_decision d;
+
+	(void)state;
+	comment("/autopatch  please use a mutex \\n", "OWNER", ISSUE, &d);
+	assert_int_equal(d.action, WH_TRIGGER);
+	assert_int_equal(d.trigger, JOB_TRIGGER_COMMENT);
+	assert_string_equal(d.feedback, "please use a mutex");
+	assert_int_equal(d.comment_id, 991);
+	wh_decision_release(&d);
+
+	comment("/autopatch", "MEMBER", ISSUE, &d);
+	assert_int_equal(d.action, WH_TRIGGER);
+	assert_string_equal(d.feedback, "");
+	wh_decision_release(&d);
+
+	comment("/autopatch rename the flag", "COLLABORATOR", PRISS, &d);
+	assert_int_equal(d.action, WH_TRIGGER);
+	assert_int_equal(d.trigger, JOB_TRIGGER_PR_FEEDBACK);
+	assert_int_equal(d.issue, 13);
+	assert_string_equal(d.feedback, "rename the flag");
+	wh_decision_release(&d);
+
+	comment("/autopatch stop", "OWNER", ISSUE, &d);
+	assert_int_equal(d.action, WH_CANCEL);
+	assert_int_equal(d.issue, 12);
+	wh_decision_release(&d);
+
+	/* untrusted commenters, other text, look-alike commands */
+	comment("/autopatch go", "CONTRIBUTOR", ISSUE, &d);
+	assert_int_equal(d.action, WH_IGNORE);
+	comment("/autopatch go", "NONE", ISSUE, &d);
+	assert_int_equal(d.action, WH_IGNORE);
+	comment("please /autopatch", "OWNER", ISSUE, &d);
+	assert_int_equal(d.action, WH_IGNORE);
+	comment("/autopatchy", "OWNER", ISSUE, &d);
+	assert_int_equal(d.action, WH_IGNORE);
+}
+
+static void test_route_review_comment(void **state)
+{
+	wh_decision d;
+
+	(void)state;
+	decide("pull_request_review_comment",
+	       "{\"action\":\"created\",\"comment\":{\"id\":5,\"body\":\"use a constant here\","
+	       "\"author_association\":\"OWNER\"},\"pull_request\":{\"number\":40,\"head\":"
+	       "{\"ref\":\"autopatch/issue-12\"}}," REPO "," INST "," USER "}",
+	       &d);
+	assert_int_equal(d.action, WH_TRIGGER);
+	assert_int_equal(d.trigger, JOB_TRIGGER_PR_FEEDBACK);
+	assert_int_equal(d.issue, 40);
+	assert_string_equal(d.feedback, "use a constant here");
+	wh_decision_release(&d);
+	/* a pull request autopatch did not open */
+	decide("pull_request_review_comment",
+	       "{\"action\":\"created\",\"comment\":{\"id\":5,\"body\":\"nit\","
+	       "\"author_association\":\"OWNER\"},\"pull_request\":{\"number\":40,\"head\":"
+	       "{\"ref\":\"feature\"}}," REPO "," INST "," USER "}",
+	       &d);
+	assert_int_equal(d.action, WH_IGNORE);
+}
+
+static void test_checks_in_order(void **state)
+{
+	const char *body = "{\"zen\":\"x\"}";
+	struct signed_req s;
+	wh_decision d;
+
+	(void)state;
+	make_req(&s, "ping", body, secret);
+	s.req.method = "GET";
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 405);
+
+	make_req(&s, "ping", body, secret);
+	s.req.body_too_big = 1;
+	s.req.signature = NULL; /* size is checked before headers */
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 413);
+
+	make_req(&s, "ping", body, secret);
+	s.req.delivery = NULL;
+	s.req.content_type = "text/plain"; /* headers before content type */
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 400);
+
+	make_req(&s, "ping", body, secret);
+	s.req.content_type = "application/x-www-form-urlencoded";
+	s.sig[10] ^= 1; /* content type before signature */
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 415);
+
+	make_req(&s, "ping", body, secret);
+	s.req.content_type = "application/json; charset=utf-8";
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 200);
+
+	/* a bad body is never parsed before the signature: garbage with a bad signature is 401 */
+	make_req(&s, "ping", "{\"zen\":", "wrong-secret");
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 401);
+	make_req(&s, "ping", "{\"zen\":", secret);
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 400);
+	make_req(&s, "ping", "[1,2]", secret);
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 400);
+	make_req(&s, "ping", "{} trailing", secret);
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 400);
+}
+
+static void test_secret_rotation(void **state)
+{
+	const char *body = "{\"zen\":\"x\"}";
+	wh_config only_current = {{secret, NULL}, "autopatch"};
+	struct signed_req s;
+	wh_decision d;
+
+	(void)state;
+	make_req(&s, "ping", body, prev_secret);
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 200);
+	wh_handle(&only_current, &s.req, &d);
+	assert_int_equal(d.status, 401);
+	make_req(&s, "ping", body, "neither");
+	wh_handle(&cfg, &s.req, &d);
+	assert_int_equal(d.status, 401);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_sig_github_vector),
+	    cmocka_unit_test(test_sig_rejects_malformed),
+	    cmocka_unit_test(test_route_label_trigger_and_cancel),
+	    cmocka_unit_test(test_route_comments),
+	    cmocka_unit_test(test_route_review_comment),
+	    cmocka_unit_test(test_checks_in_order),
+	    cmocka_unit_test(test_secret_rotation),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
