@@ -5,7 +5,9 @@ Real `autopatch serve`, real SQLite, real Docker sandbox, real git over HTTP (th
 `git http-backend`); only GitHub's API and the model are local stand-ins.
 """
 import pathlib
+import os
 import signal
+import subprocess
 import time
 import uuid
 
@@ -239,3 +241,15 @@ def test_no_secret_leaks_anywhere(rig_factory):
             assert secret not in text, f"a secret leaked into {where}"
     # The model did say it, and it was masked rather than dropped silently.
     assert "***" in st["pulls"][0]["body"]
+
+
+def test_serve_with_workers_refuses_to_start_without_the_app(autopatch_bin, tmp_path, port):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AUTOPATCH_", "APP_ID", "PRIVATE_KEY", "GITHUB_"))}
+    env.update(AUTOPATCH_ENV_FILE="/dev/null", WEBHOOK_SECRET="x" * 16, PORT=str(port),
+               AUTOPATCH_BIND="127.0.0.1", AUTOPATCH_DB=str(tmp_path / "a.db"),
+               AUTOPATCH_WORKERS="1")
+    out = subprocess.run([str(autopatch_bin), "serve"], env=env,
+                                       capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2, out
+    assert "APP_ID" in out.stderr
