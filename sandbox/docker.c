@@ -8,6 +8,7 @@
  * deadline passes anyway, because the Engine API cannot kill a single exec.
  */
 #include "docker_api.h"
+#include "egress.h"
 #include "err.h"
 #include "internal.h"
 #include "log.h"
@@ -35,15 +36,16 @@
 
 struct sbx_engine {
 	dk_client *dk;
-	char owner[65];	      /* owner id, label-safe */
-	char *image;	      /* AUTOPATCH_SANDBOX_IMAGE */
-	char *runtime;	      /* AUTOPATCH_SANDBOX_RUNTIME */
-	char *data_dir;	      /* absolute $AUTOPATCH_DATA_DIR/sandbox */
-	sbx_spec defaults;    /* every numeric field resolved; strings point at the above */
-	size_t output_cap;    /* default per-stream cap */
-	int pool_size;	      /* AUTOPATCH_SANDBOX_POOL */
-	pthread_mutex_t lock; /* guards everything below */
-	pthread_cond_t cond;  /* pool changed or stopping */
+	char owner[65];		/* owner id, label-safe */
+	char *image;		/* AUTOPATCH_SANDBOX_IMAGE */
+	char *runtime;		/* AUTOPATCH_SANDBOX_RUNTIME */
+	char *data_dir;		/* absolute $AUTOPATCH_DATA_DIR/sandbox */
+	sbx_spec defaults;	/* every numeric field resolved; strings point at the above */
+	size_t output_cap;	/* default per-stream cap */
+	sbx_egress_opts egress; /* AUTOPATCH_EGRESS_* (allow-list boxes only) */
+	int pool_size;		/* AUTOPATCH_SANDBOX_POOL */
+	pthread_mutex_t lock;	/* guards everything below */
+	pthread_cond_t cond;	/* pool changed or stopping */
 	sbx_box *pool[SBX_POOL_MAX];
 	int pool_n;   /* ready boxes */
 	int creating; /* boxes being created for the pool */
@@ -61,6 +63,7 @@ struct sbx_box {
 	long long deadline_ms; /* end of the box's life (monotonic) */
 	bool killed;	       /* the host killed it (deadline, cancel): execs are refused */
 	bool has_repo;	       /* /repo is bound */
+	sbx_egress *eg;	       /* the allow-list network + proxy, or NULL */
 };
 
 /* --- settings --------------------------------------------------------------------------- */
@@ -203,6 +206,9 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 		return rc;
 	e->pool_size = (int)v;
 	d->network = SBX_NET_NONE;
+	e->egress = (sbx_egress_opts)SBX_EGRESS_OPTS_INIT;
+	if ((rc = sbx_egress_opts_load(&e->egress, cfg)))
+		return rc;
 	if (snprintf(path, sizeof(path), "%s/sandbox", data) >= (int)sizeof(path))
 		return ap_error_set(AP_EINVAL, "AUTOPATCH_DATA_DIR is too long");
 	if ((rc = mkdir_p(path)))
@@ -469,14 +475,26 @@ static int kill_container(sbx_engine *e, const char *id)
 	return rc;
 }
 
+/* The daemon reports ignored limits as warnings: log each. */
+static void log_warnings(const char *name, const cJSON *resp)
+{
+	const cJSON *w;
+
+	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(resp, "Warnings"))
+	{
+		if (cJSON_IsString(w))
+			ap_warn("docker create %s: %s", name, w->valuestring);
+	}
+}
+
 /* Create and start a box from a resolved spec. job names the label; pool boxes sleep forever
  * (the pool destroys them), others live wall_seconds. */
 static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool pool, sbx_box **out)
 {
 	sbx_box *b;
 	sbx_spec s = *spec;
-	cJSON *body = NULL, *resp = NULL, *id, *warn;
-	char path[256];
+	cJSON *body = NULL, *resp = NULL, *id;
+	char path[256], why[1024];
 	unsigned char rnd[6];
 	int rc;
 
@@ -505,27 +523,30 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 		}
 	}
 	b->has_repo = s.repo_dir != NULL;
-	if (s.network != SBX_NET_NONE) {
-		rc =
-		    ap_error_set(AP_EINVAL, "the egress allow-list is not available in this build");
-		goto err_remove_dir;
+	if (s.network == SBX_NET_ALLOWLIST) {
+		rc = sbx_egress_check(s.allow);
+		if (!rc)
+			rc = sbx_egress_up(e->dk, &e->egress, e->owner, b->job, s.runtime, s.allow,
+					   &b->eg);
+		if (rc)
+			goto err_remove_dir;
 	}
-	rc = sbx__create_body(&s, e->owner, pool ? 0 : s.wall_seconds, "none", NULL, &body);
+	rc = sbx__create_body(&s, e->owner, pool ? 0 : s.wall_seconds,
+			      b->eg ? sbx_egress_network(b->eg) : "none",
+			      b->eg ? sbx_egress_env(b->eg) : NULL, &body);
 	if (rc)
-		goto err_remove_dir;
+		goto err_egress_down;
 	snprintf(path, sizeof(path), "/containers/create?name=%s", b->name);
 	rc = dk_request(e->dk, "POST", path, body, SBX_API_TIMEOUT, NULL, &resp);
 	if (rc)
-		goto err_remove_dir;
+		goto err_remove_container; /* a timed-out create may still have happened */
 	id = cJSON_GetObjectItemCaseSensitive(resp, "Id");
 	if (!cJSON_IsString(id) || !label_safe(id->valuestring, sizeof(b->id) - 1)) {
 		rc = ap_error_set(AP_EIO, "docker create: no container id in the answer");
 		goto err_remove_container;
 	}
 	snprintf(b->id, sizeof(b->id), "%s", id->valuestring);
-	cJSON_ArrayForEach(
-	    warn, cJSON_GetObjectItemCaseSensitive(resp, "Warnings")) if (cJSON_IsString(warn))
-	    ap_warn("docker create %s: %s", b->name, warn->valuestring);
+	log_warnings(b->name, resp);
 	snprintf(path, sizeof(path), "/containers/%s/start", b->id);
 	rc = dk_request(e->dk, "POST", path, NULL, SBX_API_TIMEOUT, NULL, NULL);
 	if (rc)
@@ -535,13 +556,16 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	cJSON_Delete(resp);
 	*out = b;
 	return 0;
-err_remove_container : {
-	char why[1024];
-
+err_remove_container:
 	snprintf(why, sizeof(why), "%s", ap_error_last());
 	remove_container(e, b->name);
 	ap_error_set(rc, "%s", why);
-}
+err_egress_down:
+	if (b->eg) {
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		sbx_egress_down(b->eg);
+		ap_error_set(rc, "%s", why);
+	}
 err_remove_dir:
 	if (b->own_repo_dir)
 		remove_box_dir(e, b->name);
@@ -586,6 +610,13 @@ int sbx_destroy(sbx_box *b)
 		if (rc)
 			ap_err("sandbox: could not remove container %s (%s); the reaper will retry",
 			       b->name, why);
+	}
+	if (b->eg) {
+		/* The network can only go once the container is gone. */
+		int erc = sbx_egress_down(b->eg);
+
+		if (!rc)
+			rc = erc;
 	}
 	if (b->own_repo_dir)
 		remove_box_dir(b->e, b->name);
@@ -834,6 +865,8 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 	rc = pump(b, fd, cmd, &first, deadline, &io);
 	close(fd);
 	fd = -1;
+	if (b->eg && sbx_egress_drain_log(b->eg) < 0)
+		ap_warn("sandbox: egress log: %s", ap_error_last());
 	if (rc == SBX_BOX_DIED) {
 		/* Out of memory or killed from outside: the command died with its box. */
 		ap_warn("sandbox: container %s stopped during a command", b->name);

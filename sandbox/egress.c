@@ -313,6 +313,20 @@ static size_t on_log_bytes(char *p, size_t size, size_t n, void *ud)
 	return ap_buf_add(f->out, p, size * n) == 0 ? size * n : 0;
 }
 
+/* Whole seconds of an RFC 3339 UTC timestamp, 0 when there is none: lines of that second
+ * are fetched again and skipped by relay_line, earlier ones are not fetched at all. */
+static long long since_seconds(const char *ts)
+{
+	struct tm tm = {0};
+
+	if (!ts[0] || sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+			     &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+		return 0;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (long long)timegm(&tm);
+}
+
 /* GET the container's log (raw multiplexed stream, not JSON, so not through dk_request). */
 static int logs_fetch(sbx_egress *eg, ap_buf *raw)
 {
@@ -325,9 +339,8 @@ static int logs_fetch(sbx_egress *eg, ap_buf *raw)
 	if (!h)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	snprintf(url, sizeof(url),
-		 "http://docker/v%s/containers/%s/logs?stdout=1&stderr=1"
-		 "&timestamps=1",
-		 dk_api_version(eg->dk), eg->proxy_id);
+		 "http://docker/v%s/containers/%s/logs?stdout=1&stderr=1&timestamps=1&since=%lld",
+		 dk_api_version(eg->dk), eg->proxy_id, since_seconds(eg->last_ts));
 	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, dk_socket_path(eg->dk));
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);

@@ -102,3 +102,18 @@ def test_reap_spares_live_runs_unless_all(sandbox_factory):
     # The run notices its box is gone and ends instead of hanging.
     rc = proc.wait(timeout=30)
     assert rc != 0
+
+
+def test_allow_list_box_gets_only_the_proxy_and_is_cleaned_up(sandbox_factory):
+    # The proxy itself is tested in test_egress.py; here: the backend wiring from the CLI.
+    sb = sandbox_factory()
+    r = sb.run("sh", "-c", "env | grep -c '^HTTPS_PROXY=http://'; python3 -c \"import socket\n"
+               "try:\n socket.create_connection(('1.1.1.1', 80), 2); print('DIRECT')\n"
+               "except OSError: print('blocked')\"",
+               args=("--allow", "mirror.invalid:80"), text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "blocked"]
+    assert sb.leftovers() == []
+    r = sb.run("true", args=("--allow", "mirror.invalid:80", "--runtime", "runsc"), text=True)
+    assert r.returncode == 125 and "runsc" in r.stderr
+    assert sb.leftovers() == []
