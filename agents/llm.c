@@ -660,6 +660,16 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 	}
 	out->millis = traj_millis(m->traj) - t0;
 	free(body);
+	if (rc == 0 && m->traj) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "tokens_in", (double)out->tokens_in);
+		cJSON_AddNumberToObject(o, "tokens_out", (double)out->tokens_out);
+		cJSON_AddNumberToObject(o, "millis", (double)out->millis);
+		cJSON_AddNumberToObject(o, "attempts", out->attempts);
+		cJSON_AddStringToObject(o, "stop", out->stop ? out->stop : "");
+		cJSON_AddNumberToObject(o, "tool_calls", (double)out->ncalls);
+		traj_event(m->traj, "llm_usage", o);
+	}
 	if (rc && m->traj) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "error", ap_error_last());

@@ -75,7 +75,8 @@ static const tool_def DEFS[] = {
 	 "\"path\":{\"type\":\"string\"},"
 	 "\"content\":{\"type\":\"string\"}},"
 	 "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}",
-	 {{"path", P_STR, true, true, 1, MAX_PATH_LEN}, {"content", P_STR, true, false, 0, MAX_FILE_BYTES}}},
+	 {{"path", P_STR, true, true, 1, MAX_PATH_LEN},
+	  {"content", P_STR, true, false, 0, MAX_FILE_BYTES}}},
 	{"replace_in_file", true,
 	 "Replace the exact text old with new in a file. old must occur exactly once; include "
 	 "enough surrounding lines to make it unique.",
@@ -93,7 +94,8 @@ static const tool_def DEFS[] = {
 	 "\"command\":{\"type\":\"string\"},"
 	 "\"timeout_s\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":600}},"
 	 "\"required\":[\"command\"],\"additionalProperties\":false}",
-	 {{"command", P_STR, true, false, 1, MAX_COMMAND_LEN}, {"timeout_s", P_INT, false, false, 1, 600}}},
+	 {{"command", P_STR, true, false, 1, MAX_COMMAND_LEN},
+	  {"timeout_s", P_INT, false, false, 1, 600}}},
 	{"finish", true,
 	 "Declare the work done: the reproduction test file you wrote (fails before the fix, passes "
 	 "after), the command that runs just that test from the repository root, and a short "
