@@ -246,6 +246,27 @@ fail:
 	return rc;
 }
 
+int q_autocheckpoint(queue *q, int pages)
+{
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	rc = sqlite3_wal_autocheckpoint(q->db, pages) == SQLITE_OK ? 0
+								   : db_fail(q, "autocheckpoint");
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int q_checkpoint(queue *q)
+{
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	rc = sqlite3_wal_checkpoint_v2(q->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	pthread_mutex_unlock(&q->lock);
+	return rc == SQLITE_OK || rc == SQLITE_BUSY ? 0 : db_fail(q, "checkpoint");
+}
+
 /* --- intake ---------------------------------------------------------------------------- */
 
 static int add_event(queue *q, int64_t job, const char *stage, const char *msg, int64_t now)
