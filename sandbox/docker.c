@@ -30,9 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SBX_POOL_MAX	16
-#define SBX_API_TIMEOUT 60000L /* ms for ordinary daemon calls */
-#define SBX_KILL_GRACE	3000   /* ms the host waits past a deadline before killing the box */
+#define SBX_POOL_MAX	 16
+#define SBX_API_TIMEOUT	 60000L /* ms for ordinary daemon calls */
+#define SBX_PODMAN_NPROC 32768
+#define SBX_KILL_GRACE	 3000 /* ms the host waits past a deadline before killing the box */
 
 struct sbx_engine {
 	dk_client *dk;
@@ -271,7 +272,8 @@ static cJSON *ulimit(const char *name, int64_t v)
 }
 
 int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
-		     const char *network_mode, const char *const *extra_env, cJSON **out)
+		     const char *network_mode, const char *const *extra_env, bool podman,
+		     cJSON **out)
 {
 	cJSON *b = cJSON_CreateObject(), *hc, *arr, *obj, *item;
 	char tmp[PATH_MAX + 16];
@@ -353,6 +355,14 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	if (!(item = ulimit("fsize", s->fsize_bytes)))
 		goto err_nomem;
 	cJSON_AddItemToArray(arr, item);
+	/* Podman (rootful) otherwise asks for RLIMIT_NPROC 1048576, which fails where its
+	 * service cannot raise its own limit. Docker leaves nproc alone; PidsLimit is the limit
+	 * that counts (nproc is per host uid, shared by every box). */
+	if (podman) {
+		if (!(item = ulimit("nproc", SBX_PODMAN_NPROC)))
+			goto err_nomem;
+		cJSON_AddItemToArray(arr, item);
+	}
 	obj = cJSON_AddObjectToObject(hc, "Tmpfs");
 	if (!obj)
 		goto err_nomem;
@@ -360,7 +370,10 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 		 (long long)s->tmp_bytes);
 	if (!cJSON_AddStringToObject(obj, "/tmp", tmp))
 		goto err_nomem;
-	snprintf(tmp, sizeof(tmp), "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
+	/* Owned by the sandbox user, or git refuses the workspace as "dubious ownership". */
+	snprintf(tmp, sizeof(tmp),
+		 podman ? "rw,nosuid,nodev,exec,size=%lld,mode=0755,U"
+			: "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
 		 (long long)s->workspace_bytes);
 	if (!cJSON_AddStringToObject(obj, "/tmp/workspace", tmp))
 		goto err_nomem;
@@ -533,7 +546,7 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	}
 	rc = sbx__create_body(&s, e->owner, pool ? 0 : s.wall_seconds,
 			      b->eg ? sbx_egress_network(b->eg) : "none",
-			      b->eg ? sbx_egress_env(b->eg) : NULL, &body);
+			      b->eg ? sbx_egress_env(b->eg) : NULL, dk_is_podman(e->dk), &body);
 	if (rc)
 		goto err_egress_down;
 	snprintf(path, sizeof(path), "/containers/create?name=%s", b->name);
@@ -700,6 +713,7 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 	char path[160];
 	cJSON *resp = NULL, *running, *ec;
 	long long until = dk_now_ms() + 5000;
+	useconds_t nap = 1000;
 	int rc;
 
 	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
@@ -719,7 +733,10 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 		if (dk_now_ms() > until)
 			return ap_error_set(AP_EIO, "exec %s still running after its output closed",
 					    exec_id);
-		usleep(20000);
+		/* The daemon marks the exec finished a moment after the stream closes. */
+		usleep(nap);
+		if (nap < 32000)
+			nap *= 2;
 	}
 }
 

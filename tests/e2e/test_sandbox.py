@@ -81,7 +81,7 @@ def test_missing_image_names_the_daemon_message(sandbox_factory):
     sb = sandbox_factory()
     r = sb.run("true", args=("--image", "autopatch-no-such-image:0"), text=True)
     assert r.returncode == 125
-    assert "No such image" in r.stderr or "not found" in r.stderr.lower()
+    assert "no such image" in r.stderr.lower() or "not found" in r.stderr.lower()
 
 
 def test_reap_spares_live_runs_unless_all(sandbox_factory):
