@@ -61,6 +61,8 @@ static size_t n_rules;
 static egp_net nets[MAX_NETS];
 static size_t n_nets;
 static int max_conns = 128;
+static egp_net client_net; /* --listen-net: only clients on the job's network are served */
+static bool have_client_net;
 static atomic_int active_conns;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -565,6 +567,8 @@ int main(int argc, char **argv)
 	}
 	if (port < 0 || port > 65535 || max_conns < 1)
 		return usage("bad --port or --max-conns");
+	if (listen_net && egp_net_parse(&client_net, listen_net) == 0)
+		have_client_net = true;
 	if (listen_net ? find_listen_addr(listen_net, &ss, &slen) < 0
 		       : !listen_addr || parse_listen(listen_addr, &ss, &slen) < 0)
 		return usage("no address to listen on (--listen-net matched no interface?)");
@@ -619,6 +623,14 @@ int main(int argc, char **argv)
 		else
 			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, c->client,
 				  sizeof(c->client));
+		/* Defence in depth: whatever routes a packet to the listening address, serve
+		 * only clients on the job's network. */
+		if (have_client_net && !egp_net_contains(&client_net, (struct sockaddr *)&peer)) {
+			deny(c, 403, NULL, NULL, "the client is not on the job's network");
+			close(fd);
+			free(c);
+			continue;
+		}
 		if (atomic_fetch_add(&active_conns, 1) >= max_conns) {
 			deny(c, 503, NULL, NULL, "too many concurrent connections");
 			close(fd);
