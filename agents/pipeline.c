@@ -138,6 +138,11 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 		ap_info("removed %d orphaned sandbox containers or networks", reaped);
 	else if (reaped < 0)
 		ap_warn("could not reap orphaned sandbox containers: %s", ap_error_last());
+	/* Warm the pool now, so the first job does not wait for a container. */
+	if (sbx_pool_start(p->sbx) != 0) {
+		ap_warn("sandbox warm pool not started: %s", ap_error_last());
+		ap_error_clear();
+	}
 	*out = p;
 	return 0;
 

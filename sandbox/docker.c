@@ -210,13 +210,14 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 	e->egress = (sbx_egress_opts)SBX_EGRESS_OPTS_INIT;
 	if ((rc = sbx_egress_opts_load(&e->egress, cfg)))
 		return rc;
-	if (snprintf(path, sizeof(path), "%s/sandbox", data) >= (int)sizeof(path))
+	/* Made absolute now (binds need it) but created only when a box needs a repo dir, so
+	 * `doctor` and `sandbox run --repo` leave no directory behind. */
+	if (data[0] != '/' && !getcwd(real, sizeof(real)))
+		return ap_error_set(AP_EIO, "getcwd: %s", strerror(errno));
+	if (snprintf(path, sizeof(path), "%s%s%s/sandbox", data[0] == '/' ? "" : real,
+		     data[0] == '/' ? "" : "/", data) >= (int)sizeof(path))
 		return ap_error_set(AP_EINVAL, "AUTOPATCH_DATA_DIR is too long");
-	if ((rc = mkdir_p(path)))
-		return rc;
-	if (!realpath(path, real))
-		return ap_error_set(AP_EIO, "AUTOPATCH_DATA_DIR %s: %s", path, strerror(errno));
-	e->data_dir = strdup(real);
+	e->data_dir = strdup(path);
 	if (!e->data_dir)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	return 0;

@@ -58,12 +58,13 @@ def _example(event, action):
 
 
 class Rig:
-    def __init__(self, tmp, autopatch_bin, script=None, env=None, workers=1):
+    def __init__(self, tmp, autopatch_bin, script=None, env=None, workers=1, files=None):
         self.tmp = pathlib.Path(tmp)
         self.bin = str(autopatch_bin)
         self.script = script if script is not None else happy_script()
         self.extra_env = dict(env or {})
         self.workers = workers
+        self.files = files or {}
         self.owner = "pipe-" + secrets.token_hex(6)
         self.webhook_secret = "canary-webhook-" + secrets.token_hex(12)
         self.model_key = "canary-model-key-" + secrets.token_hex(12)
@@ -81,7 +82,7 @@ class Rig:
                        check=True, capture_output=True)
         self.app_key = key.read_text()
         self.gh = GitHubStub(str(self.tmp / "github"), app_key_pub=str(pub), app_id="1").start()
-        self.gh.seed_repo(REPO, source_dir=str(ROOT / "examples" / "calc"),
+        self.gh.seed_repo(REPO, source_dir=str(ROOT / "examples" / "calc"), files=self.files,
                           issues=[{"title": self.title, "body": self.body,
                                    "labels": ["autopatch"]}])
         self.model = StubServer(self.script).start()

@@ -23,8 +23,9 @@ MARKER = "<!-- autopatch:progress -->"
 def rig_factory(tmp_path, autopatch_bin):
     rigs = []
 
-    def make(script=None, env=None, serve=True):
-        rig = Rig(tmp_path / f"rig{len(rigs)}", autopatch_bin, script=script, env=env)
+    def make(script=None, env=None, serve=True, files=None):
+        rig = Rig(tmp_path / f"rig{len(rigs)}", autopatch_bin, script=script, env=env,
+                  files=files)
         rig.tmp.mkdir(parents=True)
         rigs.append(rig)
         return rig.start(serve=serve)
@@ -115,6 +116,7 @@ def test_label_opens_exactly_one_proven_draft_pr(rig_factory):
     assert pr["html_url"] in text
     assert text.count("- [x] ") == 5, text
     assert "Latest Tester verdict" in text and "proven" in text
+    assert "detected `python3 -m pytest -q`" in text  # no config file: says what was chosen
     assert prog[0]["updated_at"] >= prog[0]["created_at"]
     patches = [r for r in rig.gh.requests()
                if r["method"] == "PATCH" and "/issues/comments/" in r["path"]]
@@ -253,3 +255,33 @@ def test_serve_with_workers_refuses_to_start_without_the_app(autopatch_bin, tmp_
                                        capture_output=True, text=True, timeout=30)
     assert out.returncode == 2, out
     assert "APP_ID" in out.stderr
+
+
+def test_invalid_repo_config_fails_with_the_line_quoted(rig_factory):
+    rig = rig_factory(files={".github/autopatch.yml": "test: python3 -m pytest -q\n"
+                                                      "max_iteration: 3\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 120, "the job to fail")
+    assert rig.jobs()[0]["state"] == "failed"
+    assert rig.pulls() == []
+    assert rig.model.requests() == [], "the model must not be called with a broken config"
+    prog = progress_comments(rig)
+    assert len(prog) == 1
+    text = prog[0]["body"]
+    assert "could not fix this issue" in text
+    assert "line 2: `max_iteration: 3`: unknown key" in text
+    assert "trajectories/job-1.jsonl" in text  # where the operator looks
+    assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
+
+
+def test_patch_outside_the_allowed_paths_is_not_pushed(rig_factory):
+    rig = rig_factory(files={".github/autopatch.yml": "paths:\n  allow: [\"tests/**\"]\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
+    assert rig.jobs()[0]["state"] == "failed"
+    assert rig.pulls() == []
+    assert rig.gh.state_dump()["pushes"] == [], "nothing may be pushed"
+    text = progress_comments(rig)[0]["body"]
+    assert "`calc.py`" in text and "paths.allow" in text
+    assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
