@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -660,6 +661,16 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 	}
 	out->millis = traj_millis(m->traj) - t0;
 	free(body);
+	if (rc == 0 && m->traj) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "tokens_in", (double)out->tokens_in);
+		cJSON_AddNumberToObject(o, "tokens_out", (double)out->tokens_out);
+		cJSON_AddNumberToObject(o, "millis", (double)out->millis);
+		cJSON_AddNumberToObject(o, "attempts", out->attempts);
+		cJSON_AddStringToObject(o, "stop", out->stop ? out->stop : "");
+		cJSON_AddNumberToObject(o, "tool_calls", (double)out->ncalls);
+		traj_event(m->traj, "llm_usage", o);
+	}
 	if (rc && m->traj) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "error", ap_error_last());
@@ -675,6 +686,14 @@ static bool is_local(const char *url)
 	return strstr(url, "://127.") || strstr(url, "://localhost") || strstr(url, "://[::1]");
 }
 
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static int curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
 int llm_new(llm **out, const ap_config *cfg)
 {
 	const char *provider = cfg_get_or(cfg, "AUTOPATCH_LLM_PROVIDER", "openai");
@@ -684,6 +703,9 @@ int llm_new(llm **out, const ap_config *cfg)
 		return ap_error_set(AP_EINVAL,
 				    "AUTOPATCH_LLM_PROVIDER must be openai or anthropic, not '%s'",
 				    provider);
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc)
+		return ap_error_set(AP_EIO, "libcurl failed to initialise");
 	llm *m = calloc(1, sizeof(*m));
 	if (!m)
 		return AP_ENOMEM;

@@ -1,35 +1,786 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/pipeline.c - placeholder until the end-to-end issue lands: every job fails honestly
- * with "pipeline not available". */
+/* agents/pipeline.c - one server job end to end (see pipeline.h).
+ *
+ * A job is a short state machine whose every step is idempotent across a crash and a re-run:
+ * the progress comment's id and the PR number live in the job's state (q_ctl_state_*), the
+ * branch is pushed with force (it belongs to autopatch), and the PR is looked up by its head
+ * branch before one is created. Between steps the job checks for cancellation. The box is
+ * destroyed on every path. Everything user-visible is rendered by progress.c (redacted).
+ */
 #include "pipeline.h"
+#include "agents/fixer.h"
+#include "agents/progress.h"
+#include "agents/repo_config.h"
+#include "buf.h"
 #include "err.h"
+#include "github/api.h"
+#include "github/app.h"
+#include "github/git.h"
+#include "github/rest.h"
+#include "log.h"
+#include "redact.h"
+#include "sandbox/sandbox.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAX_EVENTS	 400
+#define BRANCH_PREFIX	 "autopatch/issue-"
+#define FAILED_LABEL	 "autopatch: failed"
+#define PREV_SUMMARY_MAX 6000
 
 struct pipeline {
 	const ap_config *cfg;
+	gh_app *app;
+	gh_git *git;
+	sbx_engine *sbx;
+	char *data_dir;
+	int64_t comment_interval_ms;
+	int64_t max_attempts;
 };
+
+/* One running job. */
+struct run {
+	pipeline *p;
+	const q_job *job;
+	q_ctl *ctl;
+	gh_rest *rest;
+	progress_event ev[MAX_EVENTS];
+	size_t n_ev;
+	int last_stage;	    /* index into stage_names, -1 before the first */
+	int64_t comment_id; /* the progress comment (on the issue, or the PR when iterating) */
+	int64_t comment_on; /* the issue or PR number the comment is on */
+	int64_t last_edit_ms;
+	bool dirty; /* events since the last edit */
+	char *test_note;
+	char *trajectory;
+	char *pr_url;
+	char *failure; /* why the job failed or stopped */
+	char *tried;
+	enum progress_state state;
+};
+
+static const char *const stage_names[] = {"preparing", "planning", "building", "testing",
+					  "publishing"};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *xstrdup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void set_str(char **dst, const char *s)
+{
+	char *c = xstrdup(s);
+
+	free(*dst);
+	*dst = c;
+}
 
 int pipeline_new(pipeline **out, const ap_config *cfg)
 {
-	*out = calloc(1, sizeof(**out));
-	if (!*out)
-		return AP_ENOMEM;
-	(*out)->cfg = cfg;
+	pipeline *p;
+	char path[4096];
+	int rc, reaped;
+
+	*out = NULL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	p->cfg = cfg;
+	p->data_dir = strdup(cfg_get_or(cfg, "AUTOPATCH_DATA_DIR", "./autopatch-data"));
+	if (!p->data_dir) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out_free;
+	}
+	rc = cfg_get_int(cfg, "AUTOPATCH_COMMENT_INTERVAL_MS", 2000, 0, 600000,
+			 &p->comment_interval_ms);
+	if (rc)
+		goto out_free;
+	rc = cfg_get_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 3, 1, 100, &p->max_attempts);
+	if (rc)
+		goto out_free;
+	if (mkdir(p->data_dir, 0700) != 0 && errno != EEXIST) {
+		rc = ap_error_set(AP_EIO, "cannot create AUTOPATCH_DATA_DIR %s: %s", p->data_dir,
+				  strerror(errno));
+		goto out_free;
+	}
+	snprintf(path, sizeof(path), "%s/trajectories", p->data_dir);
+	if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+		rc = ap_error_set(AP_EIO, "cannot create %s: %s", path, strerror(errno));
+		goto out_free;
+	}
+	rc = gh_app_new(&p->app, cfg);
+	if (rc)
+		goto out_free;
+	rc = gh_git_new(&p->git, cfg);
+	if (rc)
+		goto out_free;
+	rc = sbx_engine_new(&p->sbx, cfg);
+	if (rc)
+		goto out_free;
+	/* A crash leaves boxes behind; they hold no credential but they hold resources. */
+	reaped = sbx_reap_orphans(p->sbx);
+	if (reaped > 0)
+		ap_info("removed %d orphaned sandbox containers or networks", reaped);
+	else if (reaped < 0)
+		ap_warn("could not reap orphaned sandbox containers: %s", ap_error_last());
+	/* Warm the pool now, so the first job does not wait for a container. */
+	if (sbx_pool_start(p->sbx) != 0) {
+		ap_warn("sandbox warm pool not started: %s", ap_error_last());
+		ap_error_clear();
+	}
+	*out = p;
 	return 0;
+
+out_free:
+	pipeline_free(p);
+	return rc;
 }
 
 void pipeline_free(pipeline *p)
 {
+	if (!p)
+		return;
+	sbx_engine_free(p->sbx);
+	gh_git_free(p->git);
+	gh_app_free(p->app);
+	free(p->data_dir);
 	free(p);
+}
+
+/* ---- progress: events, the comment ---- */
+
+static void run_release(struct run *r)
+{
+	for (size_t i = 0; i < r->n_ev; i++)
+		free((char *)r->ev[i].message);
+	gh_rest_free(r->rest);
+	free(r->test_note);
+	free(r->trajectory);
+	free(r->pr_url);
+	free(r->failure);
+	free(r->tried);
+}
+
+static void add_event(struct run *r, int stage, const char *msg)
+{
+	progress_event *e;
+
+	if (r->n_ev == MAX_EVENTS) {
+		/* Keep the stage transitions; drop the oldest detail line. */
+		for (size_t i = 0; i < r->n_ev; i++)
+			if (!r->ev[i].stage) {
+				free((char *)r->ev[i].message);
+				memmove(&r->ev[i], &r->ev[i + 1],
+					(r->n_ev - i - 1) * sizeof(r->ev[0]));
+				r->n_ev--;
+				break;
+			}
+		if (r->n_ev == MAX_EVENTS)
+			return;
+	}
+	e = &r->ev[r->n_ev++];
+	e->time_ms = now_ms();
+	e->stage = stage >= 0 ? stage_names[stage] : NULL;
+	e->message = msg ? redact_str(msg) : NULL;
+	r->dirty = true;
+}
+
+static int render_comment(struct run *r, char **out)
+{
+	progress_view v = PROGRESS_VIEW_INIT;
+
+	v.job_id = r->job->id;
+	v.state = r->state;
+	v.events = r->ev;
+	v.n_events = r->n_ev;
+	v.test_note = r->test_note;
+	v.pr_url = r->pr_url;
+	v.failure = r->failure;
+	v.tried = r->tried;
+	v.trajectory = r->state == PROGRESS_FAILED ? r->trajectory : NULL;
+	v.now_ms = now_ms();
+	v.iteration = r->job->trigger == JOB_TRIGGER_PR_FEEDBACK;
+	return progress_render_comment(&v, out);
+}
+
+/* Create or edit the progress comment. A failure to post progress never fails the job (GitHub
+ * may be briefly unreachable); the next edit carries the whole state anyway. */
+static int comment_sync(struct run *r, bool force)
+{
+	char *body = NULL, idbuf[32];
+	gh_comment c = {0};
+	int64_t t = now_ms();
+	int rc;
+
+	if (!force && (!r->dirty || t - r->last_edit_ms < r->p->comment_interval_ms))
+		return 0;
+	rc = render_comment(r, &body);
+	if (rc)
+		return rc;
+	if (r->comment_id > 0) {
+		rc = gh_comment_update(r->rest, r->job->repo, r->comment_id, body, NULL);
+		if (rc == AP_ENOTFOUND) { /* someone deleted it: start a new one */
+			r->comment_id = 0;
+			rc = 0;
+		}
+	}
+	if (r->comment_id <= 0 && rc == 0) {
+		rc = gh_comment_create(r->rest, r->job->repo, r->comment_on, body, &c);
+		if (rc == 0) {
+			r->comment_id = c.id;
+			snprintf(idbuf, sizeof(idbuf), "%" PRId64, c.id);
+			q_ctl_state_set(r->ctl, "comment_id", idbuf);
+		}
+		gh_comment_release(&c);
+	}
+	free(body);
+	if (rc) {
+		ap_log(AP_LOG_WARN, r->job->delivery, r->job->id,
+		       "progress comment not updated: %s", ap_error_last());
+		ap_error_clear();
+		return rc;
+	}
+	r->last_edit_ms = t;
+	r->dirty = false;
+	return 0;
+}
+
+static void stage(struct run *r, enum job_stage s, const char *msg)
+{
+	q_ctl_stage(r->ctl, s, msg);
+	add_event(r, (int)s, msg);
+	r->last_stage = (int)s;
+	comment_sync(r, true);
+}
+
+static void event(struct run *r, const char *msg)
+{
+	q_ctl_event(r->ctl, msg);
+	add_event(r, -1, msg);
+	comment_sync(r, false);
+}
+
+static int checkpoint(struct run *r)
+{
+	if (q_ctl_should_stop(r->ctl))
+		return ap_error_set(AP_ECANCELLED, "the job was stopped");
+	return 0;
+}
+
+/* The fixer's progress: map its stage names to job stages. */
+static void on_progress(void *ud, const char *stage_name, const char *line)
+{
+	struct run *r = ud;
+	char verdict[600];
+
+	/* The Tester's verdicts ("round 2: rejected - ...") become "tester:" events, which the
+	 * comment shows as the latest verdict. */
+	if (stage_name && strcmp(stage_name, "testing") == 0 && line &&
+	    (strstr(line, ": proven") || strstr(line, ": rejected"))) {
+		snprintf(verdict, sizeof(verdict), "tester: %s", line);
+		line = verdict;
+	}
+
+	for (int i = 0; i < (int)(sizeof(stage_names) / sizeof(stage_names[0])); i++)
+		if (stage_name && strcmp(stage_name, stage_names[i]) == 0 && i != r->last_stage) {
+			stage(r, (enum job_stage)i, line);
+			return;
+		}
+	event(r, line);
+}
+
+static bool on_should_stop(void *ud)
+{
+	struct run *r = ud;
+
+	return q_ctl_should_stop(r->ctl);
+}
+
+/* ---- the job ---- */
+
+/* Inputs gathered before the fixer runs. */
+struct work {
+	gh_repo repo;
+	gh_issue issue;
+	gh_pull pull;	  /* iteration: the PR being changed */
+	int64_t issue_no; /* the issue being fixed */
+	char *branch;	  /* autopatch/issue-N */
+	char *base_ref;	  /* checkout ref */
+	sbx_box *box;	  /* warm-pool box whose repo dir holds the checkout */
+	sbx_box *custom;  /* a second box when the repo config asks for another image/network */
+	repo_config *rc;
+	fixer_result res;
+};
+
+static void work_release(struct work *w)
+{
+	int rc;
+
+	fixer_result_release(&w->res);
+	repo_config_free(w->rc);
+	/* The custom box binds the first box's repo dir: destroy it first. */
+	rc = sbx_destroy(w->custom);
+	if (rc)
+		ap_warn("destroying a sandbox failed: %s", ap_error_last());
+	rc = sbx_destroy(w->box);
+	if (rc)
+		ap_warn("destroying a sandbox failed: %s", ap_error_last());
+	gh_repo_release(&w->repo);
+	gh_issue_release(&w->issue);
+	gh_pull_release(&w->pull);
+	free(w->branch);
+	free(w->base_ref);
+}
+
+/* Iteration: the PR must be one of ours, in the same repository. */
+static int load_pull(struct run *r, struct work *w)
+{
+	const char *h;
+	char *end;
+	int rc;
+
+	rc = gh_pull_get(r->rest, r->job->repo, r->job->issue, &w->pull);
+	if (rc)
+		return rc;
+	h = w->pull.head_ref ? w->pull.head_ref : "";
+	if (strncmp(h, BRANCH_PREFIX, strlen(BRANCH_PREFIX)) != 0 || !w->pull.head_repo ||
+	    strcmp(w->pull.head_repo, r->job->repo) != 0)
+		return ap_error_set(AP_EDENIED,
+				    "pull request #%" PRId64 " is not an autopatch pull "
+				    "request (its branch is not autopatch/issue-N in this "
+				    "repository)",
+				    r->job->issue);
+	w->issue_no = strtoll(h + strlen(BRANCH_PREFIX), &end, 10);
+	if (*end || w->issue_no <= 0)
+		return ap_error_set(AP_EDENIED, "branch %s does not name an issue", h);
+	w->branch = strdup(h);
+	w->base_ref = strdup(h);
+	return w->branch && w->base_ref ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
+}
+
+static int prepare(struct run *r, struct work *w, bool iterate)
+{
+	char *token = NULL, *sha = NULL, msg[256];
+	const char *repo_dir;
+	int rc;
+
+	rc = gh_repo_get(r->rest, r->job->repo, &w->repo);
+	if (rc)
+		return rc;
+	if (iterate) {
+		rc = load_pull(r, w);
+		if (rc)
+			return rc;
+	} else {
+		w->issue_no = r->job->issue;
+		if (asprintf(&w->branch, BRANCH_PREFIX "%" PRId64, w->issue_no) < 0) {
+			w->branch = NULL;
+			return ap_error_set(AP_ENOMEM, "out of memory");
+		}
+		w->base_ref = xstrdup(w->repo.default_branch ? w->repo.default_branch : "main");
+	}
+	rc = gh_issue_get(r->rest, r->job->repo, w->issue_no, &w->issue);
+	if (rc)
+		return rc;
+	if (!iterate && w->issue.is_pull)
+		return ap_error_set(AP_EINVAL, "#%" PRId64 " is a pull request, not an issue",
+				    w->issue_no);
+	if ((rc = checkpoint(r)))
+		return rc;
+	snprintf(msg, sizeof(msg), "job-%" PRId64, r->job->id);
+	rc = sbx_acquire(r->p->sbx, msg, &w->box);
+	if (rc)
+		return rc;
+	snprintf(msg, sizeof(msg), "sandbox %.12s ready", sbx_box_id(w->box));
+	event(r, msg);
+	repo_dir = sbx_box_repo_dir(w->box);
+	rc = gh_app_token(r->p->app, r->job->installation_id, &token);
+	if (rc)
+		return rc;
+	rc = gh_git_checkout(r->p->git, w->repo.clone_url, token, w->base_ref, repo_dir, &sha);
+	free(token);
+	if (rc)
+		return rc;
+	snprintf(msg, sizeof(msg), "checked out %.100s at %.12s", w->base_ref, sha ? sha : "?");
+	free(sha);
+	event(r, msg);
+	rc = repo_config_load(&w->rc, repo_dir);
+	if (rc)
+		return rc;
+	set_str(&r->test_note, w->rc->test_source);
+	if (!w->rc->test)
+		return ap_error_set(AP_EINVAL, "%s; add `test: <command>` to %s",
+				    w->rc->test_source, REPO_CONFIG_PATH);
+	if (w->rc->image || w->rc->network[0]) {
+		sbx_spec spec = {.version = SBX_SPEC_VERSION};
+
+		spec.image = w->rc->image;
+		spec.repo_dir = repo_dir;
+		spec.job_label = msg;
+		if (w->rc->network[0]) {
+			spec.network = SBX_NET_ALLOWLIST;
+			spec.allow = (const char *const *)w->rc->network;
+		}
+		rc = sbx_create(r->p->sbx, &spec, &w->custom);
+		if (rc)
+			return rc;
+	}
+	if ((rc = checkpoint(r)))
+		return rc;
+	return sbx_prepare(w->custom ? w->custom : w->box);
+}
+
+static int run_fixer(struct run *r, struct work *w, bool iterate)
+{
+	fixer_opts o = {.version = FIXER_OPTS_VERSION};
+	char *prev = NULL;
+	int rc;
+
+	o.cfg = r->p->cfg;
+	o.box = w->custom ? w->custom : w->box;
+	o.issue_title = w->issue.title ? w->issue.title : "";
+	o.issue_body = w->issue.body ? w->issue.body : "";
+	o.test_cmd = w->rc->test;
+	o.setup_cmd = w->rc->setup;
+	o.max_iterations = w->rc->max_iterations;
+	o.trajectory_path = r->trajectory;
+	o.progress = on_progress;
+	o.should_stop = on_should_stop;
+	o.ud = r;
+	if (iterate) {
+		o.feedback =
+		    r->job->feedback && *r->job->feedback ? r->job->feedback : "(no feedback text)";
+		/* The earlier run is summarised by the PR it opened. */
+		if (w->pull.body) {
+			prev = strndup(w->pull.body, PREV_SUMMARY_MAX);
+			o.previous_summary = prev;
+		}
+	}
+	rc = fixer_run(&o, &w->res);
+	free(prev);
+	return rc;
+}
+
+/* "what was tried" for a failure comment. */
+static void describe_tried(struct run *r, const fixer_result *res)
+{
+	char *s = NULL;
+
+	if (res->model_calls == 0 && res->iterations == 0)
+		return;
+	if (asprintf(&s,
+		     "%d Builder/Tester round%s with %d model call%s (%s, %" PRId64
+		     " tokens in, %" PRId64 " out)%s%s",
+		     res->iterations, res->iterations == 1 ? "" : "s", res->model_calls,
+		     res->model_calls == 1 ? "" : "s", res->model ? res->model : "model",
+		     res->tokens_in, res->tokens_out,
+		     res->files_changed ? "; last patch touched " : "",
+		     res->files_changed ? res->files_changed : "") < 0)
+		return;
+	for (char *c = s; *c; c++)
+		if (*c == '\n')
+			*c = ' ';
+	free(r->tried);
+	r->tried = s;
+}
+
+static void body_input(const struct run *r, const struct work *w, pr_body_input *in)
+{
+	in->issue = w->issue_no;
+	in->job_id = r->job->id;
+	in->summary = w->res.summary;
+	in->cause = w->res.cause;
+	in->repro_test = w->res.repro_test;
+	in->evidence = w->res.evidence;
+	in->files_changed = w->res.files_changed;
+	in->test_note = r->test_note;
+	in->model = w->res.model;
+	in->tokens_in = w->res.tokens_in;
+	in->tokens_out = w->res.tokens_out;
+	in->model_calls = w->res.model_calls;
+	in->iterations = w->res.iterations;
+}
+
+static int find_or_create_pr(struct run *r, struct work *w, const char *body)
+{
+	gh_pull_new req = GH_PULL_NEW_INIT;
+	gh_pull pr = {0};
+	char *title = NULL, *stored, numbuf[32];
+	int64_t number = 0;
+	int rc;
+
+	/* A retried job must never open a second PR: the state, then the branch, then create. */
+	stored = q_ctl_state_get(r->ctl, "pr_number");
+	if (stored) {
+		number = strtoll(stored, NULL, 10);
+		free(stored);
+	}
+	if (number > 0)
+		rc = gh_pull_get(r->rest, r->job->repo, number, &pr);
+	else
+		rc = gh_pull_find_by_head(r->rest, r->job->repo, w->branch, "open", &pr);
+	if (rc == 0) {
+		rc = gh_pull_update(r->rest, r->job->repo, pr.number, NULL, body, NULL, NULL);
+	} else if (rc == AP_ENOTFOUND) {
+		ap_error_clear();
+		if ((rc = checkpoint(r)))
+			return rc;
+		rc = progress_render_pr_title(w->issue_no, w->issue.title, &title);
+		if (rc)
+			return rc;
+		req.title = title;
+		req.head = w->branch;
+		req.base = w->repo.default_branch ? w->repo.default_branch : "main";
+		req.body = body;
+		req.draft = true;
+		rc = gh_pull_create(r->rest, r->job->repo, &req, &pr);
+		free(title);
+		if (rc == AP_EHTTP) {
+			/* 422 "already exists": a create that succeeded but whose answer was lost.
+			 */
+			int rc2 =
+			    gh_pull_find_by_head(r->rest, r->job->repo, w->branch, "open", &pr);
+
+			if (rc2 == 0)
+				rc = 0;
+		}
+	}
+	if (rc == 0) {
+		snprintf(numbuf, sizeof(numbuf), "%" PRId64, pr.number);
+		q_ctl_state_set(r->ctl, "pr_number", numbuf);
+		set_str(&r->pr_url, pr.html_url);
+	}
+	gh_pull_release(&pr);
+	return rc;
+}
+
+static int publish(struct run *r, struct work *w, bool iterate)
+{
+	const char *repo_dir = sbx_box_repo_dir(w->box);
+	char *token = NULL, *sha = NULL, *msg = NULL, *body = NULL;
+	pr_body_input in = PR_BODY_INPUT_INIT;
+	int rc;
+
+	rc = repo_config_check_paths(w->rc, w->res.files_changed ? w->res.files_changed : "");
+	if (rc)
+		return rc;
+	if (!w->res.diff || !*w->res.diff)
+		return ap_error_set(AP_EINVAL, "the fixer reported success but produced no diff");
+	/* The patch leaves the server in a push: a credential in it (the model may have copied
+	 * one from a log) must not, and masking it would change the proven code. */
+	{
+		char *masked = redact_str(w->res.diff);
+		bool clean = masked && strcmp(masked, w->res.diff) == 0;
+
+		free(masked);
+		if (!clean)
+			return ap_error_set(AP_EDENIED,
+					    "the patch contains a credential or a string "
+					    "that looks like one; it was not pushed");
+	}
+	stage(r, STAGE_PUBLISHING, "applying the proven patch on the host");
+	rc = gh_git_apply(r->p->git, repo_dir, w->res.diff, strlen(w->res.diff));
+	if (rc)
+		return rc;
+	if (iterate)
+		rc = asprintf(&msg,
+			      "autopatch: address review feedback on #%" PRId64 "\n\nRefs #%" PRId64
+			      "\n",
+			      r->job->issue, w->issue_no);
+	else
+		rc = asprintf(&msg, "Fix #%" PRId64 ": %.200s\n\nFixes #%" PRId64 "\n", w->issue_no,
+			      w->issue.title ? w->issue.title : "", w->issue_no);
+	if (rc < 0)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	rc = gh_git_commit(r->p->git, repo_dir, w->branch, msg, &sha);
+	free(msg);
+	if (rc)
+		goto out;
+	if ((rc = checkpoint(r)))
+		goto out;
+	rc = gh_app_token(r->p->app, r->job->installation_id, &token);
+	if (rc)
+		goto out;
+	/* A first run owns the branch (force: a retry after a crash rewrites it); an iteration
+	 * adds a commit on top of the PR's head, so a plain push. */
+	rc = gh_git_push(r->p->git, repo_dir, w->repo.clone_url, token, w->branch, !iterate);
+	free(token);
+	if (rc)
+		goto out;
+	event(r, iterate ? "pushed a new commit to the pull request" : "pushed the branch");
+	body_input(r, w, &in);
+	if (iterate) {
+		set_str(&r->pr_url, w->pull.html_url);
+		rc = progress_render_reply(&in, 1, sha, NULL, &body);
+		if (rc == 0)
+			rc = gh_comment_create(r->rest, r->job->repo, r->job->issue, body, NULL);
+		goto out;
+	}
+	rc = progress_render_pr_body(&in, &body);
+	if (rc)
+		goto out;
+	if ((rc = checkpoint(r)))
+		goto out;
+	rc = find_or_create_pr(r, w, body);
+out:
+	free(body);
+	free(sha);
+	return rc;
+}
+
+static bool retryable(int rc)
+{
+	return rc == AP_EUNAVAIL || rc == AP_ETIMEOUT || rc == AP_EIO;
+}
+
+static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
+{
+	bool final = !retryable(rc) || r->job->attempts >= r->p->max_attempts;
+	const char *why = ap_error_last();
+
+	if (!r->failure)
+		set_str(&r->failure, *why ? why : ap_error_name(rc));
+	describe_tried(r, &w->res);
+	if (rc == AP_ECANCELLED && q_ctl_cancelled(r->ctl)) {
+		r->state = PROGRESS_CANCELLED;
+		set_str(&r->failure, "the job was cancelled (the label was removed or "
+				     "`/autopatch stop` was posted); its sandbox was destroyed");
+	} else if (rc == AP_ECANCELLED) {
+		/* Server shutdown: the job is re-queued and will continue. */
+		add_event(r, -1, "interrupted by a server shutdown; it will resume");
+		comment_sync(r, true);
+		return;
+	} else if (!final) {
+		char note[600];
+
+		snprintf(note, sizeof(note), "attempt %d failed (%.400s); autopatch will retry",
+			 r->job->attempts, r->failure);
+		add_event(r, -1, note);
+		comment_sync(r, true);
+		return;
+	} else {
+		r->state = PROGRESS_FAILED;
+	}
+	comment_sync(r, true);
+	if (r->state == PROGRESS_FAILED && !iterate) {
+		static const char *const labels[] = {FAILED_LABEL};
+
+		if (gh_labels_add(r->rest, r->job->repo, r->job->issue, labels, 1) != 0) {
+			ap_log(AP_LOG_WARN, r->job->delivery, r->job->id, "could not add label: %s",
+			       ap_error_last());
+			ap_error_clear();
+		}
+	}
+}
+
+static void react(struct run *r)
+{
+	int rc;
+
+	if (r->job->trigger_comment_id > 0 &&
+	    strcmp(r->job->event ? r->job->event : "", "issue_comment") == 0)
+		rc = gh_reaction_add_comment(r->rest, r->job->repo, r->job->trigger_comment_id,
+					     "eyes");
+	else if (r->job->trigger_comment_id > 0)
+		return; /* review comments have their own reaction endpoint; not worth a failure */
+	else
+		rc = gh_reaction_add_issue(r->rest, r->job->repo, r->job->issue, "eyes");
+	if (rc) {
+		ap_log(AP_LOG_WARN, r->job->delivery, r->job->id, "eyes reaction failed: %s",
+		       ap_error_last());
+		ap_error_clear();
+	}
 }
 
 int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 {
-	(void)job;
-	(void)ctl;
-	(void)ud;
-	*result = strdup("pipeline not available");
-	return AP_EINVAL;
+	pipeline *p = ud;
+	struct run r = {0};
+	struct work w = {0};
+	bool iterate = job->trigger == JOB_TRIGGER_PR_FEEDBACK;
+	char *stored, path[4096];
+	int rc;
+
+	*result = NULL;
+	r.p = p;
+	r.job = job;
+	r.ctl = ctl;
+	r.last_stage = -1;
+	r.state = PROGRESS_RUNNING;
+	r.comment_on = job->issue;
+	snprintf(path, sizeof(path), "%s/trajectories/job-%" PRId64 ".jsonl", p->data_dir, job->id);
+	r.trajectory = strdup(path);
+	q_ctl_state_set(ctl, "trajectory", path);
+	stored = q_ctl_state_get(ctl, "comment_id");
+	if (stored) {
+		r.comment_id = strtoll(stored, NULL, 10);
+		free(stored);
+	}
+	rc = gh_rest_new(&r.rest, p->cfg, p->app, job->installation_id);
+	if (rc)
+		goto out;
+	if (job->attempts <= 1)
+		react(&r);
+	stage(&r, STAGE_PREPARING, job->attempts > 1 ? "resuming after an interruption" : NULL);
+	if ((rc = checkpoint(&r)))
+		goto out;
+	rc = prepare(&r, &w, iterate);
+	if (rc)
+		goto out;
+	if ((rc = checkpoint(&r)))
+		goto out;
+	stage(&r, STAGE_PLANNING, NULL);
+	rc = run_fixer(&r, &w, iterate);
+	if (rc)
+		goto out;
+	if (!w.res.proven) {
+		set_str(&r.failure,
+			w.res.failure ? w.res.failure : "the Tester did not accept any patch");
+		rc = ap_error_set(AP_EINVAL, "%s", r.failure);
+		goto out;
+	}
+	if ((rc = checkpoint(&r)))
+		goto out;
+	rc = publish(&r, &w, iterate);
+	if (rc)
+		goto out;
+	r.state = PROGRESS_SUCCEEDED;
+	add_event(&r, -1, iterate ? "replied on the pull request" : "draft pull request ready");
+	comment_sync(&r, true);
+out:
+	if (rc) {
+		char *why;
+
+		if (rc == AP_EBUDGET && w.res.failure)
+			set_str(&r.failure, w.res.failure);
+		finish_failure(&r, &w, rc, iterate);
+		why = redact_str(r.failure ? r.failure : ap_error_name(rc));
+		*result = why;
+		ap_log(AP_LOG_INFO, job->delivery, job->id, "job ended: %s: %s", ap_error_name(rc),
+		       why ? why : "");
+		/* The worker reads the code; keep the message for it. */
+		ap_error_set(rc, "%s", why ? why : ap_error_name(rc));
+	} else {
+		*result = redact_str(r.pr_url ? r.pr_url : "done");
+		ap_log(AP_LOG_INFO, job->delivery, job->id, "job succeeded: %s",
+		       r.pr_url ? r.pr_url : "");
+	}
+	work_release(&w);
+	run_release(&r);
+	return rc;
 }

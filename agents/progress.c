@@ -177,17 +177,18 @@ static int finish(ap_buf *b, char **out)
 	return *out ? 0 : ap_error_set(AP_ENOMEM, "out of memory rendering markdown");
 }
 
-static const char *headline(enum progress_state s)
+static const char *headline(enum progress_state s, bool iteration)
 {
 	switch (s) {
 	case PROGRESS_SUCCEEDED:
-		return "opened a pull request with a proven fix";
+		return iteration ? "pushed a proven update to this pull request"
+				 : "opened a pull request with a proven fix";
 	case PROGRESS_FAILED:
 		return "could not fix this issue";
 	case PROGRESS_CANCELLED:
 		return "stopped: the job was cancelled";
 	default:
-		return "is working on this issue";
+		return iteration ? "is working on this feedback" : "is working on this issue";
 	}
 }
 
@@ -252,7 +253,8 @@ int progress_render_comment(const progress_view *v, char **out)
 	size_t first;
 
 	ap_buf_adds(&b, PROGRESS_MARKER "\n");
-	ap_buf_addf(&b, "**autopatch** %s (job %" PRId64 ")\n\n", headline(v->state), v->job_id);
+	ap_buf_addf(&b, "**autopatch** %s (job %" PRId64 ")\n\n", headline(v->state, v->iteration),
+		    v->job_id);
 	render_checklist(&b, v);
 	ap_buf_adds(&b, "\n");
 	if (v->test_note) {
@@ -284,7 +286,7 @@ int progress_render_comment(const progress_view *v, char **out)
 			ap_buf_adds(&b, "\n\n");
 		}
 	}
-	if (v->pr_url) {
+	if (v->pr_url && !v->iteration) {
 		ap_buf_adds(&b, "**Pull request:** ");
 		add_prose(&b, v->pr_url, 400);
 		ap_buf_adds(&b, "\n\n");

@@ -10,6 +10,7 @@
 #ifndef AP_PROGRESS_H
 #define AP_PROGRESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,6 +40,7 @@ typedef struct progress_view {
 	const char *tried;	/* what was tried (iterations, last verdict, budgets) */
 	const char *trajectory; /* where the operator finds the trajectory (host path) */
 	int64_t now_ms;		/* for the running stage's elapsed time; 0: omit it */
+	bool iteration;		/* the job changes an existing PR after review feedback */
 } progress_view;
 
 #define PROGRESS_VIEW_VERSION 1

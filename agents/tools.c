@@ -6,6 +6,7 @@
 #include "redact.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +76,8 @@ static const tool_def DEFS[] = {
 	 "\"path\":{\"type\":\"string\"},"
 	 "\"content\":{\"type\":\"string\"}},"
 	 "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}",
-	 {{"path", P_STR, true, true, 1, MAX_PATH_LEN}, {"content", P_STR, true, false, 0, MAX_FILE_BYTES}}},
+	 {{"path", P_STR, true, true, 1, MAX_PATH_LEN},
+	  {"content", P_STR, true, false, 0, MAX_FILE_BYTES}}},
 	{"replace_in_file", true,
 	 "Replace the exact text old with new in a file. old must occur exactly once; include "
 	 "enough surrounding lines to make it unique.",
@@ -93,7 +95,8 @@ static const tool_def DEFS[] = {
 	 "\"command\":{\"type\":\"string\"},"
 	 "\"timeout_s\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":600}},"
 	 "\"required\":[\"command\"],\"additionalProperties\":false}",
-	 {{"command", P_STR, true, false, 1, MAX_COMMAND_LEN}, {"timeout_s", P_INT, false, false, 1, 600}}},
+	 {{"command", P_STR, true, false, 1, MAX_COMMAND_LEN},
+	  {"timeout_s", P_INT, false, false, 1, 600}}},
 	{"finish", true,
 	 "Declare the work done: the reproduction test file you wrote (fails before the fix, passes "
 	 "after), the command that runs just that test from the repository root, and a short "
@@ -113,22 +116,21 @@ static const tool_def DEFS[] = {
 
 static llm_tool planner_tools[NDEFS], builder_tools[NDEFS];
 static size_t n_planner, n_builder;
+static pthread_once_t tools_once = PTHREAD_ONCE_INIT;
+
+static void tools_init(void)
+{
+	for (size_t i = 0; i < NDEFS; i++) {
+		llm_tool t = {DEFS[i].name, DEFS[i].description, DEFS[i].schema};
+		if (!DEFS[i].builder_only)
+			planner_tools[n_planner++] = t;
+		builder_tools[n_builder++] = t;
+	}
+}
 
 const llm_tool *tools_offered(enum tool_set set, size_t *n)
 {
-	/* Filled from DEFS on first use; the values are constant so a benign race writes the
-	 * same bytes. */
-	if (!n_builder) {
-		size_t p = 0, b = 0;
-		for (size_t i = 0; i < NDEFS; i++) {
-			llm_tool t = {DEFS[i].name, DEFS[i].description, DEFS[i].schema};
-			if (!DEFS[i].builder_only)
-				planner_tools[p++] = t;
-			builder_tools[b++] = t;
-		}
-		n_planner = p;
-		n_builder = b;
-	}
+	pthread_once(&tools_once, tools_init);
 	*n = set == TOOLS_PLANNER ? n_planner : n_builder;
 	return set == TOOLS_PLANNER ? planner_tools : builder_tools;
 }

@@ -2,9 +2,10 @@
 /* agents/traj.h - the trajectory: one redacted JSONL file per run.
  *
  * Each line is one event: {"t": <ms since start>, "type": "...", ...}. Types used: "start",
- * "llm_request", "llm_response", "llm_error", "tool_call", "tool_result", "verdict", "budget",
- * "end". Every line passes through the redaction layer before it reaches the file, so a secret
- * in a model message or a command's output never lands on disk.
+ * "llm_request", "llm_response", "llm_usage", "llm_retry", "llm_error", "progress",
+ * "tool_result", "tester_run", "verdict", "budget", "end". Every line passes through the
+ * redaction layer before it reaches the file, so a secret in a model message or a command's
+ * output never lands on disk.
  */
 #ifndef AP_TRAJ_H
 #define AP_TRAJ_H
@@ -22,7 +23,8 @@ void traj_free(traj *t);
  * "type". Write errors are logged once and then ignored: a trajectory never fails a job. */
 void traj_event(traj *t, const char *type, cJSON *obj);
 
-/* Milliseconds since the trajectory (or the process, when t is NULL) started. */
+/* Milliseconds since the trajectory started; with t NULL, a monotonic clock in milliseconds
+ * (only differences are meaningful). Thread-safe. */
 int64_t traj_millis(const traj *t);
 
 #endif

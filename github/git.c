@@ -204,6 +204,21 @@ static int refspec_for(const char *ref, const char *dst_prefix, ap_buf *spec, ap
 	return rc;
 }
 
+/* A remote for url in repo, named or anonymous. url.<x>.insteadOf rewrites are skipped: the
+ * URL we were given is the one used (and libgit2 1.5 leaks in that regex path). */
+static int remote_new(git_remote **out, git_repository *repo, const char *name, const char *url)
+{
+	git_remote_create_options o;
+
+	git_remote_create_options_init(&o, GIT_REMOTE_CREATE_OPTIONS_VERSION);
+	o.repository = repo;
+	o.name = name;
+	o.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF;
+	if (!name)
+		o.flags |= GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
+	return git_remote_create_with_opts(out, url, &o);
+}
+
 static int fetch_one(git_repository *repo, const char *url, const char *spec, struct cred_ctx *cred)
 {
 	git_fetch_options fo;
@@ -216,7 +231,7 @@ static int fetch_one(git_repository *repo, const char *url, const char *spec, st
 	fo.callbacks.credentials = cred_cb;
 	fo.callbacks.payload = cred;
 	fo.download_tags = GIT_REMOTE_DOWNLOAD_TAGS_NONE;
-	if (git_remote_create_anonymous(&remote, repo, url) < 0)
+	if (remote_new(&remote, repo, NULL, url) < 0)
 		return git_fail(AP_EINVAL, "git remote");
 	if (git_remote_fetch(remote, &refspecs, &fo, NULL) < 0)
 		rc = git_fail(AP_EUNAVAIL, "git fetch");
@@ -344,7 +359,7 @@ int gh_git_checkout(gh_git *g, const char *clone_url, const char *token, const c
 		goto out_free_job;
 	}
 	/* origin records where the code came from (no credentials in it). */
-	if (git_remote_create(&origin, job, "origin", clone_url) < 0) {
+	if (remote_new(&origin, job, "origin", clone_url) < 0) {
 		rc = git_fail(AP_EIO, "git remote origin");
 		goto out_free_job;
 	}
@@ -652,7 +667,7 @@ int gh_git_push(gh_git *g, const char *dir, const char *url, const char *token, 
 		goto out;
 	specs[0] = spec.data;
 	if (git_repository_open_ext(&repo, dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
-	    git_remote_create_anonymous(&remote, repo, url) < 0) {
+	    remote_new(&remote, repo, NULL, url) < 0) {
 		rc = git_fail(AP_EIO, "git push");
 		goto out;
 	}

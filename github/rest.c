@@ -565,7 +565,7 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 			goto out;
 		}
 	}
-	if (is_write(method) && r->inst != 0) {
+	if (is_write(method) && (r->inst != 0 || r->fixed_token)) {
 		slot = slot_for(r->fixed_token ? -1 : r->inst);
 		if (!slot) {
 			rc = ap_error_set(AP_ENOMEM, "out of memory");

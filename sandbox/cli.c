@@ -28,8 +28,8 @@ static void on_signal(int sig)
 }
 
 static const char run_usage[] =
-    "usage: autopatch sandbox run [--repo DIR] [--timeout S] [--image I] [--runtime R] -- "
-    "CMD...\n"
+    "usage: autopatch sandbox run [--repo DIR] [--timeout S] [--image I] [--runtime R]\n"
+    "                             [--allow HOST:PORT]... -- CMD...\n"
     "       autopatch sandbox reap [--all]\n";
 
 struct sink {
@@ -73,6 +73,8 @@ static int run_main(int argc, char **argv, ap_config *cfg)
 	sbx_box *b = NULL;
 	struct sigaction sa;
 	struct sink sink = {{false, false, false}};
+	const char *allow[17];
+	size_t n_allow = 0;
 	long timeout = 600;
 	int i, rc, code = EXIT_SANDBOX;
 
@@ -89,6 +91,12 @@ static int run_main(int argc, char **argv, ap_config *cfg)
 			repo = argv[++i];
 		} else if (strcmp(argv[i], "--image") == 0) {
 			image = argv[++i];
+		} else if (strcmp(argv[i], "--allow") == 0) {
+			if (n_allow + 1 >= sizeof(allow) / sizeof(allow[0])) {
+				fprintf(stderr, "autopatch: at most 16 --allow entries\n");
+				return 2;
+			}
+			allow[n_allow++] = argv[++i];
 		} else if (strcmp(argv[i], "--runtime") == 0) {
 			runtime = argv[++i];
 		} else if (strcmp(argv[i], "--timeout") == 0) {
@@ -135,6 +143,11 @@ static int run_main(int argc, char **argv, ap_config *cfg)
 	snprintf(job, sizeof(job), "cli-%ld", (long)getpid());
 	spec.job_label = job;
 	spec.repo_dir = repo ? repo_abs : NULL;
+	allow[n_allow] = NULL;
+	if (n_allow) {
+		spec.network = SBX_NET_ALLOWLIST;
+		spec.allow = allow;
+	}
 	if (timeout + 60 > INT_MAX)
 		timeout = INT_MAX - 60;
 	spec.wall_seconds = (int)timeout + 60;

@@ -8,6 +8,7 @@
  * deadline passes anyway, because the Engine API cannot kill a single exec.
  */
 #include "docker_api.h"
+#include "egress.h"
 #include "err.h"
 #include "internal.h"
 #include "log.h"
@@ -29,21 +30,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SBX_POOL_MAX	16
-#define SBX_API_TIMEOUT 60000L /* ms for ordinary daemon calls */
-#define SBX_KILL_GRACE	3000   /* ms the host waits past a deadline before killing the box */
+#define SBX_POOL_MAX	 16
+#define SBX_API_TIMEOUT	 60000L /* ms for ordinary daemon calls */
+#define SBX_PODMAN_NPROC 32768
+#define SBX_KILL_GRACE	 3000 /* ms the host waits past a deadline before killing the box */
 
 struct sbx_engine {
 	dk_client *dk;
-	char owner[65];	      /* owner id, label-safe */
-	char *image;	      /* AUTOPATCH_SANDBOX_IMAGE */
-	char *runtime;	      /* AUTOPATCH_SANDBOX_RUNTIME */
-	char *data_dir;	      /* absolute $AUTOPATCH_DATA_DIR/sandbox */
-	sbx_spec defaults;    /* every numeric field resolved; strings point at the above */
-	size_t output_cap;    /* default per-stream cap */
-	int pool_size;	      /* AUTOPATCH_SANDBOX_POOL */
-	pthread_mutex_t lock; /* guards everything below */
-	pthread_cond_t cond;  /* pool changed or stopping */
+	char owner[65];		/* owner id, label-safe */
+	char *image;		/* AUTOPATCH_SANDBOX_IMAGE */
+	char *runtime;		/* AUTOPATCH_SANDBOX_RUNTIME */
+	char *data_dir;		/* absolute $AUTOPATCH_DATA_DIR/sandbox */
+	sbx_spec defaults;	/* every numeric field resolved; strings point at the above */
+	size_t output_cap;	/* default per-stream cap */
+	sbx_egress_opts egress; /* AUTOPATCH_EGRESS_* (allow-list boxes only) */
+	int pool_size;		/* AUTOPATCH_SANDBOX_POOL */
+	pthread_mutex_t lock;	/* guards everything below */
+	pthread_cond_t cond;	/* pool changed or stopping */
 	sbx_box *pool[SBX_POOL_MAX];
 	int pool_n;   /* ready boxes */
 	int creating; /* boxes being created for the pool */
@@ -61,6 +64,7 @@ struct sbx_box {
 	long long deadline_ms; /* end of the box's life (monotonic) */
 	bool killed;	       /* the host killed it (deadline, cancel): execs are refused */
 	bool has_repo;	       /* /repo is bound */
+	sbx_egress *eg;	       /* the allow-list network + proxy, or NULL */
 };
 
 /* --- settings --------------------------------------------------------------------------- */
@@ -203,13 +207,17 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 		return rc;
 	e->pool_size = (int)v;
 	d->network = SBX_NET_NONE;
-	if (snprintf(path, sizeof(path), "%s/sandbox", data) >= (int)sizeof(path))
-		return ap_error_set(AP_EINVAL, "AUTOPATCH_DATA_DIR is too long");
-	if ((rc = mkdir_p(path)))
+	e->egress = (sbx_egress_opts)SBX_EGRESS_OPTS_INIT;
+	if ((rc = sbx_egress_opts_load(&e->egress, cfg)))
 		return rc;
-	if (!realpath(path, real))
-		return ap_error_set(AP_EIO, "AUTOPATCH_DATA_DIR %s: %s", path, strerror(errno));
-	e->data_dir = strdup(real);
+	/* Made absolute now (binds need it) but created only when a box needs a repo dir, so
+	 * `doctor` and `sandbox run --repo` leave no directory behind. */
+	if (data[0] != '/' && !getcwd(real, sizeof(real)))
+		return ap_error_set(AP_EIO, "getcwd: %s", strerror(errno));
+	if (snprintf(path, sizeof(path), "%s%s%s/sandbox", data[0] == '/' ? "" : real,
+		     data[0] == '/' ? "" : "/", data) >= (int)sizeof(path))
+		return ap_error_set(AP_EINVAL, "AUTOPATCH_DATA_DIR is too long");
+	e->data_dir = strdup(path);
 	if (!e->data_dir)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	return 0;
@@ -265,7 +273,8 @@ static cJSON *ulimit(const char *name, int64_t v)
 }
 
 int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
-		     const char *network_mode, const char *const *extra_env, cJSON **out)
+		     const char *network_mode, const char *const *extra_env, bool podman,
+		     cJSON **out)
 {
 	cJSON *b = cJSON_CreateObject(), *hc, *arr, *obj, *item;
 	char tmp[PATH_MAX + 16];
@@ -347,6 +356,14 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	if (!(item = ulimit("fsize", s->fsize_bytes)))
 		goto err_nomem;
 	cJSON_AddItemToArray(arr, item);
+	/* Podman (rootful) otherwise asks for RLIMIT_NPROC 1048576, which fails where its
+	 * service cannot raise its own limit. Docker leaves nproc alone; PidsLimit is the limit
+	 * that counts (nproc is per host uid, shared by every box). */
+	if (podman) {
+		if (!(item = ulimit("nproc", SBX_PODMAN_NPROC)))
+			goto err_nomem;
+		cJSON_AddItemToArray(arr, item);
+	}
 	obj = cJSON_AddObjectToObject(hc, "Tmpfs");
 	if (!obj)
 		goto err_nomem;
@@ -354,7 +371,10 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 		 (long long)s->tmp_bytes);
 	if (!cJSON_AddStringToObject(obj, "/tmp", tmp))
 		goto err_nomem;
-	snprintf(tmp, sizeof(tmp), "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
+	/* Owned by the sandbox user, or git refuses the workspace as "dubious ownership". */
+	snprintf(tmp, sizeof(tmp),
+		 podman ? "rw,nosuid,nodev,exec,size=%lld,mode=0755,U"
+			: "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
 		 (long long)s->workspace_bytes);
 	if (!cJSON_AddStringToObject(obj, "/tmp/workspace", tmp))
 		goto err_nomem;
@@ -469,14 +489,26 @@ static int kill_container(sbx_engine *e, const char *id)
 	return rc;
 }
 
+/* The daemon reports ignored limits as warnings: log each. */
+static void log_warnings(const char *name, const cJSON *resp)
+{
+	const cJSON *w;
+
+	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(resp, "Warnings"))
+	{
+		if (cJSON_IsString(w))
+			ap_warn("docker create %s: %s", name, w->valuestring);
+	}
+}
+
 /* Create and start a box from a resolved spec. job names the label; pool boxes sleep forever
  * (the pool destroys them), others live wall_seconds. */
 static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool pool, sbx_box **out)
 {
 	sbx_box *b;
 	sbx_spec s = *spec;
-	cJSON *body = NULL, *resp = NULL, *id, *warn;
-	char path[256];
+	cJSON *body = NULL, *resp = NULL, *id;
+	char path[256], why[1024];
 	unsigned char rnd[6];
 	int rc;
 
@@ -505,27 +537,30 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 		}
 	}
 	b->has_repo = s.repo_dir != NULL;
-	if (s.network != SBX_NET_NONE) {
-		rc =
-		    ap_error_set(AP_EINVAL, "the egress allow-list is not available in this build");
-		goto err_remove_dir;
+	if (s.network == SBX_NET_ALLOWLIST) {
+		rc = sbx_egress_check(s.allow);
+		if (!rc)
+			rc = sbx_egress_up(e->dk, &e->egress, e->owner, b->job, s.runtime, s.allow,
+					   &b->eg);
+		if (rc)
+			goto err_remove_dir;
 	}
-	rc = sbx__create_body(&s, e->owner, pool ? 0 : s.wall_seconds, "none", NULL, &body);
+	rc = sbx__create_body(&s, e->owner, pool ? 0 : s.wall_seconds,
+			      b->eg ? sbx_egress_network(b->eg) : "none",
+			      b->eg ? sbx_egress_env(b->eg) : NULL, dk_is_podman(e->dk), &body);
 	if (rc)
-		goto err_remove_dir;
+		goto err_egress_down;
 	snprintf(path, sizeof(path), "/containers/create?name=%s", b->name);
 	rc = dk_request(e->dk, "POST", path, body, SBX_API_TIMEOUT, NULL, &resp);
 	if (rc)
-		goto err_remove_dir;
+		goto err_remove_container; /* a timed-out create may still have happened */
 	id = cJSON_GetObjectItemCaseSensitive(resp, "Id");
 	if (!cJSON_IsString(id) || !label_safe(id->valuestring, sizeof(b->id) - 1)) {
 		rc = ap_error_set(AP_EIO, "docker create: no container id in the answer");
 		goto err_remove_container;
 	}
 	snprintf(b->id, sizeof(b->id), "%s", id->valuestring);
-	cJSON_ArrayForEach(
-	    warn, cJSON_GetObjectItemCaseSensitive(resp, "Warnings")) if (cJSON_IsString(warn))
-	    ap_warn("docker create %s: %s", b->name, warn->valuestring);
+	log_warnings(b->name, resp);
 	snprintf(path, sizeof(path), "/containers/%s/start", b->id);
 	rc = dk_request(e->dk, "POST", path, NULL, SBX_API_TIMEOUT, NULL, NULL);
 	if (rc)
@@ -535,13 +570,16 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	cJSON_Delete(resp);
 	*out = b;
 	return 0;
-err_remove_container : {
-	char why[1024];
-
+err_remove_container:
 	snprintf(why, sizeof(why), "%s", ap_error_last());
 	remove_container(e, b->name);
 	ap_error_set(rc, "%s", why);
-}
+err_egress_down:
+	if (b->eg) {
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		sbx_egress_down(b->eg);
+		ap_error_set(rc, "%s", why);
+	}
 err_remove_dir:
 	if (b->own_repo_dir)
 		remove_box_dir(e, b->name);
@@ -586,6 +624,13 @@ int sbx_destroy(sbx_box *b)
 		if (rc)
 			ap_err("sandbox: could not remove container %s (%s); the reaper will retry",
 			       b->name, why);
+	}
+	if (b->eg) {
+		/* The network can only go once the container is gone. */
+		int erc = sbx_egress_down(b->eg);
+
+		if (!rc)
+			rc = erc;
 	}
 	if (b->own_repo_dir)
 		remove_box_dir(b->e, b->name);
@@ -669,6 +714,7 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 	char path[160];
 	cJSON *resp = NULL, *running, *ec;
 	long long until = dk_now_ms() + 5000;
+	useconds_t nap = 1000;
 	int rc;
 
 	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
@@ -688,16 +734,41 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 		if (dk_now_ms() > until)
 			return ap_error_set(AP_EIO, "exec %s still running after its output closed",
 					    exec_id);
-		usleep(20000);
+		/* The daemon marks the exec finished a moment after the stream closes. */
+		usleep(nap);
+		if (nap < 32000)
+			nap *= 2;
 	}
 }
 
 /* Drive the hijacked connection: write stdin then half-close, demultiplex what comes back,
  * until the daemon closes it, the host deadline passes or the caller cancels. Returns 0 at
  * end of stream, AP_ETIMEOUT, AP_ECANCELLED or an I/O error. */
-static int pump(int fd, const sbx_cmd *cmd, const ap_buf *first, long long deadline_ms,
+/* Whether the box's container is still running (a box whose runtime died, e.g. gVisor's
+ * Sentry OOM-killed, may leave the exec stream open forever). Errors count as running. */
+static bool box_running(sbx_box *b)
+{
+	char path[160];
+	cJSON *resp = NULL, *state, *running;
+	bool alive = true;
+
+	snprintf(path, sizeof(path), "/containers/%s/json", b->id);
+	if (dk_request(b->e->dk, "GET", path, NULL, 10000, NULL, &resp) == AP_ENOTFOUND)
+		return false;
+	state = cJSON_GetObjectItemCaseSensitive(resp, "State");
+	running = cJSON_GetObjectItemCaseSensitive(state, "Running");
+	if (cJSON_IsBool(running))
+		alive = cJSON_IsTrue(running);
+	cJSON_Delete(resp);
+	return alive;
+}
+
+#define SBX_BOX_DIED 1 /* pump(): the container stopped under the command */
+
+static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, long long deadline_ms,
 		struct exec_io *io)
 {
+	long long next_check = dk_now_ms() + 2000;
 	sbx_demux dm = SBX_DEMUX_INIT;
 	const char *in = cmd->stdin_data;
 	size_t in_left = cmd->stdin_data ? cmd->stdin_len : 0;
@@ -720,6 +791,11 @@ static int pump(int fd, const sbx_cmd *cmd, const ap_buf *first, long long deadl
 		left = deadline_ms - dk_now_ms();
 		if (left <= 0)
 			return ap_error_set(AP_ETIMEOUT, "the command passed its deadline");
+		if (dk_now_ms() >= next_check) {
+			if (!box_running(b))
+				return SBX_BOX_DIED;
+			next_check = dk_now_ms() + 2000;
+		}
 		p.fd = fd;
 		p.events = POLLIN | (in_open ? POLLOUT : 0);
 		p.revents = 0;
@@ -804,10 +880,18 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 	}
 	if (rc)
 		goto out_release;
-	rc = pump(fd, cmd, &first, deadline, &io);
+	rc = pump(b, fd, cmd, &first, deadline, &io);
 	close(fd);
 	fd = -1;
-	if (rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
+	if (b->eg && sbx_egress_drain_log(b->eg) < 0)
+		ap_warn("sandbox: egress log: %s", ap_error_last());
+	if (rc == SBX_BOX_DIED) {
+		/* Out of memory or killed from outside: the command died with its box. */
+		ap_warn("sandbox: container %s stopped during a command", b->name);
+		b->killed = true;
+		code = 128 + 9;
+		rc = 0;
+	} else if (rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
 		/* No endpoint kills one exec: the whole box goes. */
 		char why[256];
 

@@ -23,6 +23,7 @@
 struct dk_client {
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* socket path */
 	char version[16];					/* "1.41" */
+	bool podman;						/* Podman's compat service */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -45,6 +46,7 @@ long long dk_now_ms(void)
 struct reply {
 	ap_buf body;
 	char api_version[16];
+	bool libpod; /* the answer carried Libpod-Api-Version: Podman's compat service */
 };
 
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
@@ -63,6 +65,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 	const char *name = "Api-Version:";
 	size_t nlen = strlen(name);
 
+	if (len > 19 && strncasecmp(p, "Libpod-Api-Version:", 19) == 0)
+		r->libpod = true;
 	if (len > nlen && strncasecmp(p, name, nlen) == 0) {
 		p += nlen;
 		len -= nlen;
@@ -204,7 +208,7 @@ out_free_handle:
 int dk_request(dk_client *c, const char *method, const char *path, const cJSON *body,
 	       long timeout_ms, long *status, cJSON **out)
 {
-	struct reply r = {AP_BUF_INIT(DK_RESPONSE_CAP), ""};
+	struct reply r = {AP_BUF_INIT(DK_RESPONSE_CAP), "", false};
 	char prefix[24];
 	int rc;
 
@@ -227,7 +231,7 @@ static int parse_version(const char *v)
 
 int dk_client_new(dk_client **out, const char *docker_host)
 {
-	struct reply r = {AP_BUF_INIT(4096), ""};
+	struct reply r = {AP_BUF_INIT(4096), "", false};
 	dk_client *c;
 	const char *path = DK_DEFAULT_SOCK;
 	char why[512];
@@ -281,6 +285,7 @@ int dk_client_new(dk_client **out, const char *docker_host)
 	if (v > DK_API_MAX)
 		v = DK_API_MAX;
 	snprintf(c->version, sizeof(c->version), "%d.%d", v / 1000, v % 1000);
+	c->podman = r.libpod;
 	ap_buf_release(&r.body);
 	*out = c;
 	return 0;
@@ -298,6 +303,11 @@ void dk_client_free(dk_client *c)
 const char *dk_api_version(const dk_client *c)
 {
 	return c->version;
+}
+
+bool dk_is_podman(const dk_client *c)
+{
+	return c->podman;
 }
 
 const char *dk_socket_path(const dk_client *c)

@@ -14,6 +14,7 @@
 #define AP_DOCKER_API_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -41,6 +42,10 @@ void dk_client_free(dk_client *c);
 
 /* The negotiated version as text ("1.41"). */
 const char *dk_api_version(const dk_client *c);
+
+/* Whether the daemon is Podman's Docker-compatible service (it answered /_ping with a
+ * Libpod-Api-Version header); a few options are spelled differently there. */
+bool dk_is_podman(const dk_client *c);
 
 /* The socket path (for messages). */
 const char *dk_socket_path(const dk_client *c);

@@ -244,37 +244,44 @@ out:
 static cJSON *proxy_body(const sbx_egress *eg, const sbx_egress_opts *o, const char *owner,
 			 const char *job, const char *subnet, const char *const *allow)
 {
-	cJSON *b = cJSON_CreateObject(), *hc, *labels, *arr, *lc, *lcc;
+	cJSON *b = NULL, *hc, *labels, *lc, *lcc;
 	char bind[PATH_MAX + 64];
+	const char **argv;
+	size_t n_allow = 0, k = 0;
 	const char *entry[] = {EG_PROXY_PATH, NULL};
 	const char *binds[] = {bind, NULL};
 	const char *caps[] = {"ALL", NULL};
 	const char *secopt[] = {"no-new-privileges:true", NULL};
 	const char *no_env[] = {NULL};
 
-	(void)eg;
+	/* The proxy's whole policy is its argv (no config file, no environment). */
+	while (allow[n_allow])
+		n_allow++;
+	argv = calloc(7 + 2 * n_allow + 2 * o->n_allow_nets, sizeof(*argv));
+	if (!argv)
+		return NULL;
+	argv[k++] = "--listen-net";
+	argv[k++] = subnet;
+	argv[k++] = "--port";
+	argv[k++] = "3128";
+	argv[k++] = "--max-conns";
+	argv[k++] = EG_PROXY_CONNS;
+	for (size_t i = 0; i < n_allow; i++) {
+		argv[k++] = "--allow";
+		argv[k++] = allow[i];
+	}
+	for (size_t i = 0; i < o->n_allow_nets; i++) {
+		argv[k++] = "--allow-net";
+		argv[k++] = o->allow_nets[i];
+	}
 	snprintf(bind, sizeof(bind), "%s:" EG_PROXY_PATH ":ro", o->proxy_bin);
+	b = cJSON_CreateObject();
 	if (!b || !cJSON_AddStringToObject(b, "Image", o->image) ||
 	    !cJSON_AddStringToObject(b, "User", EG_PROXY_USER) ||
 	    !cJSON_AddStringToObject(b, "WorkingDir", "/") || add_strings(b, "Entrypoint", entry) ||
 	    add_strings(b, "Env", no_env) || !cJSON_AddNumberToObject(b, "StopTimeout", 1) ||
-	    !(arr = cJSON_AddArrayToObject(b, "Cmd")))
+	    add_strings(b, "Cmd", argv))
 		goto err;
-	{
-		const char *fixed[] = {"--listen-net", subnet,	      "--port",
-				       "3128",	       "--max-conns", EG_PROXY_CONNS};
-
-		for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-			cJSON_AddItemToArray(arr, cJSON_CreateString(fixed[i]));
-		for (const char *const *p = allow; *p; p++) {
-			cJSON_AddItemToArray(arr, cJSON_CreateString("--allow"));
-			cJSON_AddItemToArray(arr, cJSON_CreateString(*p));
-		}
-		for (size_t i = 0; i < o->n_allow_nets; i++) {
-			cJSON_AddItemToArray(arr, cJSON_CreateString("--allow-net"));
-			cJSON_AddItemToArray(arr, cJSON_CreateString(o->allow_nets[i]));
-		}
-	}
 	if (!(labels = cJSON_AddObjectToObject(b, "Labels")) || dk_labels_add(labels, owner, job) ||
 	    !cJSON_AddStringToObject(labels, "autopatch.role", "egress-proxy"))
 		goto err;
@@ -296,8 +303,10 @@ static cJSON *proxy_body(const sbx_egress *eg, const sbx_egress_opts *o, const c
 	    !cJSON_AddStringToObject(lcc, "max-size", "4m") ||
 	    !cJSON_AddStringToObject(lcc, "max-file", "1"))
 		goto err;
+	free(argv);
 	return b;
 err:
+	free(argv);
 	cJSON_Delete(b);
 	return NULL;
 }
@@ -313,6 +322,20 @@ static size_t on_log_bytes(char *p, size_t size, size_t n, void *ud)
 	return ap_buf_add(f->out, p, size * n) == 0 ? size * n : 0;
 }
 
+/* Whole seconds of an RFC 3339 UTC timestamp, 0 when there is none: lines of that second
+ * are fetched again and skipped by relay_line, earlier ones are not fetched at all. */
+static long long since_seconds(const char *ts)
+{
+	struct tm tm = {0};
+
+	if (!ts[0] || sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+			     &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+		return 0;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (long long)timegm(&tm);
+}
+
 /* GET the container's log (raw multiplexed stream, not JSON, so not through dk_request). */
 static int logs_fetch(sbx_egress *eg, ap_buf *raw)
 {
@@ -325,9 +348,8 @@ static int logs_fetch(sbx_egress *eg, ap_buf *raw)
 	if (!h)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	snprintf(url, sizeof(url),
-		 "http://docker/v%s/containers/%s/logs?stdout=1&stderr=1"
-		 "&timestamps=1",
-		 dk_api_version(eg->dk), eg->proxy_id);
+		 "http://docker/v%s/containers/%s/logs?stdout=1&stderr=1&timestamps=1&since=%lld",
+		 dk_api_version(eg->dk), eg->proxy_id, since_seconds(eg->last_ts));
 	curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, dk_socket_path(eg->dk));
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);

@@ -8,13 +8,14 @@
  * image, so nothing has to be installed or built into an image.
  *
  * Why our own proxy rather than Debian's squid or tinyproxy: the policy we need is small
- * (exact host:port, no IP literals, resolve here and refuse non-public results, one request per
- * plain-HTTP connection) and squid cannot refuse a name by what it resolves to without an
- * external ACL helper, while tinyproxy filters by regex on the name only; both would need a
- * second image with a package manager run at build time, a generated config file and their own
- * log format to parse. This program is ~600 lines that the unit tests exercise directly, shares
- * its policy code with the host, and its one JSON line per decision goes straight to autopatch's
- * log. See docs/egress.md.
+ * (exact host:port, no IP literals in any spelling, resolve once here, refuse the name if any
+ * answer is not public, connect only to the checked addresses, one request per plain-HTTP
+ * connection). tinyproxy filters names by regex only and cannot refuse by resolved address;
+ * squid can (dst ACLs) but resolves for the ACL and the connection through its own cache and
+ * needs regex ACLs for literal spellings; both need a second image built with a package
+ * manager, a generated config per job and a log format to parse. This program shares its
+ * policy code with the host, is tested directly by the unit tests, and writes one JSON line
+ * per decision that autopatch relays to its own log. See docs/egress.md.
  *
  * Protocol: "CONNECT host:port" opens a tunnel (the client does TLS end to end); "METHOD
  * http://host[:port]/path" forwards exactly one request (rewritten to origin-form, Host set to
@@ -60,6 +61,8 @@ static size_t n_rules;
 static egp_net nets[MAX_NETS];
 static size_t n_nets;
 static int max_conns = 128;
+static egp_net client_net; /* --listen-net: only clients on the job's network are served */
+static bool have_client_net;
 static atomic_int active_conns;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -154,7 +157,11 @@ static void reply(int fd, int status, const char *phrase, const char *reason)
 static void deny(struct conn *c, int status, const char *method, const char *target,
 		 const char *reason)
 {
-	reply(c->fd, status, status == 403 ? "Forbidden" : "Bad Request", reason);
+	reply(c->fd, status,
+	      status == 403   ? "Forbidden"
+	      : status == 503 ? "Service Unavailable"
+			      : "Bad Request",
+	      reason);
 	log_event("warn", "egress denied", c->client, method, target, "reason", reason);
 }
 
@@ -325,7 +332,14 @@ static void forward_http(struct conn *c, const egp_target *t, const char *target
 	const char *path = head + t->path_off;
 	int ufd = -1;
 
-	for (line = strstr(head, "\r\n") + 2; line < head + head_len - 2; line = eol + 2) {
+	const char *end_head = head + head_len - 2; /* the blank line's CRLF */
+	bool have_len = false;
+
+	if (memchr(head, '\0', head_len)) {
+		deny(c, 400, t->method, target, "NUL byte in the request head");
+		return;
+	}
+	for (line = strstr(head, "\r\n") + 2; line < end_head; line = eol + 2) {
 		size_t len;
 
 		eol = strstr(line, "\r\n");
@@ -342,11 +356,14 @@ static void forward_http(struct conn *c, const egp_target *t, const char *target
 			char *end;
 			unsigned long long v = strtoull(line + 15, &end, 10);
 
-			if (end == line + 15 || v > BODY_CAP) {
-				deny(c, 400, t->method, target, "bad or too large Content-Length");
+			if (have_len || end == line + 15 || v > BODY_CAP ||
+			    strspn(line + 15, " \t0123456789") != len - 15) {
+				deny(c, 400, t->method, target,
+				     "bad, repeated or too large Content-Length");
 				return;
 			}
 			body_len = (size_t)v;
+			have_len = true;
 		}
 	}
 	ufd = open_upstream(c, t, target);
@@ -361,7 +378,7 @@ static void forward_http(struct conn *c, const egp_target *t, const char *target
 	if (t->port != 80)
 		pos += (size_t)snprintf(out + pos, cap - pos, ":%u", t->port);
 	pos += (size_t)snprintf(out + pos, cap - pos, "\r\n");
-	for (line = strstr(head, "\r\n") + 2; line < head + head_len - 2; line = eol + 2) {
+	for (line = strstr(head, "\r\n") + 2; line < end_head; line = eol + 2) {
 		size_t len;
 		bool drop = false;
 
@@ -550,6 +567,8 @@ int main(int argc, char **argv)
 	}
 	if (port < 0 || port > 65535 || max_conns < 1)
 		return usage("bad --port or --max-conns");
+	if (listen_net && egp_net_parse(&client_net, listen_net) == 0)
+		have_client_net = true;
 	if (listen_net ? find_listen_addr(listen_net, &ss, &slen) < 0
 		       : !listen_addr || parse_listen(listen_addr, &ss, &slen) < 0)
 		return usage("no address to listen on (--listen-net matched no interface?)");
@@ -604,8 +623,16 @@ int main(int argc, char **argv)
 		else
 			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, c->client,
 				  sizeof(c->client));
+		/* Defence in depth: whatever routes a packet to the listening address, serve
+		 * only clients on the job's network. */
+		if (have_client_net && !egp_net_contains(&client_net, (struct sockaddr *)&peer)) {
+			deny(c, 403, NULL, NULL, "the client is not on the job's network");
+			close(fd);
+			free(c);
+			continue;
+		}
 		if (atomic_fetch_add(&active_conns, 1) >= max_conns) {
-			deny(c, 403, NULL, NULL, "too many concurrent connections");
+			deny(c, 503, NULL, NULL, "too many concurrent connections");
 			close(fd);
 			free(c);
 			atomic_fetch_sub(&active_conns, 1);

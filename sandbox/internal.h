@@ -4,6 +4,7 @@
 #define AP_SANDBOX_INTERNAL_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 
 #include "sandbox.h"
 
@@ -29,10 +30,12 @@
  * hardening field is set here and only here. owner labels the container; cmd_seconds is the
  * life of PID 1 (0: sleep forever, for warm-pool boxes that the host destroys). network_mode
  * is "none" or the name of the job's internal network; extra_env (NULL-terminated, may be
- * NULL) adds entries such as the egress proxy's address. *out is freed with cJSON_Delete.
+ * NULL) adds entries such as the egress proxy's address. podman selects Podman's spelling of
+ * the workspace owner option ("U" instead of uid=/gid=). *out is freed with cJSON_Delete.
  */
 int sbx__create_body(const sbx_spec *spec, const char *owner, int cmd_seconds,
-		     const char *network_mode, const char *const *extra_env, cJSON **out);
+		     const char *network_mode, const char *const *extra_env, bool podman,
+		     cJSON **out);
 
 /* Fill the zero fields of spec from the engine's settings. Strings stay borrowed. */
 void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out);

@@ -51,7 +51,7 @@ struct child {
 
 struct demo {
 	char root[2048]; /* the source tree (examples/, tests/fakes/) */
-	char dir[512];   /* temporary directory */
+	char dir[512];	 /* temporary directory */
 	char self[2048]; /* this binary */
 	int gh_port, model_port, serve_port;
 	char secret[65];
@@ -633,7 +633,12 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	snprintf(e_data, sizeof(e_data), "AUTOPATCH_DATA_DIR=%s/data", d->dir);
 	snprintf(e_base, sizeof(e_base), "AUTOPATCH_LLM_BASE_URL=http://127.0.0.1:%d/v1",
 		 d->model_port);
-	snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
+	/* Boxes are labelled with the owner id: keep the caller's, so it can find them. */
+	if (cfg_get(cfg, "AUTOPATCH_OWNER_ID"))
+		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=%.40s",
+			 cfg_get(cfg, "AUTOPATCH_OWNER_ID"));
+	else
+		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
 	snprintf(e_root, sizeof(e_root), "AUTOPATCH_SOURCE_ROOT=%s", d->root);
 	{
 		char *argv[] = {d->self, "serve", NULL};
@@ -646,6 +651,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 				e_owner,
 				e_root,
 				"APP_ID=1",
+				"AUTOPATCH_BIND=127.0.0.1",
 				"AUTOPATCH_WORKERS=1",
 				"AUTOPATCH_LABEL=autopatch",
 				"WEBHOOK_PATH=/api/github/webhooks",
@@ -656,8 +662,11 @@ static int start_children(struct demo *d, const ap_config *cfg)
 				"AUTOPATCH_LLM_API_KEY=demo-not-a-real-key",
 				NULL};
 
-		if (d->real_model)
-			fake[13] = NULL; /* keep the user's AUTOPATCH_LLM_* */
+		/* With a real model, keep the user's AUTOPATCH_LLM_* (the entries from e_base on).
+		 */
+		for (size_t i = 0; d->real_model && fake[i]; i++)
+			if (fake[i] == e_base)
+				fake[i] = NULL;
 		d->serve.name = "autopatch-serve";
 		rc = spawn(&d->serve, d->dir, argv, fake);
 		if (rc)

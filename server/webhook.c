@@ -3,9 +3,9 @@
  * runs exactly this code. */
 #include "server/webhook.h"
 #include "err.h"
+#include "server/payload.h"
 #include "server/sig.h"
 
-#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -95,34 +95,6 @@ static int json_content_type(const char *ct)
 	return ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t';
 }
 
-static const char *get_str(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-/* A positive integral id that a double represents exactly, else 0. */
-static int64_t get_id(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-	double d;
-
-	if (!cJSON_IsNumber(v))
-		return 0;
-	d = v->valuedouble;
-	if (!(d >= 1 && d <= 9007199254740992.0) || d != (double)(int64_t)d)
-		return 0;
-	return (int64_t)d;
-}
-
-static const cJSON *get_obj(const cJSON *o, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-
-	return cJSON_IsObject(v) ? v : NULL;
-}
-
 static int trusted_association(const char *a)
 {
 	return a && (strcmp(a, "OWNER") == 0 || strcmp(a, "MEMBER") == 0 ||
@@ -155,30 +127,29 @@ static int command_text(const char *body, char **out)
 	return *out ? 1 : AP_ENOMEM;
 }
 
-static int set_target(wh_decision *d, const cJSON *root, int64_t issue)
+static int set_target(wh_decision *d, const pl_fields *f, int64_t issue)
 {
-	const cJSON *repo = get_obj(root, "repository");
-	const char *full = repo ? get_str(repo, "full_name") : NULL;
+	const char *full = f->str[PL_REPO_FULL_NAME];
 
 	if (!full || !*full || strlen(full) > WH_REPO_MAX || !strchr(full, '/') || issue <= 0)
 		return 0;
 	snprintf(d->repo, sizeof(d->repo), "%s", full);
-	d->repo_id = get_id(repo, "id");
+	d->repo_id = f->id[PL_REPO_ID];
 	d->issue = issue;
 	return 1;
 }
 
-static int route_issues(const cJSON *root, const char *action, const wh_config *cfg, wh_decision *d)
+static int route_issues(const pl_fields *f, const char *action, const wh_config *cfg,
+			wh_decision *d)
 {
-	const cJSON *label = get_obj(root, "label"), *issue = get_obj(root, "issue");
-	const char *name = label ? get_str(label, "name") : NULL;
+	const char *name = f->str[PL_LABEL_NAME];
 	int labeled = strcmp(action, "labeled") == 0;
 
 	if (!labeled && strcmp(action, "unlabeled") != 0)
 		return ignore(d, "issues.%.64s is not a trigger", action);
 	if (!name || strcmp(name, cfg->label) != 0)
 		return ignore(d, "label \"%.60s\" is not the trigger label", name ? name : "");
-	if (!issue || !set_target(d, root, get_id(issue, "number")))
+	if (!set_target(d, f, f->id[PL_ISSUE_NUMBER]))
 		return ignore(d, "payload has no repository or issue number");
 	d->action = labeled ? WH_TRIGGER : WH_CANCEL;
 	d->status = labeled ? 202 : 200;
@@ -188,10 +159,9 @@ static int route_issues(const cJSON *root, const char *action, const wh_config *
 	return 0;
 }
 
-static int route_comment(const cJSON *root, const char *action, wh_decision *d)
+static int route_comment(const pl_fields *f, const char *action, wh_decision *d)
 {
-	const cJSON *comment = get_obj(root, "comment"), *issue = get_obj(root, "issue");
-	const char *body = comment ? get_str(comment, "body") : NULL;
+	const char *body = f->str[PL_COMMENT_BODY];
 	char *text = NULL;
 	int rc;
 
@@ -201,15 +171,15 @@ static int route_comment(const cJSON *root, const char *action, wh_decision *d)
 		return ignore(d, "comment is not an /autopatch command");
 	if (rc < 0)
 		return rc;
-	if (!trusted_association(get_str(comment, "author_association"))) {
+	if (!trusted_association(f->str[PL_COMMENT_ASSOCIATION])) {
 		free(text);
 		return ignore(d, "commenter is not an owner, member or collaborator");
 	}
-	if (!issue || !set_target(d, root, get_id(issue, "number"))) {
+	if (!set_target(d, f, f->id[PL_ISSUE_NUMBER])) {
 		free(text);
 		return ignore(d, "payload has no repository or issue number");
 	}
-	d->comment_id = get_id(comment, "id");
+	d->comment_id = f->id[PL_COMMENT_ID];
 	if (strcmp(text, "stop") == 0) {
 		free(text);
 		d->action = WH_CANCEL;
@@ -220,29 +190,28 @@ static int route_comment(const cJSON *root, const char *action, wh_decision *d)
 	}
 	d->action = WH_TRIGGER;
 	d->status = 202;
-	d->trigger = get_obj(issue, "pull_request") ? JOB_TRIGGER_PR_FEEDBACK : JOB_TRIGGER_COMMENT;
+	d->trigger =
+	    f->object[PL_ISSUE_PULL_REQUEST] ? JOB_TRIGGER_PR_FEEDBACK : JOB_TRIGGER_COMMENT;
 	d->feedback = text;
 	snprintf(d->reason, sizeof(d->reason), "%s %.200s#%lld", wh_trigger_name(d->trigger),
 		 d->repo, (long long)d->issue);
 	return 0;
 }
 
-static int route_review_comment(const cJSON *root, const char *action, wh_decision *d)
+static int route_review_comment(const pl_fields *f, const char *action, wh_decision *d)
 {
-	const cJSON *comment = get_obj(root, "comment"), *pr = get_obj(root, "pull_request");
-	const cJSON *head = pr ? get_obj(pr, "head") : NULL;
-	const char *body = comment ? get_str(comment, "body") : NULL;
-	const char *ref = head ? get_str(head, "ref") : NULL;
+	const char *body = f->str[PL_COMMENT_BODY];
+	const char *ref = f->str[PL_PR_HEAD_REF];
 	char *text = NULL;
 	int rc;
 
 	if (strcmp(action, "created") != 0)
 		return ignore(d, "pull_request_review_comment.%.64s is not a trigger", action);
-	if (!body || !trusted_association(get_str(comment, "author_association")))
+	if (!body || !trusted_association(f->str[PL_COMMENT_ASSOCIATION]))
 		return ignore(d, "reviewer is not an owner, member or collaborator");
 	if (!ref || strncmp(ref, "autopatch/", 10) != 0)
 		return ignore(d, "review comment on a pull request autopatch did not open");
-	if (!set_target(d, root, get_id(pr, "number")))
+	if (!set_target(d, f, f->id[PL_PR_NUMBER]))
 		return ignore(d, "payload has no repository or pull request number");
 	/* The whole comment is feedback; a leading "/autopatch" is optional here. */
 	rc = command_text(body, &text);
@@ -259,17 +228,16 @@ static int route_review_comment(const cJSON *root, const char *action, wh_decisi
 	d->status = 202;
 	d->trigger = JOB_TRIGGER_PR_FEEDBACK;
 	d->feedback = text;
-	d->comment_id = get_id(comment, "id");
+	d->comment_id = f->id[PL_COMMENT_ID];
 	snprintf(d->reason, sizeof(d->reason), "review feedback %.200s#%lld", d->repo,
 		 (long long)d->issue);
 	return 0;
 }
 
-static int route(const wh_config *cfg, const char *event, const cJSON *root, wh_decision *d)
+static int route(const wh_config *cfg, const char *event, const pl_fields *f, wh_decision *d)
 {
-	const cJSON *sender = get_obj(root, "sender"), *inst = get_obj(root, "installation");
-	const char *stype = sender ? get_str(sender, "type") : NULL;
-	const char *action = get_str(root, "action");
+	const char *stype = f->str[PL_SENDER_TYPE];
+	const char *action = f->str[PL_ACTION];
 
 	if (strcmp(event, "ping") == 0)
 		return ignore(d, "ping");
@@ -280,20 +248,19 @@ static int route(const wh_config *cfg, const char *event, const cJSON *root, wh_
 	if (strcmp(event, "issues") != 0 && strcmp(event, "issue_comment") != 0 &&
 	    strcmp(event, "pull_request_review_comment") != 0)
 		return ignore(d, "event %.64s is not routed", event);
-	d->installation_id = inst ? get_id(inst, "id") : 0;
+	d->installation_id = f->id[PL_INSTALLATION_ID];
 	if (!d->installation_id)
 		return ignore(d, "payload has no installation");
 	if (strcmp(event, "issues") == 0)
-		return route_issues(root, action, cfg, d);
+		return route_issues(f, action, cfg, d);
 	if (strcmp(event, "issue_comment") == 0)
-		return route_comment(root, action, d);
-	return route_review_comment(root, action, d);
+		return route_comment(f, action, d);
+	return route_review_comment(f, action, d);
 }
 
 int wh_handle(const wh_config *cfg, const wh_request *req, wh_decision *out)
 {
-	const char *end = NULL;
-	cJSON *root;
+	pl_fields fields;
 	int verified = 0, rc;
 
 	*out = (wh_decision)WH_DECISION_INIT;
@@ -312,23 +279,19 @@ int wh_handle(const wh_config *cfg, const wh_request *req, wh_decision *out)
 	if (!json_content_type(req->content_type))
 		return reject(out, 415, "content type must be application/json");
 	for (size_t i = 0; i < 2; i++)
-		if (cfg->secrets[i] &&
+		if (!verified && cfg->secrets[i] &&
 		    sig_verify(cfg->secrets[i], req->body, req->len, req->signature) == 0)
 			verified = 1;
 	if (!verified)
 		return reject(out, 401, "signature does not match the payload and secret");
 
-	root = cJSON_ParseWithLengthOpts(req->body, req->len, &end, 0);
-	if (!root)
-		return reject(out, 400, "payload is not valid JSON");
-	while (end && end < req->body + req->len && isspace((unsigned char)*end))
-		end++;
-	if (!cJSON_IsObject(root) || end != req->body + req->len) {
-		cJSON_Delete(root);
-		return reject(out, 400, "payload is not a JSON object");
+	rc = pl_scan(req->body, req->len, &fields);
+	if (rc == AP_EINVAL)
+		return reject(out, 400, "payload is not a valid JSON object");
+	if (rc == 0) {
+		rc = route(cfg, req->event, &fields, out);
+		pl_fields_release(&fields);
 	}
-	rc = route(cfg, req->event, root, out);
-	cJSON_Delete(root);
 	if (rc) {
 		wh_decision_release(out);
 		*out = (wh_decision)WH_DECISION_INIT;

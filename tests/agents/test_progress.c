@@ -89,6 +89,12 @@ static void test_succeeded_has_pr_link(void **state)
 	/* The PR link comes after the checklist and the verdict. */
 	assert_true(pr > strstr(md, "Latest Tester verdict"));
 	free(md);
+
+	v.iteration = true;
+	assert_int_equal(progress_render_comment(&v, &md), 0);
+	assert_non_null(strstr(md, "pushed a proven update to this pull request"));
+	assert_null(strstr(md, "opened a pull request"));
+	free(md);
 }
 
 static void test_failed_says_why_what_where(void **state)

@@ -113,14 +113,8 @@ def containers_of(owner):
     return r.stdout.split()
 
 
-def run_fix(autopatch_bin, tmp_path, script, provider, env=None, args=(), timeout=300):
-    """Run `autopatch fix` on a fresh calc repository with the given script; returns FixRun.
-    Asserts that no container of this run is left behind."""
-    repo = make_calc_repo(tmp_path)
-    stub = StubServer(script).start()
-    owner = "agents-e2e-" + uuid.uuid4().hex[:12]
-    out_path = tmp_path / "patch.diff"
-    traj_path = tmp_path / "trajectory.jsonl"
+def fix_env(tmp_path, stub, provider, owner, env=None):
+    """The environment of one `autopatch fix` run (nothing inherited but PATH/DOCKER_HOST)."""
     e = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
@@ -135,8 +129,28 @@ def run_fix(autopatch_bin, tmp_path, script, provider, env=None, args=(), timeou
     if os.environ.get("DOCKER_HOST"):
         e["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
     e.update(env or {})
-    cmd = [str(autopatch_bin), "fix", "--repo", str(repo), "--issue-file", str(CALC / "ISSUE.md"),
-           "--out", str(out_path), "--trajectory", str(traj_path)] + list(args)
+    return e
+
+
+def new_owner():
+    return "agents-e2e-" + uuid.uuid4().hex[:12]
+
+
+def fix_argv(autopatch_bin, repo, out_path, traj_path, args=()):
+    return [str(autopatch_bin), "fix", "--repo", str(repo), "--issue-file", str(CALC / "ISSUE.md"),
+            "--out", str(out_path), "--trajectory", str(traj_path)] + list(args)
+
+
+def run_fix(autopatch_bin, tmp_path, script, provider, env=None, args=(), timeout=300):
+    """Run `autopatch fix` on a fresh calc repository with the given script; returns FixRun.
+    Asserts that no container of this run is left behind."""
+    repo = make_calc_repo(tmp_path)
+    stub = StubServer(script).start()
+    owner = new_owner()
+    out_path = tmp_path / "patch.diff"
+    traj_path = tmp_path / "trajectory.jsonl"
+    e = fix_env(tmp_path, stub, provider, owner, env)
+    cmd = fix_argv(autopatch_bin, repo, out_path, traj_path, args)
     try:
         proc = subprocess.run(cmd, cwd=tmp_path, env=e, capture_output=True, text=True,
                               timeout=timeout)

@@ -14,10 +14,13 @@ import pytest
 
 IMAGE = os.environ.get("AUTOPATCH_SANDBOX_IMAGE", "autopatch-sandbox:latest")
 RUNTIMES = ["runc", "runsc"]
+# The CLI that looks at the engine under test: "podman" when DOCKER_HOST points at
+# `podman system service` (see docs/sandbox.md, "Podman").
+CLI = os.environ.get("AP_CONTAINER_CLI", "docker")
 
 
 def docker(*args, check=True, timeout=60):
-    return subprocess.run(["docker", *args], capture_output=True, text=True, check=check,
+    return subprocess.run([CLI, *args], capture_output=True, text=True, check=check,
                           timeout=timeout)
 
 

@@ -263,6 +263,8 @@ def world(tmp_path_factory):
         w["left_networks"] = owned(owner, "network")
         w["left_proxies"] = owned(owner, extra=("--filter", "label=autopatch.role=egress-proxy"))
         w["outer"] = outer
+        w["mirror_ip"] = mirror_ip
+        w["tmp"] = tmp
         yield w
     finally:
         if driver and driver.poll() is None:
@@ -397,3 +399,56 @@ def test_bad_allow_list_is_refused(tmp_path):
     assert out.returncode == 1
     assert "10.0.0.1:80" in out.stderr
     assert owned(owner, "network") == []
+
+
+CLI_PROBE = r"""
+import urllib.error, urllib.request
+print(urllib.request.urlopen("http://mirror.autopatch.test:8080/cli", timeout=10).read().decode())
+try:
+    urllib.request.urlopen("http://other.autopatch.test:8080/", timeout=10)
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode())
+"""
+
+
+def test_sandbox_run_with_allow_reaches_the_mirror(world, autopatch_bin):
+    """Through the backend: `autopatch sandbox run --allow` gets the mirror, is refused the
+    rest, logs the denial, and leaves nothing (proxy found next to the binary)."""
+    owner = "t" + uuid.uuid4().hex[:12]
+    env = driver_env(owner, world["tmp"], AUTOPATCH_EGRESS_NETWORK=world["outer"],
+                     AUTOPATCH_EGRESS_ALLOW_NETS=f"{world['mirror_ip']}/32",
+                     AUTOPATCH_DATA_DIR=str(world["tmp"] / "data"))
+    env.pop("AUTOPATCH_EGRESS_PROXY_BIN")
+    try:
+        out = subprocess.run([str(autopatch_bin), "sandbox", "run", "--allow",
+                              "mirror.autopatch.test:8080", "--", "python3", "-c", CLI_PROBE],
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "mirror-ok /cli host=mirror.autopatch.test:8080" in out.stdout
+        assert "403 autopatch egress: host:port is not on the egress allow-list" in out.stdout
+        assert '"level":"warn","msg":"egress denied' in out.stderr
+        assert "GET http://other.autopatch.test:8080/" in out.stderr
+        assert owned(owner) == [] and owned(owner, "network") == []
+    finally:
+        cleanup(owner)
+
+
+def test_crash_leftovers_are_reaped(tmp_path, autopatch_bin):
+    """SIGKILL while the egress is up leaves network + proxy; the start-up reaper (here
+    `autopatch sandbox reap`) removes both because their creator label names a dead process."""
+    owner = "t" + uuid.uuid4().hex[:12]
+    env = driver_env(owner, tmp_path, AUTOPATCH_DATA_DIR=str(tmp_path / "data"))
+    try:
+        driver = subprocess.Popen([str(DRIVER), "mirror.autopatch.test:8080"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True, env=env)
+        assert json.loads(driver.stdout.readline())["network"]
+        driver.kill()
+        driver.wait(timeout=30)
+        assert len(owned(owner)) == 1 and len(owned(owner, "network")) == 1
+        out = subprocess.run([str(autopatch_bin), "sandbox", "reap"], capture_output=True,
+                             text=True, env=env, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert owned(owner) == [] and owned(owner, "network") == []
+    finally:
+        cleanup(owner)

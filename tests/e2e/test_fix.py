@@ -34,6 +34,9 @@ def test_happy_path_gives_a_proven_patch(autopatch_bin, tmp_path, provider):
     types = {e["type"] for e in events}
     assert {"start", "llm_request", "llm_response", "tool_result", "tester_run", "verdict",
             "end"} <= types
+    usage = [e for e in events if e["type"] == "llm_usage"]
+    assert len(usage) == 8 and all(u["tokens_in"] > 0 and u["tokens_out"] > 0 for u in usage)
+    assert sum(u["tokens_in"] for u in usage) == [e for e in events if e["type"] == "end"][0]["tokens_in"]
     end = [e for e in events if e["type"] == "end"][0]
     assert end["proven"] is True and end["model_calls"] == len(r.requests) == 8
     assert end["tokens_in"] > 0 and end["tokens_out"] > 0
@@ -218,3 +221,24 @@ def test_model_writes_cannot_touch_paths_outside_the_workspace(autopatch_bin, tm
     assert r.code == 0, r  # the job went on to a proven fix
     diff = r.out_path.read_text()
     assert "link" not in diff and "evil" not in diff
+
+
+@pytest.mark.parametrize("kind", ["token", "wall-time"])
+def test_token_and_wall_time_budgets_stop_the_job(autopatch_bin, tmp_path, kind):
+    s = happy()
+    s["builder"] = [step(call("run", command="sleep 3; echo {n}"), usage={"in": 400, "out": 50},
+                         repeat=True)]
+    for st in s["planner"]:
+        st["usage"] = {"in": 100, "out": 10}  # planning stays far below the limit
+    env = ({"AUTOPATCH_MAX_TOKENS": "2000"} if kind == "token"
+           else {"AUTOPATCH_MAX_WALL_SECONDS": "10"})
+    r = run_fix(autopatch_bin, tmp_path, s, "openai", env=env)
+    assert r.code == 1, r
+    assert "stopped: %s budget exhausted during building" % kind in r.out, r
+    if kind == "token":
+        assert "of 2000 tokens" in r.out
+        assert len(r.by_role("builder")) < 5
+    else:
+        assert "of 10 s" in r.out
+    end = [json.loads(x) for x in r.traj_path.read_text().splitlines()][-1]
+    assert end["type"] == "end" and end["proven"] is False and kind in end["failure"]

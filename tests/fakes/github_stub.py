@@ -28,7 +28,8 @@ What it serves (GitHub's documented request/response shapes and status codes):
     GET  /repos/{o}/{r}/pulls?head=owner:branch&state=open|closed|all
     GET|PATCH /repos/{o}/{r}/pulls/{n}         GET /repos/{o}/{r}/pulls/{n}/comments
   git smart HTTP through `git http-backend` at /{o}/{r}.git/... with Basic auth
-  x-access-token:<issued token> (the repo's clone_url).
+  x-access-token:<issued token> (the repo's clone_url); refs/pull/N/head follows each open
+  PR's head branch, as on GitHub.
 
 Control endpoints (for tests; not part of GitHub):
   GET  /_stub/requests        every request received, in order (JSON list)
@@ -246,6 +247,17 @@ class State:
         out = subprocess.run(["git", "--git-dir", repo["bare"], "rev-parse", "--verify", "-q",
                               f"refs/heads/{branch}^{{commit}}"], capture_output=True, text=True)
         return out.stdout.strip() if out.returncode == 0 else None
+
+    def sync_pull_refs(self, repo):
+        """GitHub keeps refs/pull/N/head at each open PR's head; so does the stand-in."""
+        with self.lock:
+            pulls = [(p["number"], p["head"]) for p in repo["pulls"].values()
+                     if p["state"] == "open"]
+        for n, head in pulls:
+            sha = self.branch_sha(repo, head)
+            if sha:
+                subprocess.run(["git", "--git-dir", repo["bare"], "update-ref",
+                                f"refs/pull/{n}/head", sha], capture_output=True)
 
     def pull_obj(self, repo, p):
         fn, n = repo["full_name"], p["number"]
@@ -770,6 +782,7 @@ class Handler(BaseHTTPRequestHandler):
                  "created_at": iso(st.now())}
             issue["pull"] = p["number"]
             repo["pulls"][p["number"]] = p
+        self.st.sync_pull_refs(repo)
         return self.send(201, st.pull_obj(repo, p))
 
     # ---- git smart HTTP ------------------------------------------------------------------
@@ -830,6 +843,7 @@ class Handler(BaseHTTPRequestHandler):
         ctype = headers.pop("Content-Type", "application/octet-stream")
         headers.pop("Content-Length", None)
         if before is not None:
+            self.st.sync_pull_refs(repo)
             after = self.refs(repo)
             with self.st.lock:
                 self.st.pushes.append({"repo": repo["full_name"], "user": user,

@@ -5,15 +5,68 @@
  * signature), then the body. Unless flag bit 0 is set the body is signed with the right secret,
  * so the fuzzer reaches the JSON parser and the router instead of stopping at the HMAC;
  * with bit 0 the signature from the input is used as is. Bits 1-3 drop headers, bit 4 picks
- * the previous (rotation) secret, bit 5 uses a wrong method.
+ * the previous (rotation) secret, bit 5 uses a wrong method. Every body is also cross-checked:
+ * the fields the payload scanner extracts must equal what cJSON parses.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "server/payload.h"
 #include "server/sig.h"
 #include "server/webhook.h"
+
+/* The value at a field's dotted path in a cJSON tree (first key wins, like pl_scan), or NULL. */
+static const cJSON *lookup(const cJSON *root, const char *path)
+{
+	char key[64];
+	const cJSON *v = root;
+
+	while (v && *path) {
+		size_t n = strcspn(path, ".");
+
+		if (n >= sizeof(key) || !cJSON_IsObject(v))
+			return NULL;
+		memcpy(key, path, n);
+		key[n] = '\0';
+		v = cJSON_GetObjectItemCaseSensitive(v, key);
+		path += n + (path[n] == '.');
+	}
+	return v;
+}
+
+/* Differential check of the payload scanner against cJSON: whenever both accept a body, every
+ * field the scanner extracted must be what cJSON sees at that path. */
+static void cross_check(const char *body, size_t len)
+{
+	pl_fields f;
+	cJSON *root;
+
+	if (pl_scan(body, len, &f) != 0)
+		return;
+	root = cJSON_ParseWithLength(body, len);
+	if (!root) {
+		pl_fields_release(&f);
+		return;
+	}
+	for (int i = 0; i < PL_NFIELDS; i++) {
+		const cJSON *v = lookup(root, pl_field_path((enum pl_field)i));
+
+		if ((f.str[i] && (!cJSON_IsString(v) || strcmp(v->valuestring, f.str[i]) != 0)) ||
+		    (f.id[i] && (!cJSON_IsNumber(v) || v->valuedouble != (double)f.id[i])) ||
+		    (f.object[i] && !cJSON_IsObject(v))) {
+			fprintf(stderr, "payload scanner and cJSON disagree on %s\n",
+				pl_field_path((enum pl_field)i));
+			abort();
+		}
+	}
+	cJSON_Delete(root);
+	pl_fields_release(&f);
+}
 
 static const char *field(const uint8_t **p, const uint8_t *end)
 {
@@ -65,5 +118,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (d.action != WH_REJECT && d.status != 200 && d.status != 202)
 		abort();
 	wh_decision_release(&d);
+	cross_check(req.body, req.len);
 	return 0;
 }

@@ -191,6 +191,30 @@ static void test_push_lands_on_bare_repo(void **state)
 				 AP_EDENIED);
 		assert_null(strstr(ap_error_last(), f->token));
 	}
+	/* Once a PR is open for the branch, a later job can check out refs/pull/N/head. */
+	{
+		char *body = NULL, dir2[600], *sha2 = NULL, *cur = NULL;
+
+		assert_int_equal(gh_stub_http(&stub, "POST", "/_stub/fail/clear", "{}", NULL), 204);
+		gh_sh(&body,
+		      "curl -s -X POST -H 'Authorization: Bearer %s' -d "
+		      "'{\"title\":\"Fix\",\"head\":\"autopatch/issue-1\",\"base\":\"main\"}' "
+		      "%s/repos/octo/calc/pulls",
+		      f->token, stub.url);
+		assert_non_null(strstr(body, "\"number\""));
+		free(body);
+		snprintf(dir2, sizeof(dir2), "%s-pr", f->dir);
+		assert_int_equal(gh_git_checkout(f->git, f->clone_url, f->token, "refs/pull/1/head",
+						 dir2, &sha2),
+				 0);
+		assert_string_equal(sha2, commit);
+		assert_int_equal(
+		    gh_sh(&cur, "cd %s && GIT_CONFIG_GLOBAL=/dev/null git rev-parse HEAD", dir2),
+		    0);
+		assert_int_equal(strncmp(cur, commit, 40), 0);
+		free(cur);
+		free(sha2);
+	}
 	free(sha);
 	free(commit);
 }

@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,41 @@ static void test_token_cached_and_refreshed(void **state)
 	free(t2);
 	free(t3);
 	gh_app_free(app);
+}
+
+struct token_thread {
+	gh_app *app;
+	char *tok;
+	int rc;
+};
+
+static void *token_worker(void *ud)
+{
+	struct token_thread *t = ud;
+
+	t->rc = gh_app_token(t->app, 1, &t->tok);
+	return NULL;
+}
+
+/* Workers asking at the same moment share one mint. */
+static void test_token_cache_thread_safe(void **state)
+{
+	struct fx *f = *state;
+	struct token_thread t[8];
+	pthread_t th[8];
+
+	for (int i = 0; i < 8; i++) {
+		t[i] = (struct token_thread){f->app, NULL, -1};
+		assert_int_equal(pthread_create(&th[i], NULL, token_worker, &t[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(t[i].rc, 0);
+		assert_string_equal(t[i].tok, t[0].tok);
+	}
+	for (int i = 0; i < 8; i++)
+		free(t[i].tok);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 1);
 }
 
 /* GitHub's 401 for a JWT whose iat is "in the future" is fixed once from the Date header. */
@@ -515,6 +551,7 @@ int main(void)
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_private_key_inline_escaped, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_token_cached_and_refreshed, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_token_cache_thread_safe, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_clock_skew_resigned_from_date, fx_setup,
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_secondary_limit_retry_after, fx_setup,

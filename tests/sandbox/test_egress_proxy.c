@@ -199,12 +199,93 @@ static void test_malformed_requests_are_400(void **state)
 	assert_denied("garbage\r\n\r\n", "HTTP/1.1 400", "malformed request line");
 }
 
+/* Body framing the proxy does not forward: checked before any name is resolved. */
+static void test_smuggling_shapes_are_400(void **state)
+{
+	char req[256];
+
+	(void)state;
+	snprintf(req, sizeof(req),
+		 "POST http://localhost:%d/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+		 px.target_port);
+	assert_denied(req, "HTTP/1.1 400", "chunked request bodies are not supported");
+	snprintf(req, sizeof(req),
+		 "POST http://localhost:%d/ HTTP/1.1\r\nContent-Length: 1\r\n"
+		 "Content-Length: 5\r\n\r\n",
+		 px.target_port);
+	assert_denied(req, "HTTP/1.1 400", "bad, repeated or too large Content-Length");
+	snprintf(req, sizeof(req),
+		 "POST http://localhost:%d/ HTTP/1.1\r\nContent-Length: 9999999999\r\n\r\n",
+		 px.target_port);
+	assert_denied(req, "HTTP/1.1 400", "bad, repeated or too large Content-Length");
+	snprintf(req, sizeof(req), "GET http://localhost:%d/ HTTP/1.1\r\n folded\r\n\r\n",
+		 px.target_port);
+	assert_denied(req, "HTTP/1.1 400", "malformed request header");
+	assert_target_untouched();
+}
+
 static void test_log_line_escapes_hostile_bytes(void **state)
 {
 	(void)state;
 	assert_denied("CONNECT a\"b\\c:443 HTTP/1.1\r\n\r\n", "HTTP/1.1 400",
 		      "not a valid host name");
 	assert_non_null(strstr(px.log, "\"target\":\"a\\\"b\\\\c:443\""));
+}
+
+/* --listen-net: the proxy binds its address on that network and refuses clients from any
+ * other address (here: listens on 127.0.0.1/32, a client bound to 127.0.0.2 is refused). */
+static void test_listen_net_refuses_other_clients(void **state)
+{
+	const char *root = getenv("AP_BUILD_ROOT");
+	char bin[4096], ans[1024], log[4096] = "", *p;
+	int errp[2], port, fd, n;
+	size_t len = 0, got = 0;
+	pid_t pid;
+	struct sockaddr_in src = {.sin_family = AF_INET}, dst = {.sin_family = AF_INET};
+	static const char req[] = "CONNECT mirror.example:443 HTTP/1.1\r\n\r\n";
+
+	(void)state;
+	snprintf(bin, sizeof(bin), "%s/sandbox/autopatch-egress-proxy", root);
+	assert_int_equal(pipe(errp), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(errp[1], 2);
+		execl(bin, bin, "--listen-net", "127.0.0.1/32", "--port", "0", "--allow",
+		      "mirror.example:443", (char *)NULL);
+		_exit(127);
+	}
+	close(errp[1]);
+	for (int i = 0; i < 100 && !strstr(log, "listening"); i++) {
+		struct pollfd pf = {errp[0], POLLIN, 0};
+
+		log[len] = '\0';
+		if (poll(&pf, 1, 50) == 1 &&
+		    (n = (int)read(errp[0], log + len, sizeof(log) - 1 - len)) > 0)
+			len += (size_t)n;
+		log[len] = '\0';
+	}
+	p = strstr(log, "\"addr\":\"127.0.0.1:");
+	assert_non_null(p);
+	port = atoi(p + strlen("\"addr\":\"127.0.0.1:"));
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	src.sin_addr.s_addr = htonl(0x7f000002);
+	dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	dst.sin_port = htons((uint16_t)port);
+	assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&dst, sizeof(dst)), 0);
+	if (write(fd, req, sizeof(req) - 1) < 0) {
+		/* the proxy may already have answered and closed */
+	}
+	while (got + 1 < sizeof(ans) && (n = (int)read(fd, ans + got, sizeof(ans) - 1 - got)) > 0)
+		got += (size_t)n;
+	ans[got] = '\0';
+	close(fd);
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	close(errp[0]);
+	assert_non_null(strstr(ans, "HTTP/1.1 403"));
+	assert_non_null(strstr(ans, "the client is not on the job's network"));
 }
 
 int main(void)
@@ -214,9 +295,14 @@ int main(void)
 	    cmocka_unit_test(test_ip_literals_are_403),
 	    cmocka_unit_test(test_listed_name_resolving_to_loopback_is_403),
 	    cmocka_unit_test(test_malformed_requests_are_400),
+	    cmocka_unit_test(test_smuggling_shapes_are_400),
 	    cmocka_unit_test(test_log_line_escapes_hostile_bytes),
+	};
+	const struct CMUnitTest alone[] = {
+	    cmocka_unit_test(test_listen_net_refuses_other_clients),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, teardown) |
+	       cmocka_run_group_tests(alone, NULL, NULL);
 }

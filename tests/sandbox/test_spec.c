@@ -73,7 +73,7 @@ static void test_spec_every_hardening_field(void **state)
 	const cJSON *u, *e;
 
 	(void)state;
-	assert_int_equal(sbx__create_body(&s, "owner-x", 321, "none", NULL, &b), 0);
+	assert_int_equal(sbx__create_body(&s, "owner-x", 321, "none", NULL, false, &b), 0);
 	assert_string_equal(str(b, "Image"), "img:1");
 	assert_string_equal(str(b, "User"), "10001:10001");
 	assert_string_equal(str(b, "WorkingDir"), "/tmp/workspace");
@@ -129,6 +129,7 @@ static void test_spec_every_hardening_field(void **state)
 	assert_non_null(strstr(str(tmpfs, "/tmp/workspace"), "size=536870912"));
 	assert_non_null(strstr(str(tmpfs, "/tmp/workspace"), "nosuid"));
 	assert_non_null(strstr(str(tmpfs, "/tmp/workspace"), "nodev"));
+	assert_non_null(strstr(str(tmpfs, "/tmp/workspace"), "uid=10001,gid=10001"));
 	assert_string_equal(str(get(hc, "LogConfig"), "Type"), "none");
 	assert_string_equal(str(hc, "Runtime"), "runsc");
 	assert_string_equal(str(hc, "IpcMode"), "private");
@@ -149,9 +150,23 @@ static void test_spec_no_repo_and_pool_sleep(void **state)
 
 	(void)state;
 	s.repo_dir = NULL;
-	assert_int_equal(sbx__create_body(&s, "o", 0, "none", NULL, &b), 0);
+	assert_int_equal(sbx__create_body(&s, "o", 0, "none", NULL, false, &b), 0);
 	assert_int_equal(cJSON_GetArraySize(get(get(b, "HostConfig"), "Binds")), 0);
 	assert_string_equal(cJSON_GetArrayItem(get(b, "Cmd"), 1)->valuestring, "infinity");
+	cJSON_Delete(b);
+}
+
+static void test_spec_podman_spelling(void **state)
+{
+	sbx_spec s = full_spec();
+	cJSON *b = NULL;
+	const char *ws;
+
+	(void)state;
+	assert_int_equal(sbx__create_body(&s, "o", 5, "none", NULL, true, &b), 0);
+	ws = str(get(get(b, "HostConfig"), "Tmpfs"), "/tmp/workspace");
+	assert_non_null(strstr(ws, ",U"));
+	assert_null(strstr(ws, "uid="));
 	cJSON_Delete(b);
 }
 
@@ -162,11 +177,11 @@ static void test_spec_refuses_bad_repo_paths(void **state)
 
 	(void)state;
 	s.repo_dir = "relative/dir";
-	assert_int_equal(sbx__create_body(&s, "o", 1, "none", NULL, &b), AP_EINVAL);
+	assert_int_equal(sbx__create_body(&s, "o", 1, "none", NULL, false, &b), AP_EINVAL);
 	assert_null(b);
 	/* A ':' would let the path add bind options (or a second target). */
 	s.repo_dir = "/a:/var/run/docker.sock";
-	assert_int_equal(sbx__create_body(&s, "o", 1, "none", NULL, &b), AP_EINVAL);
+	assert_int_equal(sbx__create_body(&s, "o", 1, "none", NULL, false, &b), AP_EINVAL);
 	assert_null(b);
 }
 
@@ -198,6 +213,7 @@ int main(void)
 	    cmocka_unit_test(test_spec_every_hardening_field),
 	    cmocka_unit_test(test_spec_no_repo_and_pool_sleep),
 	    cmocka_unit_test(test_spec_refuses_bad_repo_paths),
+	    cmocka_unit_test(test_spec_podman_spelling),
 	    cmocka_unit_test(test_default_owner_is_stable),
 	    cmocka_unit_test(test_creator_identity),
 	};

@@ -358,6 +358,7 @@ static void test_group_commit_batches_and_commits_before_done(void **state)
 
 struct script {
 	atomic_int runs;
+	int ignore_stop_ms;  /* run this long, deaf to q_ctl_should_stop */
 	int fail_first_with; /* returned on the first run, 0 = succeed at once */
 	bool wait_for_stop;  /* loop until q_ctl_should_stop */
 	atomic_bool saw_cancelled;
@@ -373,6 +374,11 @@ static int scripted_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 	q_ctl_stage(ctl, STAGE_PLANNING, "thinking");
 	q_ctl_state_set(ctl, "comment", "42");
 	atomic_store(&s->started, true);
+	if (s->ignore_stop_ms) {
+		usleep((useconds_t)s->ignore_stop_ms * 1000);
+		*result = strdup("finished late");
+		return 0;
+	}
 	if (s->wait_for_stop) {
 		while (!q_ctl_should_stop(ctl))
 			usleep(10000);
@@ -494,6 +500,31 @@ static void test_pool_shutdown_requeues_without_counting(void **state)
 	q_job_free(job);
 }
 
+/* The pool is kept reachable: wk_stop leaves an abandoned pool to the exiting process. */
+static wk_pool *abandoned_pool;
+
+static void test_pool_grace_expiry_requeues_and_ignores_late_result(void **state)
+{
+	struct fixture *f = *state;
+	struct script s = {.ignore_stop_ms = 800};
+	wk_config c = pool_cfg(f, &s);
+	q_delivery a = trigger("d-1", "acme/w", 1);
+	q_job *job;
+	char st[32];
+
+	ingest1(f->q, &a, q_now_ms());
+	assert_int_equal(wk_start(&abandoned_pool, &c), 0);
+	while (!atomic_load(&s.started))
+		usleep(5000);
+	wk_stop(abandoned_pool, 100); /* the job ignores the stop: re-queued after 100 ms */
+	assert_string_equal(job_state(f->q, a.job_id, st, sizeof(st)), "queued");
+	usleep(1200 * 1000); /* the late "success" must not overwrite the re-queue */
+	assert_string_equal(job_state(f->q, a.job_id, st, sizeof(st)), "queued");
+	assert_int_equal(q_lease(f->q, "next", 1000, q_now_ms(), &job), 0);
+	assert_int_equal(job->attempts, 1);
+	q_job_free(job);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -513,6 +544,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_pool_cancel_reaches_running_job, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_shutdown_requeues_without_counting, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_pool_grace_expiry_requeues_and_ignores_late_result,
+					    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "server/payload.h"
 #include "server/sig.h"
 #include "server/webhook.h"
 
@@ -299,6 +300,113 @@ static void test_secret_rotation(void **state)
 	assert_int_equal(d.status, 401);
 }
 
+/* --- the payload scanner ------------------------------------------------------------------ */
+
+static void test_payload_rejects_invalid_json(void **state)
+{
+	static const char *bad[] = {
+	    "",
+	    "   ",
+	    "[]",
+	    "\"x\"",
+	    "{",
+	    "{\"a\"}",
+	    "{\"a\":}",
+	    "{\"a\":1,}",
+	    "{\"a\":01}",
+	    "{\"a\":1.}",
+	    "{\"a\":-}",
+	    "{\"a\":.5}",
+	    "{\"a\":1e}",
+	    "{a:1}",
+	    "{\"a\":'x'}",
+	    "{\"a\":tru}",
+	    "{\"a\":nul}",
+	    "{\"a\":[1,]}",
+	    "{\"a\":\"\\x\"}",
+	    "{\"a\":\"\\u12g4\"}",
+	    "{\"a\":\"\n\"}",
+	    "{} {}",
+	    "{}x",
+	    "{\"a\":\"unterminated}",
+	};
+	pl_fields f;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (pl_scan(bad[i], strlen(bad[i]), &f) != AP_EINVAL)
+			fail_msg("accepted invalid JSON: %s", bad[i]);
+	}
+}
+
+static void test_payload_depth_limit(void **state)
+{
+	char *p = malloc(8 * (PL_DEPTH_MAX + 2));
+	size_t k = 0;
+	pl_fields f;
+
+	(void)state;
+	/* {"a":{"a":...1...}} nested one level deeper than allowed */
+	for (int i = 0; i < PL_DEPTH_MAX + 1; i++)
+		k += (size_t)sprintf(p + k, "{\"a\":");
+	k += (size_t)sprintf(p + k, "1");
+	for (int i = 0; i < PL_DEPTH_MAX + 1; i++)
+		p[k++] = '}';
+	assert_int_equal(pl_scan(p, k, &f), AP_EINVAL);
+	/* one level less is fine */
+	assert_int_equal(pl_scan(p + 5, k - 6, &f), 0);
+	pl_fields_release(&f);
+	free(p);
+}
+
+static void test_payload_extracts_and_decodes(void **state)
+{
+	const char *body =
+	    " {\"zen\":[{\"action\":\"inner\"}],\"action\":\"crea\\u0074ed\","
+	    "\"comment\":{\"body\":\"/autopatch \\\"quoted\\\" \\u00e9\\ud83d\\ude00\\n\","
+	    "\"id\":12345678901,\"author_association\":\"OWNER\"},"
+	    "\"issue\":{\"number\":7,\"pull_request\":{\"url\":\"u\"},\"labels\":[{\"name\":\"x\"}]"
+	    "},"
+	    "\"repository\":{\"id\":1.5,\"full_name\":\"a/b\"},"
+	    "\"installation\":{\"id\":-3},\"sender\":{\"type\":null},"
+	    "\"pull_request\":{\"head\":{\"ref\":\"autopatch/issue-7\"},\"number\":1e3}} ";
+	pl_fields f;
+
+	(void)state;
+	assert_int_equal(pl_scan(body, strlen(body), &f), 0);
+	assert_string_equal(f.str[PL_ACTION], "created"); /* not the one inside the array */
+	assert_string_equal(f.str[PL_COMMENT_BODY],
+			    "/autopatch \"quoted\" \xc3\xa9\xf0\x9f\x98\x80\n");
+	assert_int_equal(f.id[PL_COMMENT_ID], 12345678901LL);
+	assert_string_equal(f.str[PL_COMMENT_ASSOCIATION], "OWNER");
+	assert_int_equal(f.id[PL_ISSUE_NUMBER], 7);
+	assert_true(f.object[PL_ISSUE_PULL_REQUEST]);
+	assert_null(f.str[PL_LABEL_NAME]);	       /* issue.labels[].name is not label.name */
+	assert_int_equal(f.id[PL_REPO_ID], 0);	       /* not an integer */
+	assert_int_equal(f.id[PL_INSTALLATION_ID], 0); /* not positive */
+	assert_null(f.str[PL_SENDER_TYPE]);	       /* null is not a string */
+	assert_string_equal(f.str[PL_PR_HEAD_REF], "autopatch/issue-7");
+	assert_int_equal(f.id[PL_PR_NUMBER], 0); /* exponent form is not an id */
+	pl_fields_release(&f);
+}
+
+static void test_payload_first_key_wins_at_every_level(void **state)
+{
+	const char *body = "{\"action\":\"labeled\",\"action\":\"unlabeled\","
+			   "\"sender\":{\"login\":\"a\"},\"sender\":{\"type\":\"Bot\"},"
+			   "\"label\":\"str\",\"label\":{\"name\":\"autopatch\"},"
+			   "\"comment\":{\"body\":\"x\\u0000y\"}}";
+	pl_fields f;
+
+	(void)state;
+	assert_int_equal(pl_scan(body, strlen(body), &f), 0);
+	assert_string_equal(f.str[PL_ACTION], "labeled");
+	assert_null(f.str[PL_SENDER_TYPE]); /* the second "sender" is never looked at */
+	assert_null(f.str[PL_LABEL_NAME]);
+	assert_null(f.str[PL_COMMENT_BODY]); /* U+0000 inside a value: unusable */
+	pl_fields_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,6 +417,10 @@ int main(void)
 	    cmocka_unit_test(test_route_review_comment),
 	    cmocka_unit_test(test_checks_in_order),
 	    cmocka_unit_test(test_secret_rotation),
+	    cmocka_unit_test(test_payload_rejects_invalid_json),
+	    cmocka_unit_test(test_payload_depth_limit),
+	    cmocka_unit_test(test_payload_extracts_and_decodes),
+	    cmocka_unit_test(test_payload_first_key_wins_at_every_level),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/agents/test_tester.c - the Tester's per-test comparison, budgets and test command
+ * detection (the parts that need no box; the box parts run in tests/e2e/test_fix.py). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agents/budget.h"
+#include "agents/tester.h"
+#include "agents/testcmd.h"
+#include "err.h"
+
+static const char PRISTINE_OUT[] =
+    ".......F\n"
+    "=========================== short test summary info ============================\n"
+    "PASSED tests/test_calc.py::test_total\n"
+    "PASSED tests/test_calc.py::test_mean\n"
+    "PASSED tests/test_calc.py::test_param[a - b]\n"
+    "PASSED tests/test_calc.py::test_gone\n"
+    "FAILED tests/test_calc.py::test_flaky - assert 1 == 2\n"
+    "SKIPPED [1] tests/test_calc.py:30: no network\n"
+    "7 passed, 1 failed in 0.05s\n";
+
+static const char PATCHED_OUT[] =
+    "PASSED tests/test_calc.py::test_total\n"
+    "FAILED tests/test_calc.py::test_mean - AssertionError: assert 2 == 2.5\n"
+    "PASSED tests/test_calc.py::test_flaky\n"
+    "PASSED tests/test_calc.py::test_param[a - b]\n"
+    "ERROR tests/test_new.py::test_x - ImportError\n";
+
+static void test_parse_pytest_ra(void **state)
+{
+	(void)state;
+	test_outcomes o;
+	assert_int_equal(tester_parse_pytest(PRISTINE_OUT, &o), 0);
+	assert_int_equal(o.n, 5);
+	assert_string_equal(o.names[0], "tests/test_calc.py::test_total");
+	assert_int_equal(o.status[0], 'P');
+	/* " - " inside a parametrised id is cut like pytest's message separator; the id stays
+	 * stable between runs, which is what the comparison needs */
+	assert_string_equal(o.names[4], "tests/test_calc.py::test_flaky");
+	assert_int_equal(o.status[4], 'F');
+	test_outcomes_release(&o);
+	assert_int_equal(tester_parse_pytest("1 passed\nno summary\n", &o), 0);
+	assert_int_equal(o.n, 0);
+	test_outcomes_release(&o);
+}
+
+static void test_regressions(void **state)
+{
+	(void)state;
+	test_outcomes before, after;
+	tester_parse_pytest(PRISTINE_OUT, &before);
+	tester_parse_pytest(PATCHED_OUT, &after);
+	char *r = tester_regressions(&before, &after);
+	assert_non_null(r);
+	assert_non_null(strstr(r, "tests/test_calc.py::test_mean (failed)"));
+	assert_non_null(strstr(r, "tests/test_calc.py::test_gone (missing after the patch)"));
+	/* failed before, passes now: fine; new erroring test: not a regression of an old one */
+	assert_null(strstr(r, "test_flaky"));
+	assert_null(strstr(r, "test_x"));
+	assert_null(strstr(r, "test_total"));
+	free(r);
+	/* identical runs: nothing */
+	assert_null(tester_regressions(&before, &before));
+	test_outcomes_release(&before);
+	test_outcomes_release(&after);
+}
+
+static void test_suite_cmd(void **state)
+{
+	(void)state;
+	char *s = tester_suite_cmd("python3 -m pytest -q");
+	assert_string_equal(s, "python3 -m pytest -q -rA");
+	free(s);
+	s = tester_suite_cmd("pytest -rA tests");
+	assert_string_equal(s, "pytest -rA tests");
+	free(s);
+	s = tester_suite_cmd("make test");
+	assert_string_equal(s, "make test");
+	free(s);
+}
+
+static void test_budget_limits(void **state)
+{
+	(void)state;
+	ap_config *cfg;
+	budget b;
+	const char *which = NULL;
+	assert_int_equal(cfg_new_empty(&cfg), 0);
+	cfg_set(cfg, "AUTOPATCH_MAX_MODEL_CALLS", "2");
+	cfg_set(cfg, "AUTOPATCH_MAX_TOKENS", "1000");
+	cfg_set(cfg, "AUTOPATCH_MAX_WALL_SECONDS", "10");
+	assert_int_equal(budget_init(&b, cfg, 0), 0);
+	assert_int_equal(budget_before_call(&b, 0, &which), 0);
+	budget_after_call(&b, 100, 10);
+	assert_int_equal(budget_before_call(&b, 9999, &which), 0);
+	assert_int_equal(budget_before_call(&b, 10000, &which), AP_EBUDGET);
+	assert_string_equal(which, "wall-time");
+	budget_after_call(&b, 800, 100);
+	assert_int_equal(budget_before_call(&b, 0, &which), AP_EBUDGET);
+	assert_string_equal(which, "model-call");
+	b.max_calls = 100;
+	assert_int_equal(budget_before_call(&b, 0, &which), AP_EBUDGET);
+	assert_string_equal(which, "token");
+	char *p = budget_progress(&b, 4000);
+	assert_string_equal(p, "2 of 100 model calls, 1010 of 1000 tokens, 4 of 10 s");
+	free(p);
+	budget_release(&b);
+	cfg_set(cfg, "AUTOPATCH_MAX_MODEL_CALLS", "lots");
+	assert_int_equal(budget_init(&b, cfg, 0), AP_EINVAL);
+	cfg_free(cfg);
+}
+
+static void test_repeat_detector(void **state)
+{
+	(void)state;
+	ap_config *cfg;
+	budget b;
+	assert_int_equal(cfg_new_empty(&cfg), 0);
+	assert_int_equal(budget_init(&b, cfg, 0), 0);
+	assert_int_equal(budget_repeat(&b, "read_file", "{\"path\":\"a\"}"), BUDGET_OK);
+	assert_int_equal(budget_repeat(&b, "read_file", "{\"path\":\"b\"}"), BUDGET_OK);
+	assert_int_equal(budget_repeat(&b, "read_file", "{\"path\":\"a\"}"), BUDGET_OK);
+	assert_int_equal(budget_repeat(&b, "read_file", "{\"path\":\"a\"}"), BUDGET_NUDGE);
+	assert_int_equal(budget_repeat(&b, "read_file", "{\"path\":\"a\"}"), BUDGET_STOP);
+	/* a change to the workspace makes the same call meaningful again */
+	budget_forget_repeats(&b);
+	assert_int_equal(budget_repeat(&b, "read_file", "{\"path\":\"a\"}"), BUDGET_OK);
+	assert_int_equal(budget_repeat(&b, "run", "{\"path\":\"a\"}"), BUDGET_OK);
+	budget_release(&b);
+	cfg_free(cfg);
+}
+
+static void touch(const char *dir, const char *name, const char *content)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	FILE *f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(content, f);
+	fclose(f);
+}
+
+static void test_testcmd_detect(void **state)
+{
+	(void)state;
+	char tmpl[] = "/tmp/ap-testcmd-XXXXXX";
+	char *dir = mkdtemp(tmpl), sub[512], *cmd = NULL;
+	assert_non_null(dir);
+	assert_int_equal(testcmd_detect(dir, &cmd), AP_ENOTFOUND);
+	assert_non_null(strstr(ap_error_last(), "--test"));
+	touch(dir, "Makefile", "all:\n\tcc x.c\ntest: all\n\t./t\n");
+	assert_int_equal(testcmd_detect(dir, &cmd), 0);
+	assert_string_equal(cmd, "make test");
+	free(cmd);
+	touch(dir, "go.mod", "module x\n");
+	assert_int_equal(testcmd_detect(dir, &cmd), 0);
+	assert_string_equal(cmd, "go test ./...");
+	free(cmd);
+	touch(dir, "package.json", "{\"scripts\":{\"test\":\"jest\"}}");
+	assert_int_equal(testcmd_detect(dir, &cmd), 0);
+	assert_string_equal(cmd, "npm test");
+	free(cmd);
+	snprintf(sub, sizeof(sub), "%s/tests", dir);
+	assert_int_equal(mkdir(sub, 0700), 0);
+	touch(sub, "test_calc.py", "def test_x(): pass\n");
+	assert_int_equal(testcmd_detect(dir, &cmd), 0);
+	assert_string_equal(cmd, "python3 -m pytest -q");
+	free(cmd);
+	char rm[600];
+	snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
+	assert_int_equal(system(rm), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_parse_pytest_ra), cmocka_unit_test(test_regressions),
+	    cmocka_unit_test(test_suite_cmd),	    cmocka_unit_test(test_budget_limits),
+	    cmocka_unit_test(test_repeat_detector), cmocka_unit_test(test_testcmd_detect),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

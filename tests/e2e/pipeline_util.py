@@ -1,0 +1,305 @@
+"""Helpers for the end-to-end pipeline tests (and bench/pipeline).
+
+A `Rig` runs the product the way GitHub would drive it, on 127.0.0.1: the GitHub stand-in
+(tests/fakes/github_stub.py, in-process) with a copy of examples/calc as octo/calc and its issue
+#1, the scripted model (tests/fakes/model_stub.py, in-process), and the real `autopatch serve`
+binary with the real Docker engine. Deliveries are signed like GitHub's. Every secret the rig
+hands autopatch is a unique canary so tests can look for leaks.
+"""
+import copy
+import hashlib
+import hmac
+import json
+import os
+import pathlib
+import secrets
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+from github_stub import GitHubStub
+from model_stub import StubServer
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+REPO = "octo/calc"
+FIXTURES = ROOT / "tests" / "fixtures" / "node_modules" / "@octokit" / "webhooks-examples"
+CALC_SCRIPT = ROOT / "tests" / "fakes" / "scripts" / "calc_happy.json"
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def calc_issue():
+    text = (ROOT / "examples" / "calc" / "ISSUE.md").read_text()
+    title, _, body = text.partition("\n")
+    return title.strip(), body.strip()
+
+
+def happy_script():
+    return json.loads(CALC_SCRIPT.read_text())
+
+
+def _example(event, action):
+    """A real payload from @octokit/webhooks-examples, for its shape."""
+    index = json.loads((FIXTURES / "api.github.com" / "index.json").read_text())
+    for e in index:
+        if e["name"] == event:
+            for ex in e["examples"]:
+                if ex.get("action") == action:
+                    return copy.deepcopy(ex)
+    raise LookupError(f"no {event}.{action} example")
+
+
+class Rig:
+    def __init__(self, tmp, autopatch_bin, script=None, env=None, workers=1, files=None):
+        self.tmp = pathlib.Path(tmp)
+        self.bin = str(autopatch_bin)
+        self.script = script if script is not None else happy_script()
+        self.extra_env = dict(env or {})
+        self.workers = workers
+        self.files = files or {}
+        self.owner = "pipe-" + secrets.token_hex(6)
+        self.webhook_secret = "canary-webhook-" + secrets.token_hex(12)
+        self.model_key = "canary-model-key-" + secrets.token_hex(12)
+        self.serve = None
+        self.serve_log = self.tmp / "serve.log"
+        self.port = free_port()
+        self.title, self.body = calc_issue()
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    def start(self, serve=True):
+        key, pub = self.tmp / "app.pem", self.tmp / "app.pub"
+        subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True,
+                       capture_output=True)
+        subprocess.run(["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub)],
+                       check=True, capture_output=True)
+        self.app_key = key.read_text()
+        self.gh = GitHubStub(str(self.tmp / "github"), app_key_pub=str(pub), app_id="1").start()
+        self.gh.seed_repo(REPO, source_dir=str(ROOT / "examples" / "calc"), files=self.files,
+                          issues=[{"title": self.title, "body": self.body,
+                                   "labels": ["autopatch"]}])
+        self.model = StubServer(self.script).start()
+        if serve:
+            self.start_serve()
+        return self
+
+    def env(self):
+        e = {k: v for k, v in os.environ.items()
+             if not k.startswith(("AUTOPATCH_", "GITHUB_", "OPENAI_", "ANTHROPIC_"))}
+        e.update({
+            "AUTOPATCH_ENV_FILE": "/dev/null",
+            "APP_ID": "1",
+            "PRIVATE_KEY_PATH": str(self.tmp / "app.pem"),
+            "WEBHOOK_SECRET": self.webhook_secret,
+            "GITHUB_API_URL": self.gh.url,
+            "PORT": str(self.port),
+            "AUTOPATCH_BIND": "127.0.0.1",
+            "AUTOPATCH_DB": str(self.tmp / "autopatch.db"),
+            "AUTOPATCH_DATA_DIR": str(self.tmp / "data"),
+            "AUTOPATCH_WORKERS": str(self.workers),
+            "AUTOPATCH_OWNER_ID": self.owner,
+            "AUTOPATCH_LLM_PROVIDER": "openai",
+            "AUTOPATCH_LLM_BASE_URL": self.model.url + "/v1",
+            "AUTOPATCH_LLM_MODEL": "scripted-calc",
+            "AUTOPATCH_LLM_API_KEY": self.model_key,
+            "AUTOPATCH_COMMENT_INTERVAL_MS": "500",
+            "AUTOPATCH_RETRY_SECONDS": "1",
+            "AUTOPATCH_LEASE_SECONDS": "5",
+            "AUTOPATCH_GH_BACKOFF_MS": "100",
+            "AUTOPATCH_GH_SECONDARY_WAIT_S": "1",
+            "AUTOPATCH_GH_WRITE_SPACING_MS": "0",
+            "AUTOPATCH_LOG_LEVEL": "debug",
+        })
+        e.update(self.extra_env)
+        return e
+
+    def start_serve(self):
+        log = open(self.serve_log, "ab")
+        self.serve = subprocess.Popen([self.bin, "serve"], env=self.env(), stdout=log,
+                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.serve.poll() is not None:
+                raise AssertionError("autopatch serve exited:\n" + self.log_text()[-3000:])
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz",
+                                            timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.1)
+        raise AssertionError("autopatch serve did not answer /healthz:\n" + self.log_text())
+
+    def kill_serve(self, sig=signal.SIGKILL):
+        if self.serve and self.serve.poll() is None:
+            self.serve.send_signal(sig)
+            self.serve.wait(timeout=60)
+        self.serve = None
+
+    def stop(self):
+        self.kill_serve(signal.SIGTERM)
+        for s in (getattr(self, "model", None), getattr(self, "gh", None)):
+            if s:
+                try:
+                    s.stop()
+                except Exception:  # noqa: BLE001 - best effort at teardown
+                    pass
+        # A test that failed half-way may leave a box: remove only ours.
+        ids = self.containers()
+        if ids:
+            subprocess.run(["docker", "rm", "-f", *ids], capture_output=True)
+
+    def log_text(self):
+        try:
+            return self.serve_log.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    # ---- webhooks ----------------------------------------------------------------------
+    def post(self, event, payload, delivery=None):
+        body = json.dumps(payload).encode()
+        sig = "sha256=" + hmac.new(self.webhook_secret.encode(), body, hashlib.sha256).hexdigest()
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/api/github/webhooks", data=body, method="POST",
+            headers={"Content-Type": "application/json", "X-GitHub-Event": event,
+                     "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
+                     "X-Hub-Signature-256": sig, "User-Agent": "GitHub-Hookshot/e2e"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def _base(self, event, action):
+        p = _example(event, action)
+        repo = p["repository"]
+        repo["full_name"], repo["name"], repo["id"] = REPO, "calc", 4242
+        repo["owner"]["login"] = "octo"
+        p["installation"] = {"id": 1, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ=="}
+        p["sender"]["type"] = "User"
+        return p
+
+    def labeled_payload(self, issue=1, action="labeled"):
+        p = self._base("issues", action)
+        p["label"] = {"name": "autopatch", "color": "ededed"}
+        p["issue"].update({"number": issue, "title": self.title, "body": self.body,
+                           "labels": [{"name": "autopatch"}]})
+        p["issue"].pop("pull_request", None)
+        return p
+
+    def label(self, issue=1, delivery=None):
+        return self.post("issues", self.labeled_payload(issue), delivery)
+
+    def unlabel(self, issue=1):
+        return self.post("issues", self.labeled_payload(issue, "unlabeled"))
+
+    def comment(self, number, body, on_pr=False, association="OWNER", comment_id=None):
+        p = self._base("issue_comment", "created")
+        p["issue"].update({"number": number, "title": self.title})
+        if on_pr:
+            p["issue"]["pull_request"] = {"url": f"{self.gh.url}/repos/{REPO}/pulls/{number}"}
+        else:
+            p["issue"].pop("pull_request", None)
+        p["comment"].update({"id": comment_id or 777000 + secrets.randbelow(1000), "body": body,
+                             "author_association": association})
+        return self.post("issue_comment", p)
+
+    # ---- observations ------------------------------------------------------------------
+    def state(self):
+        return self.gh.state_dump()["repos"][REPO]
+
+    def bot_comments(self, number=1):
+        return [c for c in self.state()["comments"]
+                if c["issue"] == number and c["user"]["login"].endswith("[bot]")]
+
+    def pulls(self):
+        return self.state()["pulls"]
+
+    def jobs(self):
+        out = subprocess.run([self.bin, "jobs", "--json"], env=self.env(), capture_output=True,
+                             text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        return data["jobs"] if isinstance(data, dict) else data
+
+    def job_done(self, n=1):
+        """True once at least n jobs exist and none is queued or running."""
+        js = self.jobs()
+        return len(js) >= n and all(j["state"] in ("succeeded", "failed", "cancelled")
+                                    for j in js)
+
+    def containers(self, job=None):
+        """Our containers; with job ("job-1"), only the ones that job used (the warm pool
+        keeps ready boxes with no job)."""
+        filters = ["--filter", f"label=autopatch.owner={self.owner}"]
+        if job:
+            filters += ["--filter", f"label=autopatch.job={job}"]
+        out = subprocess.run(["docker", "ps", "-aq", *filters], capture_output=True, text=True)
+        return out.stdout.split()
+
+    def job_boxes(self, job_id=1):
+        """Short ids of the containers a job used (from its "sandbox <id> ready" events)."""
+        out = subprocess.run([self.bin, "jobs", "--id", str(job_id), "--json"], env=self.env(),
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        events = json.loads(out.stdout).get("events", [])
+        return [m.split()[1] for m in (e.get("message") or "" for e in events)
+                if m.startswith("sandbox ") and m.endswith(" ready")]
+
+    def boxes_left(self, job_id=1):
+        """The job's containers that still exist; asserts the job recorded at least one."""
+        used = self.job_boxes(job_id)
+        assert used, "the job recorded no sandbox"
+        ours = self.containers()
+        return [b for b in used if any(c.startswith(b) or b.startswith(c) for c in ours)]
+
+    def wait(self, pred, timeout=240, what="condition"):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            last = pred()
+            if last:
+                return last
+            if self.serve is not None and self.serve.poll() is not None:
+                raise AssertionError(f"autopatch serve died waiting for {what}:\n"
+                                     + self.log_text()[-4000:])
+            time.sleep(0.3)
+        raise AssertionError(f"timed out waiting for {what}; jobs={self.safe_jobs()}\n"
+                             + self.log_text()[-4000:])
+
+    def safe_jobs(self):
+        try:
+            return self.jobs()
+        except Exception as e:  # noqa: BLE001 - diagnostics only
+            return repr(e)
+
+    def branch_files(self, branch):
+        """{path: content} of the files changed on branch against main, from the bare repo."""
+        bare = self.state()["bare"]
+        names = subprocess.run(["git", "--git-dir", bare, "diff", "--name-only",
+                                f"main...{branch}"], capture_output=True, text=True,
+                               check=True).stdout.split()
+        return {n: subprocess.run(["git", "--git-dir", bare, "show", f"{branch}:{n}"],
+                                  capture_output=True, text=True).stdout for n in names}
+
+    def branch_log(self, branch):
+        bare = self.state()["bare"]
+        return subprocess.run(["git", "--git-dir", bare, "log", "--format=%H %s",
+                               f"main..{branch}"], capture_output=True, text=True,
+                              check=True).stdout.splitlines()
+
+    def canaries(self):
+        """Every secret value autopatch was given or was issued."""
+        with self.gh.state.lock:
+            tokens = list(self.gh.state.tokens)
+        key_lines = [ln for ln in self.app_key.splitlines() if ln and "-----" not in ln]
+        return [self.webhook_secret, self.model_key, *tokens, *key_lines]

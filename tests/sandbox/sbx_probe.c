@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/sandbox/sbx_probe.c - drives the sandbox library directly for the end-to-end tests and
+ * the lifecycle benchmark (things `autopatch sandbox run` does not expose: the warm pool,
+ * repeated execs, stdin, output caps). Prints one JSON object per line.
+ *
+ * Usage: sbx_probe warm N | cold N | exec N | pool | stdin | cap
+ * Settings come from the environment like autopatch's (AUTOPATCH_SANDBOX_*, AUTOPATCH_OWNER_ID).
+ */
+#include "config.h"
+#include "err.h"
+#include "sandbox/docker_api.h"
+#include "sandbox/sandbox.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const true_argv[] = {"true", NULL};
+
+static int fail(const char *what)
+{
+	fprintf(stderr, "sbx_probe: %s: %s\n", what, ap_error_last());
+	return 1;
+}
+
+static int run_true(sbx_box *b)
+{
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result res = SBX_RESULT_INIT;
+	int rc;
+
+	cmd.argv = true_argv;
+	cmd.timeout_s = 30;
+	rc = sbx_exec(b, &cmd, &res);
+	if (!rc && res.exit_code != 0)
+		rc = ap_error_set(AP_EIO, "true exited %d", res.exit_code);
+	sbx_result_release(&res);
+	return rc;
+}
+
+static int wait_pool(sbx_engine *e, int n, int seconds)
+{
+	for (int i = 0; i < seconds * 100; i++) {
+		if (sbx_pool_ready(e) >= n)
+			return 0;
+		usleep(10000);
+	}
+	return ap_error_set(AP_ETIMEOUT, "the pool did not fill to %d", n);
+}
+
+/* Containers with this owner id, counted through the API. */
+static int count_owned(sbx_engine *e, dk_client *dk)
+{
+	char raw[200], path[512], *esc;
+	cJSON *list = NULL;
+	int n;
+
+	snprintf(raw, sizeof(raw), "{\"label\":[\"autopatch.owner=%s\"]}", sbx_owner_id(e));
+	esc = dk_escape(raw);
+	snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", esc);
+	free(esc);
+	if (dk_request(dk, "GET", path, NULL, 0, NULL, &list))
+		return -1;
+	n = cJSON_GetArraySize(list);
+	cJSON_Delete(list);
+	return n;
+}
+
+static int cmd_warm(sbx_engine *e, int n)
+{
+	sbx_box *b;
+
+	if (sbx_pool_start(e) || wait_pool(e, 1, 120))
+		return fail("pool");
+	for (int i = 0; i < n; i++) {
+		long long t0 = dk_now_ms(), t1, t2;
+
+		if (sbx_acquire(e, "bench", &b))
+			return fail("acquire");
+		t1 = dk_now_ms();
+		if (run_true(b))
+			return fail("exec");
+		if (sbx_destroy(b))
+			return fail("destroy");
+		t2 = dk_now_ms();
+		printf("{\"op\":\"warm\",\"acquire_ms\":%lld,\"total_ms\":%lld}\n", t1 - t0,
+		       t2 - t0);
+		fflush(stdout);
+		if (wait_pool(e, 1, 120))
+			return fail("refill");
+	}
+	return 0;
+}
+
+static int cmd_cold(sbx_engine *e, int n)
+{
+	sbx_spec spec = SBX_SPEC_INIT;
+	sbx_box *b;
+
+	spec.job_label = "bench";
+	for (int i = 0; i < n; i++) {
+		long long t0 = dk_now_ms(), t1;
+
+		if (sbx_create(e, &spec, &b))
+			return fail("create");
+		if (run_true(b))
+			return fail("exec");
+		if (sbx_destroy(b))
+			return fail("destroy");
+		t1 = dk_now_ms();
+		printf("{\"op\":\"cold\",\"total_ms\":%lld}\n", t1 - t0);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+static int cmd_exec(sbx_engine *e, int n)
+{
+	sbx_spec spec = SBX_SPEC_INIT;
+	sbx_box *b;
+	int rc = 0;
+
+	spec.job_label = "bench";
+	if (sbx_create(e, &spec, &b))
+		return fail("create");
+	for (int i = 0; i < n && !rc; i++) {
+		long long t0 = dk_now_ms();
+
+		rc = run_true(b);
+		if (!rc)
+			printf("{\"op\":\"exec\",\"total_ms\":%lld}\n", dk_now_ms() - t0);
+		fflush(stdout);
+	}
+	if (rc)
+		fail("exec");
+	sbx_destroy(b);
+	return rc ? 1 : 0;
+}
+
+/* Exercise the pool: fill, acquire past its size, check isolation and the size bound. */
+static int cmd_pool(sbx_engine *e, dk_client *dk)
+{
+	const char *const write_argv[] = {"sh", "-c",
+					  "echo mine > /tmp/workspace/owner; cat repo.txt", NULL};
+	const char *const read_argv[] = {"sh", "-c", "cat /tmp/workspace/owner 2>&1; cat repo.txt",
+					 NULL};
+	sbx_box *a = NULL, *b = NULL, *c = NULL;
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result ra = SBX_RESULT_INIT, rb = SBX_RESULT_INIT;
+	int max_seen = 0, n;
+	char path[4096];
+	FILE *f;
+
+	if (sbx_pool_start(e) || wait_pool(e, 2, 120))
+		return fail("pool");
+	usleep(300000);
+	printf("{\"op\":\"filled\",\"ready\":%d,\"containers\":%d}\n", sbx_pool_ready(e),
+	       count_owned(e, dk));
+	if (sbx_acquire(e, "job-a", &a) || sbx_acquire(e, "job-b", &b) ||
+	    sbx_acquire(e, "job-c", &c))
+		return fail("acquire");
+	/* Each box has its own repo dir; fill them differently. */
+	snprintf(path, sizeof(path), "%s/repo.txt", sbx_box_repo_dir(a));
+	f = fopen(path, "w");
+	fputs("repo-a\n", f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/repo.txt", sbx_box_repo_dir(b));
+	f = fopen(path, "w");
+	fputs("repo-b\n", f);
+	fclose(f);
+	if (sbx_prepare(a) || sbx_prepare(b))
+		return fail("prepare");
+	cmd.argv = write_argv;
+	if (sbx_exec(a, &cmd, &ra))
+		return fail("exec a");
+	cmd.argv = read_argv;
+	if (sbx_exec(b, &cmd, &rb))
+		return fail("exec b");
+	printf("{\"op\":\"isolation\",\"a_id\":\"%s\",\"b_id\":\"%s\",\"c_id\":\"%s\","
+	       "\"a_out\":\"%.*s\",\"b_sees_owner\":%s,\"b_repo\":\"%.6s\"}\n",
+	       sbx_box_id(a), sbx_box_id(b), sbx_box_id(c), (int)strcspn(ra.out, "\n"), ra.out,
+	       strstr(rb.out, "mine") ? "true" : "false", rb.out + strcspn(rb.out, "\n") + 1);
+	sbx_result_release(&ra);
+	sbx_result_release(&rb);
+	/* While refilling, the pool holds at most 2 ready boxes + the 3 acquired. */
+	for (int i = 0; i < 60; i++) {
+		n = count_owned(e, dk);
+		if (n > max_seen)
+			max_seen = n;
+		usleep(100000);
+	}
+	printf("{\"op\":\"bounded\",\"max_containers\":%d,\"ready\":%d}\n", max_seen,
+	       sbx_pool_ready(e));
+	snprintf(path, sizeof(path), "%s", sbx_box_repo_dir(a));
+	sbx_destroy(a);
+	sbx_destroy(b);
+	sbx_destroy(c);
+	printf("{\"op\":\"destroyed\",\"repo_dir_left\":%s,\"containers\":%d}\n",
+	       access(path, F_OK) == 0 ? "true" : "false", count_owned(e, dk));
+	return 0;
+}
+
+/* stdin reaches the command, then EOF; output caps keep head and tail. */
+static int cmd_stdin_cap(sbx_engine *e)
+{
+	const char *const cat_argv[] = {"sh", "-c", "cat > f.txt; wc -c < f.txt; head -c 5 f.txt",
+					NULL};
+	const char *const flood_argv[] = {
+	    "sh", "-c", "printf START; head -c 1000000 /dev/zero | tr '\\0' x; printf END", NULL};
+	sbx_spec spec = SBX_SPEC_INIT;
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result res = SBX_RESULT_INIT;
+	sbx_box *b;
+	size_t n = 3 << 20;
+	char *big = malloc(n);
+
+	memset(big, 'y', n);
+	memcpy(big, "hello", 5);
+	spec.job_label = "probe";
+	if (sbx_create(e, &spec, &b))
+		return fail("create");
+	cmd.argv = cat_argv;
+	cmd.stdin_data = big;
+	cmd.stdin_len = n;
+	if (sbx_exec(b, &cmd, &res))
+		return fail("exec stdin");
+	printf("{\"op\":\"stdin\",\"exit\":%d,\"out\":\"%.*s\"}\n", res.exit_code,
+	       (int)strcspn(res.out, "\n"), res.out);
+	sbx_result_release(&res);
+	cmd = (sbx_cmd)SBX_CMD_INIT;
+	cmd.argv = flood_argv;
+	cmd.output_cap = 64;
+	if (sbx_exec(b, &cmd, &res))
+		return fail("exec flood");
+	printf("{\"op\":\"cap\",\"exit\":%d,\"truncated\":%s,\"len\":%zu,\"head\":\"%.5s\","
+	       "\"tail\":\"%s\"}\n",
+	       res.exit_code, res.truncated ? "true" : "false", res.out_len, res.out,
+	       res.out_len >= 3 ? res.out + res.out_len - 3 : "");
+	sbx_result_release(&res);
+	sbx_destroy(b);
+	free(big);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	ap_config *cfg = NULL;
+	sbx_engine *e = NULL;
+	dk_client *dk = NULL;
+	int n = argc > 2 ? atoi(argv[2]) : 10, rc = 2;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: sbx_probe warm N | cold N | exec N | pool | stdin\n");
+		return 2;
+	}
+	if (cfg_load(&cfg, getenv("AUTOPATCH_ENV_FILE")) || sbx_engine_new(&e, cfg) ||
+	    dk_client_new(&dk, cfg_get(cfg, "DOCKER_HOST"))) {
+		fail("setup");
+		goto out;
+	}
+	if (strcmp(argv[1], "warm") == 0)
+		rc = cmd_warm(e, n);
+	else if (strcmp(argv[1], "cold") == 0)
+		rc = cmd_cold(e, n);
+	else if (strcmp(argv[1], "exec") == 0)
+		rc = cmd_exec(e, n);
+	else if (strcmp(argv[1], "pool") == 0)
+		rc = cmd_pool(e, dk);
+	else if (strcmp(argv[1], "stdin") == 0)
+		rc = cmd_stdin_cap(e);
+out:
+	sbx_engine_free(e);
+	dk_client_free(dk);
+	cfg_free(cfg);
+	return rc;
+}
