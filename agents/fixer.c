@@ -27,6 +27,10 @@ void agent_progress(agent_ctx *a, const char *stage, const char *fmt, ...)
 	free(line);
 	if (!clean)
 		return;
+	/* One step, one line. */
+	for (char *c = clean; *c; c++)
+		if (*c == '\n' || *c == '\r')
+			*c = ' ';
 	if (a->opts->progress)
 		a->opts->progress(a->opts->ud, stage, clean);
 	if (a->traj) {
@@ -240,6 +244,10 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 	}
 	if ((rc = tester_new(&a.tester, opts->box, opts->test_cmd, a.traj)))
 		goto out;
+	int64_t max_diff;
+	if ((rc = cfg_get_int(opts->cfg, "AUTOPATCH_MAX_DIFF_LINES", 500, 0, 1000000, &max_diff)))
+		goto out;
+	tester_set_max_diff_lines(a.tester, max_diff);
 	if (!(issue = issue_text(opts))) {
 		rc = AP_ENOMEM;
 		goto out;

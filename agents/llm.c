@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -685,6 +686,14 @@ static bool is_local(const char *url)
 	return strstr(url, "://127.") || strstr(url, "://localhost") || strstr(url, "://[::1]");
 }
 
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static int curl_init_rc;
+
+static void curl_init(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
 int llm_new(llm **out, const ap_config *cfg)
 {
 	const char *provider = cfg_get_or(cfg, "AUTOPATCH_LLM_PROVIDER", "openai");
@@ -694,6 +703,9 @@ int llm_new(llm **out, const ap_config *cfg)
 		return ap_error_set(AP_EINVAL,
 				    "AUTOPATCH_LLM_PROVIDER must be openai or anthropic, not '%s'",
 				    provider);
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc)
+		return ap_error_set(AP_EIO, "libcurl failed to initialise");
 	llm *m = calloc(1, sizeof(*m));
 	if (!m)
 		return AP_ENOMEM;

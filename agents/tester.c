@@ -23,6 +23,7 @@ struct tester {
 	const char *test_cmd;
 	char *suite_cmd;
 	traj *traj;
+	int64_t max_diff_lines;
 	bool have_baseline;
 	int baseline_exit;
 	test_outcomes baseline;
@@ -313,6 +314,28 @@ out:
 	return rc;
 }
 
+int64_t tester_diff_changed_lines(const char *diff)
+{
+	int64_t n = 0;
+	bool in_hunk = false;
+	for (const char *l = diff; l && *l;) {
+		const char *e = strchr(l, '\n');
+		if (strncmp(l, "diff --git ", 11) == 0)
+			in_hunk = false;
+		else if (strncmp(l, "@@", 2) == 0)
+			in_hunk = true;
+		else if (in_hunk && (*l == '+' || *l == '-'))
+			n++;
+		l = e ? e + 1 : NULL;
+	}
+	return n;
+}
+
+void tester_set_max_diff_lines(tester *t, int64_t max)
+{
+	t->max_diff_lines = max;
+}
+
 /* True when files (newline-separated) holds something besides path. */
 static bool changes_besides(const char *files, const char *path)
 {
@@ -373,6 +396,17 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	}
 	if (!*v->diff) {
 		rc = reject(v, "the workspace has no changes", "git diff", WORKSPACE, NULL);
+		goto out;
+	}
+	int64_t changed = tester_diff_changed_lines(v->diff);
+	if (t->max_diff_lines > 0 && changed > t->max_diff_lines) {
+		char *why =
+		    xasprintf("the diff adds or removes %lld lines (limit %lld): make the "
+			      "smallest change that fixes the issue and remove unrelated "
+			      "files and edits (changed files:\n%s)",
+			      (long long)changed, (long long)t->max_diff_lines, v->files_changed);
+		rc = why ? reject(v, why, "git diff", WORKSPACE, NULL) : AP_ENOMEM;
+		free(why);
 		goto out;
 	}
 	if (!has_line(v->files_changed, test_path)) {
@@ -512,6 +546,7 @@ int tester_new(tester **out, sbx_box *box, const char *test_cmd, traj *tr)
 	t->box = box;
 	t->test_cmd = test_cmd;
 	t->traj = tr;
+	t->max_diff_lines = 500;
 	t->suite_cmd = tester_suite_cmd(test_cmd);
 	if (!t->suite_cmd) {
 		free(t);

@@ -6,6 +6,7 @@
 #include "redact.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,22 +116,21 @@ static const tool_def DEFS[] = {
 
 static llm_tool planner_tools[NDEFS], builder_tools[NDEFS];
 static size_t n_planner, n_builder;
+static pthread_once_t tools_once = PTHREAD_ONCE_INIT;
+
+static void tools_init(void)
+{
+	for (size_t i = 0; i < NDEFS; i++) {
+		llm_tool t = {DEFS[i].name, DEFS[i].description, DEFS[i].schema};
+		if (!DEFS[i].builder_only)
+			planner_tools[n_planner++] = t;
+		builder_tools[n_builder++] = t;
+	}
+}
 
 const llm_tool *tools_offered(enum tool_set set, size_t *n)
 {
-	/* Filled from DEFS on first use; the values are constant so a benign race writes the
-	 * same bytes. */
-	if (!n_builder) {
-		size_t p = 0, b = 0;
-		for (size_t i = 0; i < NDEFS; i++) {
-			llm_tool t = {DEFS[i].name, DEFS[i].description, DEFS[i].schema};
-			if (!DEFS[i].builder_only)
-				planner_tools[p++] = t;
-			builder_tools[b++] = t;
-		}
-		n_planner = p;
-		n_builder = b;
-	}
+	pthread_once(&tools_once, tools_init);
 	*n = set == TOOLS_PLANNER ? n_planner : n_builder;
 	return set == TOOLS_PLANNER ? planner_tools : builder_tools;
 }

@@ -51,14 +51,10 @@ void traj_free(traj *t)
 
 int64_t traj_millis(const traj *t)
 {
-	static struct timespec proc_start;
+	static const struct timespec zero = {0, 0};
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (t)
-		return ms_between(&t->start, &now);
-	if (proc_start.tv_sec == 0)
-		proc_start = now;
-	return ms_between(&proc_start, &now);
+	return ms_between(t ? &t->start : &zero, &now);
 }
 
 void traj_event(traj *t, const char *type, cJSON *obj)

@@ -23,7 +23,8 @@ void traj_free(traj *t);
  * "type". Write errors are logged once and then ignored: a trajectory never fails a job. */
 void traj_event(traj *t, const char *type, cJSON *obj);
 
-/* Milliseconds since the trajectory (or the process, when t is NULL) started. */
+/* Milliseconds since the trajectory started; with t NULL, a monotonic clock in milliseconds
+ * (only differences are meaningful). Thread-safe. */
 int64_t traj_millis(const traj *t);
 
 #endif

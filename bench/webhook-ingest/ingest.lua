@@ -22,7 +22,7 @@ local data = dofile(os.getenv("BENCH_POOL"))
 local pool = data.pool
 local path = os.getenv("BENCH_PATH") or "/api/github/webhooks"
 local rate = tonumber(os.getenv("BENCH_RATE") or "0")
-local nthreads = tonumber(os.getenv("BENCH_THREADS") or "2")
+local nthreads = tonumber(os.getenv("BENCH_THREADS") or "1")
 local run_id = tonumber(os.getenv("BENCH_RUN_ID") or "0")
 local run_seq = tonumber(os.getenv("BENCH_RUN_SEQ") or "1")
 local unique = os.getenv("BENCH_UNIQUE") == "1"

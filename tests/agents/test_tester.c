@@ -75,6 +75,29 @@ static void test_regressions(void **state)
 	test_outcomes_release(&after);
 }
 
+static void test_diff_changed_lines(void **state)
+{
+	(void)state;
+	const char *diff = "diff --git a/calc.py b/calc.py\n"
+			   "index d18b18e..ab5c996 100644\n"
+			   "--- a/calc.py\n"
+			   "+++ b/calc.py\n"
+			   "@@ -15,6 +15,8 @@ def total(values):\n"
+			   " \n"
+			   "-    return 1\n"
+			   "+    if not values:\n"
+			   "+        return 0.0\n"
+			   "diff --git a/t.py b/t.py\n"
+			   "new file mode 100644\n"
+			   "--- /dev/null\n"
+			   "+++ b/t.py\n"
+			   "@@ -0,0 +1,2 @@\n"
+			   "+import calc\n"
+			   "+--- not a header inside a hunk\n";
+	assert_int_equal(tester_diff_changed_lines(diff), 5);
+	assert_int_equal(tester_diff_changed_lines(""), 0);
+}
+
 static void test_suite_cmd(void **state)
 {
 	(void)state;
@@ -185,8 +208,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_pytest_ra), cmocka_unit_test(test_regressions),
-	    cmocka_unit_test(test_suite_cmd),	    cmocka_unit_test(test_budget_limits),
-	    cmocka_unit_test(test_repeat_detector), cmocka_unit_test(test_testcmd_detect),
+	    cmocka_unit_test(test_suite_cmd),	    cmocka_unit_test(test_diff_changed_lines),
+	    cmocka_unit_test(test_budget_limits),   cmocka_unit_test(test_repeat_detector),
+	    cmocka_unit_test(test_testcmd_detect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

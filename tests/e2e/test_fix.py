@@ -1,6 +1,7 @@
 """`autopatch fix` end to end: scripted models (both wire formats), the real Docker sandbox, the
 real Tester, on examples/calc. Every test fails if the behaviour it names breaks."""
 import json
+import re
 
 import pytest
 
@@ -242,3 +243,22 @@ def test_token_and_wall_time_budgets_stop_the_job(autopatch_bin, tmp_path, kind)
         assert "of 10 s" in r.out
     end = [json.loads(x) for x in r.traj_path.read_text().splitlines()][-1]
     assert end["type"] == "end" and end["proven"] is False and kind in end["failure"]
+
+
+def test_huge_unrelated_diff_is_rejected(autopatch_bin, tmp_path):
+    junk = "".join("note %d\n" % i for i in range(600))
+    s = happy()
+    s["builder"] = [
+        step(write_repro()),
+        step(GOOD_FIX, call("write_file", path="notes/scratch.txt", content=junk)),
+        step(finish()),
+        step(call("run", command="rm -r notes")),  # round 2: drop the unrelated file
+        step(finish()),
+    ]
+    r = run_fix(autopatch_bin, tmp_path, s, "openai")
+    assert r.code == 0, r
+    assert re.search(r"round 1: rejected - the diff adds or removes 6\d\d lines \(limit 500\)",
+                     r.out), r
+    assert "notes/scratch.txt" in tool_results(r.by_role("builder")[3])[-1]
+    assert "round 2: proven" in r.out
+    assert "scratch" not in r.out_path.read_text()

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,51 @@ static void test_delivery_dedupe(void **state)
 	assert_int_equal(q_get_stats(f->q, &st), 0);
 	assert_int_equal(st.queued, 1);
 	assert_int_equal(st.deliveries, 1);
+}
+
+static int64_t body_len(const char *path, const char *delivery)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int64_t n = -1;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "SELECT length(body) FROM deliveries "
+					    "WHERE delivery=?",
+					    -1, &st, NULL),
+			 SQLITE_OK);
+	sqlite3_bind_text(st, 1, delivery, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+static void test_body_kept_only_for_deliveries_that_act(void **state)
+{
+	struct fixture *f = *state;
+	q_delivery a = trigger("d-job", "acme/w", 1), b = trigger("d-active", "acme/w", 1);
+	q_delivery ign = {.delivery = "d-ignored",
+			  .event = "issues",
+			  .body = "{\"x\":1}",
+			  .len = 7,
+			  .kind = Q_RECORD,
+			  .note = "not a trigger"};
+
+	ingest1(f->q, &a, 1000);
+	ingest1(f->q, &b, 1000);
+	ingest1(f->q, &ign, 1000);
+	assert_int_equal(b.result, Q_ACTIVE);
+	assert_int_equal(ign.result, Q_RECORDED);
+	assert_int_equal(body_len(f->path, "d-job"), 20);
+	assert_int_equal(body_len(f->path, "d-active"), 0);
+	assert_int_equal(body_len(f->path, "d-ignored"), 0);
+	/* every one of them is still a known delivery id */
+	b.delivery = "d-ignored";
+	ingest1(f->q, &b, 1001);
+	assert_int_equal(b.result, Q_DUPLICATE);
 }
 
 static void test_semantic_dedupe(void **state)
@@ -530,6 +576,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_delivery_dedupe, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_semantic_dedupe, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_body_kept_only_for_deliveries_that_act, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_fields_and_payload, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_expiry_requeue_and_max_attempts, setup,
 					    teardown),
