@@ -118,6 +118,7 @@ int agent_tool(agent_ctx *a, llm_conv *conv, enum tool_set set, const llm_tool_c
 	       bool *finished, tool_finish *fin)
 {
 	char *out = NULL, *sa = NULL;
+	tool_ctx tctx;
 	bool is_error = false;
 	int64_t t0 = traj_millis(a->traj);
 	int rc = 0;
@@ -140,8 +141,13 @@ int agent_tool(agent_ctx *a, llm_conv *conv, enum tool_set set, const llm_tool_c
 			out = NULL;
 		break;
 	case BUDGET_OK:
-		rc = tools_call(&a->tools, set, call->name, call->arguments, &out, &is_error,
-				finished, fin);
+		/* The Planner reads the read-only /repo mount: even a bug in a tool cannot let
+		 * it change anything. The Builder works in the writable workspace. */
+		tctx = a->tools;
+		if (set == TOOLS_PLANNER)
+			tctx.root = "/repo";
+		rc = tools_call(&tctx, set, call->name, call->arguments, &out, &is_error, finished,
+				fin);
 		if (rc)
 			goto out;
 		break;

@@ -35,10 +35,11 @@ static const char SCRIPT_DIFF[] =
     "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && "
     "git -c safe.directory='*' diff --cached $2";
 
-/* $1 test path: a fresh pristine copy plus only the reproduction test. */
+/* $1 test path: a fresh pristine copy plus only the reproduction test. The repository's .git
+ * is left out: it can be large, /tmp is a size-capped tmpfs, and no test needs it. */
 static const char SCRIPT_PRISTINE[] =
-    "rm -rf " PRISTINE " && mkdir -p " PRISTINE " && cp -R --preserve=mode,timestamps,links "
-    "--no-dereference /repo/. " PRISTINE "/ && "
+    "rm -rf " PRISTINE " && mkdir -p " PRISTINE " && "
+    "tar -C /repo --exclude=./.git -cf - . | tar -C " PRISTINE " -xf - && "
     "if [ -n \"$1\" ]; then mkdir -p -- \"$(dirname -- \"" PRISTINE "/$1\")\" && "
     "cp -- \"" WORKSPACE "/$1\" \"" PRISTINE "/$1\"; fi";
 

@@ -26,6 +26,12 @@ def test_happy_path_gives_a_proven_patch(autopatch_bin, tmp_path, provider):
     # the Tester's evidence: repro fails on pristine with the error, passes after
     assert "ZeroDivisionError" in r.out and "**fails**" in r.out and "**passes**" in r.out
     assert "pristine: 7 passed, 0 failed" in r.out and "patched: 8 passed, 0 failed" in r.out
+    # the Planner's tools really ran in the box (read-only /repo)
+    listing, found = tool_results(r.by_role("planner")[1])
+    assert "calc.py" in listing.split() and "tests/test_calc.py" in listing.split()
+    assert found.strip() == "calc.py:16:def mean(values):"
+    window = tool_results(r.by_role("planner")[2])[-1]
+    assert "    18  " + ORIGINAL_LINE.rstrip() in window and "[calc.py: lines 1-40 of" in window
     # one line per step
     for stage in ("[planning] Planner started", "[building] Builder started",
                   "[testing] round 1: proven"):
