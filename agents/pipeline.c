@@ -21,6 +21,7 @@
 #include "redact.h"
 #include "sandbox/sandbox.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -30,6 +31,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_EVENTS	 400
 #define BRANCH_PREFIX	 "autopatch/issue-"
@@ -851,6 +853,45 @@ static bool retryable(int rc)
 	return rc == AP_EUNAVAIL || rc == AP_ETIMEOUT || rc == AP_EIO;
 }
 
+/* When the job failed before the fixer wrote a trajectory (bad config, GitHub unreachable), the
+ * comment still points the operator at one: write the job's own events there. */
+static void ensure_trajectory(const struct run *r)
+{
+	cJSON *o = NULL, *evs;
+	char *line = NULL, *clean = NULL;
+	FILE *f;
+
+	if (!r->trajectory || access(r->trajectory, F_OK) == 0)
+		return;
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "type", "pipeline_failure");
+	cJSON_AddNumberToObject(o, "job", (double)r->job->id);
+	cJSON_AddStringToObject(o, "repo", r->job->repo ? r->job->repo : "");
+	cJSON_AddNumberToObject(o, "issue", (double)r->job->issue);
+	cJSON_AddStringToObject(o, "failure", r->failure ? r->failure : "");
+	evs = cJSON_AddArrayToObject(o, "events");
+	for (size_t i = 0; evs && i < r->n_ev; i++) {
+		cJSON *e = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(e, "time_ms", (double)r->ev[i].time_ms);
+		if (r->ev[i].stage)
+			cJSON_AddStringToObject(e, "stage", r->ev[i].stage);
+		if (r->ev[i].message)
+			cJSON_AddStringToObject(e, "message", r->ev[i].message);
+		cJSON_AddItemToArray(evs, e);
+	}
+	line = cJSON_PrintUnformatted(o);
+	clean = line ? redact_str(line) : NULL;
+	f = clean ? fopen(r->trajectory, "wx") : NULL;
+	if (f) {
+		fprintf(f, "%s\n", clean);
+		fclose(f);
+	}
+	free(clean);
+	free(line);
+	cJSON_Delete(o);
+}
+
 static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 {
 	bool final = !retryable(rc) || r->job->attempts >= r->p->max_attempts;
@@ -878,6 +919,7 @@ static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 		return;
 	} else {
 		r->state = PROGRESS_FAILED;
+		ensure_trajectory(r);
 	}
 	comment_final(r);
 	if (r->state == PROGRESS_FAILED && !iterate) {

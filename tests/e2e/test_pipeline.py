@@ -147,12 +147,16 @@ def test_sigkill_while_builder_runs_then_restart(rig_factory):
     rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
 
 
-def test_label_removed_mid_run_cancels(rig_factory):
+@pytest.mark.parametrize("how", ["unlabel", "stop comment"])
+def test_label_removed_or_stop_mid_run_cancels(rig_factory, how):
     rig = rig_factory(script=slow_builder_script(15))
     assert rig.label() == 202
     wait_builder_started(rig)
     t0 = time.time()
-    assert rig.unlabel() == 200
+    if how == "unlabel":
+        assert rig.unlabel() == 200
+    else:
+        assert rig.comment(1, "/autopatch stop") == 200
     rig.wait(lambda: rig.job_done(1), 120, "the cancel")
     # The job stops at its next step: after the running command, never after the session.
     assert time.time() - t0 < 45, "the job did not stop at its next step"
@@ -271,6 +275,8 @@ def test_invalid_repo_config_fails_with_the_line_quoted(rig_factory):
     assert "could not fix this issue" in text
     assert "line 2: `max_iteration: 3`: unknown key" in text
     assert "trajectories/job-1.jsonl" in text  # where the operator looks
+    traj = (rig.tmp / "data" / "trajectories" / "job-1.jsonl").read_text()
+    assert "max_iteration" in traj and "pipeline_failure" in traj
     assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
     rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
 
