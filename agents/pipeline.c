@@ -644,6 +644,10 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 		rc = sbx_create(r->p->sbx, &spec, &w->custom);
 		if (rc)
 			return rc;
+		snprintf(msg, sizeof(msg), "sandbox %.12s ready (%.100s%s)", sbx_box_id(w->custom),
+			 w->rc->image ? w->rc->image : "default image",
+			 w->rc->network[0] ? ", egress allow-list" : "");
+		event(r, msg);
 	}
 	if ((rc = checkpoint(r)))
 		return rc;

@@ -185,7 +185,8 @@ def test_publish_survives_5xx_and_secondary_rate_limit(rig_factory):
     assert len(posts) >= 3, "the failures were not retried"
 
 
-def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory):
+@pytest.mark.parametrize("via", ["/autopatch comment", "review comment"])
+def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory, via):
     rig = rig_factory()
     assert rig.label() == 202
     rig.wait(lambda: rig.job_done(1), 300, "the first job")
@@ -194,8 +195,11 @@ def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory):
     pr = rig.pulls()[0]
     first = rig.branch_log(BRANCH)
     assert len(first) == 1
-    assert rig.comment(pr["number"], "/autopatch make it raise ValueError instead",
-                       on_pr=True) == 202
+    if via == "review comment":
+        assert rig.review_comment(pr["number"], "make it raise ValueError instead") == 202
+    else:
+        assert rig.comment(pr["number"], "/autopatch make it raise ValueError instead",
+                           on_pr=True) == 202
     rig.wait(lambda: rig.job_done(2), 300, "the iteration job")
     jobs = rig.jobs()
     assert all(j["state"] == "succeeded" for j in jobs), [
@@ -282,7 +286,9 @@ def test_invalid_repo_config_fails_with_the_line_quoted(rig_factory):
 
 
 def test_patch_outside_the_allowed_paths_is_not_pushed(rig_factory):
-    rig = rig_factory(files={".github/autopatch.yml": "paths:\n  allow: [\"tests/**\"]\n"})
+    # An explicit image makes the job create its own box (besides the warm one it took).
+    rig = rig_factory(files={".github/autopatch.yml": "image: autopatch-sandbox:latest\n"
+                                                      "paths:\n  allow: [\"tests/**\"]\n"})
     assert rig.label() == 202
     rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
     assert rig.jobs()[0]["state"] == "failed"
@@ -291,3 +297,5 @@ def test_patch_outside_the_allowed_paths_is_not_pushed(rig_factory):
     text = progress_comments(rig)[0]["body"]
     assert "`calc.py`" in text and "paths.allow" in text
     assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
+    assert len(rig.job_boxes(1)) == 2, "the configured image did not get its own box"
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
