@@ -458,6 +458,36 @@ static void test_redact_stream_every_split_point(void **state)
 	free(want);
 }
 
+/* With nothing registered the hold-back is only as long as a keyword: a token cut inside its
+ * keyword ("g" | "hp_...") must still be caught. */
+static void test_redact_stream_split_unregistered_tokens(void **state)
+{
+	char *tok = repeat_join("ghp_", "Zq8Xw3Ny", 36, "");
+	char *pat = repeat_join("github_pat_", "Ab_9", 82, "");
+	ap_buf b = AP_BUF_INIT(4096);
+	char *text;
+	size_t len;
+
+	(void)state;
+	assert_int_equal(ap_buf_addf(&b,
+				     "a %s b -----BEGIN EC PRIVATE KEY-----\nMHc\n"
+				     "-----END EC PRIVATE KEY----- %s.",
+				     tok, pat),
+			 0);
+	text = ap_buf_take(&b);
+	len = strlen(text);
+	for (size_t k = 0; k <= len; k++) {
+		char *got = stream_pieces(text, &k, 1, 0);
+
+		if (strcmp(got, "a *** b *** ***.") != 0)
+			fail_msg("split at %zu: got \"%s\"", k, got);
+		free(got);
+	}
+	free(text);
+	free(tok);
+	free(pat);
+}
+
 /* Differential check: random texts made of secrets, their encodings, tokens, cut tokens, key
  * armour and noise, written in random pieces, must come out of the stream exactly as
  * redact_mem() redacts them in one go. Fragments are separated by whitespace, so no AWS key
@@ -690,6 +720,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_redact_overlapping_secrets, reset),
 	    cmocka_unit_test_setup(test_redact_no_false_positives, reset),
 	    cmocka_unit_test_setup(test_redact_stream_every_split_point, reset),
+	    cmocka_unit_test_setup(test_redact_stream_split_unregistered_tokens, reset),
 	    cmocka_unit_test_setup(test_redact_stream_matches_oneshot_random, reset),
 	    cmocka_unit_test_setup(test_redact_stream_large_output, reset),
 	    cmocka_unit_test_setup(test_redact_stream_unterminated_key, reset),
