@@ -27,6 +27,10 @@ void agent_progress(agent_ctx *a, const char *stage, const char *fmt, ...)
 	free(line);
 	if (!clean)
 		return;
+	/* One step, one line. */
+	for (char *c = clean; *c; c++)
+		if (*c == '\n' || *c == '\r')
+			*c = ' ';
 	if (a->opts->progress)
 		a->opts->progress(a->opts->ud, stage, clean);
 	if (a->traj) {
@@ -114,6 +118,7 @@ int agent_tool(agent_ctx *a, llm_conv *conv, enum tool_set set, const llm_tool_c
 	       bool *finished, tool_finish *fin)
 {
 	char *out = NULL, *sa = NULL;
+	tool_ctx tctx;
 	bool is_error = false;
 	int64_t t0 = traj_millis(a->traj);
 	int rc = 0;
@@ -136,8 +141,13 @@ int agent_tool(agent_ctx *a, llm_conv *conv, enum tool_set set, const llm_tool_c
 			out = NULL;
 		break;
 	case BUDGET_OK:
-		rc = tools_call(&a->tools, set, call->name, call->arguments, &out, &is_error,
-				finished, fin);
+		/* The Planner reads the read-only /repo mount: even a bug in a tool cannot let
+		 * it change anything. The Builder works in the writable workspace. */
+		tctx = a->tools;
+		if (set == TOOLS_PLANNER)
+			tctx.root = "/repo";
+		rc = tools_call(&tctx, set, call->name, call->arguments, &out, &is_error, finished,
+				fin);
 		if (rc)
 			goto out;
 		break;
@@ -240,6 +250,10 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 	}
 	if ((rc = tester_new(&a.tester, opts->box, opts->test_cmd, a.traj)))
 		goto out;
+	int64_t max_diff;
+	if ((rc = cfg_get_int(opts->cfg, "AUTOPATCH_MAX_DIFF_LINES", 500, 0, 1000000, &max_diff)))
+		goto out;
+	tester_set_max_diff_lines(a.tester, max_diff);
 	if (!(issue = issue_text(opts))) {
 		rc = AP_ENOMEM;
 		goto out;

@@ -21,14 +21,17 @@
 #include "redact.h"
 #include "sandbox/sandbox.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_EVENTS	 400
 #define BRANCH_PREFIX	 "autopatch/issue-"
@@ -45,6 +48,29 @@ struct pipeline {
 	int64_t max_attempts;
 };
 
+/* The progress comment is written by a per-job thread, so GitHub's write spacing and a slow
+ * API never hold up the job: the job hands over the latest rendering, the thread writes the
+ * newest one at most every comment_interval_ms (the final one at once) and drops the rest. */
+struct commenter {
+	pthread_t th;
+	bool inited; /* mu and cv exist */
+	bool running;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	char *pending;	    /* the newest body not yet written */
+	bool stop;	    /* write what is pending, then exit */
+	bool hold;	    /* publishing: keep GitHub's write slot free for the push and the PR */
+	int64_t comment_id; /* the progress comment, once it exists */
+	bool id_new;	    /* comment_id changed: the job persists it in its state */
+	/* Set before the thread starts, then read-only: */
+	gh_rest *rest; /* the thread's own client (a gh_rest is single-threaded) */
+	const q_job *job;
+	int64_t on; /* the issue or PR number the comment is on */
+	int64_t interval_ms;
+	bool react;	    /* add the eyes reaction first */
+	bool find_existing; /* a re-run without a stored id: look for our comment first */
+};
+
 /* One running job. */
 struct run {
 	pipeline *p;
@@ -53,11 +79,8 @@ struct run {
 	gh_rest *rest;
 	progress_event ev[MAX_EVENTS];
 	size_t n_ev;
-	int last_stage;	    /* index into stage_names, -1 before the first */
-	int64_t comment_id; /* the progress comment (on the issue, or the PR when iterating) */
-	int64_t comment_on; /* the issue or PR number the comment is on */
-	int64_t last_edit_ms;
-	bool dirty; /* events since the last edit */
+	int last_stage;	     /* index into stage_names, -1 before the first */
+	struct commenter cm; /* writes the progress comment */
 	char *test_note;
 	char *trajectory;
 	char *pr_url;
@@ -164,8 +187,11 @@ void pipeline_free(pipeline *p)
 
 /* ---- progress: events, the comment ---- */
 
+static void cm_stop(struct commenter *c);
+
 static void run_release(struct run *r)
 {
+	cm_stop(&r->cm);
 	for (size_t i = 0; i < r->n_ev; i++)
 		free((char *)r->ev[i].message);
 	gh_rest_free(r->rest);
@@ -197,7 +223,6 @@ static void add_event(struct run *r, int stage, const char *msg)
 	e->time_ms = now_ms();
 	e->stage = stage >= 0 ? stage_names[stage] : NULL;
 	e->message = msg ? redact_str(msg) : NULL;
-	r->dirty = true;
 }
 
 static int render_comment(struct run *r, char **out)
@@ -218,46 +243,219 @@ static int render_comment(struct run *r, char **out)
 	return progress_render_comment(&v, out);
 }
 
-/* Create or edit the progress comment. A failure to post progress never fails the job (GitHub
- * may be briefly unreachable); the next edit carries the whole state anyway. */
-static int comment_sync(struct run *r, bool force)
+static void react(const struct commenter *c)
 {
-	char *body = NULL, idbuf[32];
-	gh_comment c = {0};
-	int64_t t = now_ms();
+	const q_job *job = c->job;
 	int rc;
 
-	if (!force && (!r->dirty || t - r->last_edit_ms < r->p->comment_interval_ms))
+	if (job->trigger_comment_id > 0 &&
+	    strcmp(job->event ? job->event : "", "issue_comment") == 0)
+		rc = gh_reaction_add_comment(c->rest, job->repo, job->trigger_comment_id, "eyes");
+	else if (job->trigger_comment_id > 0)
+		return; /* review comments have their own reaction endpoint; not worth a failure */
+	else
+		rc = gh_reaction_add_issue(c->rest, job->repo, job->issue, "eyes");
+	if (rc) {
+		ap_log(AP_LOG_WARN, job->delivery, job->id, "eyes reaction failed: %s",
+		       ap_error_last());
+		ap_error_clear();
+	}
+}
+
+/* A re-run that lost the comment id (crash between create and persist) finds its comment by
+ * the marker and the job number, so it never posts a second one. */
+static int64_t find_own_comment(const struct commenter *c)
+{
+	char needle[64];
+	cJSON *list = NULL, *it;
+	int64_t id = 0;
+
+	snprintf(needle, sizeof(needle), "(job %" PRId64 ")", c->job->id);
+	if (gh_comments_list(c->rest, c->job->repo, c->on, &list) != 0) {
+		ap_error_clear();
 		return 0;
-	rc = render_comment(r, &body);
-	if (rc)
-		return rc;
-	if (r->comment_id > 0) {
-		rc = gh_comment_update(r->rest, r->job->repo, r->comment_id, body, NULL);
-		if (rc == AP_ENOTFOUND) { /* someone deleted it: start a new one */
-			r->comment_id = 0;
+	}
+	cJSON_ArrayForEach(it, list)
+	{
+		const char *body = cJSON_GetStringValue(cJSON_GetObjectItem(it, "body"));
+		cJSON *user = cJSON_GetObjectItem(it, "user");
+		const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(user, "type"));
+		cJSON *cid = cJSON_GetObjectItem(it, "id");
+
+		if (body && type && strcmp(type, "Bot") == 0 && cJSON_IsNumber(cid) &&
+		    strncmp(body, PROGRESS_MARKER, strlen(PROGRESS_MARKER)) == 0 &&
+		    strstr(body, needle))
+			id = (int64_t)cid->valuedouble;
+	}
+	cJSON_Delete(list);
+	return id;
+}
+
+/* Create or edit the comment with body; returns the comment id to use next (0: none yet). A
+ * failure never fails the job (GitHub may be briefly unreachable): the next edit carries the
+ * whole state anyway. */
+static int64_t cm_write(struct commenter *c, int64_t id, const char *body)
+{
+	gh_comment out = {0};
+	int rc = 0;
+
+	if (id <= 0 && c->find_existing) {
+		c->find_existing = false;
+		id = find_own_comment(c);
+	}
+	if (id > 0) {
+		rc = gh_comment_update(c->rest, c->job->repo, id, body, NULL);
+		if (rc == AP_ENOTFOUND || rc == AP_EDENIED) { /* deleted, or not ours: a new one */
+			id = 0;
 			rc = 0;
 		}
 	}
-	if (r->comment_id <= 0 && rc == 0) {
-		rc = gh_comment_create(r->rest, r->job->repo, r->comment_on, body, &c);
-		if (rc == 0) {
-			r->comment_id = c.id;
-			snprintf(idbuf, sizeof(idbuf), "%" PRId64, c.id);
-			q_ctl_state_set(r->ctl, "comment_id", idbuf);
-		}
-		gh_comment_release(&c);
+	if (id <= 0 && rc == 0) {
+		rc = gh_comment_create(c->rest, c->job->repo, c->on, body, &out);
+		if (rc == 0)
+			id = out.id;
+		gh_comment_release(&out);
 	}
-	free(body);
 	if (rc) {
-		ap_log(AP_LOG_WARN, r->job->delivery, r->job->id,
+		ap_log(AP_LOG_WARN, c->job->delivery, c->job->id,
 		       "progress comment not updated: %s", ap_error_last());
 		ap_error_clear();
-		return rc;
 	}
-	r->last_edit_ms = t;
-	r->dirty = false;
+	return id;
+}
+
+static void *cm_main(void *arg)
+{
+	struct commenter *c = arg;
+	int64_t id;
+
+	if (c->react)
+		react(c);
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		char *body;
+		struct timespec until;
+		int64_t next;
+
+		while ((!c->pending || c->hold) && !c->stop)
+			pthread_cond_wait(&c->cv, &c->mu);
+		if (!c->pending)
+			break;
+		body = c->pending;
+		c->pending = NULL;
+		id = c->comment_id;
+		pthread_mutex_unlock(&c->mu);
+		id = cm_write(c, id, body);
+		free(body);
+		pthread_mutex_lock(&c->mu);
+		if (id != c->comment_id) {
+			c->comment_id = id;
+			c->id_new = true;
+		}
+		/* Pace the edits; a stop (the final state) is written at once. */
+		next = now_ms() + c->interval_ms;
+		until.tv_sec = (time_t)(next / 1000);
+		until.tv_nsec = (long)(next % 1000) * 1000000L;
+		while (!c->stop && now_ms() < next)
+			if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0)
+				break;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+static int cm_start(struct commenter *c, pipeline *p, const q_job *job, int64_t stored_id)
+{
+	int rc;
+
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	c->inited = true;
+	c->job = job;
+	c->on = job->issue;
+	c->interval_ms = p->comment_interval_ms;
+	c->comment_id = stored_id;
+	c->react = job->attempts <= 1;
+	c->find_existing = stored_id <= 0 && job->attempts > 1;
+	rc = gh_rest_new(&c->rest, p->cfg, p->app, job->installation_id);
+	if (rc)
+		return rc;
+	rc = pthread_create(&c->th, NULL, cm_main, c);
+	if (rc)
+		return ap_error_set(AP_ENOMEM, "cannot start the comment thread: %s", strerror(rc));
+	c->running = true;
 	return 0;
+}
+
+/* Write what is pending, stop the thread, free. Safe on a commenter that never started. */
+static void cm_stop(struct commenter *c)
+{
+	if (c->running) {
+		pthread_mutex_lock(&c->mu);
+		c->stop = true;
+		pthread_cond_signal(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+		pthread_join(c->th, NULL);
+		c->running = false;
+	}
+	free(c->pending);
+	c->pending = NULL;
+	gh_rest_free(c->rest);
+	c->rest = NULL;
+	if (c->inited) {
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->mu);
+		c->inited = false;
+	}
+}
+
+/* Hand the current state to the comment thread; persist a new comment id in the job's state
+ * (here, on the job's thread: q_ctl belongs to it). */
+static void comment_sync(struct run *r)
+{
+	struct commenter *c = &r->cm;
+	char *body = NULL, idbuf[32];
+	int64_t new_id = 0;
+
+	if (!c->running)
+		return;
+	if (render_comment(r, &body) != 0) {
+		ap_error_clear();
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	free(c->pending);
+	c->pending = body;
+	pthread_cond_signal(&c->cv);
+	if (c->id_new) {
+		new_id = c->comment_id;
+		c->id_new = false;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (new_id > 0) {
+		snprintf(idbuf, sizeof(idbuf), "%" PRId64, new_id);
+		q_ctl_state_set(r->ctl, "comment_id", idbuf);
+	}
+}
+
+/* The final state: written before the job returns, and its id persisted. */
+static void comment_final(struct run *r)
+{
+	char idbuf[32];
+
+	comment_sync(r);
+	if (!r->cm.running)
+		return;
+	pthread_mutex_lock(&r->cm.mu);
+	r->cm.stop = true;
+	pthread_cond_signal(&r->cm.cv);
+	pthread_mutex_unlock(&r->cm.mu);
+	pthread_join(r->cm.th, NULL);
+	r->cm.running = false;
+	if (r->cm.id_new && r->cm.comment_id > 0) {
+		snprintf(idbuf, sizeof(idbuf), "%" PRId64, r->cm.comment_id);
+		q_ctl_state_set(r->ctl, "comment_id", idbuf);
+	}
 }
 
 static void stage(struct run *r, enum job_stage s, const char *msg)
@@ -265,14 +463,14 @@ static void stage(struct run *r, enum job_stage s, const char *msg)
 	q_ctl_stage(r->ctl, s, msg);
 	add_event(r, (int)s, msg);
 	r->last_stage = (int)s;
-	comment_sync(r, true);
+	comment_sync(r);
 }
 
 static void event(struct run *r, const char *msg)
 {
 	q_ctl_event(r->ctl, msg);
 	add_event(r, -1, msg);
-	comment_sync(r, false);
+	comment_sync(r);
 }
 
 static int checkpoint(struct run *r)
@@ -294,6 +492,13 @@ static void on_progress(void *ud, const char *stage_name, const char *line)
 	    (strstr(line, ": proven") || strstr(line, ": rejected"))) {
 		snprintf(verdict, sizeof(verdict), "tester: %s", line);
 		line = verdict;
+		/* Proven: the PR comes next. GitHub spaces an installation's writes, so a comment
+		 * edit now would delay it; the final state is written right after. */
+		if (strstr(verdict, ": proven") && r->cm.running) {
+			pthread_mutex_lock(&r->cm.mu);
+			r->cm.hold = true;
+			pthread_mutex_unlock(&r->cm.mu);
+		}
 	}
 
 	for (int i = 0; i < (int)(sizeof(stage_names) / sizeof(stage_names[0])); i++)
@@ -439,6 +644,10 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 		rc = sbx_create(r->p->sbx, &spec, &w->custom);
 		if (rc)
 			return rc;
+		snprintf(msg, sizeof(msg), "sandbox %.12s ready (%.100s%s)", sbx_box_id(w->custom),
+			 w->rc->image ? w->rc->image : "default image",
+			 w->rc->network[0] ? ", egress allow-list" : "");
+		event(r, msg);
 	}
 	if ((rc = checkpoint(r)))
 		return rc;
@@ -648,6 +857,45 @@ static bool retryable(int rc)
 	return rc == AP_EUNAVAIL || rc == AP_ETIMEOUT || rc == AP_EIO;
 }
 
+/* When the job failed before the fixer wrote a trajectory (bad config, GitHub unreachable), the
+ * comment still points the operator at one: write the job's own events there. */
+static void ensure_trajectory(const struct run *r)
+{
+	cJSON *o = NULL, *evs;
+	char *line = NULL, *clean = NULL;
+	FILE *f;
+
+	if (!r->trajectory || access(r->trajectory, F_OK) == 0)
+		return;
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "type", "pipeline_failure");
+	cJSON_AddNumberToObject(o, "job", (double)r->job->id);
+	cJSON_AddStringToObject(o, "repo", r->job->repo ? r->job->repo : "");
+	cJSON_AddNumberToObject(o, "issue", (double)r->job->issue);
+	cJSON_AddStringToObject(o, "failure", r->failure ? r->failure : "");
+	evs = cJSON_AddArrayToObject(o, "events");
+	for (size_t i = 0; evs && i < r->n_ev; i++) {
+		cJSON *e = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(e, "time_ms", (double)r->ev[i].time_ms);
+		if (r->ev[i].stage)
+			cJSON_AddStringToObject(e, "stage", r->ev[i].stage);
+		if (r->ev[i].message)
+			cJSON_AddStringToObject(e, "message", r->ev[i].message);
+		cJSON_AddItemToArray(evs, e);
+	}
+	line = cJSON_PrintUnformatted(o);
+	clean = line ? redact_str(line) : NULL;
+	f = clean ? fopen(r->trajectory, "wx") : NULL;
+	if (f) {
+		fprintf(f, "%s\n", clean);
+		fclose(f);
+	}
+	free(clean);
+	free(line);
+	cJSON_Delete(o);
+}
+
 static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 {
 	bool final = !retryable(rc) || r->job->attempts >= r->p->max_attempts;
@@ -663,7 +911,7 @@ static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 	} else if (rc == AP_ECANCELLED) {
 		/* Server shutdown: the job is re-queued and will continue. */
 		add_event(r, -1, "interrupted by a server shutdown; it will resume");
-		comment_sync(r, true);
+		comment_final(r);
 		return;
 	} else if (!final) {
 		char note[600];
@@ -671,12 +919,13 @@ static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 		snprintf(note, sizeof(note), "attempt %d failed (%.400s); autopatch will retry",
 			 r->job->attempts, r->failure);
 		add_event(r, -1, note);
-		comment_sync(r, true);
+		comment_final(r);
 		return;
 	} else {
 		r->state = PROGRESS_FAILED;
+		ensure_trajectory(r);
 	}
-	comment_sync(r, true);
+	comment_final(r);
 	if (r->state == PROGRESS_FAILED && !iterate) {
 		static const char *const labels[] = {FAILED_LABEL};
 
@@ -685,25 +934,6 @@ static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 			       ap_error_last());
 			ap_error_clear();
 		}
-	}
-}
-
-static void react(struct run *r)
-{
-	int rc;
-
-	if (r->job->trigger_comment_id > 0 &&
-	    strcmp(r->job->event ? r->job->event : "", "issue_comment") == 0)
-		rc = gh_reaction_add_comment(r->rest, r->job->repo, r->job->trigger_comment_id,
-					     "eyes");
-	else if (r->job->trigger_comment_id > 0)
-		return; /* review comments have their own reaction endpoint; not worth a failure */
-	else
-		rc = gh_reaction_add_issue(r->rest, r->job->repo, r->job->issue, "eyes");
-	if (rc) {
-		ap_log(AP_LOG_WARN, r->job->delivery, r->job->id, "eyes reaction failed: %s",
-		       ap_error_last());
-		ap_error_clear();
 	}
 }
 
@@ -722,20 +952,17 @@ int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 	r.ctl = ctl;
 	r.last_stage = -1;
 	r.state = PROGRESS_RUNNING;
-	r.comment_on = job->issue;
 	snprintf(path, sizeof(path), "%s/trajectories/job-%" PRId64 ".jsonl", p->data_dir, job->id);
 	r.trajectory = strdup(path);
 	q_ctl_state_set(ctl, "trajectory", path);
 	stored = q_ctl_state_get(ctl, "comment_id");
-	if (stored) {
-		r.comment_id = strtoll(stored, NULL, 10);
-		free(stored);
-	}
+	rc = cm_start(&r.cm, p, job, stored ? strtoll(stored, NULL, 10) : 0);
+	free(stored);
+	if (rc)
+		goto out;
 	rc = gh_rest_new(&r.rest, p->cfg, p->app, job->installation_id);
 	if (rc)
 		goto out;
-	if (job->attempts <= 1)
-		react(&r);
 	stage(&r, STAGE_PREPARING, job->attempts > 1 ? "resuming after an interruption" : NULL);
 	if ((rc = checkpoint(&r)))
 		goto out;
@@ -761,7 +988,7 @@ int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 		goto out;
 	r.state = PROGRESS_SUCCEEDED;
 	add_event(&r, -1, iterate ? "replied on the pull request" : "draft pull request ready");
-	comment_sync(&r, true);
+	comment_final(&r);
 out:
 	if (rc) {
 		char *why;

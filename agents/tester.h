@@ -5,13 +5,15 @@
  * test FAILS on a pristine copy of the repository (/repo copied to /tmp/pristine plus only the
  * test file) and PASSES on the patched workspace; the repository's test command runs on both
  * and no test that passed on pristine fails (or disappears) on patched - compared per test
- * when the runner reports per test (pytest -rA), else by exit status.
+ * when the runner reports per test (pytest -rA, or JUnit XML reports the run writes), else by
+ * exit status. Files a suite run creates in the workspace are removed again.
  */
 #ifndef AP_TESTER_H
 #define AP_TESTER_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sandbox/sandbox.h"
 #include "tools.h"
@@ -22,6 +24,10 @@ typedef struct tester tester;
 /* test_cmd: the repository's test command (borrowed, must outlive the tester). */
 int tester_new(tester **out, sbx_box *box, const char *test_cmd, traj *t);
 void tester_free(tester *t);
+
+/* Refuse patches that add or remove more than max lines (0 = no limit; default 500), against
+ * the huge unrelated diffs users of other tools complain about. */
+void tester_set_max_diff_lines(tester *t, int64_t max);
 
 typedef struct tester_verdict {
 	bool proven;
@@ -55,9 +61,16 @@ typedef struct test_outcomes {
 int tester_parse_pytest(const char *out, test_outcomes *o);
 void test_outcomes_release(test_outcomes *o);
 
+/* Per-test outcomes from JUnit XML (one or more reports concatenated): "classname::name" of
+ * every <testcase>, failed with <failure>, error with <error>; skipped ones are left out. */
+int tester_parse_junit(const char *xml, test_outcomes *o);
+
 /* Names (malloc'd, newline-separated) of tests that passed in before but did not pass (or are
  * missing) in after; NULL when there are none. */
 char *tester_regressions(const test_outcomes *before, const test_outcomes *after);
+
+/* Lines a unified diff adds or removes (not counting the ---/+++ file headers). */
+int64_t tester_diff_changed_lines(const char *diff);
 
 /* The suite command with -rA added when it runs pytest and lacks it (malloc'd). */
 char *tester_suite_cmd(const char *test_cmd);

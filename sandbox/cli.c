@@ -156,10 +156,8 @@ static int run_main(int argc, char **argv, ap_config *cfg)
 		fprintf(stderr, "autopatch: cannot create the sandbox: %s\n", ap_error_last());
 		goto out_free_engine;
 	}
-	if (got_signal) {
-		code = signal_exit();
+	if (got_signal)
 		goto out_destroy;
-	}
 	rc = sbx_prepare(b);
 	if (rc) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
@@ -172,28 +170,23 @@ static int run_main(int argc, char **argv, ap_config *cfg)
 	cmd.on_output_ud = &sink;
 	cmd.cancel = &got_signal;
 	rc = sbx_exec(b, &cmd, &res);
-	if (rc == AP_ECANCELLED || got_signal) {
-		code = 0; /* set below, after the box is gone */
-		sbx_destroy(b);
-		b = NULL;
-		code = signal_exit();
-		goto out_release;
-	}
-	if (rc) {
+	if (rc && rc != AP_ECANCELLED) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
-		goto out_destroy;
+	} else if (!rc) {
+		code = res.exit_code;
+		if (res.timed_out)
+			fprintf(stderr,
+				"autopatch: the command timed out after %ld s and was killed\n",
+				timeout);
 	}
-	code = res.exit_code;
-	if (res.timed_out)
-		fprintf(stderr, "autopatch: the command timed out after %ld s and was killed\n",
-			timeout);
-out_release:
 	sbx_result_release(&res);
 out_destroy:
-	if (b && sbx_destroy(b)) {
+	if (sbx_destroy(b)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		code = code == 0 ? EXIT_SANDBOX : code;
 	}
+	if (got_signal) /* after the box is gone */
+		code = signal_exit();
 out_free_engine:
 	sbx_engine_free(e);
 	return code;

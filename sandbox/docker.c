@@ -910,6 +910,12 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 		if (!rc && code == 137 && dk_now_ms() - start >= (long long)seconds * 1000 - 50) {
 			res->timed_out = true;
 			code = 124;
+		} else if (!rc && code >= 126 && !box_running(b)) {
+			/* The box died under the command (gVisor's Sentry OOM-killed; runsc then
+			 * reports its own 128): say "killed", and refuse further commands. */
+			ap_warn("sandbox: container %s stopped during a command", b->name);
+			b->killed = true;
+			code = 128 + 9;
 		}
 	}
 	if (rc && rc != AP_ECANCELLED)

@@ -411,6 +411,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	atomic_fetch_sub(&s->inflight, 1);
 }
 
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+
+/* libmicrohttpd's own messages, as debug lines of our log. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char msg[512];

@@ -246,19 +246,28 @@ fail:
 	return rc;
 }
 
-/* --- intake ---------------------------------------------------------------------------- */
-
-static const char *result_outcome(const q_delivery *d)
+int q_autocheckpoint(queue *q, int pages)
 {
-	switch (d->kind) {
-	case Q_TRIGGER:
-		return "queued";
-	case Q_CANCEL:
-		return "cancel";
-	default:
-		return "ignored";
-	}
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	rc = sqlite3_wal_autocheckpoint(q->db, pages) == SQLITE_OK ? 0
+								   : db_fail(q, "autocheckpoint");
+	pthread_mutex_unlock(&q->lock);
+	return rc;
 }
+
+int q_checkpoint(queue *q)
+{
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	rc = sqlite3_wal_checkpoint_v2(q->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	pthread_mutex_unlock(&q->lock);
+	return rc == SQLITE_OK || rc == SQLITE_BUSY ? 0 : db_fail(q, "checkpoint");
+}
+
+/* --- intake ---------------------------------------------------------------------------- */
 
 static int add_event(queue *q, int64_t job, const char *stage, const char *msg, int64_t now)
 {
@@ -342,21 +351,39 @@ static int cancel_locked(queue *q, const char *repo, int64_t issue, const char *
 }
 
 /* Apply one delivery inside the open transaction. */
+/* Apply one delivery inside the open transaction. The raw body is kept for deliveries that
+ * do something (a new job reads its payload from it; a cancel is worth auditing); ignored
+ * deliveries and triggers for an already active job keep only their metadata, so the noise a
+ * busy installation sends does not grow the database by a payload each. */
 static int ingest_one(queue *q, q_delivery *d, int64_t now)
 {
 	sqlite3_stmt *st;
-	int64_t active;
+	int64_t active = 0;
+	const char *outcome;
+	bool keep_body;
 	int rc;
 
+	if (d->kind == Q_TRIGGER && (rc = find_active(q, d->repo, d->issue, &active)))
+		return rc;
+	if (d->kind == Q_RECORD)
+		outcome = d->note ? d->note : "ignored";
+	else if (d->kind == Q_CANCEL)
+		outcome = "cancel";
+	else
+		outcome = active ? "active job" : "queued";
+	keep_body = d->kind == Q_CANCEL || (d->kind == Q_TRIGGER && !active);
 	if ((rc = prep(q, &st,
 		       "INSERT INTO deliveries(delivery, event, body, received, outcome) "
 		       "VALUES(?,?,?,?,?) ON CONFLICT(delivery) DO NOTHING")))
 		return rc;
 	bind_text(st, 1, d->delivery);
 	bind_text(st, 2, d->event);
-	sqlite3_bind_blob64(st, 3, d->len ? d->body : "", d->len, SQLITE_STATIC);
+	if (keep_body && d->len)
+		sqlite3_bind_blob64(st, 3, d->body, d->len, SQLITE_STATIC);
+	else
+		sqlite3_bind_zeroblob(st, 3, 0);
 	sqlite3_bind_int64(st, 4, now);
-	bind_text(st, 5, d->kind == Q_RECORD && d->note ? d->note : result_outcome(d));
+	bind_text(st, 5, outcome);
 	if ((rc = run(q, st, "insert delivery")))
 		return rc;
 	if (sqlite3_changes(q->db) == 0) {
@@ -376,17 +403,10 @@ static int ingest_one(queue *q, q_delivery *d, int64_t now)
 		d->result = Q_CANCELLED;
 		return 0;
 	}
-	if ((rc = find_active(q, d->repo, d->issue, &active)))
-		return rc;
 	if (active) {
 		d->result = Q_ACTIVE;
 		d->job_id = active;
-		if ((rc = prep(q, &st,
-			       "UPDATE deliveries SET outcome='active job' "
-			       "WHERE delivery=?")))
-			return rc;
-		bind_text(st, 1, d->delivery);
-		return run(q, st, "update delivery");
+		return 0;
 	}
 	if ((rc = prep(q, &st,
 		       "INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, "

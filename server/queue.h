@@ -38,6 +38,13 @@ void q_close(queue *q);
 /* Wall clock in milliseconds. */
 int64_t q_now_ms(void);
 
+/* WAL housekeeping. By default SQLite checkpoints on the connection whose COMMIT pushes the WAL
+ * past 1000 pages, stalling that commit; the ingest writer turns that off (pages = 0) and a
+ * separate connection checkpoints in the background with q_checkpoint (PASSIVE: never waits
+ * for, nor blocks, the writer). */
+int q_autocheckpoint(queue *q, int pages);
+int q_checkpoint(queue *q);
+
 /* --- intake ---------------------------------------------------------------------------- */
 
 enum q_kind { Q_RECORD, Q_TRIGGER, Q_CANCEL };

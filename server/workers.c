@@ -25,6 +25,7 @@ struct worker {
 	bool exited;	    /* under pool->lock */
 	int64_t job_id;	    /* running job, 0 when idle; under pool->lock */
 	atomic_bool cancel; /* a user cancelled the running job */
+	atomic_bool lost;   /* the lease was lost (this server was presumed dead): stop */
 };
 
 struct q_ctl {
@@ -87,7 +88,8 @@ int q_ctl_event(q_ctl *ctl, const char *msg)
 
 bool q_ctl_should_stop(q_ctl *ctl)
 {
-	return atomic_load(&ctl->w->cancel) || atomic_load(&ctl->w->pool->stopping);
+	return atomic_load(&ctl->w->cancel) || atomic_load(&ctl->w->lost) ||
+	       atomic_load(&ctl->w->pool->stopping);
 }
 
 bool q_ctl_cancelled(q_ctl *ctl)
@@ -168,6 +170,7 @@ static void run_one(struct worker *w, q_job *job)
 	pthread_mutex_lock(&p->lock);
 	w->job_id = job->id;
 	atomic_store(&w->cancel, false);
+	atomic_store(&w->lost, false);
 	pthread_mutex_unlock(&p->lock);
 	ap_log(AP_LOG_INFO, job->delivery, job->id, "job started: %s#%lld attempt %d", job->repo,
 	       (long long)job->issue, job->attempts);
@@ -239,15 +242,20 @@ static void *keeper_main(void *arg)
 		for (int i = 0; i < p->cfg.workers; i++) {
 			struct worker *w = &p->workers[i];
 			bool yes = false;
+			int hb;
 
 			if (!w->job_id)
 				continue;
 			if (q_cancel_requested(p->keeper_q, w->job_id, &yes) == 0 && yes)
 				atomic_store(&w->cancel, true);
-			if (beat &&
-			    q_heartbeat(p->keeper_q, w->job_id, w->owner, p->cfg.lease_ms, now))
+			if (beat && (hb = q_heartbeat(p->keeper_q, w->job_id, w->owner,
+						      p->cfg.lease_ms, now))) {
 				ap_log(AP_LOG_WARN, NULL, w->job_id, "heartbeat failed: %s",
 				       ap_error_last());
+				/* Another server re-queued it: let this run stop early. */
+				if (hb == AP_ENOTFOUND)
+					atomic_store(&w->lost, true);
+			}
 		}
 		pthread_mutex_unlock(&p->lock);
 		if (beat) {

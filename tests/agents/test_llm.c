@@ -8,11 +8,14 @@
 #include <cmocka.h>
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agents/llm.h"
 #include "err.h"
+#include "redact.h"
 
 static const llm_tool TOOLS[] = {
     {"read_file", "read", "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}}}"},
@@ -202,6 +205,44 @@ static void test_settings(void **state)
 	cfg_free(cfg);
 }
 
+static void test_trajectory_is_redacted_jsonl(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/ap-traj-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	traj *t = NULL;
+	assert_int_equal(redact_add_secret("hunter2-very-secret"), 0);
+	assert_int_equal(traj_open(&t, path), 0);
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "text", "the key is hunter2-very-secret, ok");
+	traj_event(t, "tool_result", o);
+	traj_event(t, "end", NULL);
+	traj_free(t);
+	char buf[4096] = {0};
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	unlink(path);
+	assert_true(n > 0);
+	assert_null(strstr(buf, "hunter2-very-secret"));
+	assert_non_null(strstr(buf, "the key is ***, ok"));
+	char *nl = strchr(buf, '\n');
+	assert_non_null(nl);
+	*nl = '\0';
+	cJSON *line = cJSON_Parse(buf);
+	assert_non_null(line);
+	assert_string_equal(cJSON_GetObjectItem(line, "type")->valuestring, "tool_result");
+	assert_true(cJSON_IsNumber(cJSON_GetObjectItem(line, "t")));
+	cJSON_Delete(line);
+	cJSON *end = cJSON_Parse(nl + 1);
+	assert_string_equal(cJSON_GetObjectItem(end, "type")->valuestring, "end");
+	cJSON_Delete(end);
+	redact_clear();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -212,6 +253,7 @@ int main(void)
 	    cmocka_unit_test(test_parse_rejects_garbage),
 	    cmocka_unit_test(test_backoff),
 	    cmocka_unit_test(test_settings),
+	    cmocka_unit_test(test_trajectory_is_redacted_jsonl),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -202,6 +202,14 @@ class Rig:
     def unlabel(self, issue=1):
         return self.post("issues", self.labeled_payload(issue, "unlabeled"))
 
+    def review_comment(self, pull, body, association="OWNER"):
+        p = self._base("pull_request_review_comment", "created")
+        p["pull_request"].update({"number": pull})
+        p["pull_request"]["head"]["ref"] = "autopatch/issue-1"
+        p["comment"].update({"id": 888000 + secrets.randbelow(1000), "body": body,
+                             "author_association": association})
+        return self.post("pull_request_review_comment", p)
+
     def comment(self, number, body, on_pr=False, association="OWNER", comment_id=None):
         p = self._base("issue_comment", "created")
         p["issue"].update({"number": number, "title": self.title})
@@ -253,7 +261,7 @@ class Rig:
         assert out.returncode == 0, out.stderr
         events = json.loads(out.stdout).get("events", [])
         return [m.split()[1] for m in (e.get("message") or "" for e in events)
-                if m.startswith("sandbox ") and m.endswith(" ready")]
+                if m.startswith("sandbox ") and " ready" in m]
 
     def boxes_left(self, job_id=1):
         """The job's containers that still exist; asserts the job recorded at least one."""

@@ -1,6 +1,7 @@
 """`autopatch fix` end to end: scripted models (both wire formats), the real Docker sandbox, the
 real Tester, on examples/calc. Every test fails if the behaviour it names breaks."""
 import json
+import re
 
 import pytest
 
@@ -25,6 +26,12 @@ def test_happy_path_gives_a_proven_patch(autopatch_bin, tmp_path, provider):
     # the Tester's evidence: repro fails on pristine with the issue's error, passes after
     assert "ZeroDivisionError" in r.out and "**fails**" in r.out and "**passes**" in r.out
     assert "pristine: 7 passed, 0 failed" in r.out and "patched: 8 passed, 0 failed" in r.out
+    # the Planner's tools really ran in the box (read-only /repo)
+    listing, found = tool_results(r.by_role("planner")[1])
+    assert "calc.py" in listing.split() and "tests/test_calc.py" in listing.split()
+    assert found.strip() == "calc.py:16:def mean(values):"
+    window = tool_results(r.by_role("planner")[2])[-1]
+    assert "    18  " + ORIGINAL_LINE.rstrip() in window and "[calc.py: lines 1-40 of" in window
     # one line per step
     for stage in ("[planning] Planner started", "[building] Builder started",
                   "[testing] round 1: proven"):
@@ -242,3 +249,44 @@ def test_token_and_wall_time_budgets_stop_the_job(autopatch_bin, tmp_path, kind)
         assert "of 10 s" in r.out
     end = [json.loads(x) for x in r.traj_path.read_text().splitlines()][-1]
     assert end["type"] == "end" and end["proven"] is False and kind in end["failure"]
+
+
+def test_huge_unrelated_diff_is_rejected(autopatch_bin, tmp_path):
+    junk = "".join("note %d\n" % i for i in range(600))
+    s = happy()
+    s["builder"] = [
+        step(write_repro()),
+        step(GOOD_FIX, call("write_file", path="notes/scratch.txt", content=junk)),
+        step(finish()),
+        step(call("run", command="rm -r notes")),  # round 2: drop the unrelated file
+        step(finish()),
+    ]
+    r = run_fix(autopatch_bin, tmp_path, s, "openai")
+    assert r.code == 0, r
+    assert re.search(r"round 1: rejected - the diff adds or removes 6\d\d lines \(limit 500\)",
+                     r.out), r
+    assert "notes/scratch.txt" in tool_results(r.by_role("builder")[3])[-1]
+    assert "round 2: proven" in r.out
+    assert "scratch" not in r.out_path.read_text()
+
+
+def test_junit_reports_are_compared_per_test_and_cleaned_up(autopatch_bin, tmp_path):
+    makefile = "test:\n\tpython3 -m pytest -q -p no:cacheprovider --junitxml=build/junit-report.xml\n"
+    breaking = "    if not values:\n        return 0.0\n    return total(values) // len(values)\n"
+    s = happy()
+    s["builder"] = [
+        step(write_repro()),
+        step(replace(ORIGINAL_LINE, breaking)),
+        step(finish()),
+        step(replace("    return total(values) // len(values)\n", ORIGINAL_LINE)),
+        step(finish()),
+    ]
+    r = run_fix(autopatch_bin, tmp_path, s, "openai", args=["--test", "make test"],
+                extra_files={"Makefile": makefile})
+    assert r.code == 0, r
+    # JUnit test ids (classname::name), not pytest's node ids: the reports were used
+    assert "tests.test_calc::test_mean (failed)" in tool_results(r.by_role("builder")[3])[-1]
+    assert "round 2: proven" in r.out
+    assert "pristine: 7 passed, 0 failed" in r.out and "patched: 8 passed, 0 failed" in r.out
+    diff = r.out_path.read_text()
+    assert "junit-report" not in diff and "build/" not in diff  # the Tester cleaned up

@@ -147,12 +147,16 @@ def test_sigkill_while_builder_runs_then_restart(rig_factory):
     rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
 
 
-def test_label_removed_mid_run_cancels(rig_factory):
+@pytest.mark.parametrize("how", ["unlabel", "stop comment"])
+def test_label_removed_or_stop_mid_run_cancels(rig_factory, how):
     rig = rig_factory(script=slow_builder_script(15))
     assert rig.label() == 202
     wait_builder_started(rig)
     t0 = time.time()
-    assert rig.unlabel() == 200
+    if how == "unlabel":
+        assert rig.unlabel() == 200
+    else:
+        assert rig.comment(1, "/autopatch stop") == 200
     rig.wait(lambda: rig.job_done(1), 120, "the cancel")
     # The job stops at its next step: after the running command, never after the session.
     assert time.time() - t0 < 45, "the job did not stop at its next step"
@@ -181,7 +185,8 @@ def test_publish_survives_5xx_and_secondary_rate_limit(rig_factory):
     assert len(posts) >= 3, "the failures were not retried"
 
 
-def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory):
+@pytest.mark.parametrize("via", ["/autopatch comment", "review comment"])
+def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory, via):
     rig = rig_factory()
     assert rig.label() == 202
     rig.wait(lambda: rig.job_done(1), 300, "the first job")
@@ -190,8 +195,11 @@ def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory):
     pr = rig.pulls()[0]
     first = rig.branch_log(BRANCH)
     assert len(first) == 1
-    assert rig.comment(pr["number"], "/autopatch make it raise ValueError instead",
-                       on_pr=True) == 202
+    if via == "review comment":
+        assert rig.review_comment(pr["number"], "make it raise ValueError instead") == 202
+    else:
+        assert rig.comment(pr["number"], "/autopatch make it raise ValueError instead",
+                           on_pr=True) == 202
     rig.wait(lambda: rig.job_done(2), 300, "the iteration job")
     jobs = rig.jobs()
     assert all(j["state"] == "succeeded" for j in jobs), [
@@ -271,12 +279,16 @@ def test_invalid_repo_config_fails_with_the_line_quoted(rig_factory):
     assert "could not fix this issue" in text
     assert "line 2: `max_iteration: 3`: unknown key" in text
     assert "trajectories/job-1.jsonl" in text  # where the operator looks
+    traj = (rig.tmp / "data" / "trajectories" / "job-1.jsonl").read_text()
+    assert "max_iteration" in traj and "pipeline_failure" in traj
     assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
     rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
 
 
 def test_patch_outside_the_allowed_paths_is_not_pushed(rig_factory):
-    rig = rig_factory(files={".github/autopatch.yml": "paths:\n  allow: [\"tests/**\"]\n"})
+    # An explicit image makes the job create its own box (besides the warm one it took).
+    rig = rig_factory(files={".github/autopatch.yml": "image: autopatch-sandbox:latest\n"
+                                                      "paths:\n  allow: [\"tests/**\"]\n"})
     assert rig.label() == 202
     rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
     assert rig.jobs()[0]["state"] == "failed"
@@ -285,3 +297,5 @@ def test_patch_outside_the_allowed_paths_is_not_pushed(rig_factory):
     text = progress_comments(rig)[0]["body"]
     assert "`calc.py`" in text and "paths.allow" in text
     assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
+    assert len(rig.job_boxes(1)) == 2, "the configured image did not get its own box"
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,51 @@ static void test_delivery_dedupe(void **state)
 	assert_int_equal(q_get_stats(f->q, &st), 0);
 	assert_int_equal(st.queued, 1);
 	assert_int_equal(st.deliveries, 1);
+}
+
+static int64_t body_len(const char *path, const char *delivery)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int64_t n = -1;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db,
+					    "SELECT length(body) FROM deliveries "
+					    "WHERE delivery=?",
+					    -1, &st, NULL),
+			 SQLITE_OK);
+	sqlite3_bind_text(st, 1, delivery, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+static void test_body_kept_only_for_deliveries_that_act(void **state)
+{
+	struct fixture *f = *state;
+	q_delivery a = trigger("d-job", "acme/w", 1), b = trigger("d-active", "acme/w", 1);
+	q_delivery ign = {.delivery = "d-ignored",
+			  .event = "issues",
+			  .body = "{\"x\":1}",
+			  .len = 7,
+			  .kind = Q_RECORD,
+			  .note = "not a trigger"};
+
+	ingest1(f->q, &a, 1000);
+	ingest1(f->q, &b, 1000);
+	ingest1(f->q, &ign, 1000);
+	assert_int_equal(b.result, Q_ACTIVE);
+	assert_int_equal(ign.result, Q_RECORDED);
+	assert_int_equal(body_len(f->path, "d-job"), 20);
+	assert_int_equal(body_len(f->path, "d-active"), 0);
+	assert_int_equal(body_len(f->path, "d-ignored"), 0);
+	/* every one of them is still a known delivery id */
+	b.delivery = "d-ignored";
+	ingest1(f->q, &b, 1001);
+	assert_int_equal(b.result, Q_DUPLICATE);
 }
 
 static void test_semantic_dedupe(void **state)
@@ -363,6 +409,7 @@ struct script {
 	bool wait_for_stop;  /* loop until q_ctl_should_stop */
 	atomic_bool saw_cancelled;
 	atomic_bool started;
+	atomic_bool stopped;
 };
 
 static int scripted_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
@@ -383,6 +430,7 @@ static int scripted_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 		while (!q_ctl_should_stop(ctl))
 			usleep(10000);
 		atomic_store(&s->saw_cancelled, q_ctl_cancelled(ctl));
+		atomic_store(&s->stopped, true);
 		*result = strdup("stopped");
 		return AP_ECANCELLED;
 	}
@@ -500,6 +548,36 @@ static void test_pool_shutdown_requeues_without_counting(void **state)
 	q_job_free(job);
 }
 
+static void test_pool_lost_lease_stops_the_run(void **state)
+{
+	struct fixture *f = *state;
+	struct script s = {.wait_for_stop = true};
+	wk_config c = pool_cfg(f, &s);
+	q_delivery a = trigger("d-1", "acme/w", 1);
+	wk_pool *p;
+	sqlite3 *db;
+	char st[32];
+
+	c.lease_ms = 300;
+	ingest1(f->q, &a, q_now_ms());
+	assert_int_equal(wk_start(&p, &c), 0);
+	while (!atomic_load(&s.started))
+		usleep(5000);
+	/* another server took the job over (as if this one had been presumed dead) */
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	assert_int_equal(sqlite3_exec(db, "UPDATE jobs SET lease_owner='other'", NULL, NULL, NULL),
+			 SQLITE_OK);
+	sqlite3_close(db);
+	for (int i = 0; i < 300 && !atomic_load(&s.stopped); i++)
+		usleep(10000);
+	assert_true(atomic_load(&s.stopped));
+	assert_false(atomic_load(&s.saw_cancelled));
+	/* the stale worker did not record its "cancelled" over the new owner's job */
+	assert_string_not_equal(job_state(f->q, a.job_id, st, sizeof(st)), "cancelled");
+	wk_stop(p, 1000);
+}
+
 /* The pool is kept reachable: wk_stop leaves an abandoned pool to the exiting process. */
 static wk_pool *abandoned_pool;
 
@@ -530,6 +608,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_delivery_dedupe, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_semantic_dedupe, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_body_kept_only_for_deliveries_that_act, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_fields_and_payload, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_expiry_requeue_and_max_attempts, setup,
 					    teardown),
@@ -544,6 +624,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_pool_cancel_reaches_running_job, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_shutdown_requeues_without_counting, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_pool_lost_lease_stops_the_run, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_grace_expiry_requeues_and_ignores_late_result,
 					    setup, teardown),
 	};
