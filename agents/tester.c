@@ -43,6 +43,26 @@ static const char SCRIPT_PRISTINE[] =
     "if [ -n \"$1\" ]; then mkdir -p -- \"$(dirname -- \"" PRISTINE "/$1\")\" && "
     "cp -- \"" WORKSPACE "/$1\" \"" PRISTINE "/$1\"; fi";
 
+/* Before a suite run: remember the untracked files and mark the time, so the run's JUnit
+ * reports can be found and the files it created removed again. */
+static const char SCRIPT_SUITE_BEFORE[] =
+    "cd \"$1\" && { git -c safe.directory='*' ls-files -o > /tmp/.ap-untracked 2>/dev/null || "
+    ": > /tmp/.ap-untracked; } && touch /tmp/.ap-suite-mark";
+
+/* JUnit XML reports the run wrote (conventional names), each preceded by a marker line. */
+static const char SCRIPT_JUNIT[] =
+    "cd \"$1\" && find . -path ./.git -prune -o -type f -name '*.xml' -newer /tmp/.ap-suite-mark "
+    "-print | head -n 50 | while IFS= read -r f; do case \"$f\" in *TEST-*|*junit*|*JUnit*|"
+    "*test-results*|*test_results*|*report*) echo \"<!-- autopatch: $f -->\"; cat -- \"$f\";; "
+    "esac; done";
+
+/* After a suite run in the workspace: remove the untracked files it created (reports,
+ * caches), so the Tester leaves the workspace - and the diff - as it found them. */
+static const char SCRIPT_SUITE_AFTER[] =
+    "cd \"$1\" && git -c safe.directory='*' ls-files -o > /tmp/.ap-untracked-after && "
+    "grep -vxFf /tmp/.ap-untracked /tmp/.ap-untracked-after | while IFS= read -r f; do "
+    "rm -f -- \"$f\"; done; true";
+
 static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *xasprintf(const char *fmt, ...)
 {
@@ -150,6 +170,74 @@ char *tester_regressions(const test_outcomes *before, const test_outcomes *after
 		return NULL;
 	}
 	return ap_buf_take(&b);
+}
+
+/* The value of attribute name in the tag text [tag, end), malloc'd, or NULL. */
+static char *xml_attr(const char *tag, const char *end, const char *name)
+{
+	size_t nl = strlen(name);
+	for (const char *p = tag; p && p + nl + 2 < end; p++) {
+		if ((p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\n') && strncmp(p, name, nl) == 0 &&
+		    p[nl] == '=' && (p[nl + 1] == '"' || p[nl + 1] == '\'')) {
+			const char *v = p + nl + 2;
+			const char *q = memchr(v, p[nl + 1], (size_t)(end - v));
+			return q ? strndup(v, (size_t)(q - v)) : NULL;
+		}
+	}
+	return NULL;
+}
+
+int tester_parse_junit(const char *xml, test_outcomes *o)
+{
+	memset(o, 0, sizeof(*o));
+	for (const char *p = xml; (p = strstr(p, "<testcase")) != NULL;) {
+		const char *gt = strchr(p, '>');
+		if (!gt)
+			break;
+		if (p[9] != ' ' && p[9] != '\t' && p[9] != '\n' && p[9] != '>' && p[9] != '/') {
+			p += 9;
+			continue;
+		}
+		bool self_closed = gt > p && gt[-1] == '/';
+		const char *body_end = gt;
+		if (!self_closed) {
+			const char *close = strstr(gt, "</testcase>");
+			body_end = close ? close : gt + strlen(gt);
+		}
+		char st = 'P';
+		if (!self_closed) {
+			size_t bl = (size_t)(body_end - gt);
+			char *body = strndup(gt, bl);
+			if (!body)
+				goto nomem;
+			if (strstr(body, "<failure"))
+				st = 'F';
+			else if (strstr(body, "<error"))
+				st = 'E';
+			else if (strstr(body, "<skipped"))
+				st = 'S';
+			free(body);
+		}
+		char *cls = xml_attr(p + 1, gt, "classname");
+		char *name = xml_attr(p + 1, gt, "name");
+		if (name && st != 'S') {
+			char *full = xasprintf("%s%s%s", cls ? cls : "", cls ? "::" : "", name);
+			int rc = full ? outcomes_add(o, full, strlen(full), st) : AP_ENOMEM;
+			free(full);
+			if (rc) {
+				free(cls);
+				free(name);
+				goto nomem;
+			}
+		}
+		free(cls);
+		free(name);
+		p = self_closed ? gt + 1 : body_end;
+	}
+	return 0;
+nomem:
+	test_outcomes_release(o);
+	return AP_ENOMEM;
 }
 
 char *tester_suite_cmd(const char *test_cmd)
@@ -265,6 +353,41 @@ static const char *basename_of(const char *p)
 	return s ? s + 1 : p;
 }
 
+/* Run the repository's suite in dir and parse per-test outcomes: pytest -rA lines, else the
+ * JUnit XML reports the run wrote, else none (compare by exit status). */
+static int run_suite(tester *t, const char *dir, sbx_result *r, test_outcomes *o)
+{
+	const char *before[] = {"sh", "-c", SCRIPT_SUITE_BEFORE, "sh", dir, NULL};
+	const char *junit[] = {"sh", "-c", SCRIPT_JUNIT, "sh", dir, NULL};
+	const char *after[] = {"sh", "-c", SCRIPT_SUITE_AFTER, "sh", dir, NULL};
+	sbx_result x = SBX_RESULT_INIT;
+	int rc;
+	memset(o, 0, sizeof(*o));
+	if ((rc = run(t, dir, before, 60, &x)))
+		goto out;
+	sbx_result_release(&x);
+	if ((rc = run_cmd(t, dir, t->suite_cmd, SUITE_TIMEOUT_S, r)))
+		goto out;
+	/* One source per tester, so both sides name tests alike: pytest's -rA lines when the
+	 * command is pytest with -rA, else JUnit reports. */
+	if (strstr(t->suite_cmd, "pytest") && strstr(t->suite_cmd, "-rA")) {
+		if ((rc = tester_parse_pytest(r->out ? r->out : "", o)))
+			goto out;
+	} else {
+		if ((rc = run(t, dir, junit, 60, &x)))
+			goto out;
+		if (x.exit_code == 0 && x.out_len && !x.truncated &&
+		    (rc = tester_parse_junit(x.out, o)))
+			goto out;
+		sbx_result_release(&x);
+	}
+	if (strcmp(dir, WORKSPACE) == 0)
+		rc = run(t, dir, after, 60, &x);
+out:
+	sbx_result_release(&x);
+	return rc;
+}
+
 static int baseline(tester *t)
 {
 	const char *argv[] = {"sh", "-c", SCRIPT_PRISTINE, "sh", "", NULL};
@@ -278,11 +401,9 @@ static int baseline(tester *t)
 		goto out;
 	}
 	sbx_result_release(&r);
-	if ((rc = run_cmd(t, PRISTINE, t->suite_cmd, SUITE_TIMEOUT_S, &r)))
+	if ((rc = run_suite(t, PRISTINE, &r, &t->baseline)))
 		goto out;
 	t->baseline_exit = r.exit_code;
-	if ((rc = tester_parse_pytest(r.out ? r.out : "", &t->baseline)))
-		goto out;
 	t->have_baseline = true;
 out:
 	sbx_result_release(&r);
@@ -463,9 +584,7 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	sbx_result_release(&r);
 
 	/* 3. No test that passed on pristine may fail on patched. */
-	if ((rc = run_cmd(t, WORKSPACE, t->suite_cmd, SUITE_TIMEOUT_S, &r)))
-		goto out;
-	if ((rc = tester_parse_pytest(r.out ? r.out : "", &after)))
+	if ((rc = run_suite(t, WORKSPACE, &r, &after)))
 		goto out;
 	int bp, bf, ap_, af;
 	count_outcomes(&t->baseline, &bp, &bf);

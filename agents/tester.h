@@ -5,7 +5,8 @@
  * test FAILS on a pristine copy of the repository (/repo copied to /tmp/pristine plus only the
  * test file) and PASSES on the patched workspace; the repository's test command runs on both
  * and no test that passed on pristine fails (or disappears) on patched - compared per test
- * when the runner reports per test (pytest -rA), else by exit status.
+ * when the runner reports per test (pytest -rA, or JUnit XML reports the run writes), else by
+ * exit status. Files a suite run creates in the workspace are removed again.
  */
 #ifndef AP_TESTER_H
 #define AP_TESTER_H
@@ -59,6 +60,10 @@ typedef struct test_outcomes {
 /* Parse the "PASSED x", "FAILED x - msg", "ERROR x - msg" lines; n == 0 when none found. */
 int tester_parse_pytest(const char *out, test_outcomes *o);
 void test_outcomes_release(test_outcomes *o);
+
+/* Per-test outcomes from JUnit XML (one or more reports concatenated): "classname::name" of
+ * every <testcase>, failed with <failure>, error with <error>; skipped ones are left out. */
+int tester_parse_junit(const char *xml, test_outcomes *o);
 
 /* Names (malloc'd, newline-separated) of tests that passed in before but did not pass (or are
  * missing) in after; NULL when there are none. */

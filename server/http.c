@@ -29,8 +29,9 @@
 struct http_server {
 	http_config cfg;
 	struct MHD_Daemon *d;
-	queue *rq; /* reader connection for the GET endpoints (polling thread only) */
-	atomic_int inflight;
+	queue *rq;	      /* reader connection for the GET endpoints (polling thread only) */
+	atomic_int inflight;  /* webhook requests begun and not yet completed */
+	atomic_int suspended; /* of those, waiting for the ingest writer's COMMIT */
 };
 
 enum req_state { REQ_BODY, REQ_WAIT, REQ_DONE };
@@ -135,6 +136,7 @@ static void item_done(ing_item *item)
 {
 	struct req *r = item->ud;
 
+	atomic_fetch_sub(&r->s->suspended, 1);
 	MHD_resume_connection(r->conn);
 }
 
@@ -215,6 +217,7 @@ static enum MHD_Result hook_complete(struct req *r)
 	r->item.ud = r;
 	r->state = REQ_WAIT;
 	/* Suspend before submitting: the writer may resume us before this function returns. */
+	atomic_fetch_add(&s->suspended, 1);
 	MHD_suspend_connection(r->conn);
 	ing_submit(s->cfg.ing, &r->item);
 	return MHD_YES;
@@ -478,15 +481,29 @@ fail:
 
 void http_stop(http_server *s, int64_t wait_ms)
 {
+	/* libmicrohttpd aborts if stopped with a suspended connection, and those only wait for
+	 * the writer, which always answers (a COMMIT or, after the busy timeout, a failure). */
+	const int64_t suspended_max_ms = 30000;
 	MHD_socket fd;
+	int64_t waited = 0;
 
 	if (!s)
 		return;
 	fd = MHD_quiesce_daemon(s->d);
 	if (fd != MHD_INVALID_SOCKET)
 		close(fd);
-	for (int64_t waited = 0; atomic_load(&s->inflight) > 0 && waited < wait_ms; waited += 10)
+	for (; waited < suspended_max_ms; waited += 10) {
+		if (atomic_load(&s->suspended) == 0 &&
+		    (atomic_load(&s->inflight) == 0 || waited >= wait_ms))
+			break;
 		usleep(10000);
+	}
+	if (atomic_load(&s->suspended) > 0) {
+		/* The writer is wedged: leave the daemon to the exiting process. */
+		ap_err("%d request(s) still wait for the database; not stopping HTTP cleanly",
+		       atomic_load(&s->suspended));
+		return;
+	}
 	MHD_stop_daemon(s->d);
 	q_close(s->rq);
 	free(s);

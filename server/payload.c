@@ -108,6 +108,19 @@ static uint32_t narrow(uint32_t mask, int depth, const char *key)
 	return out;
 }
 
+#define ONES  UINT64_C(0x0101010101010101)
+#define HIGHS UINT64_C(0x8080808080808080)
+
+/* Non-zero when some byte of w may be '"', '\\' or a control character. */
+static inline uint64_t special_in_word(uint64_t w)
+{
+	uint64_t quote = w ^ (ONES * '"'), bslash = w ^ (ONES * '\\');
+
+	return (((quote - ONES) & ~quote) | ((bslash - ONES) & ~bslash) |
+		((w - ONES * 0x20) & ~w)) &
+	       HIGHS;
+}
+
 static int hex4(const char *p, unsigned *out)
 {
 	unsigned v = 0;
@@ -178,9 +191,19 @@ static int parse_string(struct scan *s, char *dst, size_t dstcap, size_t *dstlen
 		if (c < 0x20)
 			return fail(s, AP_EINVAL);
 		if (c != '\\') {
-			/* Fast path: a run of plain bytes (local pointer: no store per byte). */
+			/* Fast path: a run of plain bytes, eight at a time while no byte in the
+			 * word is '"', '\\' or below 0x20 (the word tests may report false
+			 * positives, never false negatives; the byte loop settles them). */
 			const char *run = s->p, *q = s->p, *end = s->end;
 
+			while (end - q >= 8) {
+				uint64_t w;
+
+				memcpy(&w, q, 8);
+				if (special_in_word(w))
+					break;
+				q += 8;
+			}
 			while (q < end && (unsigned char)*q >= 0x20 && *q != '"' && *q != '\\')
 				q++;
 			s->p = q;

@@ -98,6 +98,41 @@ static void test_diff_changed_lines(void **state)
 	assert_int_equal(tester_diff_changed_lines(""), 0);
 }
 
+static void test_parse_junit(void **state)
+{
+	(void)state;
+	const char *xml =
+	    "<!-- autopatch: ./target/surefire-reports/TEST-a.xml -->\n"
+	    "<?xml version=\"1.0\"?><testsuites><testsuite name=\"pytest\">"
+	    "<testcase classname=\"tests.test_calc\" name=\"test_total\" time=\"0.001\" />"
+	    "<testcase classname=\"tests.test_calc\" name=\"test_mean\"><failure message=\"x\">"
+	    "assert 2 == 2.5</failure></testcase>"
+	    "<testcase name='test_io' classname='pkg.IoTest'><error type=\"E\"/></testcase>"
+	    "<testcase classname=\"c\" name=\"test_skip\"><skipped/></testcase>"
+	    "<testcase\n classname=\"c\"\n name=\"test_ok\"></testcase>"
+	    "<testcases-not-a-case name=\"zzz\"/>"
+	    "</testsuite></testsuites>\n";
+	test_outcomes o;
+	assert_int_equal(tester_parse_junit(xml, &o), 0);
+	assert_int_equal(o.n, 4);
+	assert_string_equal(o.names[0], "tests.test_calc::test_total");
+	assert_int_equal(o.status[0], 'P');
+	assert_string_equal(o.names[1], "tests.test_calc::test_mean");
+	assert_int_equal(o.status[1], 'F');
+	assert_string_equal(o.names[2], "pkg.IoTest::test_io");
+	assert_int_equal(o.status[2], 'E');
+	assert_string_equal(o.names[3], "c::test_ok");
+	assert_int_equal(o.status[3], 'P');
+	test_outcomes_release(&o);
+	/* truncated input never reads past the end */
+	assert_int_equal(tester_parse_junit("<testcase classname=\"a", &o), 0);
+	assert_int_equal(o.n, 0);
+	assert_int_equal(tester_parse_junit("<testcase name=\"a\"><failure>", &o), 0);
+	assert_int_equal(o.n, 1);
+	assert_int_equal(o.status[0], 'F');
+	test_outcomes_release(&o);
+}
+
 static void test_suite_cmd(void **state)
 {
 	(void)state;
@@ -207,10 +242,10 @@ static void test_testcmd_detect(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_parse_pytest_ra), cmocka_unit_test(test_regressions),
-	    cmocka_unit_test(test_suite_cmd),	    cmocka_unit_test(test_diff_changed_lines),
-	    cmocka_unit_test(test_budget_limits),   cmocka_unit_test(test_repeat_detector),
-	    cmocka_unit_test(test_testcmd_detect),
+	    cmocka_unit_test(test_parse_pytest_ra),    cmocka_unit_test(test_regressions),
+	    cmocka_unit_test(test_suite_cmd),	       cmocka_unit_test(test_parse_junit),
+	    cmocka_unit_test(test_diff_changed_lines), cmocka_unit_test(test_budget_limits),
+	    cmocka_unit_test(test_repeat_detector),    cmocka_unit_test(test_testcmd_detect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,10 +56,12 @@ def finish(test_path=REPRO_PATH, test_command=REPRO_CMD, summary="fix mean([])")
 GOOD_FIX = replace(ORIGINAL_LINE, "    if not values:\n        return 0.0\n" + ORIGINAL_LINE)
 
 
-def make_calc_repo(tmp_path):
-    """examples/calc copied into a fresh git repository (one commit)."""
+def make_calc_repo(tmp_path, extra_files=None):
+    """examples/calc (plus extra_files {path: text}) in a fresh git repository (one commit)."""
     repo = tmp_path / "calc"
     shutil.copytree(CALC, repo, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
+    for path, text in (extra_files or {}).items():
+        (repo / path).write_text(text)
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t")
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):
@@ -141,10 +143,11 @@ def fix_argv(autopatch_bin, repo, out_path, traj_path, args=()):
             "--out", str(out_path), "--trajectory", str(traj_path)] + list(args)
 
 
-def run_fix(autopatch_bin, tmp_path, script, provider, env=None, args=(), timeout=300):
+def run_fix(autopatch_bin, tmp_path, script, provider, env=None, args=(), timeout=300,
+            extra_files=None):
     """Run `autopatch fix` on a fresh calc repository with the given script; returns FixRun.
     Asserts that no container of this run is left behind."""
-    repo = make_calc_repo(tmp_path)
+    repo = make_calc_repo(tmp_path, extra_files)
     stub = StubServer(script).start()
     owner = new_owner()
     out_path = tmp_path / "patch.diff"

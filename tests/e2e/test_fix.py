@@ -268,3 +268,25 @@ def test_huge_unrelated_diff_is_rejected(autopatch_bin, tmp_path):
     assert "notes/scratch.txt" in tool_results(r.by_role("builder")[3])[-1]
     assert "round 2: proven" in r.out
     assert "scratch" not in r.out_path.read_text()
+
+
+def test_junit_reports_are_compared_per_test_and_cleaned_up(autopatch_bin, tmp_path):
+    makefile = "test:\n\tpython3 -m pytest -q -p no:cacheprovider --junitxml=build/junit-report.xml\n"
+    breaking = "    if not values:\n        return 0.0\n    return total(values) // len(values)\n"
+    s = happy()
+    s["builder"] = [
+        step(write_repro()),
+        step(replace(ORIGINAL_LINE, breaking)),
+        step(finish()),
+        step(replace("    return total(values) // len(values)\n", ORIGINAL_LINE)),
+        step(finish()),
+    ]
+    r = run_fix(autopatch_bin, tmp_path, s, "openai", args=["--test", "make test"],
+                extra_files={"Makefile": makefile})
+    assert r.code == 0, r
+    # JUnit test ids (classname::name), not pytest's node ids: the reports were used
+    assert "tests.test_calc::test_mean (failed)" in tool_results(r.by_role("builder")[3])[-1]
+    assert "round 2: proven" in r.out
+    assert "pristine: 7 passed, 0 failed" in r.out and "patched: 8 passed, 0 failed" in r.out
+    diff = r.out_path.read_text()
+    assert "junit-report" not in diff and "build/" not in diff  # the Tester cleaned up
