@@ -580,10 +580,11 @@ static int load_pull(struct run *r, struct work *w)
 
 static int prepare(struct run *r, struct work *w, bool iterate)
 {
-	char *token = NULL, *sha = NULL, msg[256];
+	char *token = NULL, *sha = NULL, msg[256], label[32];
 	const char *repo_dir;
 	int rc;
 
+	snprintf(label, sizeof(label), "job-%" PRId64, r->job->id);
 	rc = gh_repo_get(r->rest, r->job->repo, &w->repo);
 	if (rc)
 		return rc;
@@ -607,8 +608,7 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 				    w->issue_no);
 	if ((rc = checkpoint(r)))
 		return rc;
-	snprintf(msg, sizeof(msg), "job-%" PRId64, r->job->id);
-	rc = sbx_acquire(r->p->sbx, msg, &w->box);
+	rc = sbx_acquire(r->p->sbx, label, &w->box);
 	if (rc)
 		return rc;
 	snprintf(msg, sizeof(msg), "sandbox %.12s ready", sbx_box_id(w->box));
@@ -636,7 +636,7 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 
 		spec.image = w->rc->image;
 		spec.repo_dir = repo_dir;
-		spec.job_label = msg;
+		spec.job_label = label;
 		if (w->rc->network[0]) {
 			spec.network = SBX_NET_ALLOWLIST;
 			spec.allow = (const char *const *)w->rc->network;

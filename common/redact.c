@@ -41,10 +41,12 @@
 struct variant {
 	char *s;
 	size_t len;
+	size_t refs; /* registrations that produced this variant */
 };
 
 static pthread_rwlock_t reg_lock = PTHREAD_RWLOCK_INITIALIZER;
-static struct variant *vars; /* registered variants, in registration order */
+static struct variant *vars; /* registered variants (order is not significant) */
+static bool removing;	     /* add_variant() takes registrations back (write lock held) */
 static size_t n_vars, cap_vars;
 static size_t longest;			    /* length of the longest variant */
 static uint64_t bucket_bits[NBUCKETS / 64]; /* bucket non-empty? */
@@ -59,15 +61,27 @@ static inline uint32_t hash4(const char *p)
 	return (k * 0x9E3779B1u) >> (32 - NBUCKET_BITS);
 }
 
+/* Count one registration of a variant, or take one back while `removing`: a variant shared by
+ * two secrets (a PEM line also registered alone) stays until both are removed. */
 static int add_variant(const char *v, size_t len)
 {
 	char *copy;
 
 	if (len < MIN_SECRET_LEN)
 		return 0;
-	for (size_t i = 0; i < n_vars; i++)
-		if (vars[i].len == len && memcmp(vars[i].s, v, len) == 0)
-			return 0;
+	for (size_t i = 0; i < n_vars; i++) {
+		if (vars[i].len != len || memcmp(vars[i].s, v, len) != 0)
+			continue;
+		if (!removing) {
+			vars[i].refs++;
+		} else if (--vars[i].refs == 0) {
+			free(vars[i].s);
+			vars[i] = vars[--n_vars];
+		}
+		return 0;
+	}
+	if (removing)
+		return 0;
 	if (n_vars == cap_vars) {
 		size_t ncap = cap_vars ? cap_vars * 2 : 32;
 		struct variant *nv = realloc(vars, ncap * sizeof(*nv));
@@ -84,9 +98,8 @@ static int add_variant(const char *v, size_t len)
 	copy[len] = '\0';
 	vars[n_vars].s = copy;
 	vars[n_vars].len = len;
+	vars[n_vars].refs = 1;
 	n_vars++;
-	if (len > longest)
-		longest = len;
 	return 0;
 }
 
@@ -98,6 +111,10 @@ static int rebuild_index(void)
 
 	memset(bucket_bits, 0, sizeof(bucket_bits));
 	memset(bucket_start, 0, sizeof(bucket_start));
+	longest = 0;
+	for (size_t i = 0; i < n_vars; i++)
+		if (vars[i].len > longest)
+			longest = vars[i].len;
 	if (n_vars) {
 		items = malloc(n_vars * sizeof(*items));
 		if (!items)
@@ -397,6 +414,25 @@ int redact_add_secret(const char *value)
 	pthread_rwlock_wrlock(&reg_lock);
 	rc = add_secret_locked(value, len);
 	/* Index whatever was added, even after a failure, so partial registration still masks. */
+	rc2 = rebuild_index();
+	pthread_rwlock_unlock(&reg_lock);
+	return rc ? rc : rc2;
+}
+
+int redact_remove_secret(const char *value)
+{
+	size_t len;
+	int rc, rc2;
+
+	if (!value)
+		return 0;
+	len = strlen(value);
+	if (len < MIN_SECRET_LEN)
+		return 0;
+	pthread_rwlock_wrlock(&reg_lock);
+	removing = true;
+	rc = add_secret_locked(value, len);
+	removing = false;
 	rc2 = rebuild_index();
 	pthread_rwlock_unlock(&reg_lock);
 	return rc ? rc : rc2;

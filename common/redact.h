@@ -24,8 +24,15 @@
 
 #define REDACT_MASK "***"
 
-/* Register a secret value (copied). Returns 0, or AP_ENOMEM. Registering twice is harmless. */
+/* Register a secret value (copied). Returns 0, or AP_ENOMEM. Registrations are counted:
+ * registering twice is harmless and takes two redact_remove_secret() calls to undo. */
 int redact_add_secret(const char *value);
+
+/* Take back one redact_add_secret() of the same value (an expired installation token), so a
+ * long-running server's registry does not grow without bound. Variants another registered
+ * secret also produced stay. Returns 0, or AP_ENOMEM (the value may then stay partly
+ * registered, which only masks more). */
+int redact_remove_secret(const char *value);
 
 /* Forget every registered secret (tests, config reload). */
 void redact_clear(void);
@@ -50,8 +57,10 @@ int redact_buf(ap_buf *b);
 
 /*
  * Streaming redaction for output that arrives in pieces (a log line written in two calls, a
- * container's output): the concatenated output equals redact_mem() of the concatenated input
- * (except that a private-key block left open past 64 KiB is masked early and its body skipped).
+ * container's output): the concatenated output equals redact_mem() of the concatenated input,
+ * except that a private-key block left open past 64 KiB is masked early and its body skipped,
+ * and an AWS key id right after an emitted letter or digit is masked (the stream no longer
+ * sees that character; redact_mem() requires a non-alphanumeric one before the key).
  * Never emitted: a prefix of a possible match. The stream holds back a tail as long as the
  * longest registered variant, any unfinished token, and batches 4 KiB beyond that before
  * rescanning. `sink` receives redacted bytes, in order, from inside write/flush calls. One

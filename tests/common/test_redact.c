@@ -93,6 +93,29 @@ static void test_redact_plain_and_short(void **state)
 	assert_int_equal(redact_add_secret(NULL), 0);
 }
 
+/* Expired tokens can be taken back; registrations are counted and shared variants stay. */
+static void test_redact_remove_secret(void **state)
+{
+	(void)state;
+	assert_int_equal(redact_add_secret("token-one-abcdef"), 0);
+	assert_int_equal(redact_add_secret("token-two-ghijkl"), 0);
+	assert_int_equal(redact_add_secret("token-two-ghijkl"), 0);
+	assert_int_equal(redact_add_secret("shared-line-123456"), 0);
+	assert_int_equal(redact_add_secret("multi\nshared-line-123456\nother-line-7890"), 0);
+	assert_int_equal(redact_remove_secret("token-one-abcdef"), 0);
+	expect_redacted("a token-one-abcdef b dG9rZW4tb25lLWFiY2RlZg",
+			"a token-one-abcdef b dG9rZW4tb25lLWFiY2RlZg");
+	assert_int_equal(redact_remove_secret("token-two-ghijkl"), 0);
+	expect_redacted("a token-two-ghijkl b", "a *** b");
+	assert_int_equal(redact_remove_secret("token-two-ghijkl"), 0);
+	expect_redacted("a token-two-ghijkl b", "a token-two-ghijkl b");
+	assert_int_equal(redact_remove_secret("multi\nshared-line-123456\nother-line-7890"), 0);
+	expect_redacted("shared-line-123456 other-line-7890", "*** other-line-7890");
+	assert_int_equal(redact_remove_secret("shared-line-123456"), 0);
+	assert_int_equal(redact_variant_count(), 0);
+	assert_int_equal(redact_remove_secret("never-registered"), 0);
+}
+
 /* base64 of prefix+secret+suffix for each alignment of the secret, in both alphabets. */
 static void test_redact_base64_alignments(void **state)
 {
@@ -710,6 +733,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup(test_redact_plain_and_short, reset),
+	    cmocka_unit_test_setup(test_redact_remove_secret, reset),
 	    cmocka_unit_test_setup(test_redact_base64_alignments, reset),
 	    cmocka_unit_test_setup(test_redact_url_encoded, reset),
 	    cmocka_unit_test_setup(test_redact_json_escaped, reset),
