@@ -61,6 +61,10 @@ int planner_run(agent_ctx *a, const char *issue, char **plan)
 			if (rc)
 				goto out;
 		}
+		if (round == PLANNER_MAX_ROUNDS - 4 &&
+		    (rc = llm_conv_add_user(&conv, "You have explored enough: reply now with the "
+						   "plan, without tool calls.")))
+			goto out;
 	}
 	rc = agent_stop(a, "planner rounds (no plan after 16 rounds)");
 out:

@@ -351,6 +351,32 @@ static enum MHD_Result metrics_page(http_server *s, struct MHD_Connection *c)
 	return ret;
 }
 
+bool http_is_local(const struct sockaddr *sa)
+{
+	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+	if (!sa)
+		return false;
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+	if (sa->sa_family == AF_INET6) {
+		const unsigned char *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+
+		if (IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)a))
+			return true;
+		return memcmp(a, mapped, sizeof(mapped)) == 0 && a[12] == 127;
+	}
+	return false;
+}
+
+static bool client_is_local(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+	return ci && http_is_local(ci->client_addr);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
@@ -392,8 +418,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return get ? healthz(s, c) : respond_json(c, 405, "use GET", 0);
 	if (strcmp(url, "/metrics") == 0)
 		return get ? metrics_page(s, c) : respond_json(c, 405, "use GET", 0);
-	if (strcmp(url, "/") == 0)
-		return get ? status_page(s, c) : respond_json(c, 405, "use GET", 0);
+	if (strcmp(url, "/") == 0) {
+		if (!get)
+			return respond_json(c, 405, "use GET", 0);
+		if (!s->cfg.status_public && !client_is_local(c))
+			return respond_json(c, 403,
+					    "the status page is served to local clients only; set "
+					    "AUTOPATCH_STATUS_PUBLIC=true to serve it to everyone",
+					    0);
+		return status_page(s, c);
+	}
 	return respond_json(c, 404, "not found", 0);
 }
 

@@ -9,7 +9,9 @@
 #ifndef AP_HTTP_H
 #define AP_HTTP_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "server/ingest.h"
 #include "server/webhook.h"
@@ -26,7 +28,12 @@ typedef struct http_config {
 	ingest *ing;
 	wk_pool *pool; /* may be NULL (AUTOPATCH_WORKERS=0) */
 	int workers;
+	bool status_public; /* serve GET / (repository names, errors) to any client */
 } http_config;
+
+/* True for a loopback client (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104). The status page,
+ * which names repositories, is served only to those unless status_public is set. */
+bool http_is_local(const struct sockaddr *sa);
 
 /* Listen and serve. Fails (AP_EIO with a sentence) when the address cannot be bound. */
 int http_start(http_server **out, const http_config *cfg);

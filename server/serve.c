@@ -21,6 +21,7 @@
 /* Settings of `serve`, validated before anything starts. */
 struct serve_opts {
 	const char *secret, *secret_prev, *label, *path, *db, *bind;
+	bool status_public;
 	int64_t port, workers, lease_s, max_attempts, retry_s, grace_s;
 };
 
@@ -55,7 +56,8 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o)
 	    (rc = cfg_get_int(cfg, "AUTOPATCH_LEASE_SECONDS", 60, 1, 86400, &o->lease_s)) ||
 	    (rc = cfg_get_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 3, 1, 100, &o->max_attempts)) ||
 	    (rc = cfg_get_int(cfg, "AUTOPATCH_RETRY_SECONDS", 30, 0, 86400, &o->retry_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_SHUTDOWN_GRACE_SECONDS", 8, 0, 3600, &o->grace_s)))
+	    (rc = cfg_get_int(cfg, "AUTOPATCH_SHUTDOWN_GRACE_SECONDS", 8, 0, 3600, &o->grace_s)) ||
+	    (rc = cfg_get_bool(cfg, "AUTOPATCH_STATUS_PUBLIC", false, &o->status_public)))
 		return rc;
 	return 0;
 }
@@ -140,6 +142,7 @@ int serve_main(int argc, char **argv, ap_config *cfg)
 	    .ing = ing,
 	    .pool = ctx.pool,
 	    .workers = (int)o.workers,
+	    .status_public = o.status_public,
 	};
 	if (http_start(&http, &hc)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());

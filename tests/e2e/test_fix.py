@@ -290,3 +290,24 @@ def test_junit_reports_are_compared_per_test_and_cleaned_up(autopatch_bin, tmp_p
     assert "pristine: 7 passed, 0 failed" in r.out and "patched: 8 passed, 0 failed" in r.out
     diff = r.out_path.read_text()
     assert "junit-report" not in diff and "build/" not in diff  # the Tester cleaned up
+
+
+def test_model_server_that_keeps_failing_ends_the_job_with_the_reason(autopatch_bin, tmp_path,
+                                                                      provider):
+    s = {"planner": [{"status": 500}, {"status": 502}, {"status": 503}]}
+    r = run_fix(autopatch_bin, tmp_path, s, provider, env={"AUTOPATCH_LLM_RETRIES": "2"})
+    assert r.code == 1, r
+    assert [q["status"] for q in r.requests] == [500, 502, 503]
+    assert "model call failed during planning: model server answered HTTP 503 after 3 attempt(s)" in r.out, r
+
+
+def test_planner_that_never_plans_is_nudged_then_stopped(autopatch_bin, tmp_path):
+    s = {"planner": [step(call("list_files", path="tests", max_depth="{n}"), repeat=True)]}
+    r = run_fix(autopatch_bin, tmp_path, s, "openai")
+    assert r.code == 1, r
+    planner = r.by_role("planner")
+    assert len(planner) == 16
+    assert all("reply now" not in json.dumps(q["body"]["messages"]) for q in planner[:13])
+    last_user = planner[13]["body"]["messages"][-1]
+    assert last_user["role"] == "user" and "reply now with the plan" in last_user["content"]
+    assert "stopped: planner rounds" in r.out

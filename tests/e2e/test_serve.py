@@ -2,6 +2,7 @@
 a worker running the pipeline, /healthz, /metrics, the status page and `autopatch jobs`."""
 import concurrent.futures
 import copy
+import http.client
 import json
 import signal
 import socket
@@ -199,3 +200,46 @@ def test_jobs_command_table_id_and_trajectory(autopatch_bin, tmp_path, port):
                           env=clean_env(tmp_path, AUTOPATCH_DB=tmp_path / "none.db"),
                           capture_output=True, text=True)
     assert nodb.returncode == 1 and "no database" in nodb.stderr
+
+
+def non_loopback_address():
+    """An address of this machine that is not loopback (the route to a documentation
+    address picks one), or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.123", 9))
+        except OSError:
+            return None
+        addr = s.getsockname()[0]
+    return None if addr.startswith("127.") else addr
+
+
+@pytest.mark.parametrize("public", [False, True])
+def test_status_page_is_local_only_unless_public(autopatch_bin, tmp_path, port, public):
+    addr = non_loopback_address()
+    if addr is None:
+        pytest.skip("this machine has no non-loopback IPv4 address to test from")
+    settings = {"AUTOPATCH_BIND": "0.0.0.0", "AUTOPATCH_LABEL": "bug"}
+    if public:
+        settings["AUTOPATCH_STATUS_PUBLIC"] = "true"
+    s = Server(autopatch_bin, tmp_path, port, **settings).start()
+    try:
+        assert s.post(labeled("e2e/secret-repo", 1))[0] == 202
+        assert s.get("/")[0] == 200
+        c = http.client.HTTPConnection(addr, port, timeout=10)
+        c.request("GET", "/")
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        if public:
+            assert r.status == 200 and b"e2e/secret-repo" in body
+        else:
+            assert r.status == 403 and b"secret-repo" not in body
+            assert "AUTOPATCH_STATUS_PUBLIC" in json.loads(body)["message"]
+        # the webhook endpoint itself answers everyone
+        c = http.client.HTTPConnection(addr, port, timeout=10)
+        c.request("GET", "/healthz")
+        assert c.getresponse().status == 200
+        c.close()
+    finally:
+        s.stop()
