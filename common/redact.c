@@ -470,8 +470,8 @@ static const char *const pat_src[PAT_N] = {
     [PAT_GITHUB_PAT] = "github_pat_[A-Za-z0-9_]{82,255}",
     /* Anthropic, OpenAI project/service/admin keys, and legacy OpenAI keys (T3BlbkFJ is
      * base64 of "OpenAI"). */
-    [PAT_SK] = "sk-(?:ant-[A-Za-z0-9_-]{20,255}|(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,255}"
-	       "|[A-Za-z0-9_-]{10,100}T3BlbkFJ[A-Za-z0-9_-]{10,100})",
+    [PAT_SK] = ("sk-(?:ant-[A-Za-z0-9_-]{20,255}|(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,255}"
+		"|[A-Za-z0-9_-]{10,100}T3BlbkFJ[A-Za-z0-9_-]{10,100})"),
     [PAT_AWS] = "(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
     [PAT_PEM_BEGIN] = "-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----",
     [PAT_PEM_END] = "-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----",

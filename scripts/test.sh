@@ -46,13 +46,17 @@ fi
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 step "fuzzing (libFuzzer, 60 s a target)"
+seeds_for() { # a target's own seeds (tests/fuzz/seeds/NAME/), else the shared ones
+  if [[ -d tests/fuzz/seeds/$1 ]]; then echo "tests/fuzz/seeds/$1"
+  elif [[ -d tests/fuzz/seeds ]]; then echo tests/fuzz/seeds; fi
+}
 if CC=clang setup build-fuzz -Dfuzz=true -Db_lundef=false && ninja -C build-fuzz; then
   for f in build-fuzz/tests/fuzz/fuzz_*; do
-    [[ -x $f ]] || continue
+    [[ -f $f && -x $f ]] || continue   # skip meson's fuzz_*.p object folders
     name=$(basename "$f")
     mkdir -p "$results/corpus-$name"
     if "$f" -max_total_time="${AP_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 \
-        "$results/corpus-$name" $( [[ -d tests/fuzz/seeds ]] && echo tests/fuzz/seeds ) \
+        "$results/corpus-$name" $(seeds_for "$name") \
         >"$results/$name.log" 2>&1; then
       echo "{\"name\": \"$name\", \"result\": \"OK\"}" >> "$results/fuzz.json"
       echo "$name: no crash in ${AP_FUZZ_SECONDS:-60} s"
