@@ -631,7 +631,7 @@ static void test_exhausted_on_2xx_holds_next_request(void **state)
 {
 	struct fx *f = *state;
 	gh_rest *r = client_for(f, 2);
-	long long reset = (long long)time(NULL) + 1;
+	long long reset = (long long)time(NULL) + 2; /* held 1-3 s: the reset, +1 s */
 	struct timespec a;
 	cJSON *list, *second;
 
