@@ -23,6 +23,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -46,6 +47,8 @@ struct pipeline {
 	char *data_dir;
 	int64_t comment_interval_ms;
 	int64_t max_attempts;
+	int64_t ratelimit_wait_s;     /* the first wait when GitHub names none; doubles */
+	int64_t ratelimit_max_wait_s; /* total a job waits out rate limits before re-queueing */
 };
 
 /* The progress comment is written by a per-job thread, so GitHub's write spacing and a slow
@@ -134,6 +137,14 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 	if (rc)
 		goto out_free;
 	rc = cfg_get_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 3, 1, 100, &p->max_attempts);
+	if (rc)
+		goto out_free;
+	/* The same minimum wait as the REST client's secondary limit (see github/rest.h). */
+	rc = cfg_get_int(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", 60, 0, 3600, &p->ratelimit_wait_s);
+	if (rc)
+		goto out_free;
+	rc = cfg_get_int(cfg, "AUTOPATCH_RATELIMIT_MAX_WAIT_S", 3900, 0, 86400,
+			 &p->ratelimit_max_wait_s);
 	if (rc)
 		goto out_free;
 	if (mkdir(p->data_dir, 0700) != 0 && errno != EEXIST) {
@@ -578,6 +589,33 @@ static int load_pull(struct run *r, struct work *w)
 	return w->branch && w->base_ref ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
 }
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* An iteration checks out the PR branch, which autopatch itself wrote: its
+ * .github/autopatch.yml (test, image, network, paths) could come from an earlier patch.
+ * The rules a patch is proven by come from the default branch, which a person merged. */
+static int load_default_branch_config(struct run *r, struct work *w, const char *token)
+{
+	char dir[4096];
+	const char *ref = w->repo.default_branch ? w->repo.default_branch : "main";
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/config-job-%" PRId64, r->p->data_dir, r->job->id);
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); /* a crashed earlier attempt's copy */
+	rc = gh_git_checkout(r->p->git, w->repo.clone_url, token, ref, dir, NULL);
+	if (rc == 0)
+		rc = repo_config_load(&w->rc, dir);
+	if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+		ap_warn("could not remove %s: %s", dir, strerror(errno));
+	return rc;
+}
+
 static int prepare(struct run *r, struct work *w, bool iterate)
 {
 	char *token = NULL, *sha = NULL, msg[256], label[32];
@@ -618,13 +656,20 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	if (rc)
 		return rc;
 	rc = gh_git_checkout(r->p->git, w->repo.clone_url, token, w->base_ref, repo_dir, &sha);
+	if (rc == 0 && iterate)
+		rc = load_default_branch_config(r, w, token);
 	free(token);
-	if (rc)
+	if (rc) {
+		free(sha);
 		return rc;
+	}
 	snprintf(msg, sizeof(msg), "checked out %.100s at %.12s", w->base_ref, sha ? sha : "?");
 	free(sha);
 	event(r, msg);
-	rc = repo_config_load(&w->rc, repo_dir);
+	if (!iterate)
+		rc = repo_config_load(&w->rc, repo_dir);
+	else
+		event(r, "configuration read from the default branch");
 	if (rc)
 		return rc;
 	set_str(&r->test_note, w->rc->test_source);
@@ -778,11 +823,66 @@ static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 	return rc;
 }
 
+/* How long GitHub asked for after the rate-limited answer rest got last: retry-after, else
+ * the primary limit's reset time, else the secondary-limit default doubling with n. */
+static int64_t rate_limit_wait_ms(const struct run *r, int n)
+{
+	const char *ra = gh_rest_last_header(r->rest, "retry-after");
+	const char *rem = gh_rest_last_header(r->rest, "x-ratelimit-remaining");
+	const char *reset = gh_rest_last_header(r->rest, "x-ratelimit-reset");
+	int64_t w = r->p->ratelimit_wait_s * 1000;
+	char *end;
+
+	for (int i = 0; i < n && i < 10; i++)
+		w *= 2;
+	if (ra && *ra) {
+		long long v = strtoll(ra, &end, 10);
+
+		if (end != ra && !*end && v >= 0)
+			w = v * 1000;
+	} else if (rem && strcmp(rem, "0") == 0 && reset && *reset) {
+		long long t = strtoll(reset, &end, 10);
+
+		if (end != reset && !*end)
+			w = ((int64_t)t - (int64_t)time(NULL) + 1) * 1000;
+	}
+	return w < 1000 ? 1000 : w;
+}
+
+/* GitHub rate-limited a publishing call beyond what one REST call waits: the branch is pushed
+ * and the patch proven, so wait the limit out here (the worker keeps the lease alive) rather
+ * than fail the job. AP_ERATELIMIT once the job waited ratelimit_max_wait_s in all (the job is
+ * then re-queued), AP_ECANCELLED when stopped while waiting. */
+static int wait_rate_limit(struct run *r, int n, int64_t *waited_ms)
+{
+	int64_t ms = rate_limit_wait_ms(r, n), until;
+	char msg[160];
+
+	if (*waited_ms + ms > r->p->ratelimit_max_wait_s * 1000)
+		return AP_ERATELIMIT; /* the REST client's message stays the error */
+	*waited_ms += ms;
+	snprintf(msg, sizeof(msg), "GitHub rate limit: waiting %lld s before trying again",
+		 (long long)((ms + 999) / 1000));
+	event(r, msg);
+	ap_error_clear();
+	until = now_ms() + ms;
+	while (now_ms() < until) {
+		int64_t left = until - now_ms();
+		struct timespec ts = {0, (left > 250 ? 250 : left) * 1000000L};
+
+		if (checkpoint(r))
+			return AP_ECANCELLED;
+		nanosleep(&ts, NULL);
+	}
+	return checkpoint(r);
+}
+
 static int publish(struct run *r, struct work *w, bool iterate)
 {
 	const char *repo_dir = sbx_box_repo_dir(w->box);
 	char *token = NULL, *sha = NULL, *msg = NULL, *body = NULL;
 	pr_body_input in = PR_BODY_INPUT_INIT;
+	int64_t waited = 0;
 	int rc;
 
 	rc = repo_config_check_paths(w->rc, w->res.files_changed ? w->res.files_changed : "");
@@ -836,8 +936,11 @@ static int publish(struct run *r, struct work *w, bool iterate)
 	if (iterate) {
 		set_str(&r->pr_url, w->pull.html_url);
 		rc = progress_render_reply(&in, 1, sha, NULL, &body);
-		if (rc == 0)
+		for (int n = 0; rc == 0; n++) {
 			rc = gh_comment_create(r->rest, r->job->repo, r->job->issue, body, NULL);
+			if (rc != AP_ERATELIMIT || (rc = wait_rate_limit(r, n, &waited)))
+				break;
+		}
 		goto out;
 	}
 	rc = progress_render_pr_body(&in, &body);
@@ -845,16 +948,23 @@ static int publish(struct run *r, struct work *w, bool iterate)
 		goto out;
 	if ((rc = checkpoint(r)))
 		goto out;
-	rc = find_or_create_pr(r, w, body);
+	/* find_or_create_pr is idempotent: a retry finds a PR whose creation was cut off. */
+	for (int n = 0;; n++) {
+		rc = find_or_create_pr(r, w, body);
+		if (rc != AP_ERATELIMIT || (rc = wait_rate_limit(r, n, &waited)))
+			break;
+	}
 out:
 	free(body);
 	free(sha);
 	return rc;
 }
 
+/* A rate limit is GitHub saying "later", not "no": the job is re-queued (the worker sees
+ * AP_EUNAVAIL, see pipeline_run). */
 static bool retryable(int rc)
 {
-	return rc == AP_EUNAVAIL || rc == AP_ETIMEOUT || rc == AP_EIO;
+	return rc == AP_EUNAVAIL || rc == AP_ETIMEOUT || rc == AP_EIO || rc == AP_ERATELIMIT;
 }
 
 /* When the job failed before the fixer wrote a trajectory (bad config, GitHub unreachable), the
@@ -963,6 +1073,9 @@ int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 	rc = gh_rest_new(&r.rest, p->cfg, p->app, job->installation_id);
 	if (rc)
 		goto out;
+	/* A job cancelled while it waited for a retry comes here only to say so in its comment. */
+	if ((rc = checkpoint(&r)))
+		goto out;
 	stage(&r, STAGE_PREPARING, job->attempts > 1 ? "resuming after an interruption" : NULL);
 	if ((rc = checkpoint(&r)))
 		goto out;
@@ -1000,6 +1113,9 @@ out:
 		*result = why;
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job ended: %s: %s", ap_error_name(rc),
 		       why ? why : "");
+		/* The worker retries only AP_EUNAVAIL, AP_ETIMEOUT and AP_EIO (server/job.h). */
+		if (rc == AP_ERATELIMIT)
+			rc = AP_EUNAVAIL;
 		/* The worker reads the code; keep the message for it. */
 		ap_error_set(rc, "%s", why ? why : ap_error_name(rc));
 	} else {

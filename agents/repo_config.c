@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
@@ -733,6 +734,11 @@ static const char *refusal(const repo_config *c, const char *path, const char **
 	*glob = NULL;
 	if (!path_is_safe(path))
 		return "is outside the repository";
+	/* The config decides how a patch is proven (test, image, network, paths): a patch
+	 * must never rewrite the rules it is judged by, whatever paths.allow says. */
+	if (strcasecmp(path, REPO_CONFIG_PATH) == 0 ||
+	    strcasecmp(path, ".github/autopatch.yaml") == 0)
+		return "is autopatch's own configuration, which a patch may never change";
 	for (char **d = c->deny; d && *d; d++)
 		if (repo_config_glob(*d, path)) {
 			*glob = *d;

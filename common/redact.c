@@ -795,7 +795,7 @@ struct redact_stream {
 	redact_sink_fn sink;
 	void *ud;
 	ap_buf held;  /* bytes not yet emitted */
-	ap_buf out;   /* scratch for one emission */
+	ap_buf out;   /* redacted bytes for the sink, handed over once the lock is released */
 	size_t batch; /* bytes gathered beyond the hold-back before rescanning */
 	bool in_key;  /* inside a private-key block already replaced by one mask */
 };
@@ -872,7 +872,7 @@ static size_t hold_back(void)
 static int stream_step(redact_stream *s, bool final)
 {
 	struct scan sc;
-	size_t len = s->held.len, safe, drop;
+	size_t len = s->held.len, safe, drop, mark = s->out.len;
 	bool enter_key = false;
 	int rc;
 
@@ -895,9 +895,13 @@ static int stream_step(redact_stream *s, bool final)
 	rc = emit_range(&sc, 0, safe, &s->out);
 	if (!rc && enter_key)
 		rc = ap_buf_adds(&s->out, REDACT_MASK);
-	if (rc)
+	if (rc) {
+		/* Nothing of this round was emitted: it is redone from the held bytes. */
+		s->out.len = mark;
+		if (s->out.data)
+			s->out.data[mark] = '\0';
 		goto out_scan;
-	sink_out(s);
+	}
 	held_drop(s, drop);
 	s->in_key = enter_key;
 	rc = enter_key;
@@ -928,6 +932,7 @@ int redact_stream_write(redact_stream *s, const char *p, size_t n)
 	if (s->held.len > tail && s->held.len - tail > s->batch)
 		rc = stream_process(s, false);
 	pthread_rwlock_unlock(&reg_lock);
+	sink_out(s); /* outside the lock: the sink may log or register secrets */
 	return rc;
 }
 
@@ -938,6 +943,7 @@ int redact_stream_flush(redact_stream *s)
 	pthread_rwlock_rdlock(&reg_lock);
 	rc = stream_process(s, true);
 	pthread_rwlock_unlock(&reg_lock);
+	sink_out(s);
 	return rc;
 }
 

@@ -63,8 +63,9 @@ int redact_buf(ap_buf *b);
  * sees that character; redact_mem() requires a non-alphanumeric one before the key).
  * Never emitted: a prefix of a possible match. The stream holds back a tail as long as the
  * longest registered variant, any unfinished token, and batches 4 KiB beyond that before
- * rescanning. `sink` receives redacted bytes, in order, from inside write/flush calls. One
- * stream is used by one thread at a time.
+ * rescanning. `sink` receives redacted bytes, in order, from inside write/flush calls but
+ * without the registry lock held (it may log or register secrets). One stream is used by one
+ * thread at a time.
  */
 typedef struct redact_stream redact_stream;
 typedef void (*redact_sink_fn)(void *ud, const char *p, size_t n);

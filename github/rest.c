@@ -59,21 +59,28 @@ struct gh_rest {
 	size_t n_hdrs;
 	int64_t attempts;
 	unsigned rng;
-	bool too_big; /* the last body passed max_resp */
+	bool too_big;	  /* the last body passed max_resp */
+	int64_t retry_at; /* Unix seconds; set when the last call ended with AP_ERATELIMIT */
 };
 
-/* Process-wide write slots: one per installation, so every client writing for the same
- * installation takes turns and keeps the spacing GitHub asks for. Slots are never freed (one
- * per installation the process ever wrote to). */
-struct write_slot {
-	int64_t inst;
-	pthread_mutex_t lock;
-	int64_t last_ms;
-	struct write_slot *next;
+/* Process-wide state of one installation (key: installation id, 0 = the App's JWT, -1 = fixed
+ * tokens), shared by every client acting as it, because GitHub counts limits per token/App:
+ * - writes take turns (write_lock) and keep the spacing GitHub asks for;
+ * - a rate limit seen by one client (a 403/429, or x-ratelimit-remaining: 0 on any answer,
+ *   2xx included) holds back the next request of every client until it lifts;
+ * - secondary limits without retry-after wait longer each time until a request succeeds.
+ * Entries are never freed (one per installation the process ever talked to). */
+struct inst_state {
+	int64_t key;
+	pthread_mutex_t write_lock; /* held for a whole write call */
+	int64_t last_write_ms;	    /* monotonic; under write_lock */
+	int64_t blocked_until_ms;   /* wall clock; under states_lock */
+	int secondary_streak;	    /* under states_lock */
+	struct inst_state *next;
 };
 
-static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct write_slot *slots;
+static pthread_mutex_t states_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct inst_state *states;
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
 
@@ -90,6 +97,14 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void sleep_ms(int64_t ms)
 {
 	struct timespec ts;
@@ -102,25 +117,45 @@ static void sleep_ms(int64_t ms)
 		;
 }
 
-static struct write_slot *slot_for(int64_t inst)
+static struct inst_state *state_for(int64_t key)
 {
-	struct write_slot *s;
+	struct inst_state *s;
 
-	pthread_mutex_lock(&slots_lock);
-	for (s = slots; s; s = s->next)
-		if (s->inst == inst)
+	pthread_mutex_lock(&states_lock);
+	for (s = states; s; s = s->next)
+		if (s->key == key)
 			break;
 	if (!s) {
 		s = calloc(1, sizeof(*s));
 		if (s) {
-			s->inst = inst;
-			pthread_mutex_init(&s->lock, NULL);
-			s->next = slots;
-			slots = s;
+			s->key = key;
+			pthread_mutex_init(&s->write_lock, NULL);
+			s->next = states;
+			states = s;
 		}
 	}
-	pthread_mutex_unlock(&slots_lock);
+	pthread_mutex_unlock(&states_lock);
 	return s;
+}
+
+/* Wall-clock ms until which requests of s must wait (0 when not blocked). */
+static int64_t blocked_until(struct inst_state *s)
+{
+	int64_t t;
+
+	pthread_mutex_lock(&states_lock);
+	t = s->blocked_until_ms;
+	pthread_mutex_unlock(&states_lock);
+	return t;
+}
+
+/* Hold back every request of s until wall-clock until_ms (a later block wins). */
+static void block_until(struct inst_state *s, int64_t until_ms)
+{
+	pthread_mutex_lock(&states_lock);
+	if (until_ms > s->blocked_until_ms)
+		s->blocked_until_ms = until_ms;
+	pthread_mutex_unlock(&states_lock);
 }
 
 static int read_settings(gh_rest *r, const ap_config *cfg)
@@ -227,6 +262,11 @@ void gh_rest_free(gh_rest *r)
 		free(r->fixed_token);
 	}
 	free(r);
+}
+
+int64_t gh_rest_retry_after(const gh_rest *r)
+{
+	return r->retry_at;
 }
 
 long gh_rest_last_status(const gh_rest *r)
@@ -371,14 +411,31 @@ static bool message_matches(ap_buf *body, const char *needle)
 	return body->data && strcasestr(body->data, needle) != NULL;
 }
 
-/* Milliseconds to wait before the next attempt for a 403/429, or -1 when the answer is not a
- * rate limit (a plain permission error). *secondary_n counts secondary waits without a
- * retry-after, which double. */
-static int64_t rate_limit_wait(gh_rest *r, ap_buf *body, int *secondary_n)
+/* x-ratelimit-reset of the last answer as wall-clock ms (+1 s for clock drift, as GitHub
+ * advises) when x-ratelimit-remaining is 0, else 0. */
+static int64_t primary_reset_ms(gh_rest *r)
 {
 	const char *rem = gh_rest_last_header(r, "x-ratelimit-remaining");
 	const char *reset = gh_rest_last_header(r, "x-ratelimit-reset");
+	char *end;
+	long long t;
+
+	if (!rem || strcmp(rem, "0") != 0 || !reset)
+		return 0;
+	t = strtoll(reset, &end, 10);
+	if (end == reset || *end || t <= 0)
+		return 0;
+	return ((int64_t)t + 1) * 1000;
+}
+
+/* Milliseconds to wait before the next attempt for a 403/429, or -1 when the answer is not a
+ * rate limit (a plain permission error). Secondary limits without a retry-after wait
+ * AUTOPATCH_GH_SECONDARY_WAIT_S, doubling with each one in a row for the installation (GitHub:
+ * "wait at least one minute", longer if limits continue). */
+static int64_t rate_limit_wait(gh_rest *r, struct inst_state *st, ap_buf *body)
+{
 	const char *ra = gh_rest_last_header(r, "retry-after");
+	int64_t reset = primary_reset_ms(r), w;
 	char *end;
 
 	if (ra && *ra) {
@@ -392,22 +449,37 @@ static int64_t rate_limit_wait(gh_rest *r, ap_buf *body, int *secondary_n)
 		if (t > 0)
 			return t > time(NULL) ? ((int64_t)t - time(NULL)) * 1000 : 0;
 	}
-	if (rem && strcmp(rem, "0") == 0) {
-		long long t = reset ? strtoll(reset, &end, 10) : 0;
-		int64_t now = time(NULL);
-
-		return t > now ? (t - now + 1) * 1000 : 1000;
+	if (reset) {
+		w = reset - wall_ms();
+		return w > 1000 ? w : 1000;
 	}
 	if (r->status == 429 || message_matches(body, "secondary rate limit") ||
 	    message_matches(body, "abuse detection")) {
-		int64_t w = r->secondary_s * 1000;
-
-		for (int i = 0; i < *secondary_n && i < 10; i++)
+		w = r->secondary_s * 1000;
+		pthread_mutex_lock(&states_lock);
+		for (int i = 0; i < st->secondary_streak && i < 10; i++)
 			w *= 2;
-		(*secondary_n)++;
+		st->secondary_streak++;
+		pthread_mutex_unlock(&states_lock);
 		return w;
 	}
 	return -1;
+}
+
+/* A 2xx: the secondary streak ends; remaining 0 still holds back the next request. */
+static void note_success(gh_rest *r, struct inst_state *st)
+{
+	int64_t reset = primary_reset_ms(r);
+
+	pthread_mutex_lock(&states_lock);
+	st->secondary_streak = 0;
+	pthread_mutex_unlock(&states_lock);
+	if (reset > wall_ms()) {
+		ap_warn("GitHub: the rate limit is used up until %lld; holding back further "
+			"requests",
+			(long long)(reset / 1000));
+		block_until(st, reset);
+	}
 }
 
 static int64_t backoff_ms(gh_rest *r, int n)
@@ -550,10 +622,15 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 {
 	int64_t deadline = now_ms() + r->deadline_s * 1000, left, wait;
 	ap_buf url = AP_BUF_INIT(8192), auth = AP_BUF_INIT(8192);
-	struct write_slot *slot = NULL;
+	struct inst_state *st, *slot = NULL;
 	char *payload = NULL;
-	int tries = 0, secondary_n = 0, net_n = 0, rc;
+	int tries = 0, net_n = 0, rc;
 	bool skew_fixed = false, token_refreshed = false, new_token;
+
+	r->retry_at = 0;
+	st = state_for(r->fixed_token ? -1 : r->inst);
+	if (!st)
+		return ap_error_set(AP_ENOMEM, "out of memory");
 
 	rc = build_url(r, path, &url);
 	if (rc)
@@ -566,12 +643,8 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 		}
 	}
 	if (is_write(method) && (r->inst != 0 || r->fixed_token)) {
-		slot = slot_for(r->fixed_token ? -1 : r->inst);
-		if (!slot) {
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			goto out;
-		}
-		pthread_mutex_lock(&slot->lock);
+		slot = st;
+		pthread_mutex_lock(&slot->write_lock);
 	}
 	for (;;) {
 		left = deadline - now_ms();
@@ -580,20 +653,44 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 					  method, path, (long long)r->deadline_s);
 			break;
 		}
-		if (slot && slot->last_ms) {
-			wait = slot->last_ms + r->spacing_ms - now_ms();
+		/* A rate limit this or another client saw: wait it out, or hand it back to the
+		 * caller (with the time in gh_rest_retry_after) when it outlasts the deadline. */
+		wait = blocked_until(st) - wall_ms();
+		if (wait > 0) {
+			if (wait >= left) {
+				r->retry_at = (blocked_until(st) + 999) / 1000;
+				rc = ap_error_set(AP_ERATELIMIT,
+						  "GitHub %s %s: rate limited for %llds more, past "
+						  "the call's deadline; retry at %lld",
+						  method, path, (long long)((wait + 999) / 1000),
+						  (long long)r->retry_at);
+				break;
+			}
+			ap_info("GitHub %s %s: waiting %lld ms for the rate limit", method, path,
+				(long long)wait);
+			sleep_ms(wait);
+			continue; /* the deadline and the block are checked again */
+		}
+		if (slot && slot->last_write_ms) {
+			wait = slot->last_write_ms + r->spacing_ms - now_ms();
 			if (wait > left)
 				wait = left;
 			sleep_ms(wait);
 		}
 		ap_buf_reset(&auth);
 		rc = auth_header(r, &auth, &new_token);
+		if (rc == AP_ERATELIMIT && !r->fixed_token) {
+			/* Minting the token hit the App's (JWT) limit: hand back its time. */
+			struct inst_state *app_st = state_for(0);
+
+			r->retry_at = app_st ? (blocked_until(app_st) + 999) / 1000 : 0;
+		}
 		if (rc)
 			break;
 		rc = attempt(r, method, ap_buf_str(&url), payload, ap_buf_str(&auth),
 			     deadline - now_ms() > 0 ? deadline - now_ms() : 1, resp);
 		if (slot)
-			slot->last_ms = now_ms();
+			slot->last_write_ms = now_ms();
 		if (rc == AP_EUNAVAIL || (rc == AP_ETIMEOUT && now_ms() < deadline)) {
 			if (net_n >= r->retries)
 				break;
@@ -607,8 +704,10 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 		}
 		if (rc)
 			break;
-		if (r->status >= 200 && r->status < 300)
+		if (r->status >= 200 && r->status < 300) {
+			note_success(r, st);
 			break;
+		}
 		if (r->status >= 500) {
 			if (tries >= r->retries) {
 				rc = http_error(r, AP_EHTTP, method, path, resp);
@@ -656,26 +755,28 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 			break;
 		}
 		if (r->status == 403 || r->status == 429) {
-			wait = rate_limit_wait(r, resp, &secondary_n);
+			wait = rate_limit_wait(r, st, resp);
 			if (wait < 0) {
 				rc = http_error(r, AP_EDENIED, method, path, resp);
 				break;
 			}
+			/* Every client of the installation holds back until it lifts. */
+			block_until(st, wall_ms() + wait);
 			if (tries >= r->retries || now_ms() + wait >= deadline) {
+				r->retry_at = (blocked_until(st) + 999) / 1000;
 				rc = http_error(r, AP_ERATELIMIT, method, path, resp);
 				break;
 			}
 			tries++;
 			ap_warn("GitHub %s %s: rate limited (HTTP %ld); waiting %lld ms", method,
 				path, r->status, (long long)wait);
-			sleep_ms(wait);
-			continue;
+			continue; /* the wait happens at the top of the loop */
 		}
 		rc = http_error(r, r->status == 404 ? AP_ENOTFOUND : AP_EHTTP, method, path, resp);
 		break;
 	}
 	if (slot)
-		pthread_mutex_unlock(&slot->lock);
+		pthread_mutex_unlock(&slot->write_lock);
 out:
 	cJSON_free(payload);
 	if (auth.data)

@@ -9,8 +9,13 @@
  * Retries: 5xx and network errors with exponential backoff and jitter (AUTOPATCH_GH_RETRIES,
  * default 5; AUTOPATCH_GH_BACKOFF_MS, default 1000); primary rate limit (403/429 with
  * x-ratelimit-remaining: 0) waits until x-ratelimit-reset; secondary limits (403/429 with
- * retry-after, or a "secondary rate limit" message) wait retry-after, else at least
- * AUTOPATCH_GH_SECONDARY_WAIT_S (default 60) seconds, doubling. A 401 on a brand-new
+ * retry-after, or a "secondary rate limit" message) wait retry-after, else
+ * AUTOPATCH_GH_SECONDARY_WAIT_S (default 60) seconds, doubling with each secondary limit in a
+ * row for the installation until a request succeeds. Rate-limit state is process-wide per
+ * installation: `x-ratelimit-remaining: 0` on any answer (2xx included) or a 403/429 limit
+ * holds back the next request of every client of that installation until the limit lifts.
+ * A wait that would pass the call's deadline is not slept: the call fails at once with
+ * AP_ERATELIMIT and gh_rest_retry_after() says when to try again. A 401 on a brand-new
  * installation token is retried for up to 5 s; a 401 on an older one mints a new token once;
  * a JWT rejected for clock skew is re-signed with the offset from the Date header.
  *
@@ -55,6 +60,12 @@ int gh_rest_call(gh_rest *r, const char *method, const char *path, const cJSON *
 /* GET path and every following page (Link rel="next"), concatenating the arrays into one
  * array in *out (caller frees). Stops with AP_ETOOBIG past max_items (0 = 10000). */
 int gh_rest_get_all(gh_rest *r, const char *path, size_t max_items, cJSON **out);
+
+/* After a call that returned AP_ERATELIMIT: the Unix time (seconds, wall clock) from which
+ * the installation may call again (the rate limit's reset, retry-after, or the secondary-limit
+ * wait). Callers re-queue their work for then rather than fail it. 0 after any other
+ * outcome. */
+int64_t gh_rest_retry_after(const gh_rest *r);
 
 /* The HTTP status of the last response (0 when none arrived). */
 long gh_rest_last_status(const gh_rest *r);

@@ -310,11 +310,12 @@ static int cancel_locked(queue *q, const char *repo, int64_t issue, const char *
 	sqlite3_stmt *st;
 	int64_t id;
 	int rc, n = 0;
-	bool running;
+	bool running, has_comment;
 
 	if ((rc = prep(q, &st,
-		       "SELECT id, state='running' FROM jobs WHERE repo=? AND issue=? "
-		       "AND state IN ('queued','running')")))
+		       "SELECT id, state='running', EXISTS(SELECT 1 FROM job_state s "
+		       "WHERE s.job=jobs.id AND s.key='comment_id') FROM jobs WHERE repo=? "
+		       "AND issue=? AND state IN ('queued','running')")))
 		return rc;
 	bind_text(st, 1, repo);
 	sqlite3_bind_int64(st, 2, issue);
@@ -327,10 +328,17 @@ static int cancel_locked(queue *q, const char *repo, int64_t issue, const char *
 	}
 	id = sqlite3_column_int64(st, 0);
 	running = sqlite3_column_int(st, 1);
+	has_comment = sqlite3_column_int(st, 2);
 	sqlite3_reset(st);
 
 	if (running)
 		rc = prep(q, &st, "UPDATE jobs SET cancel_requested=1, updated=? WHERE id=?");
+	else if (has_comment)
+		/* A job waiting for a retry already told the issue "autopatch will retry": it is
+		 * leased at once so the pipeline edits that comment to say cancelled (a worker
+		 * sees cancel_requested before running it). */
+		rc = prep(q, &st,
+			  "UPDATE jobs SET cancel_requested=1, not_before=0, updated=? WHERE id=?");
 	else
 		rc = prep(q, &st,
 			  "UPDATE jobs SET state='cancelled', cancel_requested=1, "

@@ -114,7 +114,10 @@ int64_t q_backoff_ms(int64_t base_ms, int attempts);
 /* --- cancellation, events, state ------------------------------------------------------- */
 
 /* Cancel the active job of (repo, issue): a queued one at once, a running one by setting
- * cancel_requested. *count (may be NULL) = jobs affected. */
+ * cancel_requested. A queued one whose state has a "comment_id" (an earlier attempt posted a
+ * progress comment) gets cancel_requested and becomes due now instead, so a worker runs it
+ * with the cancel already set and the pipeline edits the comment to say so. *count (may be
+ * NULL) = jobs affected. */
 int q_cancel(queue *q, const char *repo, int64_t issue, const char *why, int64_t now, int *count);
 
 /* *yes = the job's cancel_requested flag. */

@@ -165,11 +165,17 @@ static void run_one(struct worker *w, q_job *job)
 	wk_pool *p = w->pool;
 	q_ctl ctl = {w, job->id};
 	char *result = NULL, *clean = NULL;
+	bool cancelled = false;
 	int rc;
 
 	pthread_mutex_lock(&p->lock);
 	w->job_id = job->id;
-	atomic_store(&w->cancel, false);
+	/* Cancelled while queued (see q_cancel): the run only reports the cancel. */
+	if (q_cancel_requested(w->q, job->id, &cancelled) != 0) {
+		cancelled = false;
+		ap_error_clear();
+	}
+	atomic_store(&w->cancel, cancelled);
 	atomic_store(&w->lost, false);
 	pthread_mutex_unlock(&p->lock);
 	ap_log(AP_LOG_INFO, job->delivery, job->id, "job started: %s#%lld attempt %d", job->repo,

@@ -193,6 +193,27 @@ static void test_path_policy(void **state)
 	repo_config_free(c);
 }
 
+/* A patch may never change the file that says how it is proven, whatever the globs say. */
+static void test_own_config_always_refused(void **state)
+{
+	repo_config *c = parse_ok("test: make test\n");
+
+	(void)state;
+	assert_false(repo_config_path_allowed(c, ".github/autopatch.yml"));
+	assert_false(repo_config_path_allowed(c, ".GitHub/AutoPatch.yml"));
+	assert_int_equal(repo_config_check_paths(c, "calc.py\n.github/autopatch.yml\n"),
+			 AP_EDENIED);
+	assert_non_null(strstr(ap_error_last(), "`.github/autopatch.yml`"));
+	assert_non_null(strstr(ap_error_last(), "configuration"));
+	assert_true(repo_config_path_allowed(c, ".github/other.yml"));
+	repo_config_free(c);
+
+	c = parse_ok("paths:\n  allow: [\".github/**\", \"**\"]\n");
+	assert_false(repo_config_path_allowed(c, ".github/autopatch.yml"));
+	assert_true(repo_config_path_allowed(c, ".github/CODEOWNERS"));
+	repo_config_free(c);
+}
+
 /* A temporary checkout with the given files ("path=contents"). */
 static char *make_repo(const char *const *files)
 {
@@ -340,6 +361,7 @@ int main(void)
 	    cmocka_unit_test(test_size_cap),
 	    cmocka_unit_test(test_globs),
 	    cmocka_unit_test(test_path_policy),
+	    cmocka_unit_test(test_own_config_always_refused),
 	    cmocka_unit_test(test_detect_test_command),
 	    cmocka_unit_test(test_load_file_and_detection),
 	    cmocka_unit_test(test_load_refuses_symlink),

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -656,6 +657,34 @@ static void test_redact_stream_unterminated_key(void **state)
 	ap_buf_release(&out);
 }
 
+/* The sink runs outside the registry lock: it may log and register secrets (it would deadlock
+ * otherwise), and what it registers applies to the bytes still held. */
+static void register_from_sink(void *ud, const char *p, size_t n)
+{
+	collect(ud, p, n);
+	assert_int_equal(redact_add_secret("late-secret-value"), 0);
+	ap_info("sink got %zu bytes", n);
+}
+
+static void test_redact_stream_sink_may_register(void **state)
+{
+	ap_buf out = AP_BUF_INIT((size_t)-2);
+	redact_stream *s;
+	int fd = open("/dev/null", O_WRONLY);
+
+	(void)state;
+	ap_log_set_fd(fd);
+	assert_int_equal(redact_stream_new(&s, register_from_sink, &out), 0);
+	redact_stream_set_batch(s, 0);
+	assert_int_equal(redact_stream_write(s, "0123456789abcdef-first part ", 28), 0);
+	assert_int_equal(redact_stream_write(s, "then late-secret-value here", 27), 0);
+	redact_stream_free(s);
+	ap_log_set_fd(2);
+	close(fd);
+	assert_string_equal(ap_buf_str(&out), "0123456789abcdef-first part then *** here");
+	ap_buf_release(&out);
+}
+
 /* NUL bytes in container output do not cut the stream short. */
 static void test_redact_binary_safe(void **state)
 {
@@ -748,6 +777,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_redact_stream_matches_oneshot_random, reset),
 	    cmocka_unit_test_setup(test_redact_stream_large_output, reset),
 	    cmocka_unit_test_setup(test_redact_stream_unterminated_key, reset),
+	    cmocka_unit_test_setup(test_redact_stream_sink_may_register, reset),
 	    cmocka_unit_test_setup(test_redact_binary_safe, reset),
 	    cmocka_unit_test_setup(test_redact_logger_lines, reset),
 	};

@@ -311,3 +311,37 @@ class Rig:
             tokens = list(self.gh.state.tokens)
         key_lines = [ln for ln in self.app_key.splitlines() if ln and "-----" not in ln]
         return [self.webhook_secret, self.model_key, *tokens, *key_lines]
+
+
+def commit_to_branch(rig, branch, files, message="change by hand"):
+    """Commit files ({path: text}) on top of branch in the stand-in's bare repository, as a
+    person (or an earlier autopatch version) pushing to it would."""
+    bare = rig.state()["bare"]
+    work = rig.tmp / ("work-" + secrets.token_hex(4))
+    run = lambda *a: subprocess.run(a, cwd=work, check=True, capture_output=True)  # noqa: E731
+    subprocess.run(["git", "clone", "-q", "-b", branch, bare, str(work)], check=True,
+                   capture_output=True)
+    for path, text in files.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text(text)
+    run("git", "add", "-A")
+    run("git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", message)
+    run("git", "push", "-q", "origin", f"HEAD:{branch}")
+
+
+def human_comment(rig, number, body):
+    """A comment by a person on issue/PR number in the stand-in; returns its id."""
+    req = urllib.request.Request(
+        rig.gh.url + "/_stub/comments", method="POST",
+        data=json.dumps({"repo": REPO, "issue": number, "count": 1, "body_prefix": body}).encode(),
+        headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).close()
+    return max(c["id"] for c in rig.state()["comments"] if c["issue"] == number
+               and not c["user"]["login"].endswith("[bot]"))
+
+
+def job_events(rig, job_id):
+    out = subprocess.run([rig.bin, "jobs", "--id", str(job_id), "--json"], env=rig.env(),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return [e.get("message") or "" for e in json.loads(out.stdout).get("events", [])]

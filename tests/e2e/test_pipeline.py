@@ -13,7 +13,8 @@ import uuid
 
 import pytest
 
-from pipeline_util import REPO, Rig, happy_script
+from pipeline_util import (REPO, Rig, commit_to_branch, happy_script, human_comment,
+                           job_events)
 
 BRANCH = "autopatch/issue-1"
 MARKER = "<!-- autopatch:progress -->"
@@ -299,3 +300,64 @@ def test_patch_outside_the_allowed_paths_is_not_pushed(rig_factory):
     assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
     assert len(rig.job_boxes(1)) == 2, "the configured image did not get its own box"
     rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
+
+
+def test_iteration_reads_its_config_from_the_default_branch(rig_factory):
+    # The PR branch is autopatch's own work: a config there (here one no run would accept)
+    # must not decide how the next patch is proven.
+    rig = rig_factory(files={".github/autopatch.yml": "test: python3 -m pytest -q\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the first job")
+    assert rig.jobs()[0]["state"] == "succeeded"
+    commit_to_branch(rig, BRANCH, {".github/autopatch.yml": "test: 'true'\nnetwork_x: [evil]\n"})
+    planner, builder = iteration_steps()
+    rig.model.script = type(rig.model.script)({"planner": planner, "builder": builder})
+    pr = rig.pulls()[0]
+    assert rig.comment(pr["number"], "/autopatch make it raise ValueError instead",
+                       on_pr=True) == 202
+    rig.wait(lambda: rig.job_done(2), 300, "the iteration job")
+    job = [j for j in rig.jobs() if j["id"] == 2][0]
+    assert job["state"] == "succeeded", (job, job_events(rig, 2))
+    assert "configuration read from the default branch" in job_events(rig, 2)
+    assert "raise ValueError" in rig.branch_files(BRANCH)["calc.py"]
+    assert not list((rig.tmp / "data").glob("config-job-*")), "the config checkout was left"
+
+
+def test_rate_limit_past_the_call_deadline_waits_instead_of_failing(rig_factory):
+    # GitHub asks for 5 s; one REST call may wait only 2 s in all, so it gives up with a rate
+    # limit error. The job must wait that out and publish, not fail with the branch pushed.
+    rig = rig_factory(env={"AUTOPATCH_GH_DEADLINE_S": "2"})
+    rig.gh.fail(r"^/repos/octo/calc/pulls$", status=403, times=1, method="POST", retry_after=5,
+                message="You have exceeded a secondary rate limit. Please wait a few minutes "
+                        "before you try again.")
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to finish")
+    job = rig.jobs()[0]
+    assert job["state"] == "succeeded", (job, job_events(rig, 1))
+    assert len(rig.pulls()) == 1
+    posts = [r["time"] for r in rig.gh.requests()
+             if r["method"] == "POST" and r["path"] == f"/repos/{REPO}/pulls"]
+    assert len(posts) == 2 and posts[1] - posts[0] >= 4.5, posts
+    assert any("GitHub rate limit: waiting 5 s" in m for m in job_events(rig, 1))
+    assert "autopatch: failed" not in rig.state()["issues"]["1"]["labels"]
+
+
+def test_stop_while_queued_for_a_retry_edits_the_comment(rig_factory):
+    # Attempt 1 loses GitHub (the connection drops) after the comment exists: the job waits
+    # two minutes for its retry, and the comment says autopatch will retry.
+    rig = rig_factory(env={"AUTOPATCH_RETRY_SECONDS": "120", "AUTOPATCH_GH_RETRIES": "1"})
+    rig.gh.fail(r"^/repos/octo/calc$", method="GET", drop=True, times=50)
+    assert rig.label() == 202
+    rig.wait(lambda: "will retry" in "".join(c["body"] for c in progress_comments(rig)), 120,
+             "the comment to say autopatch will retry")
+    assert rig.jobs()[0]["state"] == "queued"
+    assert rig.comment(1, "/autopatch stop") == 200
+    rig.wait(lambda: rig.job_done(1), 30, "the cancel")
+    assert rig.jobs()[0]["state"] == "cancelled"
+    rig.wait(lambda: "cancelled" in progress_comments(rig)[0]["body"], 30,
+             "the comment to say cancelled")
+    prog = progress_comments(rig)
+    assert len(prog) == 1
+    assert "No pull request was opened" in prog[0]["body"]
+    assert "will retry" not in prog[0]["body"]
+    assert rig.pulls() == []

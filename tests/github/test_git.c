@@ -147,6 +147,22 @@ static void test_push_lands_on_bare_repo(void **state)
 			 0);
 	assert_int_equal(
 	    gh_git_push(f->git, f->dir, f->clone_url, f->token, "autopatch/issue-1", true), 0);
+	/* Nor does the mirror cache, after a fetch and a push. */
+	assert_int_equal(gh_sh(NULL, "test -d %s/data/git/octo/calc.git/objects", stub.dir), 0);
+	assert_int_not_equal(gh_sh(NULL, "grep -rqaF '%s' %s/data", f->token, stub.dir), 0);
+	/* Objects are zlib-compressed: read them through git. */
+	assert_int_equal(
+	    gh_sh(NULL,
+		  "GIT_CONFIG_GLOBAL=/dev/null git --git-dir=%s/data/git/octo/calc.git "
+		  "cat-file --batch-all-objects --batch | grep -c . >/dev/null",
+		  stub.dir),
+	    0);
+	assert_int_not_equal(gh_sh(NULL,
+				   "GIT_CONFIG_GLOBAL=/dev/null git --git-dir=%s/data/git/octo/"
+				   "calc.git cat-file --batch-all-objects --batch | grep -qaF '%s'",
+				   stub.dir, f->token),
+			     0);
+	assert_int_not_equal(gh_sh(NULL, "grep -rqaF '%s' %s/.git", f->token, f->dir), 0);
 
 	assert_int_equal(gh_sh(&out,
 			       "git --git-dir=%s/stub/git/octo/calc.git log -1 "

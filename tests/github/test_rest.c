@@ -28,10 +28,14 @@
 
 static gh_stub stub;
 
+static cJSON *stub_requests(void);
+static cJSON *last_request(cJSON *list, const char *method, const char *path);
+
 struct fx {
 	ap_config *cfg;
 	gh_app *app;
-	gh_rest *rest; /* installation 1 */
+	gh_rest *rest;	/* installation 1 */
+	gh_rest *other; /* a test's own client (freed by fx_teardown) */
 };
 
 static int group_setup(void **state)
@@ -47,7 +51,14 @@ static int group_setup(void **state)
 	    "{\"repos\":[{\"full_name\":\"octo/hello\",\"files\":{\"a.txt\":\"hi\\n\"},"
 	    "\"branches\":[\"feature\"],"
 	    "\"issues\":[{\"title\":\"Crash on empty input\",\"body\":\"Steps\","
-	    "\"labels\":[\"autopatch\",\"bug\"]},{\"title\":\"Second\"}]}]}",
+	    "\"labels\":[\"autopatch\",\"bug\"]},{\"title\":\"Second\"}]},"
+	    /* One repository per installation for the rate-limit tests: their limits are
+	     * process-wide per installation and must not hold back the other tests. */
+	    "{\"full_name\":\"octo/rl2\",\"installation\":2},"
+	    "{\"full_name\":\"octo/rl3\",\"installation\":3},"
+	    "{\"full_name\":\"octo/rl4\",\"installation\":4},"
+	    "{\"full_name\":\"octo/rl5\",\"installation\":5},"
+	    "{\"full_name\":\"octo/rl6\",\"installation\":6}]}",
 	    &body);
 	free(body);
 	return st == 201 ? 0 : -1;
@@ -88,6 +99,7 @@ static int fx_teardown(void **state)
 	struct fx *f = *state;
 
 	gh_rest_free(f->rest);
+	gh_rest_free(f->other);
 	gh_app_free(f->app);
 	cfg_free(f->cfg);
 	free(f);
@@ -453,6 +465,18 @@ static void test_api_calls_round_trip(void **state)
 	assert_int_equal(gh_pull_create(f->rest, "octo/hello", &req, &pr), 0);
 	assert_true(pr.number > 2);
 	assert_true(pr.draft);
+	/* What was sent: a draft that maintainers may push to (GH_PULL_NEW_INIT's defaults). */
+	{
+		cJSON *rl = stub_requests(), *sent;
+
+		sent = cJSON_GetObjectItem(last_request(rl, "POST", "/repos/octo/hello/pulls"),
+					   "body");
+		assert_true(cJSON_IsTrue(cJSON_GetObjectItem(sent, "draft")));
+		assert_true(cJSON_IsTrue(cJSON_GetObjectItem(sent, "maintainer_can_modify")));
+		assert_string_equal(cJSON_GetObjectItem(sent, "head")->valuestring, "feature");
+		assert_string_equal(cJSON_GetObjectItem(sent, "base")->valuestring, "main");
+		cJSON_Delete(rl);
+	}
 	assert_string_equal(pr.head_ref, "feature");
 	assert_int_equal(strlen(pr.head_sha), 40);
 	assert_int_equal(gh_pull_find_by_head(f->rest, "octo/hello", "feature", NULL, &found), 0);
@@ -525,23 +549,375 @@ static void test_api_calls_round_trip(void **state)
 	gh_pull_release(&upd);
 }
 
+static int64_t ms_since(const struct timespec *a)
+{
+	struct timespec b;
+
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (int64_t)(b.tv_sec - a->tv_sec) * 1000 + (b.tv_nsec - a->tv_nsec) / 1000000;
+}
+
+/* The stub's recorded requests (a cJSON list the caller frees). */
+static cJSON *stub_requests(void)
+{
+	char *reqs = NULL;
+	cJSON *rl;
+
+	assert_int_equal(gh_stub_http(&stub, "GET", "/_stub/requests", NULL, &reqs), 200);
+	rl = cJSON_Parse(reqs);
+	free(reqs);
+	assert_non_null(rl);
+	return rl;
+}
+
+/* The last recorded request with that method and exact path (borrowed from list), or NULL. */
+static cJSON *last_request(cJSON *list, const char *method, const char *path)
+{
+	cJSON *it, *found = NULL;
+
+	cJSON_ArrayForEach(it, list)
+	{
+		if (strcmp(cJSON_GetObjectItem(it, "method")->valuestring, method) == 0 &&
+		    strcmp(cJSON_GetObjectItem(it, "path")->valuestring, path) == 0)
+			found = it;
+	}
+	return found;
+}
+
+/* A client of installation inst with f->cfg's current settings, kept in f->other. */
+static gh_rest *client_for(struct fx *f, int64_t inst)
+{
+	gh_rest_free(f->other);
+	f->other = NULL;
+	assert_int_equal(gh_rest_new(&f->other, f->cfg, f->app, inst), 0);
+	return f->other;
+}
+
+/* Answer the next GET of path with 200 and x-ratelimit-remaining: 0, reset at reset. */
+static void inject_exhausted_ok(const char *path, long long reset)
+{
+	char body[512];
+
+	snprintf(body, sizeof(body),
+		 "{\"path\":\"^%s$\",\"status\":200,\"times\":1,\"body\":{\"ok\":true},"
+		 "\"headers\":{\"X-RateLimit-Remaining\":\"0\",\"X-RateLimit-Reset\":\"%lld\"}}",
+		 path, reset);
+	assert_int_equal(gh_stub_http(&stub, "POST", "/_stub/fail", body, NULL), 201);
+}
+
 static void test_deadline_bounds_a_call(void **state)
 {
 	struct fx *f = *state;
-	gh_repo repo = {0};
-	struct timespec a, b;
+	gh_rest *r;
+	struct timespec a;
+	int64_t start = time(NULL);
 
 	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "2");
-	gh_rest_free(f->rest);
-	assert_int_equal(gh_rest_new(&f->rest, f->cfg, f->app, 1), 0);
-	/* retry-after 30 s cannot fit in a 2 s deadline: give up at once, as a rate limit. */
+	r = client_for(f, 6);
+	/* retry-after 30 s cannot fit in a 2 s deadline: give up at once, as a rate limit, and
+	 * say when to come back. */
 	gh_stub_http(&stub, "POST", "/_stub/fail",
-		     "{\"path\":\"^/repos/octo/hello$\",\"status\":403,\"retry_after\":30}", NULL);
+		     "{\"path\":\"^/repos/octo/rl6$\",\"status\":403,\"retry_after\":30}", NULL);
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), AP_ERATELIMIT);
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	assert_true(b.tv_sec - a.tv_sec < 3);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl6", NULL, NULL), AP_ERATELIMIT);
+	assert_true(ms_since(&a) < 1500);
 	assert_non_null(strstr(ap_error_last(), "secondary rate limit"));
+	assert_true(gh_rest_retry_after(r) >= start + 30);
+	assert_true(gh_rest_retry_after(r) <= time(NULL) + 31);
+}
+
+/* x-ratelimit-remaining: 0 on a successful answer holds the next request until the reset. */
+static void test_exhausted_on_2xx_holds_next_request(void **state)
+{
+	struct fx *f = *state;
+	gh_rest *r = client_for(f, 2);
+	long long reset = (long long)time(NULL) + 2; /* held 1-3 s: the reset, +1 s */
+	struct timespec a;
+	cJSON *list, *second;
+
+	inject_exhausted_ok("/repos/octo/rl2", reset);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl2", NULL, NULL), 0);
+	assert_int_equal(gh_rest_retry_after(r), 0);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl2", NULL, NULL), 0);
+	assert_true(ms_since(&a) >= 900);
+	/* The second request reached GitHub only after the reset. */
+	list = stub_requests();
+	second = last_request(list, "GET", "/repos/octo/rl2");
+	assert_non_null(second);
+	assert_true(cJSON_GetObjectItem(second, "time")->valuedouble >= (double)reset);
+	cJSON_Delete(list);
+	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/rl2"), 2);
+}
+
+/* A reset beyond the deadline: the next call, from any client of the installation, returns
+ * AP_ERATELIMIT at once without sending anything, with the reset time for the caller. */
+static void test_future_reset_returned_to_caller(void **state)
+{
+	struct fx *f = *state;
+	gh_rest *r = client_for(f, 3), *r2 = NULL;
+	long long reset = (long long)time(NULL) + 600;
+	struct timespec a;
+
+	inject_exhausted_ok("/repos/octo/rl3", reset);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl3", NULL, NULL), 0);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl3", NULL, NULL), AP_ERATELIMIT);
+	assert_true(ms_since(&a) < 1000);
+	assert_int_equal(gh_rest_retry_after(r), reset + 1);
+	assert_non_null(strstr(ap_error_last(), "rate limited"));
+	/* Another client (another job) of the same installation is held back too. */
+	assert_int_equal(gh_rest_new(&r2, f->cfg, f->app, 3), 0);
+	assert_int_equal(gh_rest_call(r2, "POST", "/repos/octo/rl3/issues/1/comments", NULL, NULL),
+			 AP_ERATELIMIT);
+	assert_int_equal(gh_rest_retry_after(r2), reset + 1);
+	gh_rest_free(r2);
+	assert_int_equal(gh_stub_count(&stub, NULL, "/repos/octo/rl3"), 1);
+	/* Other installations are not affected. */
+	assert_int_equal(gh_rest_call(f->rest, "GET", "/repos/octo/hello", NULL, NULL), 0);
+}
+
+/* A secondary limit without retry-after waits at least a minute by default. */
+static void test_secondary_default_at_least_a_minute(void **state)
+{
+	struct fx *f = *state;
+	ap_config *cfg = NULL;
+	gh_rest *r = NULL;
+	int64_t start = time(NULL);
+	struct timespec a;
+
+	assert_int_equal(cfg_new_empty(&cfg), 0);
+	cfg_set(cfg, "GITHUB_API_URL", stub.url);
+	cfg_set(cfg, "AUTOPATCH_GH_DEADLINE_S", "30"); /* shorter than the default wait */
+	assert_int_equal(gh_rest_new(&r, cfg, f->app, 4), 0);
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/repos/octo/rl4$\",\"status\":403,\"times\":1}", NULL);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl4", NULL, NULL), AP_ERATELIMIT);
+	assert_true(ms_since(&a) < 1500);
+	assert_true(gh_rest_retry_after(r) >= start + 60);
+	assert_true(gh_rest_retry_after(r) <= time(NULL) + 62);
+	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/rl4"), 1);
+	gh_rest_free(r);
+	cfg_free(cfg);
+}
+
+/* Secondary limits in a row wait longer each time (1 s, then 2 s); a success starts over. */
+static void test_secondary_wait_grows_until_success(void **state)
+{
+	struct fx *f = *state;
+	gh_rest *r;
+	struct timespec a;
+	int64_t ms;
+
+	cfg_set(f->cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", "1");
+	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "3");
+	r = client_for(f, 5);
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/repos/octo/rl5$\",\"status\":403,\"times\":2}", NULL);
+	/* 1 s fits in the 3 s deadline, the doubled 2 s after it does not. */
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl5", NULL, NULL), AP_ERATELIMIT);
+	ms = ms_since(&a);
+	assert_true(ms >= 950 && ms < 1900);
+	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/rl5"), 2);
+	assert_true(gh_rest_retry_after(r) >= time(NULL) + 1);
+
+	/* With room, the call waits out the 2 s and succeeds. */
+	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "10");
+	r = client_for(f, 5);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl5", NULL, NULL), 0);
+	/* After a success, the next secondary limit waits the base 1 s again (not 4 s). */
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/repos/octo/rl5$\",\"status\":429,\"times\":1}", NULL);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl5", NULL, NULL), 0);
+	ms = ms_since(&a);
+	assert_true(ms >= 950 && ms < 1900);
+}
+
+/* Every request carries GitHub's media type, the API version and a User-Agent. */
+static void test_request_headers(void **state)
+{
+	struct fx *f = *state;
+	gh_comment c = {0};
+	cJSON *list, *it;
+	int n = 0;
+
+	assert_int_equal(gh_rest_call(f->rest, "GET", "/repos/octo/hello", NULL, NULL), 0);
+	assert_int_equal(gh_comment_create(f->rest, "octo/hello", 1, "hi", &c), 0);
+	gh_comment_release(&c);
+	list = stub_requests();
+	cJSON_ArrayForEach(it, list)
+	{
+		cJSON *h = cJSON_GetObjectItem(it, "headers");
+		const char *ua = cJSON_GetStringValue(cJSON_GetObjectItem(h, "user-agent"));
+
+		assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(h, "accept")),
+				    "application/vnd.github+json");
+		assert_string_equal(
+		    cJSON_GetStringValue(cJSON_GetObjectItem(h, "x-github-api-version")),
+		    "2022-11-28");
+		assert_non_null(ua);
+		assert_int_equal(strncmp(ua, "autopatch/", 10), 0);
+		assert_int_equal(
+		    strncmp(cJSON_GetStringValue(cJSON_GetObjectItem(it, "auth")), "Bearer ", 7),
+		    0);
+		n++;
+	}
+	assert_int_equal(n, 3); /* the mint, the GET and the POST */
+	cJSON_Delete(list);
+}
+
+/* A body larger than AUTOPATCH_GH_MAX_RESPONSE is refused, not retried. */
+static void test_response_size_cap(void **state)
+{
+	struct fx *f = *state;
+	char *big = malloc(9000);
+	gh_rest *r;
+	cJSON *out = NULL;
+	size_t n = 0;
+
+	n += (size_t)snprintf(big, 9000,
+			      "{\"path\":\"^/repos/octo/hello/big$\",\"status\":200,\"times\":2,"
+			      "\"body\":{\"pad\":\"");
+	memset(big + n, 'x', 6000);
+	n += 6000;
+	snprintf(big + n, 9000 - n, "\"}}");
+	assert_int_equal(gh_stub_http(&stub, "POST", "/_stub/fail", big, NULL), 201);
+	free(big);
+	cfg_set(f->cfg, "AUTOPATCH_GH_MAX_RESPONSE", "4096");
+	r = client_for(f, 1);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/hello/big", NULL, &out), AP_ETOOBIG);
+	assert_null(out);
+	assert_int_equal(gh_rest_attempts(r), 1);
+	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/hello/big"), 1);
+	/* The same answer fits under a larger cap. */
+	cfg_set(f->cfg, "AUTOPATCH_GH_MAX_RESPONSE", "8192");
+	r = client_for(f, 1);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/hello/big", NULL, &out), 0);
+	assert_int_equal(strlen(cJSON_GetObjectItem(out, "pad")->valuestring), 6000);
+	cJSON_Delete(out);
+}
+
+struct writer {
+	gh_app *app;
+	const ap_config *cfg;
+	int rc;
+};
+
+static void *write_worker(void *ud)
+{
+	struct writer *w = ud;
+	gh_rest *r = NULL;
+
+	w->rc = gh_rest_new(&r, w->cfg, w->app, 1);
+	for (int i = 0; i < 2 && !w->rc; i++) {
+		gh_comment c = {0};
+
+		w->rc = gh_comment_create(r, "octo/hello", 2, "from a thread", &c);
+		gh_comment_release(&c);
+	}
+	gh_rest_free(r);
+	return NULL;
+}
+
+/* Writes from several threads (each with its own client) to one installation take turns and
+ * keep the spacing between them. */
+static void test_concurrent_writes_serialized_and_spaced(void **state)
+{
+	struct fx *f = *state;
+	struct writer w[4];
+	pthread_t th[4];
+	cJSON *list, *it;
+	double last = 0, min_gap = 1e9;
+	int n = 0;
+	char *tok = NULL;
+
+	cfg_set(f->cfg, "AUTOPATCH_GH_WRITE_SPACING_MS", "150");
+	assert_int_equal(gh_app_token(f->app, 1, &tok), 0); /* mint before the race */
+	free(tok);
+	for (int i = 0; i < 4; i++) {
+		w[i] = (struct writer){f->app, f->cfg, -1};
+		assert_int_equal(pthread_create(&th[i], NULL, write_worker, &w[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(w[i].rc, 0);
+	}
+	list = stub_requests();
+	cJSON_ArrayForEach(it, list)
+	{
+		double t = cJSON_GetObjectItem(it, "time")->valuedouble;
+
+		if (strcmp(cJSON_GetObjectItem(it, "method")->valuestring, "POST") != 0 ||
+		    !strstr(cJSON_GetObjectItem(it, "path")->valuestring, "/issues/2/comments"))
+			continue;
+		if (last > 0 && t - last < min_gap)
+			min_gap = t - last;
+		last = t;
+		n++;
+	}
+	cJSON_Delete(list);
+	assert_int_equal(n, 8);
+	assert_true(min_gap >= 0.145);
+}
+
+/* A 401 right after a token was minted (replication delay) is retried with the same token,
+ * not answered with a second mint. */
+static void test_new_token_401_retried_without_mint(void **state)
+{
+	struct fx *f = *state;
+	gh_app *app = NULL;
+	gh_rest *r = NULL;
+	cJSON *list, *it;
+	const char *first = NULL;
+	int n = 0;
+
+	assert_int_equal(gh_app_new(&app, f->cfg), 0); /* an empty token cache */
+	assert_int_equal(gh_rest_new(&r, f->cfg, app, 1), 0);
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/repos/octo/hello$\",\"status\":401,\"times\":1,"
+		     "\"message\":\"Bad credentials\"}",
+		     NULL);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/hello", NULL, NULL), 0);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 1);
+	list = stub_requests();
+	cJSON_ArrayForEach(it, list)
+	{
+		const char *auth = cJSON_GetStringValue(cJSON_GetObjectItem(it, "auth"));
+
+		if (strcmp(cJSON_GetObjectItem(it, "path")->valuestring, "/repos/octo/hello") != 0)
+			continue;
+		if (!first)
+			first = auth;
+		assert_string_equal(auth, first);
+		n++;
+	}
+	assert_int_equal(n, 2);
+	cJSON_Delete(list);
+	gh_rest_free(r);
+	gh_app_free(app);
+}
+
+/* A rate limit on minting the installation token reaches the caller with its time too.
+ * Last in the list: it holds back the App's JWT calls (every mint) for a few seconds. */
+static void test_mint_rate_limit_returned_to_caller(void **state)
+{
+	struct fx *f = *state;
+	gh_rest *r;
+	int64_t start = time(NULL);
+
+	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "2");
+	r = client_for(f, 7);
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/app/installations/7/access_tokens$\",\"status\":403,"
+		     "\"retry_after\":3,\"times\":1}",
+		     NULL);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/hello", NULL, NULL), AP_ERATELIMIT);
+	assert_true(gh_rest_retry_after(r) >= start + 3);
+	assert_true(gh_rest_retry_after(r) <= time(NULL) + 4);
+	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/hello"), 0);
 }
 
 int main(void)
@@ -565,6 +941,22 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_revoked_token_reminted, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_api_calls_round_trip, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_deadline_bounds_a_call, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_exhausted_on_2xx_holds_next_request, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_future_reset_returned_to_caller, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_secondary_default_at_least_a_minute, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_secondary_wait_grows_until_success, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_request_headers, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_response_size_cap, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_concurrent_writes_serialized_and_spaced, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_new_token_401_retried_without_mint, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_mint_rate_limit_returned_to_caller, fx_setup,
+					    fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
