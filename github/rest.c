@@ -679,6 +679,12 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 		}
 		ap_buf_reset(&auth);
 		rc = auth_header(r, &auth, &new_token);
+		if (rc == AP_ERATELIMIT && !r->fixed_token) {
+			/* Minting the token hit the App's (JWT) limit: hand back its time. */
+			struct inst_state *app_st = state_for(0);
+
+			r->retry_at = app_st ? (blocked_until(app_st) + 999) / 1000 : 0;
+		}
 		if (rc)
 			break;
 		rc = attempt(r, method, ap_buf_str(&url), payload, ap_buf_str(&auth),

@@ -64,6 +64,7 @@ struct sbx_box {
 	long long deadline_ms; /* end of the box's life (monotonic) */
 	bool killed;	       /* the host killed it (deadline, cancel): execs are refused */
 	bool has_repo;	       /* /repo is bound */
+	bool sweeping;	       /* sweep() is running its own exec: no sweep of the sweep */
 	sbx_egress *eg;	       /* the allow-list network + proxy, or NULL */
 };
 
@@ -763,6 +764,21 @@ static bool box_running(sbx_box *b)
 	return alive;
 }
 
+/* Whether the box stopped under a command that exited with code (>= 126). runsc reports 128
+ * for an exec whose sandbox died, and the container's state may still say running for a
+ * moment: for 128 look again for up to 2 s. Other codes (127: not found) are looked at once. */
+static bool box_died(sbx_box *b, int code)
+{
+	for (int i = 0; i < 20; i++) {
+		if (!box_running(b))
+			return true;
+		if (code != 128)
+			return false;
+		usleep(100000);
+	}
+	return false;
+}
+
 #define SBX_BOX_DIED 1 /* pump(): the container stopped under the command */
 
 static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, long long deadline_ms,
@@ -832,6 +848,47 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 				return rc;
 		}
 	}
+}
+
+/* After a command's inside deadline: kill (in up to 5 passes, for processes that fork while
+ * being killed) every process of the box except PID 1 (docker-init)
+ * and the life `sleep`. `timeout -s KILL` only kills its own process group, so a child that
+ * called setsid() (and holds stdout or not) would otherwise outlive its command's deadline;
+ * the daemon closes the exec stream 2 s after the exec's main process exits, before the host
+ * deadline would catch it. Every exec runs in a session of its own, while init and the life
+ * sleep are session 1, which nothing started by an exec can join: so "session != 1" is exactly
+ * what the box's commands started. The workspace (tmpfs) is kept. When the sweep cannot run,
+ * the whole box is killed instead. */
+static void sweep(sbx_box *b)
+{
+	static const char script[] = "for pass in 1 2 3 4 5; do n=0; "
+				     "for f in /proc/[0-9]*/stat; do "
+				     "p=${f#/proc/}; p=${p%/stat}; "
+				     "[ \"$p\" = $$ ] || [ \"$p\" = $PPID ] && continue; "
+				     "read -r l < \"$f\" 2>/dev/null || continue; "
+				     "set -- ${l##*) }; "
+				     "[ \"$1\" = Z ] && continue; "
+				     "[ \"$4\" = 1 ] || { kill -KILL \"$p\" 2>/dev/null; n=1; }; "
+				     "done; [ $n = 0 ] && exit 0; done; exit 1";
+	const char *const argv[] = {"sh", "-c", script, NULL};
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result res = SBX_RESULT_INIT;
+	int rc;
+
+	cmd.argv = argv;
+	cmd.timeout_s = 10;
+	cmd.workdir = "/";
+	cmd.output_cap = 4096;
+	b->sweeping = true;
+	rc = sbx_exec(b, &cmd, &res);
+	b->sweeping = false;
+	if (rc || res.exit_code != 0 || res.timed_out) {
+		ap_warn("sandbox: could not clear container %s after a timeout (%s); killing it",
+			b->name, rc ? ap_error_last() : "the sweep failed");
+		kill_container(b->e, b->id);
+		b->killed = true;
+	}
+	sbx_result_release(&res);
 }
 
 int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
@@ -910,7 +967,9 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 		if (!rc && code == 137 && dk_now_ms() - start >= (long long)seconds * 1000 - 50) {
 			res->timed_out = true;
 			code = 124;
-		} else if (!rc && code >= 126 && !box_running(b)) {
+			if (!b->sweeping)
+				sweep(b);
+		} else if (!rc && code >= 126 && box_died(b, code)) {
 			/* The box died under the command (gVisor's Sentry OOM-killed; runsc then
 			 * reports its own 128): say "killed", and refuse further commands. */
 			ap_warn("sandbox: container %s stopped during a command", b->name);

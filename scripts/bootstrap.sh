@@ -31,34 +31,11 @@ if ((${#need_apt[@]})); then
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
-# gVisor: register runsc with dockerd. On machines without KVM ptrace is the platform that
-# works, and runsc must not set up networking itself for NetworkMode=none containers to start.
-DAEMON_JSON=/etc/docker/daemon.json
-want_json='{
-  "runtimes": {
-    "runsc": {
-      "path": "/usr/bin/runsc",
-      "runtimeArgs": ["--platform=ptrace", "--network=none"]
-    }
-  }
-}'
-restart_docker=0
-if [[ ! -f $DAEMON_JSON ]] || ! grep -q '"runsc"' "$DAEMON_JSON"; then
-  mkdir -p /etc/docker
-  printf '%s\n' "$want_json" > "$DAEMON_JSON"
-  restart_docker=1
-fi
+# gVisor: register runsc with dockerd (the same script a production host runs: it merges the
+# entry into /etc/docker/daemon.json and makes a running dockerd reload it).
+deploy/install-runsc.sh --no-install
 
 docker_up() { timeout 10 docker info >/dev/null 2>&1; }
-if ((restart_docker)) && docker_up; then
-  log "restarting dockerd to register runsc"
-  if command -v systemctl >/dev/null && systemctl is-active --quiet docker 2>/dev/null; then
-    systemctl restart docker
-  else
-    pkill -x dockerd || true
-    for _ in $(seq 50); do pgrep -x dockerd >/dev/null || break; sleep 0.2; done
-  fi
-fi
 if ! docker_up; then
   if command -v systemctl >/dev/null && systemctl start docker 2>/dev/null && docker_up; then
     :

@@ -4,7 +4,9 @@ real Docker engine, on runc and on runsc (gVisor). Every test fails if containme
 Limits are lowered per test through the AUTOPATCH_SANDBOX_* settings so the attacks hit them
 quickly. Each test uses its own owner id and checks that nothing is left behind.
 """
+import json
 import os
+import pathlib
 import signal
 import socket
 import subprocess
@@ -16,6 +18,48 @@ import pytest
 from sandbox_util import RUNTIMES, docker, inspect, owned, sandbox_factory  # noqa: F401
 
 pytestmark = pytest.mark.parametrize("runtime", RUNTIMES)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GRACE_MS = 3000  # SBX_KILL_GRACE in sandbox/docker.c: the host deadline is N s + this
+
+
+def host_procs_of(cid):
+    """Host processes whose command line names the container (runc's shim; runsc's sandbox
+    and gofer). Inside gVisor the box's own processes never show on the host, these do."""
+    out = subprocess.run(["pgrep", "-af", cid], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if "pgrep" not in line]
+
+
+def probe_held(sb, *args, env=None, timeout=120):
+    """Runs tests/sandbox/sbx_probe ARGS; when it stops before destroying the box, checks
+    the host, lets it go on, and returns ({op: record}, host processes before, after)."""
+    path = (pathlib.Path(os.environ.get("AP_BUILD_DIR", ROOT / "build"))
+            / "tests/sandbox/sbx_probe").resolve()
+    assert path.exists(), f"{path} is missing: build first"
+    proc = subprocess.Popen([str(path), *args], env=dict(sb.env, **(env or {})), cwd=sb.tmp,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    recs, before, after = {}, None, None
+    try:
+        for line in proc.stdout:
+            rec = json.loads(line)
+            recs[rec["op"]] = rec
+            if rec["op"] == "destroying":
+                before = host_procs_of(rec["id"])
+                proc.stdin.write("\n")
+                proc.stdin.flush()
+        assert proc.wait(timeout=timeout) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    cid = recs["destroying"]["id"]
+    for _ in range(50):  # the shim / runsc exit a moment after the removal
+        after = host_procs_of(cid)
+        if not after:
+            break
+        time.sleep(0.1)
+    return recs, before, after
 
 
 def py(code):
@@ -38,25 +82,38 @@ def test_fork_bomb_is_contained(sandbox_factory, runtime):
             "    print('unlimited', n, flush=True)\n"
             "except OSError as e:\n"
             "    print('stopped', n, errno.errorcode[e.errno], flush=True)\n")
-    r = sb.run(*py(code), timeout=30, text=True, wall=90)
     if runtime == "runc":
         # The kernel's pids cgroup stops it.
+        r = sb.run(*py(code), timeout=30, text=True, wall=90)
         assert "stopped" in r.stdout, (r.stdout, r.stderr)
         assert int(r.stdout.split()[1]) < 64
         assert "EAGAIN" in r.stdout
+    # A bomb that never gives up (retries on EAGAIN, each child holds 1 MiB), 5 s deadline.
+    # runc: the pids cgroup caps it, the deadline ends it, and the box survives with every
+    # bomb process gone (the post-timeout sweep). gVisor's Sentry does not enforce PidsLimit
+    # (docs/sandbox.md): the memory limit kills the whole sandbox (137) or the deadline ends
+    # it (124); either way within the deadline + the host grace, and the box is gone after.
+    recs, before, after = probe_held(sb, "bomb", "5")
+    bomb = recs["bomb"]
+    assert bomb["rc"] == 0 and bomb["out"] == "bombing", bomb
+    if runtime == "runc":
+        assert bomb["exit"] == 124 and bomb["timed_out"] is True, bomb
+        assert 5000 <= bomb["millis"] < 5000 + GRACE_MS, bomb
+        assert recs["after_bomb"]["out"] == "alive", recs["after_bomb"]
     else:
-        # gVisor's Sentry does not enforce PidsLimit (docs/sandbox.md): the memory limit (the
-        # whole sandbox is killed: 137) and the deadline contain a bomb instead; the processes
-        # never exist on the host.
-        assert "stopped" in r.stdout or "unlimited" in r.stdout or r.returncode in (124, 137), \
-            (r.returncode, r.stderr)
-        host = subprocess.run(["pgrep", "-f", "import os, time, errno"], capture_output=True,
-                              text=True)
-        assert host.stdout.strip() == ""
-    # The classic shell bomb ends by its deadline and the box is removed.
+        assert bomb["exit"] in (124, 137), bomb
+        assert bomb["millis"] < 5000 + GRACE_MS + 3000, bomb
+        if bomb["exit"] == 137:  # the Sentry died: the box refuses further commands
+            assert bomb["timed_out"] is False and recs["after_bomb"]["rc"] != 0, recs
+    if recs["after_bomb"]["rc"] == 0:  # a box still running has host processes
+        assert before, "no host process named the box: the check below would prove nothing"
+    assert after == [], after
+    assert recs["destroyed"]["containers"] == 0
+    # The classic shell bomb (dash refuses `:` as a function name), then a wait so the
+    # bombing outlasts the deadline.
     t0 = time.monotonic()
-    r = sb.run("sh", "-c", ":(){ :|:& };:", timeout=3, wall=90)
-    assert r.returncode != 0 or time.monotonic() - t0 < 15
+    r = sb.run("sh", "-c", "b(){ b|b& }; b; sleep 600", timeout=3, wall=90)
+    assert r.returncode in (124, 137), r.stderr
     assert time.monotonic() - t0 < 3 + 3 + 10
     assert sb.leftovers() == []
 
@@ -162,14 +219,59 @@ def test_sigterm_ignoring_busy_loop_killed_at_deadline(sandbox_factory, runtime)
     assert sb.leftovers() == []
 
 
-def test_background_process_gone_after_destroy(sandbox_factory, runtime):
+def test_inside_deadline_lands_before_the_host_grace(sandbox_factory, runtime):
+    """Three commands with a 2 s deadline in one box (tests/sandbox/sbx_probe deadline)."""
     sb = sandbox_factory(runtime)
-    r = sb.run("sh", "-c", "nohup sleep 9871 >/dev/null 2>&1 & echo started", timeout=20,
-               text=True)
-    assert r.returncode == 0 and "started" in r.stdout
+    recs, before, after = probe_held(sb, "deadline")
+    # 1. Ignores SIGTERM in timeout's process group: the inside `timeout -s KILL` ends it
+    # before the host's deadline (2 s + grace), so the box survives and serves the next one.
+    inside = recs["inside"]
+    assert inside["exit"] == 124 and inside["timed_out"] is True, inside
+    assert inside["out"] == "looping"
+    assert 2000 <= inside["millis"] < 2000 + GRACE_MS, inside
+    assert recs["after_inside"]["rc"] == 0 and recs["after_inside"]["out"] == "alive"
+    # 2. A setsid() child escapes timeout's process group and holds stdout: it must not
+    # outlive its command's deadline, though the box is kept (sweep) or killed (host).
+    esc = recs["escape"]
+    assert esc["exit"] == 124 and esc["timed_out"] is True and esc["out"] == "escaped", esc
+    assert esc["millis"] < 2000 + GRACE_MS + 2000, esc
+    after_esc = recs["after_escape"]
+    assert after_esc["rc"] != 0 or after_esc["out"] == "0", after_esc  # no "sleep 997" left
+    assert recs["destroyed"]["containers"] == 0
+    assert before and after == [], (before, after)
+
+
+def test_host_deadline_kills_what_escapes_the_inside_one(sandbox_factory, runtime):
+    """The command stops its own `timeout` (SIGSTOP) and leaves a setsid() child holding
+    stdout: only the host's deadline can end it; it kills the whole box."""
+    sb = sandbox_factory(runtime)
+    recs, before, after = probe_held(sb, "hostdeadline")
+    host = recs["host"]
+    assert host["exit"] == 124 and host["timed_out"] is True and host["out"] == "stopped", host
+    assert 2000 + GRACE_MS - 50 <= host["millis"] < 2000 + GRACE_MS + 5000, host
+    assert recs["after_host"]["rc"] != 0  # the killed box refuses further commands
+    assert recs["state"]["running"] == 0
+    assert recs["destroyed"]["containers"] == 0
+    assert after == [], after
+
+
+def test_background_process_outlives_its_exec_and_dies_with_the_box(sandbox_factory, runtime):
+    sb = sandbox_factory(runtime)
+    recs, before, after = probe_held(sb, "background")
+    # exec 1 returned at once, leaving `sleep 9871` running; exec 2 sees it (from /proc,
+    # inside the box, which also works under gVisor where the host cannot see it).
+    start = recs["start"]
+    assert start["rc"] == 0 and start["exit"] == 0 and start["millis"] < 5000, start
+    assert int(start["out"]) > 1
+    assert recs["find"]["rc"] == 0 and recs["find"]["out"] == "1", recs["find"]
+    # destroy: the container and every host process of it are gone.
+    assert before, "no host process named the box: the check below would prove nothing"
+    assert after == [], after
+    assert recs["destroyed"]["containers"] == 0
     assert sb.leftovers() == []
-    host = subprocess.run(["pgrep", "-f", "sleep 9871"], capture_output=True, text=True)
-    assert host.stdout.strip() == ""
+    if runtime == "runc":  # runc's processes are host processes
+        host = subprocess.run(["pgrep", "-f", "sleep 9871"], capture_output=True, text=True)
+        assert host.stdout.strip() == ""
 
 
 # --- network -----------------------------------------------------------------------------

@@ -631,7 +631,7 @@ static void test_exhausted_on_2xx_holds_next_request(void **state)
 {
 	struct fx *f = *state;
 	gh_rest *r = client_for(f, 2);
-	long long reset = (long long)time(NULL) + 1;
+	long long reset = (long long)time(NULL) + 2; /* held 1-3 s: the reset, +1 s */
 	struct timespec a;
 	cJSON *list, *second;
 
@@ -900,6 +900,26 @@ static void test_new_token_401_retried_without_mint(void **state)
 	gh_app_free(app);
 }
 
+/* A rate limit on minting the installation token reaches the caller with its time too.
+ * Last in the list: it holds back the App's JWT calls (every mint) for a few seconds. */
+static void test_mint_rate_limit_returned_to_caller(void **state)
+{
+	struct fx *f = *state;
+	gh_rest *r;
+	int64_t start = time(NULL);
+
+	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "2");
+	r = client_for(f, 7);
+	gh_stub_http(&stub, "POST", "/_stub/fail",
+		     "{\"path\":\"^/app/installations/7/access_tokens$\",\"status\":403,"
+		     "\"retry_after\":3,\"times\":1}",
+		     NULL);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/hello", NULL, NULL), AP_ERATELIMIT);
+	assert_true(gh_rest_retry_after(r) >= start + 3);
+	assert_true(gh_rest_retry_after(r) <= time(NULL) + 4);
+	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/hello"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -934,6 +954,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_concurrent_writes_serialized_and_spaced, fx_setup,
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_new_token_401_retried_without_mint, fx_setup,
+					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_mint_rate_limit_returned_to_caller, fx_setup,
 					    fx_teardown),
 	};
 

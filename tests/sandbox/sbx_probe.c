@@ -3,7 +3,8 @@
  * the lifecycle benchmark (things `autopatch sandbox run` does not expose: the warm pool,
  * repeated execs, stdin, output caps). Prints one JSON object per line.
  *
- * Usage: sbx_probe warm N | cold N | exec N | pool | stdin | cap
+ * Usage: sbx_probe warm N | cold N | exec N | pool | stdin | deadline | hostdeadline
+ *        | background | bomb SECONDS
  * Settings come from the environment like autopatch's (AUTOPATCH_SANDBOX_*, AUTOPATCH_OWNER_ID).
  */
 #include "config.h"
@@ -11,6 +12,7 @@
 #include "sandbox/docker_api.h"
 #include "sandbox/sandbox.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +140,154 @@ static int cmd_exec(sbx_engine *e, int n)
 	return rc ? 1 : 0;
 }
 
+/* One command in b; prints {"op":op,"rc":…,"exit":…,"timed_out":…,"millis":…,"out":first line}.
+ * Returns sbx_exec's rc (a refused command is not a probe failure: the tests look at "rc"). */
+static int probe_exec(sbx_box *b, const char *op, const char *const *argv, int timeout_s)
+{
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result res = SBX_RESULT_INIT;
+	int rc;
+
+	cmd.argv = argv;
+	cmd.timeout_s = timeout_s;
+	rc = sbx_exec(b, &cmd, &res);
+	if (rc)
+		fprintf(stderr, "sbx_probe: %s: %s\n", op, ap_error_last());
+	printf("{\"op\":\"%s\",\"rc\":%d,\"exit\":%d,\"timed_out\":%s,\"millis\":%lld,"
+	       "\"out\":\"%.*s\"}\n",
+	       op, rc, rc ? -1 : res.exit_code, res.timed_out ? "true" : "false",
+	       rc ? 0LL : (long long)res.millis, rc ? 0 : (int)strcspn(res.out, "\n\"\\"),
+	       rc ? "" : res.out);
+	fflush(stdout);
+	sbx_result_release(&res);
+	return rc;
+}
+
+/* Whether the container is running, through the API (-1: unknown, e.g. removed). */
+static int container_running(dk_client *dk, const char *id)
+{
+	char path[160];
+	cJSON *resp = NULL, *running;
+	int r = -1;
+
+	snprintf(path, sizeof(path), "/containers/%s/json", id);
+	if (dk_request(dk, "GET", path, NULL, 0, NULL, &resp))
+		return -1;
+	running = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(resp, "State"),
+						   "Running");
+	if (cJSON_IsBool(running))
+		r = cJSON_IsTrue(running);
+	cJSON_Delete(resp);
+	return r;
+}
+
+/* Prints the box id, then waits for a line on stdin (the test looks at the host meanwhile). */
+static void hold(sbx_box *b, const char *op)
+{
+	char line[16];
+
+	printf("{\"op\":\"%s\",\"id\":\"%s\"}\n", op, sbx_box_id(b));
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return;
+}
+
+/* Lists the box's processes whose command line contains what (from /proc, inside). */
+#define FIND_PROC(what)                                                                            \
+	"for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; echo; done | "           \
+	"grep -c '" what "'"
+
+/* The two deadlines of sbx_exec (docs/sandbox.md, "exec"): the inside `timeout -s KILL`
+ * ("deadline") and the host's, 3 s later ("hostdeadline"). */
+static int cmd_deadline(sbx_engine *e, dk_client *dk, bool host)
+{
+	/* Ignores SIGTERM, stays in timeout's process group: the inside kill ends it. */
+	const char *const busy[] = {"sh", "-c",
+				    "trap '' TERM INT; echo looping; while :; do :; done", NULL};
+	/* A setsid() child escapes timeout's process group and holds stdout. */
+	const char *const escape[] = {
+	    "sh", "-c", "setsid sh -c 'echo escaped; exec sleep 997' & sleep 600", NULL};
+	/* Stops its own `timeout` so the inside deadline never fires; the escapee holds stdout:
+	 * only the host deadline ends this. */
+	const char *const stopper[] = {
+	    "sh", "-c", "setsid sh -c 'exec sleep 996' & kill -STOP $PPID; echo stopped; sleep 600",
+	    NULL};
+	const char *const alive[] = {"sh", "-c", "echo alive", NULL};
+	const char *const find997[] = {"sh", "-c", FIND_PROC("[s]leep 997"), NULL};
+	sbx_spec spec = SBX_SPEC_INIT;
+	sbx_box *b;
+
+	spec.job_label = "probe";
+	if (sbx_create(e, &spec, &b))
+		return fail("create");
+	if (!host) {
+		probe_exec(b, "inside", busy, 2);
+		probe_exec(b, "after_inside", alive, 20);
+		probe_exec(b, "escape", escape, 2);
+		probe_exec(b, "after_escape", find997, 20);
+	} else {
+		probe_exec(b, "host", stopper, 2);
+		probe_exec(b, "after_host", alive, 20);
+	}
+	printf("{\"op\":\"state\",\"running\":%d}\n", container_running(dk, sbx_box_id(b)));
+	hold(b, "destroying");
+	sbx_destroy(b);
+	printf("{\"op\":\"destroyed\",\"containers\":%d}\n", count_owned(e, dk));
+	return 0;
+}
+
+/* A background process outlives the exec that started it, the next exec sees it, destroy ends
+ * it with the box. */
+static int cmd_background(sbx_engine *e, dk_client *dk)
+{
+	const char *const start[] = {"sh", "-c", "nohup sleep 9871 >/dev/null 2>&1 & echo $!",
+				     NULL};
+	const char *const find[] = {"sh", "-c", FIND_PROC("[s]leep 9871"), NULL};
+	sbx_spec spec = SBX_SPEC_INIT;
+	sbx_box *b;
+
+	spec.job_label = "probe";
+	if (sbx_create(e, &spec, &b))
+		return fail("create");
+	probe_exec(b, "start", start, 20);
+	probe_exec(b, "find", find, 20);
+	hold(b, "destroying");
+	sbx_destroy(b);
+	printf("{\"op\":\"destroyed\",\"containers\":%d}\n", count_owned(e, dk));
+	return 0;
+}
+
+/* A fork bomb that never gives up (retries on EAGAIN), with a deadline of seconds. */
+static int cmd_bomb(sbx_engine *e, dk_client *dk, int seconds)
+{
+	const char *const bomb[] = {"python3", "-c",
+				    "import os, time\n"
+				    "n = 0\n"
+				    "print('bombing', flush=True)\n"
+				    "while True:\n"
+				    "    try:\n"
+				    "        if os.fork() == 0:\n"
+				    "            b = bytearray(1 << 20)\n"
+				    "            time.sleep(600); os._exit(0)\n"
+				    "        n += 1\n"
+				    "    except OSError:\n"
+				    "        time.sleep(0.01)\n",
+				    NULL};
+	const char *const alive[] = {"sh", "-c", "echo alive", NULL};
+	sbx_spec spec = SBX_SPEC_INIT;
+	sbx_box *b;
+
+	spec.job_label = "probe";
+	if (sbx_create(e, &spec, &b))
+		return fail("create");
+	probe_exec(b, "bomb", bomb, seconds);
+	probe_exec(b, "after_bomb", alive, 20);
+	hold(b, "destroying");
+	sbx_destroy(b);
+	printf("{\"op\":\"destroyed\",\"containers\":%d}\n", count_owned(e, dk));
+	return 0;
+}
+
 /* Exercise the pool: fill, acquire past its size, check isolation and the size bound. */
 static int cmd_pool(sbx_engine *e, dk_client *dk)
 {
@@ -251,7 +401,9 @@ int main(int argc, char **argv)
 	int n = argc > 2 ? atoi(argv[2]) : 10, rc = 2;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: sbx_probe warm N | cold N | exec N | pool | stdin\n");
+		fprintf(stderr, "usage: sbx_probe warm N | cold N | exec N | pool | stdin | "
+				"deadline | hostdeadline | "
+				"background | bomb SECONDS\n");
 		return 2;
 	}
 	if (cfg_load(&cfg, getenv("AUTOPATCH_ENV_FILE")) || sbx_engine_new(&e, cfg) ||
@@ -269,6 +421,14 @@ int main(int argc, char **argv)
 		rc = cmd_pool(e, dk);
 	else if (strcmp(argv[1], "stdin") == 0)
 		rc = cmd_stdin_cap(e);
+	else if (strcmp(argv[1], "deadline") == 0)
+		rc = cmd_deadline(e, dk, false);
+	else if (strcmp(argv[1], "hostdeadline") == 0)
+		rc = cmd_deadline(e, dk, true);
+	else if (strcmp(argv[1], "background") == 0)
+		rc = cmd_background(e, dk);
+	else if (strcmp(argv[1], "bomb") == 0)
+		rc = cmd_bomb(e, dk, n);
 out:
 	sbx_engine_free(e);
 	dk_client_free(dk);
