@@ -2,6 +2,7 @@
 real Tester, on examples/calc. Every test fails if the behaviour it names breaks."""
 import json
 import re
+import subprocess
 
 import pytest
 
@@ -311,3 +312,30 @@ def test_planner_that_never_plans_is_nudged_then_stopped(autopatch_bin, tmp_path
     last_user = planner[13]["body"]["messages"][-1]
     assert last_user["role"] == "user" and "reply now with the plan" in last_user["content"]
     assert "stopped: planner rounds" in r.out
+
+
+def test_fix_usage_errors_exit_2_with_a_sentence(autopatch_bin, tmp_path):
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "README").write_text("no tests here\n")
+    subprocess.run(["git", "-C", str(plain), "init", "-q"], check=True)
+    issue = tmp_path / "issue.md"
+    issue.write_text("title\nbody\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    cases = [
+        ([], "usage: autopatch fix"),
+        (["--repo", str(plain)], "usage: autopatch fix"),
+        (["--repo", str(plain), "--issue", "x", "--issue-file", str(issue)], "usage"),
+        (["--repo", str(tmp_path / "missing"), "--issue", "x"], "is not a directory"),
+        (["--repo", str(plain), "--issue", "x", "--max-iterations", "0"], "--max-iterations"),
+        (["--repo", str(plain), "--issue-file", str(issue)], "pass --test CMD"),
+    ]
+    nogit = tmp_path / "nogit"
+    nogit.mkdir()
+    cases.append((["--repo", str(nogit), "--issue", "x"], "is not a git repository"))
+    for args, message in cases:
+        p = subprocess.run([str(autopatch_bin), "fix"] + args, cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert message in p.stderr, (args, p.stderr)
