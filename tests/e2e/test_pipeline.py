@@ -454,3 +454,21 @@ def test_setup_and_network_keys_reach_the_sandbox(rig_factory):
                            f"label=autopatch.owner={rig.owner}", "--filter",
                            "label=autopatch.job=job-1"], capture_output=True, text=True)
     assert nets.stdout.split() == [], "the job's egress network was left behind"
+
+
+def test_patch_to_the_autopatch_config_is_never_pushed(rig_factory):
+    # A proven patch that also rewrites .github/autopatch.yml (here: a weaker `test:`) would
+    # set the rules for the next run on this branch; it is refused whatever paths allow.
+    script = happy_script()
+    script["builder"].insert(0, {"tool_calls": [{"name": "write_file", "arguments": {
+        "path": ".github/autopatch.yml", "content": "test: 'true'\n"}}]})
+    rig = rig_factory(script=script, files={
+        ".github/autopatch.yml": "test: python3 -m pytest -q\npaths:\n  allow: [\"**\"]\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
+    assert rig.jobs()[0]["state"] == "failed", job_events(rig, 1)
+    assert rig.pulls() == []
+    assert rig.gh.state_dump()["pushes"] == [], "nothing may be pushed"
+    text = progress_comments(rig)[0]["body"]
+    assert "`.github/autopatch.yml`" in text and "configuration" in text, text
+    assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
