@@ -231,6 +231,8 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	fo.should_stop = should_stop;
 	rc = fixer_run(&fo, &res);
 
+	if (traj_path)
+		printf("trajectory: %s\n", traj_path);
 	printf("\nmodel: %s, %d model calls, %lld tokens in, %lld tokens out, %d round(s)\n",
 	       res.model ? res.model : "?", res.model_calls, (long long)res.tokens_in,
 	       (long long)res.tokens_out, res.iterations);

@@ -38,6 +38,7 @@ def test_happy_path_gives_a_proven_patch(autopatch_bin, tmp_path, provider):
                   "[testing] round 1: proven"):
         assert stage in r.out, r
     # the trajectory records messages, tool calls, verdicts and usage
+    assert "trajectory: %s" % r.traj_path in r.out
     events = [json.loads(line) for line in r.traj_path.read_text().splitlines()]
     types = {e["type"] for e in events}
     assert {"start", "llm_request", "llm_response", "tool_result", "tester_run", "verdict",
@@ -315,7 +316,6 @@ def test_planner_that_never_plans_is_nudged_then_stopped(autopatch_bin, tmp_path
 
 
 def test_fix_usage_errors_exit_2_with_a_sentence(autopatch_bin, tmp_path):
-
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "README").write_text("no tests here\n")
