@@ -823,28 +823,18 @@ static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 	return rc;
 }
 
-/* How long GitHub asked for after the rate-limited answer rest got last: retry-after, else
- * the primary limit's reset time, else the secondary-limit default doubling with n. */
+/* How long to wait after a call that returned AP_ERATELIMIT: until the time the REST client
+ * says the installation may call again (reset, retry-after or its secondary-limit wait), else
+ * the secondary-limit default doubling with n. */
 static int64_t rate_limit_wait_ms(const struct run *r, int n)
 {
-	const char *ra = gh_rest_last_header(r->rest, "retry-after");
-	const char *rem = gh_rest_last_header(r->rest, "x-ratelimit-remaining");
-	const char *reset = gh_rest_last_header(r->rest, "x-ratelimit-reset");
-	int64_t w = r->p->ratelimit_wait_s * 1000;
-	char *end;
+	int64_t at = gh_rest_retry_after(r->rest), w = r->p->ratelimit_wait_s * 1000;
 
-	for (int i = 0; i < n && i < 10; i++)
-		w *= 2;
-	if (ra && *ra) {
-		long long v = strtoll(ra, &end, 10);
-
-		if (end != ra && !*end && v >= 0)
-			w = v * 1000;
-	} else if (rem && strcmp(rem, "0") == 0 && reset && *reset) {
-		long long t = strtoll(reset, &end, 10);
-
-		if (end != reset && !*end)
-			w = ((int64_t)t - (int64_t)time(NULL) + 1) * 1000;
+	if (at > 0) {
+		w = (at - (int64_t)time(NULL)) * 1000;
+	} else {
+		for (int i = 0; i < n && i < 10; i++)
+			w *= 2;
 	}
 	return w < 1000 ? 1000 : w;
 }

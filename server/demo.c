@@ -60,6 +60,19 @@ struct demo {
 	int64_t timeout_s;
 };
 
+/* SIGINT/SIGTERM: the demo stops what it started instead of leaving the children running. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static int interrupted(void)
+{
+	return ap_error_set(AP_ECANCELLED, "interrupted by signal %d", (int)stop_signal);
+}
+
 static int64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -356,9 +369,12 @@ static int wait_ready(struct child *c, const char *url, int seconds)
 	int64_t end = mono_ms() + (int64_t)seconds * 1000;
 	long st = 0;
 
-	while (mono_ms() < end && child_alive(c) && (st = http("GET", url, NULL, NULL, &b)) != 200)
+	while (!stop_signal && mono_ms() < end && child_alive(c) &&
+	       (st = http("GET", url, NULL, NULL, &b)) != 200)
 		sleep_ms(100);
 	ap_buf_release(&b);
+	if (stop_signal)
+		return interrupted();
 	if (st == 200)
 		return 0;
 	return ap_error_set(AP_EUNAVAIL, "%s did not start (see %s)", c->name, c->log);
@@ -496,7 +512,13 @@ static int watch(struct demo *d)
 	bool final = false;
 
 	while (mono_ms() < end && !final) {
-		cJSON *st = stub_state(d), *repo, *comments, *c, *pulls, *pr;
+		cJSON *st, *repo, *comments, *c, *pulls, *pr;
+
+		if (stop_signal) {
+			rc = interrupted();
+			break;
+		}
+		st = stub_state(d);
 
 		repo = cJSON_GetObjectItem(cJSON_GetObjectItem(st, "repos"), DEMO_REPO);
 		comments = cJSON_GetObjectItem(repo, "comments");
@@ -676,7 +698,8 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	rc = wait_ready(&d->serve, url, 60);
 	if (rc)
 		return rc;
-	printf("==> autopatch serve on 127.0.0.1:%d (log: %s)\n", d->serve_port, d->serve.log);
+	printf("==> autopatch serve on 127.0.0.1:%d (pid %d, log: %s)\n", d->serve_port,
+	       (int)d->serve.pid, d->serve.log);
 	return 0;
 }
 
@@ -718,6 +741,16 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 	}
 	d.real_model =
 	    cfg_get(cfg, "AUTOPATCH_LLM_BASE_URL") || cfg_get(cfg, "AUTOPATCH_LLM_MODEL");
+	/* Progress is meant to be watched, also through a pipe (`autopatch demo | tee`). */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	{
+		struct sigaction sa = {0};
+
+		sa.sa_handler = on_stop_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
 	if (!mkdtemp(tmpl)) {
 		fprintf(stderr, "autopatch: cannot create a temporary directory: %s\n",
 			strerror(errno));
@@ -755,11 +788,16 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 	if (rc == 0) {
 		remove_tree(d.dir);
 		printf("==> done: the draft pull request exists and every process has stopped\n");
+	} else if (stop_signal && stopped) {
+		remove_tree(d.dir); /* the user asked to quit, not to debug */
+		printf("==> interrupted: every process the demo started has stopped\n");
 	} else {
 		printf("==> logs kept in %s\n", d.dir);
 	}
 	curl_global_cleanup();
 	free(title);
 	free(body);
+	if (stop_signal)
+		return 128 + (int)stop_signal;
 	return rc == 0 ? 0 : 1;
 }

@@ -6,6 +6,7 @@ Real `autopatch serve`, real SQLite, real Docker sandbox, real git over HTTP (th
 """
 import pathlib
 import os
+import re
 import signal
 import subprocess
 import time
@@ -101,6 +102,17 @@ def test_label_opens_exactly_one_proven_draft_pr(rig_factory):
                  "tokens:"):
         assert part in body, (part, body)
     assert "tests/test_mean_empty.py" in body
+    # The evidence itself: the repro test fails on the pristine code and passes patched, and
+    # the suite lost nothing.
+    assert re.search(r"^- pristine code: \*\*fails\*\* \(exit [1-9][0-9]*\)", body, re.M), body
+    assert re.search(r"^- patched code: \*\*passes\*\* \(exit 0\)", body, re.M), body
+    assert "ZeroDivisionError" in body  # the pristine failure's output is quoted
+    assert "no test that passed before fails after the patch" in body
+    create = [r for r in rig.gh.requests()
+              if r["method"] == "POST" and r["path"] == f"/repos/{REPO}/pulls"]
+    assert len(create) == 1
+    assert create[0]["body"]["maintainer_can_modify"] is True, create[0]["body"]
+    assert create[0]["body"]["draft"] is True
 
     files = rig.branch_files(BRANCH)
     assert set(files) == {"calc.py", "tests/test_mean_empty.py"}, files
@@ -199,8 +211,9 @@ def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory, via):
     if via == "review comment":
         assert rig.review_comment(pr["number"], "make it raise ValueError instead") == 202
     else:
+        cid = human_comment(rig, pr["number"], "/autopatch make it raise ValueError instead")
         assert rig.comment(pr["number"], "/autopatch make it raise ValueError instead",
-                           on_pr=True) == 202
+                           on_pr=True, comment_id=cid) == 202
     rig.wait(lambda: rig.job_done(2), 300, "the iteration job")
     jobs = rig.jobs()
     assert all(j["state"] == "succeeded" for j in jobs), [
@@ -214,6 +227,16 @@ def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory, via):
     # The Builder was told what the reviewer asked.
     builder_reqs = [r for r in rig.model.requests() if r["role"] == "builder"]
     assert any("raise ValueError instead" in str(r["body"]["messages"]) for r in builder_reqs)
+    # ... and what the earlier run did (its PR body), so it builds on it.
+    assert any("What the earlier attempt did" in str(r["body"]["messages"]) and
+               "mean() now returns 0.0 for an empty list" in str(r["body"]["messages"])
+               for r in builder_reqs)
+    # The Tester proved the new patch again before it was pushed.
+    verdicts = [m for m in job_events(rig, 2) if m.startswith("tester: ")]
+    assert verdicts and "proven" in verdicts[-1], verdicts
+    if via == "/autopatch comment":
+        assert any(r["content"] == "eyes" and r["kind"] == "comment" and r["target"] == cid
+                   for r in rig.state()["reactions"]), rig.state()["reactions"]
     on_pr = rig.bot_comments(pr["number"])
     replies = [c for c in on_pr if c["body"].startswith("**autopatch** pushed a new commit")]
     assert len(replies) == 1, on_pr
@@ -338,7 +361,9 @@ def test_rate_limit_past_the_call_deadline_waits_instead_of_failing(rig_factory)
     posts = [r["time"] for r in rig.gh.requests()
              if r["method"] == "POST" and r["path"] == f"/repos/{REPO}/pulls"]
     assert len(posts) == 2 and posts[1] - posts[0] >= 4.5, posts
-    assert any("GitHub rate limit: waiting 5 s" in m for m in job_events(rig, 1))
+    waits = [int(m.group(1)) for m in (re.search(r"GitHub rate limit: waiting (\d+) s", e)
+                                       for e in job_events(rig, 1)) if m]
+    assert len(waits) == 1 and 4 <= waits[0] <= 7, (waits, job_events(rig, 1))
     assert "autopatch: failed" not in rig.state()["issues"]["1"]["labels"]
 
 
@@ -361,3 +386,89 @@ def test_stop_while_queued_for_a_retry_edits_the_comment(rig_factory):
     assert "No pull request was opened" in prog[0]["body"]
     assert "will retry" not in prog[0]["body"]
     assert rig.pulls() == []
+
+
+def test_tester_never_proves_a_patch(rig_factory):
+    # The Builder's "reproduction" test already passes on the pristine code: the Tester must
+    # refuse it, and with one round allowed the job fails without pushing anything.
+    script = happy_script()
+    script["builder"] = [
+        {"tool_calls": [{"name": "write_file", "arguments": {
+            "path": "tests/test_mean_one.py",
+            "content": "import calc\n\n\ndef test_mean_of_one():\n"
+                       "    assert calc.mean([2.0]) == 2.0\n"}}]},
+        {"tool_calls": [{"name": "finish", "arguments": {
+            "test_path": "tests/test_mean_one.py",
+            "test_command": "python3 -m pytest -q tests/test_mean_one.py",
+            "summary": "Added a test."}}]},
+        {"text": "Done."},
+    ]
+    rig = rig_factory(script=script, files={
+        ".github/autopatch.yml": "test: python3 -m pytest -q\nmax_iterations: 1\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
+    assert rig.jobs()[0]["state"] == "failed"
+    assert rig.pulls() == []
+    assert rig.gh.state_dump()["pushes"] == [], "nothing may be pushed"
+    prog = progress_comments(rig)
+    assert len(prog) == 1
+    text = prog[0]["body"]
+    assert "could not fix this issue" in text
+    assert "rejected" in text  # why: the Tester's verdict
+    assert "**What was tried:** 1 Builder/Tester round" in text, text
+    assert "trajectories/job-1.jsonl" in text
+    traj = (rig.tmp / "data" / "trajectories" / "job-1.jsonl").read_text()
+    assert "rejected" in traj or "proven\": false" in traj
+    assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
+
+
+def test_setup_and_network_keys_reach_the_sandbox(rig_factory):
+    # setup runs in the job's box before the Planner; network gives that box an egress
+    # allow-list (a proxy named in HTTPS_PROXY, no direct route). The setup command reports
+    # what it sees through its exit status: 42 = proxy configured and direct access blocked.
+    config = ("test: python3 -m pytest -q\n"
+              "setup: |\n"
+              "  python3 - <<'EOF'\n"
+              "  import os, socket, sys\n"
+              "  p = os.environ.get('HTTPS_PROXY', '')\n"
+              "  try:\n"
+              "      socket.create_connection(('1.1.1.1', 80), 2)\n"
+              "      direct = True\n"
+              "  except OSError:\n"
+              "      direct = False\n"
+              "  sys.exit(42 if p.startswith('http://') and not direct else 7)\n"
+              "  EOF\n"
+              "network: [\"mirror.invalid:443\"]\n")
+    rig = rig_factory(files={".github/autopatch.yml": config})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to finish")
+    events = job_events(rig, 1)
+    assert rig.jobs()[0]["state"] == "succeeded", events
+    assert "setup command exited with 42" in events, events
+    assert any(m.startswith("sandbox ") and "egress allow-list" in m for m in events), events
+    assert len(rig.pulls()) == 1
+    assert "`test` from .github/autopatch.yml" in rig.pulls()[0]["body"]
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
+    nets = subprocess.run(["docker", "network", "ls", "-q", "--filter",
+                           f"label=autopatch.owner={rig.owner}", "--filter",
+                           "label=autopatch.job=job-1"], capture_output=True, text=True)
+    assert nets.stdout.split() == [], "the job's egress network was left behind"
+
+
+def test_patch_to_the_autopatch_config_is_never_pushed(rig_factory):
+    # A proven patch that also rewrites .github/autopatch.yml (here: a weaker `test:`) would
+    # set the rules for the next run on this branch; it is refused whatever paths allow.
+    script = happy_script()
+    script["builder"].insert(0, {"tool_calls": [{"name": "write_file", "arguments": {
+        "path": ".github/autopatch.yml", "content": "test: 'true'\n"}}]})
+    rig = rig_factory(script=script, files={
+        ".github/autopatch.yml": "test: python3 -m pytest -q\npaths:\n  allow: [\"**\"]\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
+    assert rig.jobs()[0]["state"] == "failed", job_events(rig, 1)
+    assert rig.pulls() == []
+    assert rig.gh.state_dump()["pushes"] == [], "nothing may be pushed"
+    text = progress_comments(rig)[0]["body"]
+    assert "`.github/autopatch.yml`" in text and "configuration" in text, text
+    assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
