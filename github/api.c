@@ -218,14 +218,16 @@ static int fill_pull(const cJSON *j, gh_pull *out)
 	return 0;
 }
 
-/* Run one call and hand its JSON object to fill (when out is not NULL). */
-static int call_fill(gh_rest *r, const char *method, ap_buf *path, cJSON *body, void *out,
+/* Run one call and hand its JSON object to fill (when out is not NULL). rc is the result of
+ * building path and body: when it is an error, no call is made and rc is returned. Either way
+ * body and path are freed. */
+static int call_fill(gh_rest *r, int rc, const char *method, ap_buf *path, cJSON *body, void *out,
 		     int (*fill)(const cJSON *, void *))
 {
 	cJSON *resp = NULL;
-	int rc;
 
-	rc = gh_rest_call(r, method, ap_buf_str(path), body, out ? &resp : NULL);
+	if (!rc)
+		rc = gh_rest_call(r, method, ap_buf_str(path), body, out ? &resp : NULL);
 	if (!rc && out) {
 		if (!cJSON_IsObject(resp))
 			rc = ap_error_set(AP_EINVAL, "GitHub %s %s: expected an object", method,
@@ -266,11 +268,7 @@ int gh_repo_get(gh_rest *r, const char *repo, gh_repo *out)
 
 	memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "%s", "");
-	if (rc) {
-		ap_buf_release(&p);
-		return rc;
-	}
-	return call_fill(r, "GET", &p, NULL, out, fill_repo_v);
+	return call_fill(r, rc, "GET", &p, NULL, out, fill_repo_v);
 }
 
 int gh_issue_get(gh_rest *r, const char *repo, int64_t number, gh_issue *out)
@@ -280,11 +278,7 @@ int gh_issue_get(gh_rest *r, const char *repo, int64_t number, gh_issue *out)
 
 	memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "/issues/%lld", (long long)number);
-	if (rc) {
-		ap_buf_release(&p);
-		return rc;
-	}
-	return call_fill(r, "GET", &p, NULL, out, fill_issue_v);
+	return call_fill(r, rc, "GET", &p, NULL, out, fill_issue_v);
 }
 
 int gh_comments_list(gh_rest *r, const char *repo, int64_t number, cJSON **out)
@@ -322,11 +316,9 @@ int gh_comment_create(gh_rest *r, const char *repo, int64_t number, const char *
 		memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "/issues/%lld/comments", (long long)number);
 	b = rc ? NULL : body_object("body", body);
-	if (rc || !b) {
-		ap_buf_release(&p);
-		return rc ? rc : ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	return call_fill(r, "POST", &p, b, out, fill_comment_v);
+	if (!rc && !b)
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	return call_fill(r, rc, "POST", &p, b, out, fill_comment_v);
 }
 
 int gh_comment_update(gh_rest *r, const char *repo, int64_t comment_id, const char *body,
@@ -340,11 +332,9 @@ int gh_comment_update(gh_rest *r, const char *repo, int64_t comment_id, const ch
 		memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "/issues/comments/%lld", (long long)comment_id);
 	b = rc ? NULL : body_object("body", body);
-	if (rc || !b) {
-		ap_buf_release(&p);
-		return rc ? rc : ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	return call_fill(r, "PATCH", &p, b, out, fill_comment_v);
+	if (!rc && !b)
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	return call_fill(r, rc, "PATCH", &p, b, out, fill_comment_v);
 }
 
 int gh_labels_add(gh_rest *r, const char *repo, int64_t number, const char *const *names, size_t n)
@@ -363,17 +353,11 @@ int gh_labels_add(gh_rest *r, const char *repo, int64_t number, const char *cons
 		}
 		cJSON_AddItemToArray(arr, s);
 	}
-	if (!arr) {
-		cJSON_Delete(b);
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	rc = path_fmt(&p, repo, "/issues/%lld/labels", (long long)number);
-	if (rc) {
-		cJSON_Delete(b);
-		ap_buf_release(&p);
-		return rc;
-	}
-	return call_fill(r, "POST", &p, b, NULL, NULL);
+	if (!arr)
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	else
+		rc = path_fmt(&p, repo, "/issues/%lld/labels", (long long)number);
+	return call_fill(r, rc, "POST", &p, b, NULL, NULL);
 }
 
 int gh_label_remove(gh_rest *r, const char *repo, int64_t number, const char *name)
@@ -384,11 +368,7 @@ int gh_label_remove(gh_rest *r, const char *repo, int64_t number, const char *na
 	rc = path_fmt(&p, repo, "/issues/%lld/labels/", (long long)number);
 	if (!rc)
 		rc = add_escaped(&p, name);
-	if (rc) {
-		ap_buf_release(&p);
-		return rc;
-	}
-	return call_fill(r, "DELETE", &p, NULL, NULL, NULL);
+	return call_fill(r, rc, "DELETE", &p, NULL, NULL, NULL);
 }
 
 static int reaction(gh_rest *r, const char *repo, const char *what, int64_t id, const char *content)
@@ -399,11 +379,9 @@ static int reaction(gh_rest *r, const char *repo, const char *what, int64_t id, 
 
 	rc = path_fmt(&p, repo, "/issues/%s%lld/reactions", what, (long long)id);
 	b = rc ? NULL : body_object("content", content);
-	if (rc || !b) {
-		ap_buf_release(&p);
-		return rc ? rc : ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	return call_fill(r, "POST", &p, b, NULL, NULL);
+	if (!rc && !b)
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	return call_fill(r, rc, "POST", &p, b, NULL, NULL);
 }
 
 int gh_reaction_add_issue(gh_rest *r, const char *repo, int64_t number, const char *content)
@@ -428,17 +406,11 @@ int gh_pull_create(gh_rest *r, const char *repo, const gh_pull_new *req, gh_pull
 	    !cJSON_AddStringToObject(b, "base", req->base ? req->base : "") ||
 	    !cJSON_AddStringToObject(b, "body", req->body ? req->body : "") ||
 	    !cJSON_AddBoolToObject(b, "draft", req->draft) ||
-	    !cJSON_AddBoolToObject(b, "maintainer_can_modify", req->maintainer_can_modify)) {
-		cJSON_Delete(b);
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	rc = path_fmt(&p, repo, "/pulls");
-	if (rc) {
-		cJSON_Delete(b);
-		ap_buf_release(&p);
-		return rc;
-	}
-	return call_fill(r, "POST", &p, b, out, fill_pull_v);
+	    !cJSON_AddBoolToObject(b, "maintainer_can_modify", req->maintainer_can_modify))
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	else
+		rc = path_fmt(&p, repo, "/pulls");
+	return call_fill(r, rc, "POST", &p, b, out, fill_pull_v);
 }
 
 int gh_pull_update(gh_rest *r, const char *repo, int64_t number, const char *title,
@@ -452,17 +424,11 @@ int gh_pull_update(gh_rest *r, const char *repo, int64_t number, const char *tit
 		memset(out, 0, sizeof(*out));
 	if (!b || (title && !cJSON_AddStringToObject(b, "title", title)) ||
 	    (body && !cJSON_AddStringToObject(b, "body", body)) ||
-	    (state && !cJSON_AddStringToObject(b, "state", state))) {
-		cJSON_Delete(b);
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	rc = path_fmt(&p, repo, "/pulls/%lld", (long long)number);
-	if (rc) {
-		cJSON_Delete(b);
-		ap_buf_release(&p);
-		return rc;
-	}
-	return call_fill(r, "PATCH", &p, b, out, fill_pull_v);
+	    (state && !cJSON_AddStringToObject(b, "state", state)))
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	else
+		rc = path_fmt(&p, repo, "/pulls/%lld", (long long)number);
+	return call_fill(r, rc, "PATCH", &p, b, out, fill_pull_v);
 }
 
 int gh_pull_get(gh_rest *r, const char *repo, int64_t number, gh_pull *out)
@@ -472,11 +438,7 @@ int gh_pull_get(gh_rest *r, const char *repo, int64_t number, gh_pull *out)
 
 	memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "/pulls/%lld", (long long)number);
-	if (rc) {
-		ap_buf_release(&p);
-		return rc;
-	}
-	return call_fill(r, "GET", &p, NULL, out, fill_pull_v);
+	return call_fill(r, rc, "GET", &p, NULL, out, fill_pull_v);
 }
 
 int gh_pull_find_by_head(gh_rest *r, const char *repo, const char *branch, const char *state,
