@@ -153,6 +153,20 @@ static int cached_locked(gh_app *app, int64_t inst, char **out)
 	return AP_ENOTFOUND;
 }
 
+/* Unlink and free the cached token for inst, if there is one. Caller holds lock. */
+static void drop_locked(gh_app *app, int64_t inst)
+{
+	for (struct token **pp = &app->tokens; *pp; pp = &(*pp)->next) {
+		if ((*pp)->inst == inst) {
+			struct token *old = *pp;
+
+			*pp = old->next;
+			token_free(old);
+			return;
+		}
+	}
+}
+
 /* "2016-07-11T22:14:10Z" → Unix seconds, -1 if malformed. */
 static int64_t parse_iso8601(const char *s)
 {
@@ -219,7 +233,7 @@ out_free_rest:
 
 int gh_app_token(gh_app *app, int64_t installation_id, char **out)
 {
-	struct token *t = NULL, **pp;
+	struct token *t = NULL;
 	int rc;
 
 	*out = NULL;
@@ -249,15 +263,7 @@ int gh_app_token(gh_app *app, int64_t installation_id, char **out)
 		goto out_unlock_mint;
 	}
 	pthread_mutex_lock(&app->lock);
-	for (pp = &app->tokens; *pp; pp = &(*pp)->next) {
-		if ((*pp)->inst == installation_id) {
-			struct token *old = *pp;
-
-			*pp = old->next;
-			token_free(old);
-			break;
-		}
-	}
+	drop_locked(app, installation_id);
 	t->next = app->tokens;
 	app->tokens = t;
 	pthread_mutex_unlock(&app->lock);
@@ -268,18 +274,8 @@ out_unlock_mint:
 
 void gh_app_token_invalidate(gh_app *app, int64_t installation_id)
 {
-	struct token **pp;
-
 	pthread_mutex_lock(&app->lock);
-	for (pp = &app->tokens; *pp; pp = &(*pp)->next) {
-		if ((*pp)->inst == installation_id) {
-			struct token *old = *pp;
-
-			*pp = old->next;
-			token_free(old);
-			break;
-		}
-	}
+	drop_locked(app, installation_id);
 	pthread_mutex_unlock(&app->lock);
 }
 
