@@ -401,7 +401,8 @@ static int add_secret_locked(const char *value, size_t len)
 	return rc;
 }
 
-int redact_add_secret(const char *value)
+/* Register one secret, or take one registration back when remove, and rebuild the index. */
+static int change_secret(const char *value, bool remove)
 {
 	size_t len;
 	int rc, rc2;
@@ -412,30 +413,23 @@ int redact_add_secret(const char *value)
 	if (len < MIN_SECRET_LEN)
 		return 0;
 	pthread_rwlock_wrlock(&reg_lock);
+	removing = remove;
 	rc = add_secret_locked(value, len);
+	removing = false;
 	/* Index whatever was added, even after a failure, so partial registration still masks. */
 	rc2 = rebuild_index();
 	pthread_rwlock_unlock(&reg_lock);
 	return rc ? rc : rc2;
 }
 
+int redact_add_secret(const char *value)
+{
+	return change_secret(value, false);
+}
+
 int redact_remove_secret(const char *value)
 {
-	size_t len;
-	int rc, rc2;
-
-	if (!value)
-		return 0;
-	len = strlen(value);
-	if (len < MIN_SECRET_LEN)
-		return 0;
-	pthread_rwlock_wrlock(&reg_lock);
-	removing = true;
-	rc = add_secret_locked(value, len);
-	removing = false;
-	rc2 = rebuild_index();
-	pthread_rwlock_unlock(&reg_lock);
-	return rc ? rc : rc2;
+	return change_secret(value, true);
 }
 
 void redact_clear(void)
