@@ -1119,10 +1119,26 @@ int sbx_prepare(sbx_box *b)
 
 /* --- reaping ---------------------------------------------------------------------------- */
 
+/* The Id of a listed container or network that reap() may remove, or NULL: one with a safe Id
+ * whose creator is gone (any such one, when all). */
+static const char *reapable_id(const cJSON *it, bool all)
+{
+	const cJSON *labels = cJSON_GetObjectItemCaseSensitive(it, "Labels");
+	const cJSON *creator = cJSON_GetObjectItemCaseSensitive(labels, DK_LABEL_CREATOR);
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "Id");
+
+	if (!cJSON_IsString(id) || !label_safe(id->valuestring, 80))
+		return NULL;
+	if (!all && cJSON_IsString(creator) && dk_creator_alive(creator->valuestring))
+		return NULL;
+	return id->valuestring;
+}
+
 static int reap(sbx_engine *e, bool all)
 {
 	char *filters = NULL, path[512];
-	cJSON *list = NULL, *it, *labels, *creator, *id, *names;
+	cJSON *list = NULL, *it, *names;
+	const char *id;
 	char raw[160];
 	int removed = 0, rc;
 
@@ -1136,15 +1152,11 @@ static int reap(sbx_engine *e, bool all)
 		goto out_free;
 	cJSON_ArrayForEach(it, list)
 	{
-		labels = cJSON_GetObjectItemCaseSensitive(it, "Labels");
-		creator = cJSON_GetObjectItemCaseSensitive(labels, DK_LABEL_CREATOR);
-		id = cJSON_GetObjectItemCaseSensitive(it, "Id");
+		id = reapable_id(it, all);
+		if (!id)
+			continue;
 		names = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(it, "Names"), 0);
-		if (!cJSON_IsString(id) || !label_safe(id->valuestring, 80))
-			continue;
-		if (!all && cJSON_IsString(creator) && dk_creator_alive(creator->valuestring))
-			continue;
-		if (remove_container(e, id->valuestring)) {
+		if (remove_container(e, id)) {
 			ap_warn("sandbox reap: %s", ap_error_last());
 			continue;
 		}
@@ -1160,14 +1172,10 @@ static int reap(sbx_engine *e, bool all)
 		goto out_free;
 	cJSON_ArrayForEach(it, list)
 	{
-		labels = cJSON_GetObjectItemCaseSensitive(it, "Labels");
-		creator = cJSON_GetObjectItemCaseSensitive(labels, DK_LABEL_CREATOR);
-		id = cJSON_GetObjectItemCaseSensitive(it, "Id");
-		if (!cJSON_IsString(id) || !label_safe(id->valuestring, 80))
+		id = reapable_id(it, all);
+		if (!id)
 			continue;
-		if (!all && cJSON_IsString(creator) && dk_creator_alive(creator->valuestring))
-			continue;
-		snprintf(path, sizeof(path), "/networks/%s", id->valuestring);
+		snprintf(path, sizeof(path), "/networks/%s", id);
 		rc = dk_request(e->dk, "DELETE", path, NULL, SBX_API_TIMEOUT, NULL, NULL);
 		if (rc && rc != AP_ENOTFOUND) {
 			ap_warn("sandbox reap: %s", ap_error_last());
