@@ -6,7 +6,6 @@
 #include "redact.h"
 
 #include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,18 +62,6 @@ static const char SCRIPT_SUITE_AFTER[] =
     "cd \"$1\" && git -c safe.directory='*' ls-files -o > /tmp/.ap-untracked-after && "
     "grep -vxFf /tmp/.ap-untracked /tmp/.ap-untracked-after | while IFS= read -r f; do "
     "rm -f -- \"$f\"; done; true";
-
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...)
-{
-	va_list ap;
-	char *s = NULL;
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	return s;
-}
 
 /* ---- pytest -rA parsing ---------------------------------------------------------------- */
 
@@ -222,7 +209,8 @@ int tester_parse_junit(const char *xml, test_outcomes *o)
 		char *cls = xml_attr(p + 1, gt, "classname");
 		char *name = xml_attr(p + 1, gt, "name");
 		if (name && st != 'S') {
-			char *full = xasprintf("%s%s%s", cls ? cls : "", cls ? "::" : "", name);
+			char *full =
+			    tools_asprintf("%s%s%s", cls ? cls : "", cls ? "::" : "", name);
 			int rc = full ? outcomes_add(o, full, strlen(full), st) : AP_ENOMEM;
 			free(full);
 			if (rc) {
@@ -244,7 +232,7 @@ nomem:
 char *tester_suite_cmd(const char *test_cmd)
 {
 	if (strstr(test_cmd, "pytest") && !strstr(test_cmd, "-rA"))
-		return xasprintf("%s -rA", test_cmd);
+		return tools_asprintf("%s -rA", test_cmd);
 	return strdup(test_cmd);
 }
 
@@ -339,12 +327,13 @@ static int reject(tester_verdict *v, const char *reason, const char *cmd, const 
 	v->proven = false;
 	v->reason = strdup(reason);
 	if (r)
-		v->feedback = xasprintf("Tester: REJECTED - %s\n\ncommand: %s\ndirectory: %s\nexit "
-					"status: %d%s\n--- output (head and tail) ---\n%s",
-					reason, cmd, dir, r->exit_code,
-					r->timed_out ? " (timed out)" : "", out ? out : "");
+		v->feedback =
+		    tools_asprintf("Tester: REJECTED - %s\n\ncommand: %s\ndirectory: %s\nexit "
+				   "status: %d%s\n--- output (head and tail) ---\n%s",
+				   reason, cmd, dir, r->exit_code,
+				   r->timed_out ? " (timed out)" : "", out ? out : "");
 	else
-		v->feedback = xasprintf("Tester: REJECTED - %s", reason);
+		v->feedback = tools_asprintf("Tester: REJECTED - %s", reason);
 	free(out);
 	return v->reason && v->feedback ? 0 : AP_ENOMEM;
 }
@@ -529,11 +518,11 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	}
 	int64_t changed = tester_diff_changed_lines(v->diff);
 	if (t->max_diff_lines > 0 && changed > t->max_diff_lines) {
-		char *why =
-		    xasprintf("the diff adds or removes %lld lines (limit %lld): make the "
-			      "smallest change that fixes the issue and remove unrelated "
-			      "files and edits (changed files:\n%s)",
-			      (long long)changed, (long long)t->max_diff_lines, v->files_changed);
+		char *why = tools_asprintf(
+		    "the diff adds or removes %lld lines (limit %lld): make the "
+		    "smallest change that fixes the issue and remove unrelated "
+		    "files and edits (changed files:\n%s)",
+		    (long long)changed, (long long)t->max_diff_lines, v->files_changed);
 		rc = why ? reject(v, why, "git diff", WORKSPACE, NULL) : AP_ENOMEM;
 		free(why);
 		goto out;
@@ -599,8 +588,8 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	if (t->baseline.n > 0) {
 		regress = tester_regressions(&t->baseline, &after);
 		if (regress) {
-			char *why =
-			    xasprintf("the patch breaks tests that passed before:\n%s", regress);
+			char *why = tools_asprintf("the patch breaks tests that passed before:\n%s",
+						   regress);
 			rc = why ? reject(v, why, t->suite_cmd, WORKSPACE, &r) : AP_ENOMEM;
 			free(why);
 			goto out;
@@ -616,7 +605,7 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	v->proven = true;
 	v->reason = strdup("proven");
 	if (t->baseline.n > 0)
-		v->evidence = xasprintf(
+		v->evidence = tools_asprintf(
 		    "**Reproduction test** `%s`, run with `%s`\n"
 		    "- pristine code: **fails** (exit %d), as it must:\n```\n%s\n```\n"
 		    "- patched code: **passes** (exit 0)\n\n"
@@ -627,7 +616,7 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 		    test_path, fin->test_command, pristine_exit, pristine_tail ? pristine_tail : "",
 		    t->suite_cmd, bp, bf, t->baseline_exit, ap_, af, r.exit_code);
 	else
-		v->evidence = xasprintf(
+		v->evidence = tools_asprintf(
 		    "**Reproduction test** `%s`, run with `%s`\n"
 		    "- pristine code: **fails** (exit %d), as it must:\n```\n%s\n```\n"
 		    "- patched code: **passes** (exit 0)\n\n"

@@ -173,8 +173,7 @@ const char *tools_path_refusal(const char *path)
 	return NULL;
 }
 
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...)
+char *tools_asprintf(const char *fmt, ...)
 {
 	va_list ap;
 	char *s = NULL;
@@ -195,15 +194,15 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 		ap_buf names = AP_BUF_INIT(1024);
 		for (size_t i = 0; i < n; i++)
 			ap_buf_addf(&names, "%s%s", i ? ", " : "", offered[i].name);
-		*why = xasprintf("unknown tool '%.100s'; available tools: %s", name,
-				 ap_buf_str(&names));
+		*why = tools_asprintf("unknown tool '%.100s'; available tools: %s", name,
+				      ap_buf_str(&names));
 		ap_buf_release(&names);
 		return NULL;
 	}
 	cJSON *o = args && *args ? cJSON_ParseWithOpts(args, NULL, true) : cJSON_CreateObject();
 	if (!o || !cJSON_IsObject(o)) {
-		*why = xasprintf("%s: arguments must be a JSON object matching the schema %s", name,
-				 d->schema);
+		*why = tools_asprintf("%s: arguments must be a JSON object matching the schema %s",
+				      name, d->schema);
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -215,8 +214,8 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 			if (strcmp(d->params[i].name, it->string) == 0)
 				known = true;
 		if (!known) {
-			*why = xasprintf("%s: unknown argument '%.100s'; schema: %s", name,
-					 it->string, d->schema);
+			*why = tools_asprintf("%s: unknown argument '%.100s'; schema: %s", name,
+					      it->string, d->schema);
 			goto bad;
 		}
 	}
@@ -225,8 +224,8 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, p->name);
 		if (!v || cJSON_IsNull(v)) {
 			if (p->required) {
-				*why =
-				    xasprintf("%s: missing required argument '%s'", name, p->name);
+				*why = tools_asprintf("%s: missing required argument '%s'", name,
+						      p->name);
 				goto bad;
 			}
 			continue;
@@ -234,42 +233,44 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 		switch (p->type) {
 		case P_STR:
 			if (!cJSON_IsString(v)) {
-				*why =
-				    xasprintf("%s: argument '%s' must be a string", name, p->name);
+				*why = tools_asprintf("%s: argument '%s' must be a string", name,
+						      p->name);
 				goto bad;
 			}
 			size_t len = strlen(v->valuestring);
 			if ((long)len < p->min || (long)len > p->max) {
-				*why = xasprintf("%s: argument '%s' must be %ld to %ld bytes long",
-						 name, p->name, p->min, p->max);
+				*why = tools_asprintf(
+				    "%s: argument '%s' must be %ld to %ld bytes long", name,
+				    p->name, p->min, p->max);
 				goto bad;
 			}
 			if (p->is_path) {
 				const char *r = tools_path_refusal(v->valuestring);
 				/* "." names the root for the directory arguments. */
 				if (r && strcmp(v->valuestring, ".") != 0) {
-					*why = xasprintf("%s: %s: refused path '%.200s': %s", name,
-							 p->name, v->valuestring, r);
+					*why = tools_asprintf("%s: %s: refused path '%.200s': %s",
+							      name, p->name, v->valuestring, r);
 					goto bad;
 				}
 			}
 			break;
 		case P_INT:
 			if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long)v->valuedouble) {
-				*why = xasprintf("%s: argument '%s' must be an integer", name,
-						 p->name);
+				*why = tools_asprintf("%s: argument '%s' must be an integer", name,
+						      p->name);
 				goto bad;
 			}
 			if ((long)v->valuedouble < p->min || (long)v->valuedouble > p->max) {
-				*why = xasprintf("%s: argument '%s' must be between %ld and %ld",
-						 name, p->name, p->min, p->max);
+				*why =
+				    tools_asprintf("%s: argument '%s' must be between %ld and %ld",
+						   name, p->name, p->min, p->max);
 				goto bad;
 			}
 			break;
 		case P_BOOL:
 			if (!cJSON_IsBool(v)) {
-				*why = xasprintf("%s: argument '%s' must be true or false", name,
-						 p->name);
+				*why = tools_asprintf("%s: argument '%s' must be true or false",
+						      name, p->name);
 				goto bad;
 			}
 			break;
@@ -509,7 +510,7 @@ static int run_script(const tool_ctx *ctx, const tool_argv *a, char **out, bool 
 	else if (r.err_len)
 		*out = tools_head_tail(r.err, r.err_len, ctx->result_cap);
 	else
-		*out = xasprintf("failed with exit status %d", r.exit_code);
+		*out = tools_asprintf("failed with exit status %d", r.exit_code);
 	if (!*out)
 		rc = AP_ENOMEM;
 out:
@@ -534,7 +535,7 @@ static int do_replace(const tool_ctx *ctx, const cJSON *args, char **out, bool *
 	}
 	if (r.truncated || strlen(r.out ? r.out : "") != r.out_len) {
 		*is_error = true;
-		*out = xasprintf(
+		*out = tools_asprintf(
 		    "replace_in_file: %s is binary or larger than 1 MiB; use write_file", path);
 		goto out_argv;
 	}
@@ -546,15 +547,16 @@ static int do_replace(const tool_ctx *ctx, const cJSON *args, char **out, bool *
 		if (count < 0)
 			rc = AP_ENOMEM;
 		else if (count == 0)
-			*out = xasprintf("replace_in_file: the text to replace was not found in %s "
-					 "(it must match exactly, including whitespace); read the "
-					 "file again",
-					 path);
+			*out = tools_asprintf(
+			    "replace_in_file: the text to replace was not found in %s "
+			    "(it must match exactly, including whitespace); read the "
+			    "file again",
+			    path);
 		else
-			*out =
-			    xasprintf("replace_in_file: the text to replace occurs %d times in %s; "
-				      "include more surrounding lines so it matches once",
-				      count, path);
+			*out = tools_asprintf(
+			    "replace_in_file: the text to replace occurs %d times in %s; "
+			    "include more surrounding lines so it matches once",
+			    count, path);
 		goto out_argv;
 	}
 	tools_argv_free(&a);
@@ -568,7 +570,7 @@ static int do_replace(const tool_ctx *ctx, const cJSON *args, char **out, bool *
 		rc = run_script(ctx, &a, out, is_error);
 	if (!rc && !*is_error) {
 		free(*out);
-		*out = xasprintf("replaced 1 occurrence in %s", path);
+		*out = tools_asprintf("replaced 1 occurrence in %s", path);
 	}
 out_argv:
 	tools_argv_free(&a);

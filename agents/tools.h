@@ -87,4 +87,7 @@ char *tools_replace_once(const char *text, const char *old, const char *new_text
  * Returns a malloc'd copy. */
 char *tools_head_tail(const char *text, size_t len, size_t cap);
 
+/* printf into a malloc'd string (caller frees), or NULL when out of memory. */
+char *tools_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif
