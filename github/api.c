@@ -305,36 +305,39 @@ static cJSON *body_object(const char *key, const char *value)
 	return o;
 }
 
+/* call_fill with a {key: value} body. */
+static int call_body(gh_rest *r, int rc, const char *method, ap_buf *path, const char *key,
+		     const char *value, void *out, int (*fill)(const cJSON *, void *))
+{
+	cJSON *b = rc ? NULL : body_object(key, value);
+
+	if (!rc && !b)
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	return call_fill(r, rc, method, path, b, out, fill);
+}
+
 int gh_comment_create(gh_rest *r, const char *repo, int64_t number, const char *body,
 		      gh_comment *out)
 {
 	ap_buf p = AP_BUF_INIT(PATH_CAP);
-	cJSON *b;
 	int rc;
 
 	if (out)
 		memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "/issues/%lld/comments", (long long)number);
-	b = rc ? NULL : body_object("body", body);
-	if (!rc && !b)
-		rc = ap_error_set(AP_ENOMEM, "out of memory");
-	return call_fill(r, rc, "POST", &p, b, out, fill_comment_v);
+	return call_body(r, rc, "POST", &p, "body", body, out, fill_comment_v);
 }
 
 int gh_comment_update(gh_rest *r, const char *repo, int64_t comment_id, const char *body,
 		      gh_comment *out)
 {
 	ap_buf p = AP_BUF_INIT(PATH_CAP);
-	cJSON *b;
 	int rc;
 
 	if (out)
 		memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "/issues/comments/%lld", (long long)comment_id);
-	b = rc ? NULL : body_object("body", body);
-	if (!rc && !b)
-		rc = ap_error_set(AP_ENOMEM, "out of memory");
-	return call_fill(r, rc, "PATCH", &p, b, out, fill_comment_v);
+	return call_body(r, rc, "PATCH", &p, "body", body, out, fill_comment_v);
 }
 
 int gh_labels_add(gh_rest *r, const char *repo, int64_t number, const char *const *names, size_t n)
@@ -374,14 +377,10 @@ int gh_label_remove(gh_rest *r, const char *repo, int64_t number, const char *na
 static int reaction(gh_rest *r, const char *repo, const char *what, int64_t id, const char *content)
 {
 	ap_buf p = AP_BUF_INIT(PATH_CAP);
-	cJSON *b;
 	int rc;
 
 	rc = path_fmt(&p, repo, "/issues/%s%lld/reactions", what, (long long)id);
-	b = rc ? NULL : body_object("content", content);
-	if (!rc && !b)
-		rc = ap_error_set(AP_ENOMEM, "out of memory");
-	return call_fill(r, rc, "POST", &p, b, NULL, NULL);
+	return call_body(r, rc, "POST", &p, "content", content, NULL, NULL);
 }
 
 int gh_reaction_add_issue(gh_rest *r, const char *repo, int64_t number, const char *content)
