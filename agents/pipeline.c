@@ -1044,6 +1044,7 @@ int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 	struct work w = {0};
 	bool iterate = job->trigger == JOB_TRIGGER_PR_FEEDBACK;
 	char *stored, path[4096];
+	int64_t waited = 0;
 	int rc;
 
 	*result = NULL;
@@ -1069,7 +1070,17 @@ int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 	stage(&r, STAGE_PREPARING, job->attempts > 1 ? "resuming after an interruption" : NULL);
 	if ((rc = checkpoint(&r)))
 		goto out;
-	rc = prepare(&r, &w, iterate);
+	/* A rate limit while reading the issue or repository: wait it out and prepare afresh
+	 * (a re-queue would spend an attempt per retry and fail on a reset an hour away). */
+	for (int n = 0;; n++) {
+		rc = prepare(&r, &w, iterate);
+		if (rc != AP_ERATELIMIT)
+			break;
+		work_release(&w);
+		memset(&w, 0, sizeof(w));
+		if ((rc = wait_rate_limit(&r, n, &waited)))
+			break;
+	}
 	if (rc)
 		goto out;
 	if ((rc = checkpoint(&r)))
