@@ -827,6 +827,8 @@ void redact_stream_set_batch(redact_stream *s, size_t bytes)
 
 static void held_drop(redact_stream *s, size_t n)
 {
+	if (!s->held.data)
+		return; /* nothing was ever written (flushing an unused stream) */
 	memmove(s->held.data, s->held.data + n, s->held.len - n);
 	s->held.len -= n;
 	s->held.data[s->held.len] = '\0';

@@ -12,6 +12,7 @@
 #include "err.h"
 #include "internal.h"
 #include "log.h"
+#include "redact.h"
 #include "sandbox.h"
 #include "stream.h"
 
@@ -641,19 +642,79 @@ int sbx_destroy(sbx_box *b)
 
 /* --- exec ------------------------------------------------------------------------------- */
 
+/* One output stream of an exec: the redactor in front of its capture. Redacting before the
+ * head+tail cap (not after it) is what keeps a secret that straddles the cut from surviving
+ * in part, and the streaming callback only ever sees the same redacted bytes. */
+struct exec_stream {
+	struct exec_io *io;
+	int stream; /* SBX_STREAM_STDOUT or SBX_STREAM_STDERR */
+	sbx_capture cap;
+	redact_stream *rs;
+};
+
 struct exec_io {
-	sbx_capture out, err;
+	struct exec_stream out, err;
 	sbx_output_fn fn;
 	void *ud;
+	int rc;	      /* first redaction failure: the exec fails rather than pass a raw byte on */
+	bool pending; /* bytes went in since the last nudge */
 };
+
+/* Bytes a redactor gathers beyond its hold-back before rescanning: bounds the rescans of
+ * many small frames to about (hold-back + batch) / batch times the output. */
+#define SBX_REDACT_BATCH 4096
+
+/* Redacted bytes of one stream: into the capped capture and the caller's callback. */
+static void on_redacted(void *ud, const char *p, size_t n)
+{
+	struct exec_stream *es = ud;
+
+	sbx_capture_add(&es->cap, p, n);
+	if (es->io->fn)
+		es->io->fn(es->io->ud, es->stream, p, n);
+}
 
 static void on_payload(void *ud, int stream, const char *p, size_t n)
 {
 	struct exec_io *io = ud;
+	int rc;
 
-	sbx_capture_add(stream == SBX_STREAM_STDERR ? &io->err : &io->out, p, n);
-	if (io->fn)
-		io->fn(io->ud, stream, p, n);
+	if (io->rc)
+		return; /* an earlier write failed: drop, never pass unredacted bytes */
+	rc = redact_stream_write(stream == SBX_STREAM_STDERR ? io->err.rs : io->out.rs, p, n);
+	if (rc)
+		io->rc = rc;
+	io->pending = true;
+}
+
+/* Emit what the redactors hold back (end of the exec, however it ended). */
+static int exec_io_flush(struct exec_io *io)
+{
+	int rc = io->rc;
+
+	if (!rc)
+		rc = redact_stream_flush(io->out.rs);
+	if (!rc)
+		rc = redact_stream_flush(io->err.rs);
+	if (rc && !io->rc)
+		io->rc = rc;
+	return rc;
+}
+
+/* No output for a while: let the redactors emit all they safely can, so a slow command's
+ * output still streams (the default batch would hold up to 4 KiB more back). */
+static void exec_io_nudge(struct exec_io *io)
+{
+	struct exec_stream *s[] = {&io->out, &io->err};
+
+	if (!io->pending)
+		return;
+	io->pending = false;
+	for (size_t i = 0; i < 2 && !io->rc; i++) {
+		redact_stream_set_batch(s[i]->rs, 0);
+		io->rc = redact_stream_write(s[i]->rs, "", 0);
+		redact_stream_set_batch(s[i]->rs, SBX_REDACT_BATCH);
+	}
 }
 
 static int exec_create(sbx_box *b, const sbx_cmd *cmd, int seconds, char *exec_id, size_t len)
@@ -797,6 +858,8 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 
 	if (first->len && (rc = sbx_demux_feed(&dm, first->data, first->len, on_payload, io)))
 		return rc;
+	if (io->rc)
+		return io->rc;
 	if (in_open && !in_left) {
 		shutdown(fd, SHUT_WR);
 		in_open = false;
@@ -818,6 +881,10 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 		n = poll(&p, 1, left > 100 ? 100 : (int)left);
 		if (n < 0 && errno != EINTR)
 			return ap_error_set(AP_EIO, "poll: %s", strerror(errno));
+		if (n == 0)
+			exec_io_nudge(io);
+		if (io->rc)
+			return io->rc;
 		if (n <= 0)
 			continue;
 		if (in_open && (p.revents & POLLOUT)) {
@@ -846,6 +913,8 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 			rc = sbx_demux_feed(&dm, buf, (size_t)n, on_payload, io);
 			if (rc)
 				return rc;
+			if (io->rc)
+				return io->rc;
 		}
 	}
 }
@@ -909,8 +978,14 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 	cap = cmd->output_cap ? cmd->output_cap : b->e->output_cap;
 	if (cap < 2)
 		cap = 2;
-	io = (struct exec_io){SBX_CAPTURE_INIT(cap), SBX_CAPTURE_INIT(cap), cmd->on_output,
-			      cmd->on_output_ud};
+	io = (struct exec_io){.fn = cmd->on_output, .ud = cmd->on_output_ud};
+	io.out = (struct exec_stream){&io, SBX_STREAM_STDOUT, SBX_CAPTURE_INIT(cap), NULL};
+	io.err = (struct exec_stream){&io, SBX_STREAM_STDERR, SBX_CAPTURE_INIT(cap), NULL};
+	if ((rc = redact_stream_new(&io.out.rs, on_redacted, &io.out)) ||
+	    (rc = redact_stream_new(&io.err.rs, on_redacted, &io.err)))
+		goto out_release;
+	redact_stream_set_batch(io.out.rs, SBX_REDACT_BATCH);
+	redact_stream_set_batch(io.err.rs, SBX_REDACT_BATCH);
 	seconds = cmd->timeout_s > 0 ? cmd->timeout_s : 60;
 	life_left = (b->deadline_ms - start) / 1000;
 	if (life_left < 1)
@@ -940,6 +1015,8 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 	rc = pump(b, fd, cmd, &first, deadline, &io);
 	close(fd);
 	fd = -1;
+	/* However the command ended, what the redactors held back belongs to its output. */
+	exec_io_flush(&io);
 	if (b->eg && sbx_egress_drain_log(b->eg) < 0)
 		ap_warn("sandbox: egress log: %s", ap_error_last());
 	if (rc == SBX_BOX_DIED) {
@@ -979,10 +1056,14 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 	}
 	if (rc && rc != AP_ECANCELLED)
 		goto out_release;
+	if (io.rc) {
+		rc = io.rc; /* part of the output could not be redacted: none is returned */
+		goto out_release;
+	}
 	res->exit_code = code;
-	res->truncated = sbx_capture_truncated(&io.out) || sbx_capture_truncated(&io.err);
-	res->out = sbx_capture_take(&io.out, &res->out_len);
-	res->err = sbx_capture_take(&io.err, &res->err_len);
+	res->truncated = sbx_capture_truncated(&io.out.cap) || sbx_capture_truncated(&io.err.cap);
+	res->out = sbx_capture_take(&io.out.cap, &res->out_len);
+	res->err = sbx_capture_take(&io.err.cap, &res->err_len);
 	res->millis = dk_now_ms() - start;
 	if (!res->out || !res->err) {
 		sbx_result_release(res);
@@ -992,8 +1073,11 @@ out_release:
 	if (fd >= 0)
 		close(fd);
 	ap_buf_release(&first);
-	sbx_capture_release(&io.out);
-	sbx_capture_release(&io.err);
+	/* Already flushed when the command ran; freeing flushes only on early failures. */
+	redact_stream_free(io.out.rs);
+	redact_stream_free(io.err.rs);
+	sbx_capture_release(&io.out.cap);
+	sbx_capture_release(&io.err.cap);
 	return rc;
 }
 

@@ -68,7 +68,8 @@ typedef struct sbx_result {
 	}
 
 /* Receives output as it arrives (stream 1 = stdout, 2 = stderr), before any cap; the bytes
- * come from the box: treat them as untrusted. */
+ * come from the box: treat them as untrusted. Already redacted (common/redact.h streams, so
+ * the last bytes of a stream may only arrive when the command ends). */
 typedef void (*sbx_output_fn)(void *ud, int stream, const char *p, size_t n);
 
 /* One command: argv is executed directly (never through a host-side shell). */

@@ -632,6 +632,21 @@ static void test_redact_stream_large_output(void **state)
 	ap_buf_release(&out);
 }
 
+/* A stream nothing was written to (an exec's silent stderr) flushes and frees cleanly. */
+static void test_redact_stream_unused(void **state)
+{
+	ap_buf out = AP_BUF_INIT(64);
+	redact_stream *s;
+
+	(void)state;
+	assert_int_equal(redact_stream_new(&s, collect, &out), 0);
+	assert_int_equal(redact_stream_flush(s), 0);
+	assert_int_equal(redact_stream_write(s, "", 0), 0);
+	redact_stream_free(s);
+	assert_int_equal(out.len, 0);
+	ap_buf_release(&out);
+}
+
 /* A private-key block that never ends: masked once, its body is never emitted, output after
  * a later END line comes through. */
 static void test_redact_stream_unterminated_key(void **state)
@@ -776,6 +791,7 @@ int main(void)
 	    cmocka_unit_test_setup(test_redact_stream_split_unregistered_tokens, reset),
 	    cmocka_unit_test_setup(test_redact_stream_matches_oneshot_random, reset),
 	    cmocka_unit_test_setup(test_redact_stream_large_output, reset),
+	    cmocka_unit_test_setup(test_redact_stream_unused, reset),
 	    cmocka_unit_test_setup(test_redact_stream_unterminated_key, reset),
 	    cmocka_unit_test_setup(test_redact_stream_sink_may_register, reset),
 	    cmocka_unit_test_setup(test_redact_binary_safe, reset),
