@@ -8,10 +8,106 @@
 #include "roles.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* A sandbox command only watches a flag (sbx_cmd.cancel) while the caller's stop check is a
+ * function: this thread polls the function and raises the flag, so a cancel ends a long
+ * command (a Builder `run`, the Tester's suite with its 900 s deadline) within a fraction of a
+ * second instead of at the command's end. The check is cheap (the pipeline's reads atomics). */
+#define STOP_POLL_MS 200
+
+typedef struct stop_watch {
+	fixer_stop_fn fn;
+	void *ud;
+	volatile sig_atomic_t flag; /* the commands' cancel hook */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool quit;
+	bool started;
+	pthread_t th;
+} stop_watch;
+
+static void *stop_watch_main(void *arg)
+{
+	stop_watch *w = arg;
+	struct timespec ts;
+	bool stop;
+
+	pthread_mutex_lock(&w->mu);
+	while (!w->quit) {
+		pthread_mutex_unlock(&w->mu);
+		stop = w->fn(w->ud);
+		pthread_mutex_lock(&w->mu);
+		if (stop) {
+			w->flag = 1;
+			break;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += STOP_POLL_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		if (!w->quit)
+			pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* Start polling fn (when there is one). Without the thread a cancel still works between
+ * steps, so a failure to start it is only a warning. */
+static void stop_watch_start(stop_watch *w, fixer_stop_fn fn, void *ud)
+{
+	pthread_condattr_t ca;
+
+	w->fn = fn;
+	w->ud = ud;
+	w->flag = 0;
+	w->quit = false;
+	w->started = false;
+	if (!fn)
+		return;
+	if (pthread_condattr_init(&ca))
+		goto out_warn;
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (pthread_cond_init(&w->cv, &ca)) {
+		pthread_condattr_destroy(&ca);
+		goto out_warn;
+	}
+	pthread_condattr_destroy(&ca);
+	if (pthread_mutex_init(&w->mu, NULL))
+		goto out_cond;
+	if (pthread_create(&w->th, NULL, stop_watch_main, w))
+		goto out_mutex;
+	w->started = true;
+	return;
+out_mutex:
+	pthread_mutex_destroy(&w->mu);
+out_cond:
+	pthread_cond_destroy(&w->cv);
+out_warn:
+	ap_warn("fixer: cannot start the cancel watcher; a cancel waits for the running command");
+}
+
+static void stop_watch_stop(stop_watch *w)
+{
+	if (!w->started)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->quit = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->th, NULL);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	w->started = false;
+}
 
 void agent_progress(agent_ctx *a, const char *stage, const char *fmt, ...)
 {
@@ -65,7 +161,8 @@ int agent_stop(agent_ctx *a, const char *what)
 
 static bool cancelled(agent_ctx *a)
 {
-	return a->opts->should_stop && a->opts->should_stop(a->opts->ud);
+	return (a->tools.cancel && *a->tools.cancel) ||
+	       (a->opts->should_stop && a->opts->should_stop(a->opts->ud));
 }
 
 int agent_chat(agent_ctx *a, llm_conv *conv, enum tool_set set)
@@ -206,6 +303,7 @@ static int setup(agent_ctx *a)
 	sbx_result r = SBX_RESULT_INIT;
 	cmd.argv = argv;
 	cmd.timeout_s = 900;
+	cmd.cancel = a->tools.cancel;
 	int rc = sbx_exec(a->opts->box, &cmd, &r);
 	if (!rc)
 		agent_progress(a, "planning", "setup command exited with %d", r.exit_code);
@@ -216,6 +314,7 @@ static int setup(agent_ctx *a)
 int fixer_run(const fixer_opts *opts, fixer_result *res)
 {
 	agent_ctx a = {0};
+	stop_watch watch = {0};
 	char *issue = NULL, *plan = NULL;
 	int rc;
 	memset(res, 0, sizeof(*res));
@@ -230,6 +329,9 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 				    "fixer_run needs a box, a config and a test command");
 	if (opts->trajectory_path && (rc = traj_open(&a.traj, opts->trajectory_path)))
 		return rc;
+	stop_watch_start(&watch, opts->should_stop, opts->ud);
+	if (watch.started)
+		a.tools.cancel = &watch.flag;
 	if ((rc = budget_init(&a.bud, opts->cfg, traj_millis(a.traj))))
 		goto out;
 	if ((rc = llm_new(&a.model, opts->cfg)))
@@ -254,6 +356,7 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 	if ((rc = cfg_get_int(opts->cfg, "AUTOPATCH_MAX_DIFF_LINES", 500, 0, 1000000, &max_diff)))
 		goto out;
 	tester_set_max_diff_lines(a.tester, max_diff);
+	tester_set_cancel(a.tester, a.tools.cancel);
 	if (!(issue = issue_text(opts))) {
 		rc = AP_ENOMEM;
 		goto out;
@@ -264,6 +367,7 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 		goto out;
 	rc = builder_run(&a, issue, plan);
 out:
+	stop_watch_stop(&watch);
 	if (rc && !res->failure) {
 		const char *msg = ap_error_last();
 		res->failure = strdup(*msg ? msg : ap_error_name(rc));

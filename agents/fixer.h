@@ -17,7 +17,9 @@
 /* Progress callback: called at every step with a short line ("planning", "tester: repro fails on
  * pristine as expected"). stage is one of "planning", "building", "testing". */
 typedef void (*fixer_progress_fn)(void *ud, const char *stage, const char *line);
-/* Cancellation check, polled between steps; return true to stop (AP_ECANCELLED). */
+/* Cancellation check, polled between steps and, from a helper thread, every 200 ms while a
+ * sandbox command runs (a true answer kills the command with its box): it must be cheap and
+ * thread-safe. Return true to stop (AP_ECANCELLED). */
 typedef bool (*fixer_stop_fn)(void *ud);
 
 typedef struct fixer_opts {

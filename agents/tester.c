@@ -24,6 +24,7 @@ struct tester {
 	char *suite_cmd;
 	traj *traj;
 	int64_t max_diff_lines;
+	const volatile sig_atomic_t *cancel;
 	bool have_baseline;
 	int baseline_exit;
 	test_outcomes baseline;
@@ -264,6 +265,7 @@ static int run(tester *t, const char *workdir, const char *const *argv, int time
 	cmd.workdir = workdir;
 	cmd.timeout_s = timeout_s;
 	cmd.output_cap = DIFF_CAP;
+	cmd.cancel = t->cancel;
 	return sbx_exec(t->box, &cmd, r);
 }
 
@@ -456,6 +458,11 @@ int64_t tester_diff_changed_lines(const char *diff)
 void tester_set_max_diff_lines(tester *t, int64_t max)
 {
 	t->max_diff_lines = max;
+}
+
+void tester_set_cancel(tester *t, const volatile sig_atomic_t *cancel)
+{
+	t->cancel = cancel;
 }
 
 /* True when files (newline-separated) holds something besides path. */

@@ -29,6 +29,11 @@ void tester_free(tester *t);
  * the huge unrelated diffs users of other tools complain about. */
 void tester_set_max_diff_lines(tester *t, int64_t max);
 
+/* Every command the Tester runs gets this cancel hook (sbx_cmd.cancel): once *cancel is
+ * non-zero the running command is killed with its box and tester_check() returns
+ * AP_ECANCELLED. Borrowed; must outlive the tester. NULL: none. */
+void tester_set_cancel(tester *t, const volatile sig_atomic_t *cancel);
+
 typedef struct tester_verdict {
 	bool proven;
 	char *reason;	     /* one line: why rejected, or "proven" */

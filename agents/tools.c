@@ -478,6 +478,7 @@ static int exec_argv(const tool_ctx *ctx, const tool_argv *a, sbx_result *res)
 	cmd.stdin_len = a->stdin_len;
 	cmd.timeout_s = a->timeout_s;
 	cmd.output_cap = 1u << 20;
+	cmd.cancel = ctx->cancel;
 	return sbx_exec(ctx->box, &cmd, res);
 }
 

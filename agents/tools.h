@@ -30,11 +30,14 @@ typedef struct tool_ctx {
 	const char *root;  /* workspace inside the box, default /tmp/workspace */
 	int run_timeout_s; /* default and cap for `run` (default 120) */
 	size_t result_cap; /* max bytes of a tool result shown to the model (default 16 KiB) */
+	/* When it becomes non-zero, a running command is killed with its box and the tool call
+	 * returns AP_ECANCELLED (sbx_cmd.cancel); NULL: none. */
+	const volatile sig_atomic_t *cancel;
 } tool_ctx;
 
 #define TOOL_CTX_INIT                                                                              \
 	{                                                                                          \
-		NULL, "/tmp/workspace", 120, 16384                                                 \
+		NULL, "/tmp/workspace", 120, 16384, NULL                                           \
 	}
 
 /* What `finish` declared. Strings malloc'd; release with tool_finish_release(). */
