@@ -839,10 +839,11 @@ static int64_t rate_limit_wait_ms(const struct run *r, int n)
 	return w < 1000 ? 1000 : w;
 }
 
-/* GitHub rate-limited a publishing call beyond what one REST call waits: the branch is pushed
- * and the patch proven, so wait the limit out here (the worker keeps the lease alive) rather
- * than fail the job. AP_ERATELIMIT once the job waited ratelimit_max_wait_s in all (the job is
- * then re-queued), AP_ECANCELLED when stopped while waiting. */
+/* GitHub rate-limited a call beyond what one REST call waits (while preparing, or publishing
+ * with the branch pushed and the patch proven): wait the limit out here (the worker keeps the
+ * lease alive) rather than fail the job or spend an attempt. AP_ERATELIMIT once the job waited
+ * ratelimit_max_wait_s in all (the job is then re-queued), AP_ECANCELLED when stopped while
+ * waiting. */
 static int wait_rate_limit(struct run *r, int n, int64_t *waited_ms)
 {
 	int64_t ms = rate_limit_wait_ms(r, n), until;
