@@ -839,10 +839,11 @@ static int64_t rate_limit_wait_ms(const struct run *r, int n)
 	return w < 1000 ? 1000 : w;
 }
 
-/* GitHub rate-limited a publishing call beyond what one REST call waits: the branch is pushed
- * and the patch proven, so wait the limit out here (the worker keeps the lease alive) rather
- * than fail the job. AP_ERATELIMIT once the job waited ratelimit_max_wait_s in all (the job is
- * then re-queued), AP_ECANCELLED when stopped while waiting. */
+/* GitHub rate-limited a call beyond what one REST call waits (while preparing, or publishing
+ * with the branch pushed and the patch proven): wait the limit out here (the worker keeps the
+ * lease alive) rather than fail the job or spend an attempt. AP_ERATELIMIT once the job waited
+ * ratelimit_max_wait_s in all (the job is then re-queued), AP_ECANCELLED when stopped while
+ * waiting. */
 static int wait_rate_limit(struct run *r, int n, int64_t *waited_ms)
 {
 	int64_t ms = rate_limit_wait_ms(r, n), until;
@@ -1044,6 +1045,7 @@ int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 	struct work w = {0};
 	bool iterate = job->trigger == JOB_TRIGGER_PR_FEEDBACK;
 	char *stored, path[4096];
+	int64_t waited = 0;
 	int rc;
 
 	*result = NULL;
@@ -1069,7 +1071,17 @@ int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 	stage(&r, STAGE_PREPARING, job->attempts > 1 ? "resuming after an interruption" : NULL);
 	if ((rc = checkpoint(&r)))
 		goto out;
-	rc = prepare(&r, &w, iterate);
+	/* A rate limit while reading the issue or repository: wait it out and prepare afresh
+	 * (a re-queue would spend an attempt per retry and fail on a reset an hour away). */
+	for (int n = 0;; n++) {
+		rc = prepare(&r, &w, iterate);
+		if (rc != AP_ERATELIMIT)
+			break;
+		work_release(&w);
+		memset(&w, 0, sizeof(w));
+		if ((rc = wait_rate_limit(&r, n, &waited)))
+			break;
+	}
 	if (rc)
 		goto out;
 	if ((rc = checkpoint(&r)))

@@ -472,3 +472,19 @@ def test_patch_to_the_autopatch_config_is_never_pushed(rig_factory):
     text = progress_comments(rig)[0]["body"]
     assert "`.github/autopatch.yml`" in text and "configuration" in text, text
     assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
+
+
+def test_rate_limit_while_preparing_waits_instead_of_spending_the_job(rig_factory):
+    # One attempt allowed: a rate limit on reading the issue must be waited out, not turned
+    # into a failed job (or a re-queue per retry that fails on a reset far away).
+    rig = rig_factory(env={"AUTOPATCH_GH_DEADLINE_S": "2", "AUTOPATCH_MAX_ATTEMPTS": "1"})
+    rig.gh.fail(r"^/repos/octo/calc/issues/1$", status=403, times=1, method="GET",
+                retry_after=4, message="You have exceeded a secondary rate limit.")
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to finish")
+    job = rig.jobs()[0]
+    assert job["state"] == "succeeded", (job, job_events(rig, 1))
+    assert job["attempts"] == 1
+    assert len(rig.pulls()) == 1
+    assert any("GitHub rate limit: waiting" in m for m in job_events(rig, 1))
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
