@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/llm.c - OpenAI-compatible and Anthropic providers (see llm.h). */
 #include "llm.h"
+#include "jsonnum.h"
 #include "buf.h"
 #include "err.h"
 #include "log.h"
@@ -326,8 +327,9 @@ static const char *str_of(const cJSON *o, const char *key)
 
 static int64_t num_of(const cJSON *o, const char *key)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-	return cJSON_IsNumber(v) && v->valuedouble >= 0 ? (int64_t)v->valuedouble : 0;
+	int64_t n = ap_json_int_or(o, key, 0);
+
+	return n >= 0 ? n : 0;
 }
 
 static int add_call(llm_reply *out, const char *id, const char *name, const char *args)

@@ -8,6 +8,7 @@
  * destroyed on every path. Everything user-visible is rendered by progress.c (redacted).
  */
 #include "pipeline.h"
+#include "jsonnum.h"
 #include "agents/fixer.h"
 #include "agents/progress.h"
 #include "agents/repo_config.h"
@@ -292,11 +293,12 @@ static int64_t find_own_comment(const struct commenter *c)
 		cJSON *user = cJSON_GetObjectItem(it, "user");
 		const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(user, "type"));
 		cJSON *cid = cJSON_GetObjectItem(it, "id");
+		int64_t cid_n;
 
-		if (body && type && strcmp(type, "Bot") == 0 && cJSON_IsNumber(cid) &&
+		if (body && type && strcmp(type, "Bot") == 0 && ap_json_int(cid, &cid_n) &&
 		    strncmp(body, PROGRESS_MARKER, strlen(PROGRESS_MARKER)) == 0 &&
 		    strstr(body, needle))
-			id = (int64_t)cid->valuedouble;
+			id = cid_n;
 	}
 	cJSON_Delete(list);
 	return id;

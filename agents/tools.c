@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/tools.c - tool schemas, argument checks and fixed-argv commands (see tools.h). */
 #include "tools.h"
+#include "jsonnum.h"
 #include "buf.h"
 #include "err.h"
 #include "redact.h"
@@ -222,6 +223,8 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 	for (size_t i = 0; i < 6 && d->params[i].name; i++) {
 		const param *p = &d->params[i];
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, p->name);
+		int64_t n;
+
 		if (!v || cJSON_IsNull(v)) {
 			if (p->required) {
 				*why = tools_asprintf("%s: missing required argument '%s'", name,
@@ -255,12 +258,12 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 			}
 			break;
 		case P_INT:
-			if (!cJSON_IsNumber(v) || v->valuedouble != (double)(long)v->valuedouble) {
+			if (!ap_json_int(v, &n)) {
 				*why = tools_asprintf("%s: argument '%s' must be an integer", name,
 						      p->name);
 				goto bad;
 			}
-			if ((long)v->valuedouble < p->min || (long)v->valuedouble > p->max) {
+			if (n < p->min || n > p->max) {
 				*why =
 				    tools_asprintf("%s: argument '%s' must be between %ld and %ld",
 						   name, p->name, p->min, p->max);
@@ -346,8 +349,7 @@ static const char *str_arg(const cJSON *o, const char *k, const char *def)
 
 static long int_arg(const cJSON *o, const char *k, long def)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsNumber(v) ? (long)v->valuedouble : def;
+	return (long)ap_json_int_or(o, k, def);
 }
 
 static int set_argv(tool_argv *a, const char *script, const char *const *rest, size_t n)

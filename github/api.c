@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* github/api.c - the REST calls autopatch makes, mapped to small structs (see api.h). */
 #include "api.h"
+#include "jsonnum.h"
 
 #include "buf.h"
 #include "err.h"
@@ -22,9 +23,7 @@ static char *dup_str(const cJSON *obj, const char *name)
 
 static int64_t get_int(const cJSON *obj, const char *name)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
-
-	return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : 0;
+	return ap_json_int_or(obj, name, 0);
 }
 
 static bool get_bool(const cJSON *obj, const char *name)

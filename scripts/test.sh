@@ -55,7 +55,7 @@ if CC=clang setup build-fuzz -Dfuzz=true -Db_lundef=false && ninja -C build-fuzz
     [[ -f $f && -x $f ]] || continue   # skip meson's fuzz_*.p object folders
     name=$(basename "$f")
     mkdir -p "$results/corpus-$name"
-    if "$f" -max_total_time="${AP_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 \
+    if "$f" -max_total_time="${AP_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -artifact_prefix="$results/$name-" \
         "$results/corpus-$name" $(seeds_for "$name") \
         >"$results/$name.log" 2>&1; then
       echo "{\"name\": \"$name\", \"result\": \"OK\"}" >> "$results/fuzz.json"

@@ -2,6 +2,7 @@
 /* server/jobs_cmd.c - `autopatch jobs [--json] [--id N] [--trajectory] [--limit N]`: a view of
  * the queue database (jobs, and with --id one job's events). */
 #include "buf.h"
+#include "jsonnum.h"
 #include "err.h"
 #include "redact.h"
 #include "server/commands.h"
@@ -27,9 +28,7 @@ static const char *str(const cJSON *o, const char *k)
 
 static long long num(const cJSON *o, const char *k)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-
-	return cJSON_IsNumber(v) ? (long long)v->valuedouble : 0;
+	return ap_json_int_or(o, k, 0);
 }
 
 /* One line of text for a table cell: newlines and tabs become spaces, long text is cut. */

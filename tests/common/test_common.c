@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "config.h"
 #include "err.h"
+#include "jsonnum.h"
 
 static void test_buf_cap_refuses_overflow(void **state)
 {
@@ -92,6 +93,31 @@ static void test_config_malformed_line_names_line(void **state)
 	unlink(path);
 }
 
+static void test_json_int_refuses_what_int64_cannot_hold(void **state)
+{
+	cJSON *o = cJSON_Parse("{\"a\": 42, \"b\": 1e300, \"c\": 1.5, \"d\": -7, \"e\": \"9\","
+			       "\"f\": 9007199254740993e3, \"g\": -1e19}");
+	int64_t n = 5;
+
+	(void)state;
+	assert_non_null(o);
+	assert_true(ap_json_int(cJSON_GetObjectItem(o, "a"), &n));
+	assert_int_equal(n, 42);
+	assert_true(ap_json_int(cJSON_GetObjectItem(o, "d"), &n));
+	assert_int_equal(n, -7);
+	n = 5;
+	assert_false(ap_json_int(cJSON_GetObjectItem(o, "b"), &n));
+	assert_false(ap_json_int(cJSON_GetObjectItem(o, "c"), &n));
+	assert_false(ap_json_int(cJSON_GetObjectItem(o, "e"), &n));
+	assert_false(ap_json_int(cJSON_GetObjectItem(o, "f"), &n));
+	assert_false(ap_json_int(cJSON_GetObjectItem(o, "g"), &n));
+	assert_false(ap_json_int(NULL, &n));
+	assert_int_equal(n, 5);
+	assert_int_equal(ap_json_int_or(o, "b", -1), -1);
+	assert_int_equal(ap_json_int_or(o, "missing", 3), 3);
+	cJSON_Delete(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -99,6 +125,7 @@ int main(void)
 		cmocka_unit_test(test_buf_take_transfers_ownership),
 		cmocka_unit_test(test_config_env_file_and_overrides),
 		cmocka_unit_test(test_config_malformed_line_names_line),
+		cmocka_unit_test(test_json_int_refuses_what_int64_cannot_hold),
 	};
 	return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

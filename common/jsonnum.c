@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/* common/jsonnum.c - range-checked integers from cJSON (see jsonnum.h). */
+#include "jsonnum.h"
+
+#include <math.h>
+
+#define EXACT_LIMIT 9007199254740992.0 /* 2^53 */
+
+bool ap_json_int(const cJSON *v, int64_t *out)
+{
+	double d;
+
+	if (!cJSON_IsNumber(v))
+		return false;
+	d = v->valuedouble;
+	if (!isfinite(d) || d < -EXACT_LIMIT || d > EXACT_LIMIT || d != floor(d))
+		return false;
+	*out = (int64_t)d;
+	return true;
+}
+
+int64_t ap_json_int_or(const cJSON *obj, const char *key, int64_t def)
+{
+	int64_t n = def;
+
+	ap_json_int(cJSON_GetObjectItemCaseSensitive(obj, key), &n);
+	return n;
+}
