@@ -602,6 +602,22 @@ out:
 	return rc;
 }
 
+/* Run st, an UPDATE of a job this worker leases, then record msg and COMMIT. AP_ENOTFOUND when
+ * the UPDATE matched nothing (the lease was lost); the caller rolls back on any error. */
+static int commit_leased_update(queue *q, sqlite3_stmt *st, int64_t id, const char *what,
+				const char *msg, int64_t now)
+{
+	int rc;
+
+	if ((rc = run(q, st, what)))
+		return rc;
+	if (sqlite3_changes(q->db) == 0)
+		return ap_error_set(AP_ENOTFOUND, "job %lld: lease lost", (long long)id);
+	if ((rc = add_event(q, id, NULL, msg, now)))
+		return rc;
+	return exec(q, "COMMIT");
+}
+
 int q_finish(queue *q, int64_t id, const char *owner, const char *state, const char *text,
 	     int64_t now)
 {
@@ -624,14 +640,8 @@ int q_finish(queue *q, int64_t id, const char *owner, const char *state, const c
 	sqlite3_bind_int64(st, 4, now);
 	sqlite3_bind_int64(st, 5, id);
 	bind_text(st, 6, owner);
-	if ((rc = run(q, st, "finish job")))
-		goto out_rollback;
-	if (sqlite3_changes(q->db) == 0) {
-		rc = ap_error_set(AP_ENOTFOUND, "job %lld: lease lost", (long long)id);
-		goto out_rollback;
-	}
 	snprintf(msg, sizeof(msg), "%s: %.180s", state, text ? text : "");
-	if ((rc = add_event(q, id, NULL, msg, now)) || (rc = exec(q, "COMMIT")))
+	if ((rc = commit_leased_update(q, st, id, "finish job", msg, now)))
 		goto out_rollback;
 	goto out;
 out_rollback:
@@ -663,15 +673,9 @@ int q_release(queue *q, int64_t id, const char *owner, int64_t not_before, const
 	sqlite3_bind_int64(st, 4, now);
 	sqlite3_bind_int64(st, 5, id);
 	bind_text(st, 6, owner);
-	if ((rc = run(q, st, "release job")))
-		goto out_rollback;
-	if (sqlite3_changes(q->db) == 0) {
-		rc = ap_error_set(AP_ENOTFOUND, "job %lld: lease lost", (long long)id);
-		goto out_rollback;
-	}
 	snprintf(msg, sizeof(msg), "re-queued%s: %.160s", refund ? " (shutdown)" : "",
 		 error ? error : "");
-	if ((rc = add_event(q, id, NULL, msg, now)) || (rc = exec(q, "COMMIT")))
+	if ((rc = commit_leased_update(q, st, id, "release job", msg, now)))
 		goto out_rollback;
 	goto out;
 out_rollback:
