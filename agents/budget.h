@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
 
 typedef struct budget {
 	int64_t max_calls, max_tokens, max_wall_s, repeat_limit;

@@ -2,10 +2,10 @@
 /* agents/builder.c - the Builder: writes the reproduction test and the fix with the edit and
  * run tools, then calls finish; the Tester (code) decides, and a rejection goes back to the
  * Builder with the evidence, for at most max_rounds rounds. */
-#include "roles.h"
-#include "err.h"
-#include "prompts.h"
-#include "redact.h"
+#include "agents/builder.h"
+#include "common/err.h"
+#include "agents/prompts.h"
+#include "common/redact.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,62 +8,7 @@
 #ifndef AP_FIXER_H
 #define AP_FIXER_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
-#include "config.h"
-#include "sandbox/sandbox.h"
-
-/* Progress callback: called at every step with a short line ("planning", "tester: repro fails on
- * pristine as expected"). stage is one of "planning", "building", "testing". */
-typedef void (*fixer_progress_fn)(void *ud, const char *stage, const char *line);
-/* Cancellation check, polled between steps and, from a helper thread, every 200 ms while a
- * sandbox command runs (a true answer kills the command with its box): it must be cheap and
- * thread-safe. Return true to stop (AP_ECANCELLED). */
-typedef bool (*fixer_stop_fn)(void *ud);
-
-typedef struct fixer_opts {
-	int version;
-	const ap_config *cfg; /* AUTOPATCH_LLM_* and budgets */
-	sbx_box *box;	      /* prepared: /tmp/workspace holds the repository */
-	const char *issue_title;
-	const char *issue_body;
-	const char *feedback;	      /* iteration: the reviewer's request, else NULL */
-	const char *previous_summary; /* iteration: what the earlier run did, else NULL */
-	const char *test_cmd;	      /* the repository's test command (shell string, in the box) */
-	const char *setup_cmd;	      /* optional, run once before anything */
-	int max_iterations;	      /* Builder/Tester rounds; 0 = default 4 */
-	const char *trajectory_path;  /* JSONL file to write (redacted); NULL = none */
-	fixer_progress_fn progress;
-	fixer_stop_fn should_stop;
-	void *ud;
-} fixer_opts;
-
-#define FIXER_OPTS_VERSION 1
-#define FIXER_OPTS_INIT                                                                            \
-	{                                                                                          \
-		.version = FIXER_OPTS_VERSION                                                      \
-	}
-
-typedef struct fixer_result {
-	bool proven;	     /* the Tester accepted the patch */
-	char *diff;	     /* git diff of the workspace (unified, binary-safe), or NULL */
-	char *summary;	     /* what was changed and why (from the plan and the Builder) */
-	char *cause;	     /* the Planner's suspected cause */
-	char *repro_test;    /* the reproduction test's path and the command that runs it */
-	char *evidence;	     /* the Tester's before/after evidence, markdown */
-	char *files_changed; /* newline-separated paths */
-	char *failure;	     /* why it failed (budget named, last Tester verdict), else NULL */
-	char *model;	     /* provider/model used */
-	int64_t tokens_in, tokens_out;
-	int model_calls;
-	int iterations;
-} fixer_result;
-
-#define FIXER_RESULT_INIT                                                                          \
-	{                                                                                          \
-		0                                                                                  \
-	}
+#include "agents/fixer_types.h"
 
 /* Run the whole loop. Returns 0 when it ran to a verdict (check res->proven), AP_ECANCELLED,
  * AP_EBUDGET (res->failure names the budget), or another negative code for infrastructure

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/llm.c - OpenAI-compatible and Anthropic providers (see llm.h). */
-#include "llm.h"
-#include "jsonnum.h"
-#include "buf.h"
-#include "err.h"
-#include "log.h"
-#include "redact.h"
+#include "agents/llm.h"
+#include "common/jsonnum.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/redact.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>

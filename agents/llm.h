@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "traj.h"
+#include "common/config.h"
+#include "agents/traj.h"
 
 typedef struct llm llm;
 

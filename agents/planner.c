@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/planner.c - the Planner: read-only tools, then a plan (cause, files, reproduction
  * test, fix outline). It is never offered a writing or running tool. */
-#include "roles.h"
-#include "err.h"
-#include "prompts.h"
+#include "agents/planner.h"
+#include "common/err.h"
+#include "agents/prompts.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/testcmd.c - test command detection (see testcmd.h). */
-#include "testcmd.h"
-#include "buf.h"
-#include "err.h"
+#include "agents/testcmd.h"
+#include "common/buf.h"
+#include "common/err.h"
 
 #include <dirent.h>
 #include <fnmatch.h>

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/tester.c - the deterministic Tester (see tester.h). */
-#include "tester.h"
-#include "buf.h"
-#include "err.h"
-#include "redact.h"
+#include "agents/tester.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/redact.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "sandbox/sandbox.h"
-#include "tools.h"
-#include "traj.h"
+#include "agents/tools.h"
+#include "agents/traj.h"
 
 typedef struct tester tester;
 

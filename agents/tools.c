@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/tools.c - tool schemas, argument checks and fixed-argv commands (see tools.h). */
-#include "tools.h"
-#include "jsonnum.h"
-#include "buf.h"
-#include "err.h"
-#include "redact.h"
+#include "agents/tools.h"
+#include "common/jsonnum.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/redact.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "llm.h"
+#include "agents/llm.h"
 #include "sandbox/sandbox.h"
 
 enum tool_set { TOOLS_PLANNER, TOOLS_BUILDER };

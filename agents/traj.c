@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/traj.c - redacted JSONL trajectory (see traj.h). */
-#include "traj.h"
-#include "err.h"
-#include "log.h"
-#include "redact.h"
+#include "agents/traj.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/redact.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* common/buf.c - capped growable buffer (see buf.h). */
-#include "buf.h"
-#include "err.h"
+#include "common/buf.h"
+#include "common/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +30,8 @@ static int buf_reserve(ap_buf *b, size_t n)
 		nalloc = nalloc > ((size_t)-1) / 2 ? want : nalloc * 2;
 	p = realloc(b->data, nalloc);
 	if (!p)
-		return ap_error_set(AP_ENOMEM, "out of memory growing a buffer to %zu bytes", nalloc);
+		return ap_error_set(AP_ENOMEM, "out of memory growing a buffer to %zu bytes",
+				    nalloc);
 	b->data = p;
 	b->alloc = nalloc;
 	return 0;

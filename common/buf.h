@@ -18,7 +18,10 @@ typedef struct ap_buf {
 	size_t cap;   /* hard maximum for len */
 } ap_buf;
 
-#define AP_BUF_INIT(capbytes) {NULL, 0, 0, (capbytes)}
+#define AP_BUF_INIT(capbytes)                                                                      \
+	{                                                                                          \
+		NULL, 0, 0, (capbytes)                                                             \
+	}
 
 /* Initialise an empty buffer that will never hold more than cap bytes. Cannot fail. */
 void ap_buf_init(ap_buf *b, size_t cap);

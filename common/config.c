@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* common/config.c - `.env` + environment settings (see config.h). */
-#include "config.h"
-#include "buf.h"
-#include "err.h"
-#include "redact.h"
+#include "common/config.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/redact.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -120,8 +120,8 @@ static int parse_env_file(ap_config *c, const char *path, bool required)
 		lineno++;
 		total += strlen(line);
 		if (total > ENV_FILE_CAP) {
-			rc = ap_error_set(AP_EINVAL, "%s is larger than 1 MiB: is it the right file?",
-					  path);
+			rc = ap_error_set(AP_EINVAL,
+					  "%s is larger than 1 MiB: is it the right file?", path);
 			break;
 		}
 		line[strcspn(line, "\r\n")] = '\0';
@@ -234,7 +234,9 @@ int cfg_get_bytes(const ap_config *c, const char *name, int64_t def, int64_t min
 	errno = 0;
 	n = strtoll(v, &end, 10);
 	if (*end && !end[1] && strchr("kKmMgG", *end))
-		mult = *end == 'k' || *end == 'K' ? 1024 : *end == 'm' || *end == 'M' ? 1 << 20 : 1 << 30;
+		mult = *end == 'k' || *end == 'K'   ? 1024
+		       : *end == 'm' || *end == 'M' ? 1 << 20
+						    : 1 << 30;
 	else if (*end)
 		end = NULL;
 	if (errno || !end || end == v || n < 0 || n > INT64_MAX / mult)
@@ -243,8 +245,8 @@ int cfg_get_bytes(const ap_config *c, const char *name, int64_t def, int64_t min
 				    name, v);
 	n *= mult;
 	if (n < min || n > max)
-		return ap_error_set(AP_EINVAL, "%s=%s is out of range: use %lld to %lld bytes", name,
-				    v, (long long)min, (long long)max);
+		return ap_error_set(AP_EINVAL, "%s=%s is out of range: use %lld to %lld bytes",
+				    name, v, (long long)min, (long long)max);
 	*out = n;
 	return 0;
 }
@@ -293,8 +295,8 @@ static int register_file(const char *path)
 int cfg_register_secrets(const ap_config *c)
 {
 	static const char *names[] = {
-		"WEBHOOK_SECRET", "WEBHOOK_SECRET_PREVIOUS", "PRIVATE_KEY", "AUTOPATCH_LLM_API_KEY",
-		"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GITHUB_TOKEN", "GH_TOKEN",
+	    "WEBHOOK_SECRET", "WEBHOOK_SECRET_PREVIOUS", "PRIVATE_KEY",	 "AUTOPATCH_LLM_API_KEY",
+	    "OPENAI_API_KEY", "ANTHROPIC_API_KEY",	 "GITHUB_TOKEN", "GH_TOKEN",
 	};
 	int rc = 0;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* common/err.c - thread-local error messages (see err.h). */
-#include "err.h"
+#include "common/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>

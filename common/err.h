@@ -10,10 +10,10 @@
 
 enum {
 	AP_OK = 0,
-	AP_ENOMEM = -1,      /* allocation failed */
-	AP_EINVAL = -2,      /* bad argument or bad input from outside */
-	AP_EIO = -3,         /* file, socket or process failure */
-	AP_EHTTP = -4,       /* remote answered with an error status */
+	AP_ENOMEM = -1,	     /* allocation failed */
+	AP_EINVAL = -2,	     /* bad argument or bad input from outside */
+	AP_EIO = -3,	     /* file, socket or process failure */
+	AP_EHTTP = -4,	     /* remote answered with an error status */
 	AP_ERATELIMIT = -5,  /* remote rate limit that retries did not outlast */
 	AP_ENOTFOUND = -6,   /* the thing asked for does not exist */
 	AP_EDUPLICATE = -7,  /* already there (webhook delivery, job) */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* common/jsonnum.c - range-checked integers from cJSON (see jsonnum.h). */
-#include "jsonnum.h"
+#include "common/jsonnum.h"
 
 #include <math.h>
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* common/log.c - JSON-lines logger behind the redaction layer (see log.h). */
-#include "log.h"
-#include "buf.h"
-#include "redact.h"
+#include "common/log.h"
+#include "common/buf.h"
+#include "common/redact.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>

@@ -20,7 +20,7 @@ void ap_log_set_fd(int fd);
 
 /* Write one line. delivery may be NULL, job 0 when there is none. */
 void ap_log(enum ap_log_level level, const char *delivery, int64_t job, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 #define ap_debug(...) ap_log(AP_LOG_DEBUG, NULL, 0, __VA_ARGS__)
 #define ap_info(...)  ap_log(AP_LOG_INFO, NULL, 0, __VA_ARGS__)

@@ -15,8 +15,8 @@
  * token that could still grow is reported as partial; it emits only the prefix before the
  * longest variant's reach, before any partial match and before any span that crosses the cut.
  */
-#include "redact.h"
-#include "err.h"
+#include "common/redact.h"
+#include "common/err.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>

@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 #define REDACT_MASK "***"
 

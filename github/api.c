@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* github/api.c - the REST calls autopatch makes, mapped to small structs (see api.h). */
-#include "api.h"
-#include "jsonnum.h"
+#include "github/api.h"
+#include "common/jsonnum.h"
 
-#include "buf.h"
-#include "err.h"
+#include "common/buf.h"
+#include "common/err.h"
 
 #include <curl/curl.h>
 #include <stdio.h>

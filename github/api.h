@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "rest.h"
+#include "github/rest.h"
 
 typedef struct gh_repo {
 	int64_t id;

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* github/app.c - App identity: JWT signing with skew correction and the installation-token
  * cache (see app.h). */
-#include "app.h"
+#include "github/app.h"
 
-#include "err.h"
-#include "jwt.h"
-#include "log.h"
-#include "redact.h"
-#include "rest.h"
+#include "common/err.h"
+#include "github/jwt.h"
+#include "common/log.h"
+#include "common/redact.h"
+#include "github/rest.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -33,7 +33,13 @@ struct gh_app {
 	pthread_mutex_t mint_lock; /* one mint at a time, so concurrent callers share it */
 	int64_t skew_s;		   /* server clock - local clock */
 	struct token *tokens;
+	gh_creds creds; /* this app as the REST client's credentials */
 };
+
+static int creds_token(void *ud, int64_t installation_id, char **out);
+static int64_t creds_token_age(void *ud, int64_t installation_id);
+static void creds_invalidate(void *ud, int64_t installation_id);
+static void creds_set_server_time(void *ud, int64_t server_now);
 
 int gh_app_new(gh_app **out, const ap_config *cfg)
 {
@@ -71,6 +77,12 @@ int gh_app_new(gh_app **out, const ap_config *cfg)
 	n = strlen(a->api_url);
 	while (n > 0 && a->api_url[n - 1] == '/')
 		a->api_url[--n] = '\0';
+	a->creds = (gh_creds){.ud = a,
+			      .api_url = a->api_url,
+			      .token = creds_token,
+			      .token_age = creds_token_age,
+			      .invalidate = creds_invalidate,
+			      .set_server_time = creds_set_server_time};
 	*out = a;
 	return 0;
 err_free:
@@ -105,6 +117,31 @@ void gh_app_free(gh_app *app)
 	pthread_mutex_destroy(&app->lock);
 	pthread_mutex_destroy(&app->mint_lock);
 	free(app);
+}
+
+static int creds_token(void *ud, int64_t installation_id, char **out)
+{
+	return installation_id == 0 ? gh_app_jwt(ud, out) : gh_app_token(ud, installation_id, out);
+}
+
+static int64_t creds_token_age(void *ud, int64_t installation_id)
+{
+	return gh_app_token_age(ud, installation_id);
+}
+
+static void creds_invalidate(void *ud, int64_t installation_id)
+{
+	gh_app_token_invalidate(ud, installation_id);
+}
+
+static void creds_set_server_time(void *ud, int64_t server_now)
+{
+	gh_app_set_server_time(ud, server_now);
+}
+
+const gh_creds *gh_app_creds(const gh_app *app)
+{
+	return &app->creds;
 }
 
 const char *gh_app_api_url(const gh_app *app)
@@ -188,7 +225,7 @@ static int mint(gh_app *app, int64_t inst, struct token **out)
 	int rc;
 
 	*out = NULL;
-	rc = gh_rest_new(&r, app->cfg, app, 0);
+	rc = gh_rest_new(&r, app->cfg, &app->creds, 0);
 	if (rc)
 		return rc;
 	snprintf(path, sizeof(path), "/app/installations/%lld/access_tokens", (long long)inst);

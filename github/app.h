@@ -11,7 +11,8 @@
 
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
+#include "github/creds.h"
 
 typedef struct gh_app gh_app;
 
@@ -45,6 +46,10 @@ void gh_app_set_server_time(gh_app *app, int64_t server_now);
 
 /* The API base URL without a trailing slash (borrowed, lives as long as app). */
 const char *gh_app_api_url(const gh_app *app);
+
+/* The credentials table the REST client authenticates with (github/creds.h): token is
+ * gh_app_jwt for installation 0, else gh_app_token. Borrowed, lives as long as app. */
+const gh_creds *gh_app_creds(const gh_app *app);
 
 /* The config the app was created with (borrowed). */
 const ap_config *gh_app_config(const gh_app *app);

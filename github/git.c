@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* github/git.c - libgit2 on the host: mirror cache, per-job checkout, guarded diff
  * application, bot commits and token-authenticated pushes (see git.h). */
-#include "git.h"
+#include "github/git.h"
 
-#include "buf.h"
-#include "err.h"
-#include "log.h"
-#include "redact.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/redact.h"
 
 #include <ctype.h>
 #include <dirent.h>

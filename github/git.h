@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config.h"
+#include "common/config.h"
 
 typedef struct gh_git gh_git;
 

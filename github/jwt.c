@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* github/jwt.c - load the App's RSA key and sign RS256 JWTs with OpenSSL's EVP API. */
-#include "jwt.h"
+#include "github/jwt.h"
 
-#include "buf.h"
-#include "err.h"
+#include "common/buf.h"
+#include "common/err.h"
 
 #include <openssl/bio.h>
 #include <openssl/evp.h>

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
 
 typedef struct gh_key gh_key; /* an RSA private key (opaque, immutable, thread-safe) */
 

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* github/rest.c - GitHub REST client: auth, retries, rate limits, spacing, pagination (see
  * rest.h for the policy). */
-#include "rest.h"
+#include "github/rest.h"
 
-#include "buf.h"
-#include "err.h"
-#include "log.h"
-#include "redact.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/redact.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -43,7 +43,7 @@ struct kept {
 
 struct gh_rest {
 	const ap_config *cfg;
-	gh_app *app;
+	const gh_creds *creds;
 	int64_t inst;	   /* installation, 0 = the App itself (JWT) */
 	char *fixed_token; /* gh_rest_new_token() */
 	char *base;	   /* API base without trailing slash */
@@ -213,16 +213,16 @@ err_free:
 	return rc;
 }
 
-int gh_rest_new(gh_rest **out, const ap_config *cfg, gh_app *app, int64_t installation_id)
+int gh_rest_new(gh_rest **out, const ap_config *cfg, const gh_creds *creds, int64_t installation_id)
 {
 	int rc;
 
-	if (!app)
-		return ap_error_set(AP_EINVAL, "gh_rest_new needs an app");
-	rc = rest_alloc(out, cfg, gh_app_api_url(app));
+	if (!creds || !creds->token || !creds->api_url)
+		return ap_error_set(AP_EINVAL, "gh_rest_new needs credentials");
+	rc = rest_alloc(out, cfg, creds->api_url);
 	if (rc)
 		return rc;
-	(*out)->app = app;
+	(*out)->creds = creds;
 	(*out)->inst = installation_id;
 	return 0;
 }
@@ -520,13 +520,11 @@ static int auth_header(gh_rest *r, ap_buf *h, bool *new_token)
 	*new_token = false;
 	if (r->fixed_token)
 		return ap_buf_addf(h, "Authorization: Bearer %s", r->fixed_token);
-	if (r->inst == 0)
-		rc = gh_app_jwt(r->app, &tok);
-	else
-		rc = gh_app_token(r->app, r->inst, &tok);
+	rc = r->creds->token(r->creds->ud, r->inst, &tok);
 	if (rc)
 		return rc;
-	if (r->inst && gh_app_token_age(r->app, r->inst) < NEW_TOKEN_GRACE_S)
+	if (r->inst && r->creds->token_age &&
+	    r->creds->token_age(r->creds->ud, r->inst) < NEW_TOKEN_GRACE_S)
 		*new_token = true;
 	rc = ap_buf_addf(h, "Authorization: Bearer %s", tok);
 	memset(tok, 0, strlen(tok));
@@ -734,20 +732,23 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 				if (t > 0) {
 					ap_warn("GitHub rejected the App JWT for clock skew; "
 						"re-signing with the server's time");
-					gh_app_set_server_time(r->app, t);
+					if (r->creds->set_server_time)
+						r->creds->set_server_time(r->creds->ud, t);
 					continue;
 				}
 			}
 			if (r->inst != 0 && !r->fixed_token) {
 				/* A brand-new token can take a moment to replicate. */
-				if (new_token &&
-				    gh_app_token_age(r->app, r->inst) < NEW_TOKEN_GRACE_S) {
+				if (new_token && r->creds->token_age &&
+				    r->creds->token_age(r->creds->ud, r->inst) <
+					NEW_TOKEN_GRACE_S) {
 					sleep_ms(1000);
 					continue;
 				}
 				if (!token_refreshed) {
 					token_refreshed = true;
-					gh_app_token_invalidate(r->app, r->inst);
+					if (r->creds->invalidate)
+						r->creds->invalidate(r->creds->ud, r->inst);
 					continue;
 				}
 			}

@@ -34,16 +34,18 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
-#include "app.h"
-#include "config.h"
+#include "common/config.h"
+#include "github/creds.h"
 
 typedef struct gh_rest gh_rest;
 
-/* A client acting as installation_id of app; installation_id 0 means "as the App itself"
- * (JWT auth, for /app endpoints). app is borrowed and must outlive the client. A client is
+/* A client acting as installation_id with creds (gh_app_creds() for the App);
+ * installation_id 0 means "as the App itself" (JWT auth, for /app endpoints). creds is
+ * borrowed and must outlive the client. A client is
  * used by one thread at a time; create one per worker/job. *out is freed with
  * gh_rest_free(). */
-int gh_rest_new(gh_rest **out, const ap_config *cfg, gh_app *app, int64_t installation_id);
+int gh_rest_new(gh_rest **out, const ap_config *cfg, const gh_creds *creds,
+		int64_t installation_id);
 
 /* A client that sends a fixed token (tests, `doctor` with a personal token). token is copied. */
 int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token);

@@ -7,14 +7,14 @@
  * 10001 wrapped in `timeout -s KILL N`, and the host kills the whole container when the
  * deadline passes anyway, because the Engine API cannot kill a single exec.
  */
-#include "docker_api.h"
-#include "egress.h"
-#include "err.h"
-#include "internal.h"
-#include "log.h"
-#include "redact.h"
-#include "sandbox.h"
-#include "stream.h"
+#include "sandbox/docker_api.h"
+#include "sandbox/egress.h"
+#include "common/err.h"
+#include "sandbox/internal.h"
+#include "common/log.h"
+#include "common/redact.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/stream.h"
 
 #include <errno.h>
 #include <ftw.h>

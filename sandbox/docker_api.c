@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* sandbox/docker_api.c - Docker Engine API client over the unix socket (see docker_api.h). */
-#include "docker_api.h"
-#include "err.h"
+#include "sandbox/docker_api.h"
+#include "common/err.h"
 
 #include <curl/curl.h>
 #include <errno.h>

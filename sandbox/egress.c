@@ -13,11 +13,11 @@
  * to the outer network, start it, wait for its "listening" line (which carries the address it
  * bound). Every failure after the first create undoes what was created.
  */
-#include "egress.h"
-#include "buf.h"
-#include "egress_policy.h"
-#include "err.h"
-#include "log.h"
+#include "sandbox/egress.h"
+#include "common/buf.h"
+#include "sandbox/egress_policy.h"
+#include "common/err.h"
+#include "common/log.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>

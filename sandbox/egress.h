@@ -27,8 +27,8 @@
 #include <limits.h>
 #include <stddef.h>
 
-#include "config.h"
-#include "docker_api.h"
+#include "common/config.h"
+#include "sandbox/docker_api.h"
 
 typedef struct sbx_egress sbx_egress;
 

@@ -4,8 +4,8 @@
  * Only libc and common/err: this file is also compiled into the proxy program, which runs in a
  * container of the sandbox image where autopatch's other libraries are not installed.
  */
-#include "egress_policy.h"
-#include "err.h"
+#include "sandbox/egress_policy.h"
+#include "common/err.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

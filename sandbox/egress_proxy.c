@@ -25,8 +25,8 @@
  * Usage: autopatch-egress-proxy (--listen-net CIDR | --listen ADDR) [--port N]
  *            [--allow host:port]... [--allow-net CIDR]... [--max-conns N]
  */
-#include "egress_policy.h"
-#include "err.h"
+#include "sandbox/egress_policy.h"
+#include "common/err.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 
-#include "sandbox.h"
+#include "sandbox/sandbox.h"
 
 /* uid:gid every command runs as (the image's "sandbox" user). */
 #define SBX_USER "10001:10001"

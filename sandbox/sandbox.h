@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "common/config.h"
 
 typedef struct sbx_engine sbx_engine; /* connection to a backend (the Docker daemon) */
 typedef struct sbx_box sbx_box;	      /* one container */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* server/http.c - libmicrohttpd front end (see http.h). */
 #include "server/http.h"
-#include "buf.h"
-#include "err.h"
-#include "log.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/log.h"
 #include "server/metrics.h"
 #include "server/queue.h"
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* server/ingest.c - the group-commit writer thread (see ingest.h). */
 #include "server/ingest.h"
-#include "err.h"
-#include "log.h"
+#include "common/err.h"
+#include "common/log.h"
 
 #include <pthread.h>
 #include <stdbool.h>

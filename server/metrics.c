@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/metrics.c - counters and the latency histogram (see metrics.h). */
 #include "server/metrics.h"
-#include "err.h"
+#include "common/err.h"
 
 #include <pthread.h>
 #include <stdint.h>

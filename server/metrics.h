@@ -7,7 +7,7 @@
 #ifndef AP_METRICS_H
 #define AP_METRICS_H
 
-#include "buf.h"
+#include "common/buf.h"
 #include "server/queue.h"
 
 /* Count one delivery answered with outcome (a fixed string such as "queued", "duplicate",

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/payload.c - strict JSON validation with field extraction (see payload.h). */
 #include "server/payload.h"
-#include "err.h"
+#include "common/err.h"
 
 #include <stdlib.h>
 #include <string.h>

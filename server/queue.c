@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/queue.c - the SQLite job queue (see queue.h and docs/internals/queue.md). */
 #include "server/queue.h"
-#include "err.h"
+#include "common/err.h"
 #include "server/webhook.h"
 
 #include <assert.h>
@@ -482,7 +482,7 @@ static char *col_dup(sqlite3_stmt *st, int i)
 	return s ? strdup((const char *)s) : NULL;
 }
 
-void q_job_free(q_job *job)
+void q_job_free(job_info *job)
 {
 	if (!job)
 		return;
@@ -494,10 +494,10 @@ void q_job_free(q_job *job)
 	free(job);
 }
 
-int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, q_job **out)
+int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info **out)
 {
 	sqlite3_stmt *st = NULL;
-	q_job *job = NULL;
+	job_info *job = NULL;
 	int64_t id;
 	int rc, t;
 	char msg[160];

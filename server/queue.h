@@ -20,7 +20,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "server/job.h"
+#include "job/job.h"
 
 typedef struct queue queue;
 
@@ -87,8 +87,8 @@ int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now);
 /* Lease the oldest ready job (queued, not_before <= now) for owner until now + lease_ms;
  * counts an attempt and records an event. AP_ENOTFOUND when none is ready. *out is freed with
  * q_job_free(). */
-int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, q_job **out);
-void q_job_free(q_job *job);
+int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info **out);
+void q_job_free(job_info *job);
 
 /* Extend the lease. AP_ENOTFOUND when owner no longer holds it (expired and re-queued). */
 int q_heartbeat(queue *q, int64_t id, const char *owner, int64_t lease_ms, int64_t now);

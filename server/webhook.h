@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/job.h"
+#include "job/job.h"
 
 /* GitHub caps payloads at 25 MB; a little more than 25 MiB is refused while streaming. */
 #define WH_BODY_MAX ((size_t)25 * 1024 * 1024)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* server/workers.c - worker threads, lease keeper and the q_ctl handle (see workers.h). */
+/* server/workers.c - worker threads, lease keeper and the job_ops the pool hands each job
+ * (see workers.h and job/job.h). */
 #include "server/workers.h"
-#include "err.h"
-#include "log.h"
-#include "redact.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "common/redact.h"
 #include "server/queue.h"
 
 #include <errno.h>
@@ -28,7 +29,8 @@ struct worker {
 	atomic_bool lost;   /* the lease was lost (this server was presumed dead): stop */
 };
 
-struct q_ctl {
+/* The ctx behind a running job's job_ctl. */
+struct run_ctx {
 	struct worker *w;
 	int64_t job;
 };
@@ -59,72 +61,98 @@ static void deadline_after(struct timespec *ts, int64_t ms)
 	}
 }
 
-/* --- q_ctl (server/job.h) -------------------------------------------------------------- */
+/* --- the job's control handle (job/job.h) ------------------------------------------------ */
 
-int q_ctl_stage(q_ctl *ctl, enum job_stage stage, const char *msg)
+static int ctl_stage(void *ctx, enum job_stage stage, const char *msg)
 {
-	struct worker *w = ctl->w;
+	struct run_ctx *c = ctx;
+	struct worker *w = c->w;
 	char *clean = msg ? redact_str(msg) : NULL;
 	int rc;
 
-	rc = q_event(w->q, ctl->job, q_stage_name(stage), clean ? clean : "", q_now_ms());
+	rc = q_event(w->q, c->job, q_stage_name(stage), clean ? clean : "", q_now_ms());
 	free(clean);
 	if (rc == 0)
-		rc = q_heartbeat(w->q, ctl->job, w->owner, w->pool->cfg.lease_ms, q_now_ms());
+		rc = q_heartbeat(w->q, c->job, w->owner, w->pool->cfg.lease_ms, q_now_ms());
 	return rc;
 }
 
-int q_ctl_event(q_ctl *ctl, const char *msg)
+static int ctl_event(void *ctx, const char *msg)
 {
+	struct run_ctx *c = ctx;
 	char *clean = redact_str(msg ? msg : "");
 	int rc;
 
 	if (!clean)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	rc = q_event(ctl->w->q, ctl->job, NULL, clean, q_now_ms());
+	rc = q_event(c->w->q, c->job, NULL, clean, q_now_ms());
 	free(clean);
 	return rc;
 }
 
-bool q_ctl_should_stop(q_ctl *ctl)
+static bool ctl_should_stop(void *ctx)
 {
-	return atomic_load(&ctl->w->cancel) || atomic_load(&ctl->w->lost) ||
-	       atomic_load(&ctl->w->pool->stopping);
+	struct worker *w = ((struct run_ctx *)ctx)->w;
+
+	return atomic_load(&w->cancel) || atomic_load(&w->lost) || atomic_load(&w->pool->stopping);
 }
 
-bool q_ctl_cancelled(q_ctl *ctl)
+static bool ctl_cancelled(void *ctx)
 {
-	return atomic_load(&ctl->w->cancel);
+	return atomic_load(&((struct run_ctx *)ctx)->w->cancel);
 }
 
-int q_ctl_state_set(q_ctl *ctl, const char *key, const char *value)
+static int ctl_state_set(void *ctx, const char *key, const char *value)
 {
-	return q_state_set(ctl->w->q, ctl->job, key, value);
+	struct run_ctx *c = ctx;
+
+	return q_state_set(c->w->q, c->job, key, value);
 }
 
-char *q_ctl_state_get(q_ctl *ctl, const char *key)
+static char *ctl_state_get(void *ctx, const char *key)
 {
+	struct run_ctx *c = ctx;
 	char *v = NULL;
 
-	if (q_state_get(ctl->w->q, ctl->job, key, &v))
+	if (q_state_get(c->w->q, c->job, key, &v))
 		return NULL;
 	return v;
 }
 
+static const job_ops pool_ops = {
+    .stage = ctl_stage,
+    .event = ctl_event,
+    .should_stop = ctl_should_stop,
+    .cancelled = ctl_cancelled,
+    .state_set = ctl_state_set,
+    .state_get = ctl_state_get,
+};
+
 /* --- workers --------------------------------------------------------------------------- */
 
-static bool retryable(int rc)
+static const char *kind_name(enum job_outcome_kind k)
 {
-	return rc == AP_EUNAVAIL || rc == AP_ETIMEOUT || rc == AP_EIO;
+	switch (k) {
+	case JOB_SUCCEEDED:
+		return "succeeded";
+	case JOB_CANCELLED:
+		return "cancelled";
+	case JOB_RETRY:
+		return "retry";
+	case JOB_FAILED:
+		break;
+	}
+	return "failed";
 }
 
-/* Record the outcome of one run. Called with the pool lock NOT held; takes it so a shutdown
- * that already re-queued the job (abandoned) is not overwritten. */
-static void record(struct worker *w, const q_job *job, int rc, const char *result)
+/* Record the outcome of one run: the pool's retry policy lives here alone. Called with the pool
+ * lock NOT held; takes it so a shutdown that already re-queued the job (abandoned) is not
+ * overwritten. */
+static void record(struct worker *w, const job_info *job, const job_outcome *o)
 {
 	wk_pool *p = w->pool;
 	int64_t now = q_now_ms();
-	const char *text = result ? result : ap_error_name(rc);
+	const char *text = o->summary ? o->summary : kind_name(o->kind);
 	int wrc;
 
 	pthread_mutex_lock(&p->lock);
@@ -132,26 +160,28 @@ static void record(struct worker *w, const q_job *job, int rc, const char *resul
 		pthread_mutex_unlock(&p->lock);
 		return;
 	}
-	if (rc == 0) {
+	if (o->kind == JOB_SUCCEEDED) {
 		wrc = q_finish(w->q, job->id, w->owner, "succeeded", text, now);
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job succeeded: %s", text);
-	} else if (rc == AP_ECANCELLED && !atomic_load(&w->cancel) && atomic_load(&p->stopping)) {
+	} else if (o->kind == JOB_CANCELLED && !atomic_load(&w->cancel) &&
+		   atomic_load(&p->stopping)) {
 		wrc = q_release(w->q, job->id, w->owner, now, "interrupted by shutdown", true, now);
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job re-queued: server shutting down");
-	} else if (rc == AP_ECANCELLED) {
+	} else if (o->kind == JOB_CANCELLED) {
 		wrc = q_finish(w->q, job->id, w->owner, "cancelled", text, now);
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job cancelled");
-	} else if (retryable(rc) && job->attempts < p->cfg.max_attempts) {
-		int64_t delay = q_backoff_ms(p->cfg.retry_base_ms, job->attempts);
+	} else if (o->kind == JOB_RETRY && job->attempts < p->cfg.max_attempts) {
+		int64_t at = now + q_backoff_ms(p->cfg.retry_base_ms, job->attempts);
 
-		wrc = q_release(w->q, job->id, w->owner, now + delay, text, false, now);
+		if (o->not_before_ms > at)
+			at = o->not_before_ms;
+		wrc = q_release(w->q, job->id, w->owner, at, text, false, now);
 		ap_log(AP_LOG_WARN, job->delivery, job->id,
-		       "job attempt %d failed (%s), retry in %lld ms: %s", job->attempts,
-		       ap_error_name(rc), (long long)delay, text);
+		       "job attempt %d failed, retry in %lld ms: %s", job->attempts,
+		       (long long)(at - now), text);
 	} else {
 		wrc = q_finish(w->q, job->id, w->owner, "failed", text, now);
-		ap_log(AP_LOG_WARN, job->delivery, job->id, "job failed (%s): %s",
-		       ap_error_name(rc), text);
+		ap_log(AP_LOG_WARN, job->delivery, job->id, "job failed: %s", text);
 	}
 	if (wrc)
 		ap_log(AP_LOG_ERROR, job->delivery, job->id, "recording the outcome failed: %s",
@@ -160,13 +190,14 @@ static void record(struct worker *w, const q_job *job, int rc, const char *resul
 	pthread_mutex_unlock(&p->lock);
 }
 
-static void run_one(struct worker *w, q_job *job)
+static void run_one(struct worker *w, job_info *job)
 {
 	wk_pool *p = w->pool;
-	q_ctl ctl = {w, job->id};
-	char *result = NULL, *clean = NULL;
+	struct run_ctx rc_ctx = {w, job->id};
+	job_ctl ctl = {&pool_ops, &rc_ctx};
+	job_outcome o = JOB_OUTCOME_INIT;
+	char *clean = NULL;
 	bool cancelled = false;
-	int rc;
 
 	pthread_mutex_lock(&p->lock);
 	w->job_id = job->id;
@@ -178,15 +209,17 @@ static void run_one(struct worker *w, q_job *job)
 	atomic_store(&w->cancel, cancelled);
 	atomic_store(&w->lost, false);
 	pthread_mutex_unlock(&p->lock);
+	job->final_attempt = job->attempts >= p->cfg.max_attempts;
 	ap_log(AP_LOG_INFO, job->delivery, job->id, "job started: %s#%lld attempt %d", job->repo,
 	       (long long)job->issue, job->attempts);
 
-	rc = p->cfg.run(job, &ctl, p->cfg.ud, &result);
-	if (result)
-		clean = redact_str(result);
-	record(w, job, rc, clean ? clean : result);
-	free(clean);
-	free(result);
+	p->cfg.run(job, &ctl, p->cfg.ud, &o);
+	if (o.summary && (clean = redact_str(o.summary))) {
+		free(o.summary);
+		o.summary = clean;
+	}
+	record(w, job, &o);
+	free(o.summary);
 }
 
 static void *worker_main(void *arg)
@@ -195,7 +228,7 @@ static void *worker_main(void *arg)
 	wk_pool *p = w->pool;
 
 	while (!atomic_load(&p->stopping)) {
-		q_job *job = NULL;
+		job_info *job = NULL;
 		unsigned long seq;
 		int rc;
 

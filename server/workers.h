@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* server/workers.h - the worker pool: N threads lease jobs and run the pipeline.
+/* server/workers.h - the worker pool: N threads lease jobs and run them (job/job.h).
  *
  * Each worker has its own database connection. A keeper thread extends the leases of running
- * jobs (heartbeats), notices cancel requests (so q_ctl_should_stop turns true) and re-queues
- * jobs whose lease expired because their process died. Outcomes follow job.h: 0 succeeded,
- * AP_ECANCELLED cancelled (or re-queued when the stop was a shutdown), AP_EUNAVAIL,
- * AP_ETIMEOUT and AP_EIO retried with exponential backoff until max_attempts, else failed.
+ * jobs (heartbeats), notices cancel requests (so the job's should_stop turns true) and
+ * re-queues jobs whose lease expired because their process died. The retry policy is here
+ * alone: JOB_SUCCEEDED and JOB_FAILED are recorded as such, JOB_CANCELLED as cancelled (or
+ * re-queued without counting the attempt when the stop was a shutdown), JOB_RETRY re-queued
+ * after exponential backoff (or the job's not_before, whichever is later) until max_attempts
+ * (AUTOPATCH_MAX_ATTEMPTS), then failed.
  */
 #ifndef AP_WORKERS_H
 #define AP_WORKERS_H
 
 #include <stdint.h>
 
-#include "server/job.h"
+#include "job/job.h"
 
 typedef struct wk_pool wk_pool;
 
@@ -36,7 +38,7 @@ void wk_notify(wk_pool *p);
 /* Number of workers running a job right now. */
 int wk_busy(wk_pool *p);
 
-/* Shutdown: q_ctl_should_stop turns true for every running job; jobs that return within
+/* Shutdown: should_stop turns true for every running job; jobs that return within
  * grace_ms are recorded normally (a shutdown stop re-queues without counting the attempt);
  * jobs still running after that are re-queued in the database and abandoned. Frees the pool
  * unless a worker had to be abandoned (the process is about to exit). Accepts NULL. */

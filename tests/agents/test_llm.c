@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "agents/llm.h"
-#include "err.h"
-#include "redact.h"
+#include "common/err.h"
+#include "common/redact.h"
 
 static const llm_tool TOOLS[] = {
     {"read_file", "read", "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}}}"},

@@ -16,7 +16,7 @@
 #include "agents/budget.h"
 #include "agents/tester.h"
 #include "agents/testcmd.h"
-#include "err.h"
+#include "common/err.h"
 
 static const char PRISTINE_OUT[] =
     ".......F\n"

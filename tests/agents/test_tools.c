@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "agents/tools.h"
-#include "err.h"
+#include "common/err.h"
 
 static bool offered(enum tool_set set, const char *name)
 {

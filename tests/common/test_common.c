@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "config.h"
-#include "err.h"
-#include "jsonnum.h"
+#include "common/buf.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/jsonnum.h"
 
 static void test_buf_cap_refuses_overflow(void **state)
 {
@@ -121,11 +121,11 @@ static void test_json_int_refuses_what_int64_cannot_hold(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_buf_cap_refuses_overflow),
-		cmocka_unit_test(test_buf_take_transfers_ownership),
-		cmocka_unit_test(test_config_env_file_and_overrides),
-		cmocka_unit_test(test_config_malformed_line_names_line),
-		cmocka_unit_test(test_json_int_refuses_what_int64_cannot_hold),
+	    cmocka_unit_test(test_buf_cap_refuses_overflow),
+	    cmocka_unit_test(test_buf_take_transfers_ownership),
+	    cmocka_unit_test(test_config_env_file_and_overrides),
+	    cmocka_unit_test(test_config_malformed_line_names_line),
+	    cmocka_unit_test(test_json_int_refuses_what_int64_cannot_hold),
 	};
 	return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

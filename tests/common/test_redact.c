@@ -18,9 +18,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "log.h"
-#include "redact.h"
+#include "common/buf.h"
+#include "common/log.h"
+#include "common/redact.h"
 
 /* Token-shaped strings are assembled at run time so this file holds none verbatim. */
 static char *repeat_join(const char *prefix, const char *unit, size_t n, const char *suffix)

@@ -11,7 +11,7 @@
 #include <string.h>
 
 static const llm_tool TOOLS[] = {
-	{"read_file", "read", "{\"type\":\"object\"}"},
+    {"read_file", "read", "{\"type\":\"object\"}"},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

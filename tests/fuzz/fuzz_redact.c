@@ -3,8 +3,8 @@
  * pieces: the stream's output must equal redact_mem() of the whole input (the contract in
  * redact.h; inputs holding an AWS keyword are exempt, where the stream may mask more), no
  * registered secret may come out in plain, and the output is never longer than the input. */
-#include "buf.h"
-#include "redact.h"
+#include "common/buf.h"
+#include "common/redact.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 int gh_sh(char **out, const char *fmt, ...)
 {

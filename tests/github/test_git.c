@@ -15,12 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "err.h"
+#include "common/config.h"
+#include "common/err.h"
 #include "github/app.h"
 #include "github/git.h"
 #include "gh_test_util.h"
-#include "log.h"
+#include "common/log.h"
 
 static gh_stub stub;
 static int dir_seq;

@@ -17,14 +17,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "err.h"
+#include "common/config.h"
+#include "common/err.h"
 #include "github/api.h"
 #include "github/app.h"
 #include "github/jwt.h"
 #include "github/rest.h"
 #include "gh_test_util.h"
-#include "redact.h"
+#include "common/redact.h"
 
 static gh_stub stub;
 
@@ -85,7 +85,7 @@ static int fx_setup(void **state)
 	cfg_set(f->cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", "1");
 	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "30");
 	assert_int_equal(gh_app_new(&f->app, f->cfg), 0);
-	assert_int_equal(gh_rest_new(&f->rest, f->cfg, f->app, 1), 0);
+	assert_int_equal(gh_rest_new(&f->rest, f->cfg, gh_app_creds(f->app), 1), 0);
 	gh_stub_http(&stub, "POST", "/_stub/config", "{\"token_ttl\":3600,\"clock_offset\":0}",
 		     NULL);
 	gh_stub_http(&stub, "POST", "/_stub/requests/clear", "{}", NULL);
@@ -365,7 +365,7 @@ static void test_5xx_retried_with_backoff(void **state)
 
 	cfg_set(f->cfg, "AUTOPATCH_GH_RETRIES", "1");
 	gh_rest_free(f->rest);
-	assert_int_equal(gh_rest_new(&f->rest, f->cfg, f->app, 1), 0);
+	assert_int_equal(gh_rest_new(&f->rest, f->cfg, gh_app_creds(f->app), 1), 0);
 	gh_stub_http(&stub, "POST", "/_stub/fail",
 		     "{\"path\":\"^/repos/octo/hello$\",\"status\":503,\"times\":5}", NULL);
 	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), AP_EHTTP);
@@ -589,7 +589,7 @@ static gh_rest *client_for(struct fx *f, int64_t inst)
 {
 	gh_rest_free(f->other);
 	f->other = NULL;
-	assert_int_equal(gh_rest_new(&f->other, f->cfg, f->app, inst), 0);
+	assert_int_equal(gh_rest_new(&f->other, f->cfg, gh_app_creds(f->app), inst), 0);
 	return f->other;
 }
 
@@ -667,7 +667,7 @@ static void test_future_reset_returned_to_caller(void **state)
 	assert_int_equal(gh_rest_retry_after(r), reset + 1);
 	assert_non_null(strstr(ap_error_last(), "rate limited"));
 	/* Another client (another job) of the same installation is held back too. */
-	assert_int_equal(gh_rest_new(&r2, f->cfg, f->app, 3), 0);
+	assert_int_equal(gh_rest_new(&r2, f->cfg, gh_app_creds(f->app), 3), 0);
 	assert_int_equal(gh_rest_call(r2, "POST", "/repos/octo/rl3/issues/1/comments", NULL, NULL),
 			 AP_ERATELIMIT);
 	assert_int_equal(gh_rest_retry_after(r2), reset + 1);
@@ -689,7 +689,7 @@ static void test_secondary_default_at_least_a_minute(void **state)
 	assert_int_equal(cfg_new_empty(&cfg), 0);
 	cfg_set(cfg, "GITHUB_API_URL", stub.url);
 	cfg_set(cfg, "AUTOPATCH_GH_DEADLINE_S", "30"); /* shorter than the default wait */
-	assert_int_equal(gh_rest_new(&r, cfg, f->app, 4), 0);
+	assert_int_equal(gh_rest_new(&r, cfg, gh_app_creds(f->app), 4), 0);
 	gh_stub_http(&stub, "POST", "/_stub/fail",
 		     "{\"path\":\"^/repos/octo/rl4$\",\"status\":403,\"times\":1}", NULL);
 	clock_gettime(CLOCK_MONOTONIC, &a);
@@ -811,7 +811,7 @@ static void *write_worker(void *ud)
 	struct writer *w = ud;
 	gh_rest *r = NULL;
 
-	w->rc = gh_rest_new(&r, w->cfg, w->app, 1);
+	w->rc = gh_rest_new(&r, w->cfg, gh_app_creds(w->app), 1);
 	for (int i = 0; i < 2 && !w->rc; i++) {
 		gh_comment c = {0};
 
@@ -875,7 +875,7 @@ static void test_new_token_401_retried_without_mint(void **state)
 	int n = 0;
 
 	assert_int_equal(gh_app_new(&app, f->cfg), 0); /* an empty token cache */
-	assert_int_equal(gh_rest_new(&r, f->cfg, app, 1), 0);
+	assert_int_equal(gh_rest_new(&r, f->cfg, gh_app_creds(app), 1), 0);
 	gh_stub_http(&stub, "POST", "/_stub/fail",
 		     "{\"path\":\"^/repos/octo/hello$\",\"status\":401,\"times\":1,"
 		     "\"message\":\"Bad credentials\"}",

@@ -7,8 +7,8 @@
  *        | background | bomb SECONDS
  * Settings come from the environment like autopatch's (AUTOPATCH_SANDBOX_*, AUTOPATCH_OWNER_ID).
  */
-#include "config.h"
-#include "err.h"
+#include "common/config.h"
+#include "common/err.h"
 #include "sandbox/docker_api.h"
 #include "sandbox/sandbox.h"
 

@@ -9,10 +9,10 @@
  * Usage: sbx_redact_probe CAP, with the secret in $AP_CANARY (40 bytes, the layout below
  * assumes it) and the sandbox settings in the environment like autopatch's.
  */
-#include "buf.h"
-#include "config.h"
-#include "err.h"
-#include "redact.h"
+#include "common/buf.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/redact.h"
 #include "sandbox/sandbox.h"
 
 #include <cjson/cJSON.h>

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "err.h"
+#include "common/config.h"
+#include "common/err.h"
 #include "sandbox/egress.h"
 
 static void print_json(cJSON *j)

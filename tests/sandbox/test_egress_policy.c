@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "sandbox/egress_policy.h"
-#include "err.h"
+#include "common/err.h"
 
 static struct sockaddr_storage addr(const char *text)
 {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
+#include "common/err.h"
 #include "sandbox/docker_api.h"
 #include "sandbox/internal.h"
 

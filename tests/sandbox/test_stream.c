@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "err.h"
+#include "common/err.h"
 #include "sandbox/stream.h"
 
 /* Collects demultiplexed payload per stream, and counts callback calls. */

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "err.h"
+#include "common/err.h"
 #include "server/ingest.h"
 #include "server/queue.h"
 #include "server/workers.h"
@@ -154,7 +154,7 @@ static void test_semantic_dedupe(void **state)
 	q_delivery a = trigger("d-1", "acme/w", 1), b = trigger("d-2", "acme/w", 1),
 		   c = trigger("d-3", "acme/w", 2), e = trigger("d-4", "acme/w", 1);
 	q_delivery *batch[3] = {&a, &b, &c};
-	q_job *job;
+	job_info *job;
 
 	/* one transaction, two triggers for the same issue: the second finds the first */
 	assert_int_equal(q_ingest(f->q, batch, 3, 1000), 0);
@@ -178,7 +178,7 @@ static void test_lease_fields_and_payload(void **state)
 {
 	struct fixture *f = *state;
 	q_delivery a = trigger("d-1", "acme/w", 7);
-	q_job *job;
+	job_info *job;
 
 	a.trigger = JOB_TRIGGER_COMMENT;
 	a.feedback = "use a mutex";
@@ -195,7 +195,7 @@ static void test_lease_fields_and_payload(void **state)
 	assert_string_equal(job->payload, "{\"action\":\"labeled\"}");
 	assert_int_equal(job->attempts, 1);
 	/* nothing else to lease */
-	q_job *none;
+	job_info *none;
 	assert_int_equal(q_lease(f->q, "w2", 60000, 1000, &none), AP_ENOTFOUND);
 	q_job_free(job);
 }
@@ -204,7 +204,7 @@ static void test_lease_expiry_requeue_and_max_attempts(void **state)
 {
 	struct fixture *f = *state;
 	q_delivery a = trigger("d-1", "acme/w", 1);
-	q_job *job;
+	job_info *job;
 	char s[32];
 	int n;
 
@@ -234,7 +234,7 @@ static void test_heartbeat_extends_lease(void **state)
 {
 	struct fixture *f = *state;
 	q_delivery a = trigger("d-1", "acme/w", 1);
-	q_job *job;
+	job_info *job;
 	char s[32];
 	int n;
 
@@ -252,7 +252,7 @@ static void test_backoff_and_release(void **state)
 {
 	struct fixture *f = *state;
 	q_delivery a = trigger("d-1", "acme/w", 1);
-	q_job *job;
+	job_info *job;
 
 	assert_int_equal(q_backoff_ms(1000, 1), 1000);
 	assert_int_equal(q_backoff_ms(1000, 2), 2000);
@@ -286,7 +286,7 @@ static void test_cancel_queued_and_running(void **state)
 			   .kind = Q_CANCEL,
 			   .repo = "acme/w",
 			   .issue = 1};
-	q_job *job;
+	job_info *job;
 	bool yes;
 	char s[32];
 	int n;
@@ -404,42 +404,45 @@ static void test_group_commit_batches_and_commits_before_done(void **state)
 
 struct script {
 	atomic_int runs;
-	int ignore_stop_ms;  /* run this long, deaf to q_ctl_should_stop */
-	int fail_first_with; /* returned on the first run, 0 = succeed at once */
-	bool wait_for_stop;  /* loop until q_ctl_should_stop */
+	int ignore_stop_ms;  /* run this long, deaf to should_stop */
+	int fail_first_with; /* the first run ends with this outcome, 0 = succeed at once */
+	bool wait_for_stop;  /* loop until should_stop */
 	atomic_bool saw_cancelled;
 	atomic_bool started;
 	atomic_bool stopped;
 };
 
-static int scripted_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
+static void scripted_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome *out)
 {
 	struct script *s = ud;
 	int run = atomic_fetch_add(&s->runs, 1);
 
 	(void)job;
-	q_ctl_stage(ctl, STAGE_PLANNING, "thinking");
-	q_ctl_state_set(ctl, "comment", "42");
+	job_ctl_stage(ctl, STAGE_PLANNING, "thinking");
+	job_ctl_state_set(ctl, "comment", "42");
 	atomic_store(&s->started, true);
 	if (s->ignore_stop_ms) {
 		usleep((useconds_t)s->ignore_stop_ms * 1000);
-		*result = strdup("finished late");
-		return 0;
+		out->summary = strdup("finished late");
+		out->kind = JOB_SUCCEEDED;
+		return;
 	}
 	if (s->wait_for_stop) {
-		while (!q_ctl_should_stop(ctl))
+		while (!job_ctl_should_stop(ctl))
 			usleep(10000);
-		atomic_store(&s->saw_cancelled, q_ctl_cancelled(ctl));
+		atomic_store(&s->saw_cancelled, job_ctl_cancelled(ctl));
 		atomic_store(&s->stopped, true);
-		*result = strdup("stopped");
-		return AP_ECANCELLED;
+		out->summary = strdup("stopped");
+		out->kind = JOB_CANCELLED;
+		return;
 	}
 	if (run == 0 && s->fail_first_with) {
-		*result = strdup("docker unavailable");
-		return s->fail_first_with;
+		out->summary = strdup("docker unavailable");
+		out->kind = (enum job_outcome_kind)s->fail_first_with;
+		return;
 	}
-	*result = strdup("https://example.invalid/pr/1");
-	return 0;
+	out->summary = strdup("https://example.invalid/pr/1");
+	out->kind = JOB_SUCCEEDED;
 }
 
 static wk_config pool_cfg(struct fixture *f, struct script *s)
@@ -469,7 +472,7 @@ static void wait_state(queue *q, int64_t id, const char *want)
 static void test_pool_retries_then_succeeds(void **state)
 {
 	struct fixture *f = *state;
-	struct script s = {.fail_first_with = AP_EUNAVAIL};
+	struct script s = {.fail_first_with = JOB_RETRY};
 	wk_config c = pool_cfg(f, &s);
 	q_delivery a = trigger("d-1", "acme/w", 1);
 	wk_pool *p;
@@ -495,7 +498,7 @@ static void test_pool_retries_then_succeeds(void **state)
 static void test_pool_non_retryable_fails(void **state)
 {
 	struct fixture *f = *state;
-	struct script s = {.fail_first_with = AP_EINVAL};
+	struct script s = {.fail_first_with = JOB_FAILED};
 	wk_config c = pool_cfg(f, &s);
 	q_delivery a = trigger("d-1", "acme/w", 1);
 	wk_pool *p;
@@ -534,7 +537,7 @@ static void test_pool_shutdown_requeues_without_counting(void **state)
 	wk_config c = pool_cfg(f, &s);
 	q_delivery a = trigger("d-1", "acme/w", 1);
 	wk_pool *p;
-	q_job *job;
+	job_info *job;
 
 	ingest1(f->q, &a, q_now_ms());
 	assert_int_equal(wk_start(&p, &c), 0);
@@ -587,7 +590,7 @@ static void test_pool_grace_expiry_requeues_and_ignores_late_result(void **state
 	struct script s = {.ignore_stop_ms = 800};
 	wk_config c = pool_cfg(f, &s);
 	q_delivery a = trigger("d-1", "acme/w", 1);
-	q_job *job;
+	job_info *job;
 	char st[32];
 
 	ingest1(f->q, &a, q_now_ms());

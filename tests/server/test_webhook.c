@@ -13,7 +13,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include "err.h"
+#include "common/err.h"
 #include "server/http.h"
 #include "server/payload.h"
 #include "server/sig.h"

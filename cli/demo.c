@@ -8,10 +8,10 @@
  * issues.labeled delivery, prints the progress comment whenever it changes, and finally the PR's
  * URL, diff and evidence. Exit 0 only when the PR exists and every child has stopped.
  */
-#include "server/commands.h"
-#include "buf.h"
-#include "err.h"
-#include "redact.h"
+#include "cli/commands.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/redact.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>

@@ -2,10 +2,10 @@
 /* server/serve.c - `autopatch serve`: read the settings, open the queue, start the writer,
  * the workers and the HTTP front end, then wait for SIGTERM/SIGINT and shut down in order
  * (stop accepting, commit what was accepted, let running jobs stop or re-queue them). */
-#include "agents/pipeline.h"
-#include "err.h"
-#include "log.h"
-#include "server/commands.h"
+#include "job/pipeline.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "cli/commands.h"
 #include "server/http.h"
 #include "server/ingest.h"
 #include "server/queue.h"

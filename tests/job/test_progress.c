@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/progress.h"
-#include "err.h"
-#include "redact.h"
+#include "job/progress.h"
+#include "common/err.h"
+#include "common/redact.h"
 
 #define T0 1764469865000LL /* 2025-11-30 02:31:05 UTC */
 

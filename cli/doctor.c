@@ -4,14 +4,14 @@
  * each ✗ followed by the sentence that says how to fix it. Exit 0 only if every check passes.
  *
  * Every network check has a short deadline so a broken setting is reported, not waited on. */
-#include "server/commands.h"
+#include "cli/commands.h"
 
-#include "api.h"
-#include "app.h"
-#include "buf.h"
-#include "err.h"
-#include "jwt.h"
-#include "rest.h"
+#include "github/api.h"
+#include "github/app.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "github/jwt.h"
+#include "github/rest.h"
 #include "sandbox/sandbox.h"
 
 #include <curl/curl.h>
@@ -143,7 +143,7 @@ static void check_github(struct report *r, ap_config *cfg, bool usable)
 		     "not checked. Fix the configuration and private key lines above first.");
 		return;
 	}
-	rc = gh_rest_new(&rest, cfg, app, 0);
+	rc = gh_rest_new(&rest, cfg, gh_app_creds(app), 0);
 	if (!rc)
 		rc = gh_rest_call(rest, "GET", "/app", NULL, &me);
 	if (rc == AP_EDENIED || rc == AP_ENOTFOUND) {

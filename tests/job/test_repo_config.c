@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agents/repo_config.h"
-#include "err.h"
+#include "job/repo_config.h"
+#include "common/err.h"
 
 static repo_config *parse_ok(const char *text)
 {

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* server/jobs_cmd.c - `autopatch jobs [--json] [--id N] [--trajectory] [--limit N]`: a view of
  * the queue database (jobs, and with --id one job's events). */
-#include "buf.h"
-#include "jsonnum.h"
-#include "err.h"
-#include "redact.h"
-#include "server/commands.h"
+#include "common/buf.h"
+#include "common/jsonnum.h"
+#include "common/err.h"
+#include "common/redact.h"
+#include "cli/commands.h"
 #include "server/queue.h"
 
 #include <cjson/cJSON.h>

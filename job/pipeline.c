@@ -1,25 +1,25 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/pipeline.c - one server job end to end (see pipeline.h).
+/* job/pipeline.c - one server job end to end (see pipeline.h).
  *
  * A job is a short state machine whose every step is idempotent across a crash and a re-run:
- * the progress comment's id and the PR number live in the job's state (q_ctl_state_*), the
+ * the progress comment's id and the PR number live in the job's state (job_ctl_state_*), the
  * branch is pushed with force (it belongs to autopatch), and the PR is looked up by its head
  * branch before one is created. Between steps the job checks for cancellation. The box is
  * destroyed on every path. Everything user-visible is rendered by progress.c (redacted).
  */
-#include "pipeline.h"
-#include "jsonnum.h"
+#include "job/pipeline.h"
+#include "common/jsonnum.h"
 #include "agents/fixer.h"
-#include "agents/progress.h"
-#include "agents/repo_config.h"
-#include "buf.h"
-#include "err.h"
+#include "job/progress.h"
+#include "job/repo_config.h"
+#include "common/buf.h"
+#include "common/err.h"
 #include "github/api.h"
 #include "github/app.h"
 #include "github/git.h"
 #include "github/rest.h"
-#include "log.h"
-#include "redact.h"
+#include "common/log.h"
+#include "common/redact.h"
 #include "sandbox/sandbox.h"
 
 #include <cjson/cJSON.h>
@@ -47,7 +47,6 @@ struct pipeline {
 	sbx_engine *sbx;
 	char *data_dir;
 	int64_t comment_interval_ms;
-	int64_t max_attempts;
 	int64_t ratelimit_wait_s;     /* the first wait when GitHub names none; doubles */
 	int64_t ratelimit_max_wait_s; /* total a job waits out rate limits before re-queueing */
 };
@@ -68,7 +67,7 @@ struct commenter {
 	bool id_new;	    /* comment_id changed: the job persists it in its state */
 	/* Set before the thread starts, then read-only: */
 	gh_rest *rest; /* the thread's own client (a gh_rest is single-threaded) */
-	const q_job *job;
+	const job_info *job;
 	int64_t on; /* the issue or PR number the comment is on */
 	int64_t interval_ms;
 	bool react;	    /* add the eyes reaction first */
@@ -78,8 +77,8 @@ struct commenter {
 /* One running job. */
 struct run {
 	pipeline *p;
-	const q_job *job;
-	q_ctl *ctl;
+	const job_info *job;
+	const job_ctl *ctl;
 	gh_rest *rest;
 	progress_event ev[MAX_EVENTS];
 	size_t n_ev;
@@ -135,9 +134,6 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 	}
 	rc = cfg_get_int(cfg, "AUTOPATCH_COMMENT_INTERVAL_MS", 2000, 0, 600000,
 			 &p->comment_interval_ms);
-	if (rc)
-		goto out_free;
-	rc = cfg_get_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 3, 1, 100, &p->max_attempts);
 	if (rc)
 		goto out_free;
 	/* The same minimum wait as the REST client's secondary limit (see github/rest.h). */
@@ -257,7 +253,7 @@ static int render_comment(struct run *r, char **out)
 
 static void react(const struct commenter *c)
 {
-	const q_job *job = c->job;
+	const job_info *job = c->job;
 	int rc;
 
 	if (job->trigger_comment_id > 0 &&
@@ -377,7 +373,7 @@ static void *cm_main(void *arg)
 	return NULL;
 }
 
-static int cm_start(struct commenter *c, pipeline *p, const q_job *job, int64_t stored_id)
+static int cm_start(struct commenter *c, pipeline *p, const job_info *job, int64_t stored_id)
 {
 	int rc;
 
@@ -390,7 +386,7 @@ static int cm_start(struct commenter *c, pipeline *p, const q_job *job, int64_t 
 	c->comment_id = stored_id;
 	c->react = job->attempts <= 1;
 	c->find_existing = stored_id <= 0 && job->attempts > 1;
-	rc = gh_rest_new(&c->rest, p->cfg, p->app, job->installation_id);
+	rc = gh_rest_new(&c->rest, p->cfg, gh_app_creds(p->app), job->installation_id);
 	if (rc)
 		return rc;
 	rc = pthread_create(&c->th, NULL, cm_main, c);
@@ -423,7 +419,7 @@ static void cm_stop(struct commenter *c)
 }
 
 /* Hand the current state to the comment thread; persist a new comment id in the job's state
- * (here, on the job's thread: q_ctl belongs to it). */
+ * (here, on the job's thread: the job_ctl belongs to it). */
 static void comment_sync(struct run *r)
 {
 	struct commenter *c = &r->cm;
@@ -447,7 +443,7 @@ static void comment_sync(struct run *r)
 	pthread_mutex_unlock(&c->mu);
 	if (new_id > 0) {
 		snprintf(idbuf, sizeof(idbuf), "%" PRId64, new_id);
-		q_ctl_state_set(r->ctl, "comment_id", idbuf);
+		job_ctl_state_set(r->ctl, "comment_id", idbuf);
 	}
 }
 
@@ -467,13 +463,13 @@ static void comment_final(struct run *r)
 	r->cm.running = false;
 	if (r->cm.id_new && r->cm.comment_id > 0) {
 		snprintf(idbuf, sizeof(idbuf), "%" PRId64, r->cm.comment_id);
-		q_ctl_state_set(r->ctl, "comment_id", idbuf);
+		job_ctl_state_set(r->ctl, "comment_id", idbuf);
 	}
 }
 
 static void stage(struct run *r, enum job_stage s, const char *msg)
 {
-	q_ctl_stage(r->ctl, s, msg);
+	job_ctl_stage(r->ctl, s, msg);
 	add_event(r, (int)s, msg);
 	r->last_stage = (int)s;
 	comment_sync(r);
@@ -481,14 +477,14 @@ static void stage(struct run *r, enum job_stage s, const char *msg)
 
 static void event(struct run *r, const char *msg)
 {
-	q_ctl_event(r->ctl, msg);
+	job_ctl_event(r->ctl, msg);
 	add_event(r, -1, msg);
 	comment_sync(r);
 }
 
 static int checkpoint(struct run *r)
 {
-	if (q_ctl_should_stop(r->ctl))
+	if (job_ctl_should_stop(r->ctl))
 		return ap_error_set(AP_ECANCELLED, "the job was stopped");
 	return 0;
 }
@@ -526,7 +522,7 @@ static bool on_should_stop(void *ud)
 {
 	struct run *r = ud;
 
-	return q_ctl_should_stop(r->ctl);
+	return job_ctl_should_stop(r->ctl);
 }
 
 /* ---- the job ---- */
@@ -781,7 +777,7 @@ static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 	int rc;
 
 	/* A retried job must never open a second PR: the state, then the branch, then create. */
-	stored = q_ctl_state_get(r->ctl, "pr_number");
+	stored = job_ctl_state_get(r->ctl, "pr_number");
 	if (stored) {
 		number = strtoll(stored, NULL, 10);
 		free(stored);
@@ -818,7 +814,7 @@ static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 	}
 	if (rc == 0) {
 		snprintf(numbuf, sizeof(numbuf), "%" PRId64, pr.number);
-		q_ctl_state_set(r->ctl, "pr_number", numbuf);
+		job_ctl_state_set(r->ctl, "pr_number", numbuf);
 		set_str(&r->pr_url, pr.html_url);
 	}
 	gh_pull_release(&pr);
@@ -953,8 +949,9 @@ out:
 	return rc;
 }
 
-/* A rate limit is GitHub saying "later", not "no": the job is re-queued (the worker sees
- * AP_EUNAVAIL, see pipeline_run). */
+/* Which errors are passing conditions worth another run: GitHub or the model unreachable or
+ * slow, an I/O error, and a rate limit (GitHub saying "later", not "no"). The pool decides
+ * whether an attempt is left (job_info.final_attempt). */
 static bool retryable(int rc)
 {
 	return rc == AP_EUNAVAIL || rc == AP_ETIMEOUT || rc == AP_EIO || rc == AP_ERATELIMIT;
@@ -1001,13 +998,13 @@ static void ensure_trajectory(const struct run *r)
 
 static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 {
-	bool final = !retryable(rc) || r->job->attempts >= r->p->max_attempts;
+	bool final = !retryable(rc) || r->job->final_attempt;
 	const char *why = ap_error_last();
 
 	if (!r->failure)
 		set_str(&r->failure, *why ? why : ap_error_name(rc));
 	describe_tried(r, &w->res);
-	if (rc == AP_ECANCELLED && q_ctl_cancelled(r->ctl)) {
+	if (rc == AP_ECANCELLED && job_ctl_cancelled(r->ctl)) {
 		r->state = PROGRESS_CANCELLED;
 		set_str(&r->failure, "the job was cancelled (the label was removed or "
 				     "`/autopatch stop` was posted); its sandbox was destroyed");
@@ -1040,7 +1037,7 @@ static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 	}
 }
 
-int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
+void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome *outcome)
 {
 	pipeline *p = ud;
 	struct run r = {0};
@@ -1050,7 +1047,6 @@ int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 	int64_t waited = 0;
 	int rc;
 
-	*result = NULL;
 	r.p = p;
 	r.job = job;
 	r.ctl = ctl;
@@ -1058,13 +1054,13 @@ int pipeline_run(const q_job *job, q_ctl *ctl, void *ud, char **result)
 	r.state = PROGRESS_RUNNING;
 	snprintf(path, sizeof(path), "%s/trajectories/job-%" PRId64 ".jsonl", p->data_dir, job->id);
 	r.trajectory = strdup(path);
-	q_ctl_state_set(ctl, "trajectory", path);
-	stored = q_ctl_state_get(ctl, "comment_id");
+	job_ctl_state_set(ctl, "trajectory", path);
+	stored = job_ctl_state_get(ctl, "comment_id");
 	rc = cm_start(&r.cm, p, job, stored ? strtoll(stored, NULL, 10) : 0);
 	free(stored);
 	if (rc)
 		goto out;
-	rc = gh_rest_new(&r.rest, p->cfg, p->app, job->installation_id);
+	rc = gh_rest_new(&r.rest, p->cfg, gh_app_creds(p->app), job->installation_id);
 	if (rc)
 		goto out;
 	/* A job cancelled while it waited for a retry comes here only to say so in its comment. */
@@ -1114,20 +1110,25 @@ out:
 			set_str(&r.failure, w.res.failure);
 		finish_failure(&r, &w, rc, iterate);
 		why = redact_str(r.failure ? r.failure : ap_error_name(rc));
-		*result = why;
+		outcome->summary = why;
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job ended: %s: %s", ap_error_name(rc),
 		       why ? why : "");
-		/* The worker retries only AP_EUNAVAIL, AP_ETIMEOUT and AP_EIO (server/job.h). */
-		if (rc == AP_ERATELIMIT)
-			rc = AP_EUNAVAIL;
-		/* The worker reads the code; keep the message for it. */
-		ap_error_set(rc, "%s", why ? why : ap_error_name(rc));
+		if (rc == AP_ECANCELLED) {
+			outcome->kind = JOB_CANCELLED;
+		} else if (retryable(rc)) {
+			outcome->kind = JOB_RETRY;
+			/* A rate limit names when GitHub takes calls again. */
+			if (rc == AP_ERATELIMIT && r.rest && gh_rest_retry_after(r.rest) > 0)
+				outcome->not_before_ms = gh_rest_retry_after(r.rest) * 1000;
+		} else {
+			outcome->kind = JOB_FAILED;
+		}
 	} else {
-		*result = redact_str(r.pr_url ? r.pr_url : "done");
+		outcome->kind = JOB_SUCCEEDED;
+		outcome->summary = redact_str(r.pr_url ? r.pr_url : "done");
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job succeeded: %s",
 		       r.pr_url ? r.pr_url : "");
 	}
 	work_release(&w);
 	run_release(&r);
-	return rc;
 }

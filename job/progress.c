@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/progress.c - markdown for the progress comment, the PR body and the iteration reply
  * (see progress.h). Pure: no I/O, no clock. */
-#include "progress.h"
-#include "buf.h"
-#include "err.h"
-#include "redact.h"
+#include "job/progress.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/redact.h"
 
 #include <ctype.h>
 #include <inttypes.h>

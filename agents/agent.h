@@ -1,17 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/roles.h - internal to agents/: the state one fixer run shares between the Planner
- * (planner.c), the Builder (builder.c) and the loop (fixer.c). */
-#ifndef AP_ROLES_H
-#define AP_ROLES_H
+/* agents/agent.h - internal to agents/: the state one fixer run shares between the Planner
+ * (planner.c), the Builder (builder.c) and the loop (fixer.c), and the helpers they share
+ * (agent.c). */
+#ifndef AP_AGENT_H
+#define AP_AGENT_H
 
 #include <stdbool.h>
 
-#include "budget.h"
-#include "fixer.h"
-#include "llm.h"
-#include "tester.h"
-#include "tools.h"
-#include "traj.h"
+#include "agents/budget.h"
+#include "agents/fixer_types.h"
+#include "agents/llm.h"
+#include "agents/tester.h"
+#include "agents/tools.h"
+#include "agents/traj.h"
 
 typedef struct agent_ctx {
 	const fixer_opts *opts;
@@ -46,12 +47,5 @@ int agent_tool(agent_ctx *a, llm_conv *conv, enum tool_set set, const llm_tool_c
 
 /* Record a budget stop in res->failure and return AP_EBUDGET. */
 int agent_stop(agent_ctx *a, const char *what);
-
-/* The Planner: returns a malloc'd plan. */
-int planner_run(agent_ctx *a, const char *issue, char **plan);
-
-/* The Builder with the Tester: fills a->res (proven, diff, evidence...) and returns 0 when it
- * reached a verdict. */
-int builder_run(agent_ctx *a, const char *issue, const char *plan);
 
 #endif

@@ -2,13 +2,13 @@
 /* agents/fix_cmd.c - `autopatch fix`: the whole Planner -> Builder -> Tester run on a local git
  * repository, without GitHub. Prints one line per step, then the diff and the Tester's
  * evidence; exits 0 only for a proven fix. */
-#include "server/commands.h"
-#include "buf.h"
-#include "err.h"
-#include "fixer.h"
-#include "redact.h"
+#include "cli/commands.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "agents/fixer.h"
+#include "common/redact.h"
 #include "sandbox/sandbox.h"
-#include "testcmd.h"
+#include "agents/testcmd.h"
 
 #include <getopt.h>
 #include <limits.h>

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/repo_config.c - `.github/autopatch.yml`: strict parse with libyaml, test-command
  * detection, and the path globs the diff must respect (see repo_config.h). */
-#include "repo_config.h"
-#include "buf.h"
-#include "err.h"
+#include "job/repo_config.h"
+#include "common/buf.h"
+#include "common/err.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* server/main.c - the autopatch command line: load configuration, dispatch a subcommand. */
 #include "ap_config.h"
-#include "commands.h"
-#include "config.h"
-#include "err.h"
-#include "log.h"
+#include "cli/commands.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/* agents/agent.c - the helpers the Planner and the Builder share (see agent.h): one model call
+ * under the budgets, one tool call with repeat detection, progress lines and budget stops. */
+#include "agents/agent.h"
+#include "common/err.h"
+#include "common/redact.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void agent_progress(agent_ctx *a, const char *stage, const char *fmt, ...)
+{
+	va_list ap;
+	char *line = NULL, *clean = NULL;
+	va_start(ap, fmt);
+	if (vasprintf(&line, fmt, ap) < 0)
+		line = NULL;
+	va_end(ap);
+	if (!line)
+		return;
+	clean = redact_str(line);
+	free(line);
+	if (!clean)
+		return;
+	/* One step, one line. */
+	for (char *c = clean; *c; c++)
+		if (*c == '\n' || *c == '\r')
+			*c = ' ';
+	if (a->opts->progress)
+		a->opts->progress(a->opts->ud, stage, clean);
+	if (a->traj) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "stage", stage);
+		cJSON_AddStringToObject(o, "line", clean);
+		traj_event(a->traj, "progress", o);
+	}
+	free(clean);
+}
+
+int agent_stop(agent_ctx *a, const char *what)
+{
+	char *prog = budget_progress(&a->bud, traj_millis(a->traj));
+	free(a->res->failure);
+	if (asprintf(&a->res->failure,
+		     "stopped: %s budget exhausted during %s (round %d of %d; %s)%s%s", what,
+		     a->stage, a->round ? a->round : 1, a->max_rounds, prog ? prog : "",
+		     a->last_verdict ? "; last Tester verdict: " : "",
+		     a->last_verdict ? a->last_verdict : "") < 0)
+		a->res->failure = NULL;
+	free(prog);
+	if (a->traj) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "budget", what);
+		cJSON_AddStringToObject(o, "failure", a->res->failure ? a->res->failure : "");
+		traj_event(a->traj, "budget", o);
+	}
+	agent_progress(a, a->stage, "%s", a->res->failure ? a->res->failure : "budget exhausted");
+	return AP_EBUDGET;
+}
+
+static bool cancelled(agent_ctx *a)
+{
+	return (a->tools.cancel && *a->tools.cancel) ||
+	       (a->opts->should_stop && a->opts->should_stop(a->opts->ud));
+}
+
+int agent_chat(agent_ctx *a, llm_conv *conv, enum tool_set set)
+{
+	const char *which = NULL;
+	llm_reply r = LLM_REPLY_INIT;
+	size_t ntools;
+	const llm_tool *tools = tools_offered(set, &ntools);
+	int rc;
+	if (cancelled(a))
+		return ap_error_set(AP_ECANCELLED, "the job was cancelled");
+	if (budget_before_call(&a->bud, traj_millis(a->traj), &which)) {
+		char what[64];
+		snprintf(what, sizeof(what), "%s", which);
+		return agent_stop(a, what);
+	}
+	rc = llm_chat(a->model, conv, tools, ntools, &r);
+	if (rc) {
+		char *msg = strdup(ap_error_last());
+		free(a->res->failure);
+		if (asprintf(&a->res->failure, "model call failed during %s: %s", a->stage,
+			     msg ? msg : "") < 0)
+			a->res->failure = NULL;
+		free(msg);
+		return rc;
+	}
+	budget_after_call(&a->bud, r.tokens_in, r.tokens_out);
+	a->res->model_calls = (int)a->bud.calls;
+	a->res->tokens_in = a->bud.tokens_in;
+	a->res->tokens_out = a->bud.tokens_out;
+	rc = llm_conv_add_reply(conv, &r);
+	llm_reply_release(&r);
+	return rc;
+}
+
+/* A short, single-line rendering of the arguments for progress lines. */
+static char *short_args(const char *args)
+{
+	char buf[100];
+	size_t j = 0;
+	for (size_t i = 0; args && args[i] && j + 4 < sizeof(buf); i++)
+		buf[j++] = (args[i] == '\n' || args[i] == '\r' || args[i] == '\t') ? ' ' : args[i];
+	if (args && strlen(args) > j)
+		buf[j++] = '.', buf[j++] = '.', buf[j++] = '.';
+	buf[j] = '\0';
+	return strdup(buf);
+}
+
+int agent_tool(agent_ctx *a, llm_conv *conv, enum tool_set set, const llm_tool_call *call,
+	       bool *finished, tool_finish *fin)
+{
+	char *out = NULL, *sa = NULL;
+	tool_ctx tctx;
+	bool is_error = false;
+	int64_t t0 = traj_millis(a->traj);
+	int rc = 0;
+	*finished = false;
+	if (cancelled(a))
+		return ap_error_set(AP_ECANCELLED, "the job was cancelled");
+	sa = short_args(call->arguments);
+	agent_progress(a, a->stage, "%s %s", call->name, sa ? sa : "");
+	switch (budget_repeat(&a->bud, call->name, call->arguments)) {
+	case BUDGET_STOP:
+		rc = agent_stop(a, "repeated-call");
+		goto out;
+	case BUDGET_NUDGE:
+		is_error = true;
+		if (asprintf(&out,
+			     "You have made this exact %s call %lld times and the workspace has "
+			     "not changed, so the result will not change. Do something different; "
+			     "repeating it again stops the job.",
+			     call->name, (long long)a->bud.repeat_limit) < 0)
+			out = NULL;
+		break;
+	case BUDGET_OK:
+		/* The Planner reads the read-only /repo mount: even a bug in a tool cannot let
+		 * it change anything. The Builder works in the writable workspace. */
+		tctx = a->tools;
+		if (set == TOOLS_PLANNER)
+			tctx.root = "/repo";
+		rc = tools_call(&tctx, set, call->name, call->arguments, &out, &is_error, finished,
+				fin);
+		if (rc)
+			goto out;
+		break;
+	}
+	if (!out) {
+		rc = AP_ENOMEM;
+		goto out;
+	}
+	if (!is_error &&
+	    (strcmp(call->name, "write_file") == 0 || strcmp(call->name, "replace_in_file") == 0 ||
+	     strcmp(call->name, "run") == 0))
+		budget_forget_repeats(&a->bud);
+	char *clean = redact_str(out);
+	if (!clean) {
+		rc = AP_ENOMEM;
+		goto out;
+	}
+	if (a->traj) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "id", call->id);
+		cJSON_AddStringToObject(o, "name", call->name);
+		cJSON_AddStringToObject(o, "arguments", call->arguments ? call->arguments : "");
+		cJSON_AddBoolToObject(o, "is_error", is_error);
+		cJSON_AddNumberToObject(o, "millis", (double)(traj_millis(a->traj) - t0));
+		cJSON_AddStringToObject(o, "result", clean);
+		traj_event(a->traj, "tool_result", o);
+	}
+	if (is_error)
+		agent_progress(a, a->stage, "%s: error: %.200s", call->name, clean);
+	if (!*finished)
+		rc = llm_conv_add_tool_result(conv, call->id, call->name, clean, is_error);
+	free(clean);
+out:
+	free(out);
+	free(sa);
+	return rc;
+}

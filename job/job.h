@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/* job/job.h - the contract between the worker pool and whatever runs one job.
+ *
+ * The pool (server/workers.c) leases a job from the queue and calls a job_run_fn with the job,
+ * a control handle and its own ud; the job (job/pipeline.c) reports progress through the
+ * handle's ops table and returns an explicit outcome. Neither side knows the other's
+ * internals: the job never names the queue, and the pool never interprets error codes. The
+ * retry policy (attempt limit, backoff) belongs to the pool alone.
+ */
+#ifndef AP_JOB_H
+#define AP_JOB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum job_trigger { JOB_TRIGGER_LABEL, JOB_TRIGGER_COMMENT, JOB_TRIGGER_PR_FEEDBACK };
+
+/* A leased job, read-only for the job. Strings live as long as the job. */
+typedef struct job_info {
+	int64_t id;
+	const char *delivery; /* X-GitHub-Delivery that created it */
+	const char *event;    /* X-GitHub-Event */
+	const char *repo;     /* "owner/name" */
+	int64_t repo_id;
+	int64_t installation_id;
+	int64_t issue; /* issue or pull-request number */
+	enum job_trigger trigger;
+	const char *feedback;	    /* comment text after "/autopatch" (may be ""), else NULL */
+	int64_t trigger_comment_id; /* the comment to react to, 0 for a label trigger */
+	const char *payload;	    /* the raw, verified delivery body (JSON) */
+	int attempts;		    /* 1 on the first run */
+	bool final_attempt;	    /* set by the pool: a JOB_RETRY now would fail the job */
+} job_info;
+
+enum job_stage { STAGE_PREPARING, STAGE_PLANNING, STAGE_BUILDING, STAGE_TESTING, STAGE_PUBLISHING };
+
+/* What the pool offers a running job. Every function is called on the job's own thread with
+ * the handle's ctx; should_stop and cancelled are also safe from other threads (they read
+ * flags). Messages are redacted by the pool before they are stored. */
+typedef struct job_ops {
+	/* A stage transition (an event row; also extends the lease). msg may be NULL. */
+	int (*stage)(void *ctx, enum job_stage stage, const char *msg);
+	/* An event row without a stage change (progress detail, Tester verdicts). */
+	int (*event)(void *ctx, const char *msg);
+	/* True once the job must stop: cancelled by a user, the server is shutting down, or the
+	 * lease was lost. The job checks it between steps and returns JOB_CANCELLED. */
+	bool (*should_stop)(void *ctx);
+	/* True when the stop is a user's cancel (not a shutdown that will re-queue the job). */
+	bool (*cancelled)(void *ctx);
+	/* Per-job key/value state that survives a crash and a re-run (the progress comment's id,
+	 * the PR number), so a retried job edits the same comment and never opens a second PR. */
+	int (*state_set)(void *ctx, const char *key, const char *value);
+	/* A malloc'd copy (caller frees), or NULL when unset. */
+	char *(*state_get)(void *ctx, const char *key);
+} job_ops;
+
+typedef struct job_ctl {
+	const job_ops *ops;
+	void *ctx;
+} job_ctl;
+
+static inline int job_ctl_stage(const job_ctl *c, enum job_stage s, const char *msg)
+{
+	return c->ops->stage(c->ctx, s, msg);
+}
+static inline int job_ctl_event(const job_ctl *c, const char *msg)
+{
+	return c->ops->event(c->ctx, msg);
+}
+static inline bool job_ctl_should_stop(const job_ctl *c)
+{
+	return c->ops->should_stop(c->ctx);
+}
+static inline bool job_ctl_cancelled(const job_ctl *c)
+{
+	return c->ops->cancelled(c->ctx);
+}
+static inline int job_ctl_state_set(const job_ctl *c, const char *key, const char *value)
+{
+	return c->ops->state_set(c->ctx, key, value);
+}
+static inline char *job_ctl_state_get(const job_ctl *c, const char *key)
+{
+	return c->ops->state_get(c->ctx, key);
+}
+
+enum job_outcome_kind {
+	JOB_SUCCEEDED, /* done; summary is e.g. the PR URL */
+	JOB_FAILED,    /* will not succeed by running again */
+	JOB_CANCELLED, /* stopped because should_stop turned true; the pool tells a user's cancel
+			* (recorded as cancelled) from a shutdown (re-queued, attempt refunded) */
+	JOB_RETRY,     /* a passing condition (GitHub or the model unreachable, a rate limit):
+			* run again later; the pool fails it instead once attempts are used up */
+};
+
+typedef struct job_outcome {
+	enum job_outcome_kind kind;
+	char *summary;	       /* malloc'd one line (the PR URL, or why it ended); pool frees */
+	int64_t not_before_ms; /* JOB_RETRY: earliest re-run, Unix ms; 0 = the pool's backoff */
+} job_outcome;
+
+#define JOB_OUTCOME_INIT                                                                           \
+	{                                                                                          \
+		JOB_FAILED, NULL, 0                                                                \
+	}
+
+/* The job's entry point, registered by `serve`. Fills *out (which starts as
+ * JOB_OUTCOME_INIT). Called in parallel from every worker thread. */
+typedef void (*job_run_fn)(const job_info *job, const job_ctl *ctl, void *ud, job_outcome *out);
+
+#endif
