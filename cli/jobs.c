@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* server/jobs_cmd.c - `autopatch jobs [--json] [--id N] [--trajectory] [--limit N]`: a view of
+/* cli/jobs.c - `autopatch jobs [--json] [--id N] [--trajectory] [--limit N]`: a view of
  * the queue database (jobs, and with --id one job's events). */
 #include "common/buf.h"
 #include "common/jsonnum.h"
@@ -123,21 +123,21 @@ out:
 	return ret;
 }
 
-int jobs_main(int argc, char **argv, ap_config *cfg)
+struct jobs_opts {
+	bool json, trajectory;
+	long long id, limit;
+};
+
+/* Parse the options: 0, or 2 (usage) with the sentence printed. */
+static int jobs_parse(int argc, char **argv, struct jobs_opts *o)
 {
-	const char *db = cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db");
-	bool json = false, trajectory = false;
-	long long id = 0, limit = 0;
-	cJSON *jobs = NULL;
-	queue *q = NULL;
-	char *text, *end;
-	int ret = 1;
+	char *end;
 
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
-			json = true;
+			o->json = true;
 		} else if (strcmp(argv[i], "--trajectory") == 0) {
-			trajectory = true;
+			o->trajectory = true;
 		} else if ((strcmp(argv[i], "--id") == 0 || strcmp(argv[i], "--limit") == 0) &&
 			   i + 1 < argc) {
 			long long v = strtoll(argv[i + 1], &end, 10);
@@ -148,42 +148,53 @@ int jobs_main(int argc, char **argv, ap_config *cfg)
 				return 2;
 			}
 			if (strcmp(argv[i], "--id") == 0)
-				id = v;
+				o->id = v;
 			else
-				limit = v;
+				o->limit = v;
 			i++;
 		} else {
 			fprintf(stderr, "autopatch: unknown option \"%s\"\n%s", argv[i], usage);
 			return 2;
 		}
 	}
-	if (trajectory && !id) {
+	if (o->trajectory && !o->id) {
 		fprintf(stderr, "autopatch: --trajectory needs --id N\n%s", usage);
 		return 2;
 	}
+	return 0;
+}
+
+static int jobs_run(const ap_config *cfg, const struct jobs_opts *o)
+{
+	const char *db = cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db");
+	cJSON *jobs = NULL;
+	queue *q = NULL;
+	char *text;
+	int ret = 1;
+
 	if (q_open(&q, db, Q_OPEN_EXISTING)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		return 1;
 	}
-	if (trajectory) {
-		ret = print_trajectory(q, id);
+	if (o->trajectory) {
+		ret = print_trajectory(q, o->id);
 		goto out;
 	}
-	if (q_jobs_json(q, id, (int)limit, &jobs)) {
+	if (q_jobs_json(q, o->id, (int)o->limit, &jobs)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		goto out;
 	}
-	if (id && cJSON_GetArraySize(jobs) == 0) {
-		fprintf(stderr, "autopatch: no job %lld\n", id);
+	if (o->id && cJSON_GetArraySize(jobs) == 0) {
+		fprintf(stderr, "autopatch: no job %lld\n", o->id);
 		goto out;
 	}
-	if (json) {
-		text = cJSON_Print(id ? cJSON_GetArrayItem(jobs, 0) : jobs);
+	if (o->json) {
+		text = cJSON_Print(o->id ? cJSON_GetArrayItem(jobs, 0) : jobs);
 		if (!text)
 			goto out;
 		puts(text);
 		free(text);
-	} else if (id) {
+	} else if (o->id) {
 		print_job(jobs);
 		print_events(cJSON_GetArrayItem(jobs, 0));
 	} else {
@@ -194,4 +205,12 @@ out:
 	cJSON_Delete(jobs);
 	q_close(q);
 	return ret;
+}
+
+int jobs_main(int argc, char **argv, ap_config *cfg)
+{
+	struct jobs_opts o = {0};
+	int rc = jobs_parse(argc, argv, &o);
+
+	return rc ? rc : jobs_run(cfg, &o);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* server/main.c - the autopatch command line: load configuration, dispatch a subcommand. */
+/* cli/main.c - the autopatch command line: load configuration, dispatch a subcommand. */
 #include "ap_config.h"
 #include "cli/commands.h"
 #include "common/config.h"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* sandbox/cli.c - `autopatch sandbox run|reap`: run one command in a fresh hardened box, or
+/* cli/sandbox.c - `autopatch sandbox run|reap`: run one command in a fresh hardened box, or
  * remove boxes a crash left behind.
  *
  * `run` exit codes: the command's own code; 124 when it passed its deadline; 125 when the
@@ -62,22 +62,22 @@ static int signal_exit(void)
 	return 128 + (int)got_signal;
 }
 
-static int run_main(int argc, char **argv, ap_config *cfg)
-{
-	const char *repo = NULL, *image = NULL, *runtime = NULL;
-	char repo_abs[PATH_MAX], job[32], *end;
-	sbx_spec spec = SBX_SPEC_INIT;
-	sbx_cmd cmd = SBX_CMD_INIT;
-	sbx_result res = SBX_RESULT_INIT;
-	sbx_engine *e = NULL;
-	sbx_box *b = NULL;
-	struct sigaction sa;
-	struct sink sink = {{false, false, false}};
-	const char *allow[17];
-	size_t n_allow = 0;
-	long timeout = 600;
-	int i, rc, code = EXIT_SANDBOX;
+struct run_opts {
+	const char *repo, *image, *runtime;
+	char repo_abs[PATH_MAX];
+	const char *allow[17]; /* NULL-terminated */
+	size_t n_allow;
+	long timeout;
+	char **cmd; /* the command's argv, NULL-terminated (main's argv) */
+};
 
+/* Parse `sandbox run` options: 0, or 2 (usage) with the sentence printed. */
+static int run_parse(int argc, char **argv, struct run_opts *o)
+{
+	char *end;
+	int i;
+
+	o->timeout = 600;
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0) {
 			i++;
@@ -88,21 +88,21 @@ static int run_main(int argc, char **argv, ap_config *cfg)
 			return 2;
 		}
 		if (strcmp(argv[i], "--repo") == 0) {
-			repo = argv[++i];
+			o->repo = argv[++i];
 		} else if (strcmp(argv[i], "--image") == 0) {
-			image = argv[++i];
+			o->image = argv[++i];
 		} else if (strcmp(argv[i], "--allow") == 0) {
-			if (n_allow + 1 >= sizeof(allow) / sizeof(allow[0])) {
+			if (o->n_allow + 1 >= sizeof(o->allow) / sizeof(o->allow[0])) {
 				fprintf(stderr, "autopatch: at most 16 --allow entries\n");
 				return 2;
 			}
-			allow[n_allow++] = argv[++i];
+			o->allow[o->n_allow++] = argv[++i];
 		} else if (strcmp(argv[i], "--runtime") == 0) {
-			runtime = argv[++i];
+			o->runtime = argv[++i];
 		} else if (strcmp(argv[i], "--timeout") == 0) {
 			errno = 0;
-			timeout = strtol(argv[++i], &end, 10);
-			if (errno || *end || timeout < 1 || timeout > 7 * 24 * 3600) {
+			o->timeout = strtol(argv[++i], &end, 10);
+			if (errno || *end || o->timeout < 1 || o->timeout > 7 * 24 * 3600) {
 				fprintf(stderr, "autopatch: --timeout wants seconds (1-604800)\n");
 				return 2;
 			}
@@ -115,14 +115,32 @@ static int run_main(int argc, char **argv, ap_config *cfg)
 		fprintf(stderr, "autopatch: no command given\n%s", run_usage);
 		return 2;
 	}
-	if (repo && !realpath(repo, repo_abs)) {
-		fprintf(stderr, "autopatch: --repo %s: %s\n", repo, strerror(errno));
+	if (o->repo && !realpath(o->repo, o->repo_abs)) {
+		fprintf(stderr, "autopatch: --repo %s: %s\n", o->repo, strerror(errno));
 		return 2;
 	}
-	if (image)
-		cfg_set(cfg, "AUTOPATCH_SANDBOX_IMAGE", image);
-	if (runtime)
-		cfg_set(cfg, "AUTOPATCH_SANDBOX_RUNTIME", runtime);
+	o->allow[o->n_allow] = NULL;
+	o->cmd = argv + i;
+	return 0;
+}
+
+static int run_run(ap_config *cfg, const struct run_opts *o)
+{
+	char job[32];
+	sbx_spec spec = SBX_SPEC_INIT;
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result res = SBX_RESULT_INIT;
+	sbx_engine *e = NULL;
+	sbx_box *b = NULL;
+	struct sigaction sa;
+	struct sink sink = {{false, false, false}};
+	long timeout = o->timeout;
+	int rc, code = EXIT_SANDBOX;
+
+	if (o->image)
+		cfg_set(cfg, "AUTOPATCH_SANDBOX_IMAGE", o->image);
+	if (o->runtime)
+		cfg_set(cfg, "AUTOPATCH_SANDBOX_RUNTIME", o->runtime);
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal; /* no SA_RESTART: blocking calls return early */
@@ -142,11 +160,10 @@ static int run_main(int argc, char **argv, ap_config *cfg)
 		fprintf(stderr, "autopatch: warning: %s\n", ap_error_last());
 	snprintf(job, sizeof(job), "cli-%ld", (long)getpid());
 	spec.job_label = job;
-	spec.repo_dir = repo ? repo_abs : NULL;
-	allow[n_allow] = NULL;
-	if (n_allow) {
+	spec.repo_dir = o->repo ? o->repo_abs : NULL;
+	if (o->n_allow) {
 		spec.network = SBX_NET_ALLOWLIST;
-		spec.allow = allow;
+		spec.allow = o->allow;
 	}
 	if (timeout + 60 > INT_MAX)
 		timeout = INT_MAX - 60;
@@ -163,7 +180,7 @@ static int run_main(int argc, char **argv, ap_config *cfg)
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		goto out_destroy;
 	}
-	cmd.argv = (const char *const *)argv + i;
+	cmd.argv = (const char *const *)o->cmd;
 	cmd.timeout_s = (int)timeout;
 	cmd.output_cap = 4096; /* everything is streamed; the capture only backs the result */
 	cmd.on_output = on_output;
@@ -190,6 +207,14 @@ out_destroy:
 out_free_engine:
 	sbx_engine_free(e);
 	return code;
+}
+
+static int run_main(int argc, char **argv, ap_config *cfg)
+{
+	struct run_opts o = {0};
+	int rc = run_parse(argc, argv, &o);
+
+	return rc ? rc : run_run(cfg, &o);
 }
 
 static int reap_main(int argc, char **argv, ap_config *cfg)

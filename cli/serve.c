@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* server/serve.c - `autopatch serve`: read the settings, open the queue, start the writer,
+/* cli/serve.c - `autopatch serve`: read the settings, open the queue, start the writer,
  * the workers and the HTTP front end, then wait for SIGTERM/SIGINT and shut down in order
  * (stop accepting, commit what was accepted, let running jobs stop or re-queue them). */
 #include "job/pipeline.h"

@@ -769,20 +769,6 @@ char *redact_str(const char *in)
 	return redact_mem(in, strlen(in));
 }
 
-int redact_buf(ap_buf *b)
-{
-	ap_buf clean = AP_BUF_INIT(b->cap);
-	int rc = redact_append(&clean, ap_buf_str(b), b->len);
-
-	if (rc) {
-		ap_buf_release(&clean);
-		return rc;
-	}
-	ap_buf_release(b);
-	*b = clean;
-	return 0;
-}
-
 /* ---- streaming ------------------------------------------------------------------------- */
 
 struct redact_stream {

@@ -51,10 +51,6 @@ char *redact_mem(const char *in, size_t len);
 /* redact_mem() for a C string. */
 char *redact_str(const char *in);
 
-/* Redact in place: replaces b's contents with the redacted text (never longer). On failure b
- * is unchanged. */
-int redact_buf(ap_buf *b);
-
 /*
  * Streaming redaction for output that arrives in pieces (a log line written in two calls, a
  * container's output): the concatenated output equals redact_mem() of the concatenated input,

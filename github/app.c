@@ -119,42 +119,12 @@ void gh_app_free(gh_app *app)
 	free(app);
 }
 
-static int creds_token(void *ud, int64_t installation_id, char **out)
-{
-	return installation_id == 0 ? gh_app_jwt(ud, out) : gh_app_token(ud, installation_id, out);
-}
-
-static int64_t creds_token_age(void *ud, int64_t installation_id)
-{
-	return gh_app_token_age(ud, installation_id);
-}
-
-static void creds_invalidate(void *ud, int64_t installation_id)
-{
-	gh_app_token_invalidate(ud, installation_id);
-}
-
-static void creds_set_server_time(void *ud, int64_t server_now)
-{
-	gh_app_set_server_time(ud, server_now);
-}
-
 const gh_creds *gh_app_creds(const gh_app *app)
 {
 	return &app->creds;
 }
 
-const char *gh_app_api_url(const gh_app *app)
-{
-	return app->api_url;
-}
-
-const ap_config *gh_app_config(const gh_app *app)
-{
-	return app->cfg;
-}
-
-void gh_app_set_server_time(gh_app *app, int64_t server_now)
+static void gh_app_set_server_time(gh_app *app, int64_t server_now)
 {
 	pthread_mutex_lock(&app->lock);
 	app->skew_s = server_now - (int64_t)time(NULL);
@@ -171,7 +141,7 @@ static int64_t server_now(gh_app *app)
 	return (int64_t)time(NULL) + s;
 }
 
-int gh_app_jwt(gh_app *app, char **out)
+static int gh_app_jwt(gh_app *app, char **out)
 {
 	return gh_jwt_sign(out, app->key, app->app_id, server_now(app));
 }
@@ -309,14 +279,14 @@ out_unlock_mint:
 	return rc;
 }
 
-void gh_app_token_invalidate(gh_app *app, int64_t installation_id)
+static void gh_app_token_invalidate(gh_app *app, int64_t installation_id)
 {
 	pthread_mutex_lock(&app->lock);
 	drop_locked(app, installation_id);
 	pthread_mutex_unlock(&app->lock);
 }
 
-int64_t gh_app_token_age(gh_app *app, int64_t installation_id)
+static int64_t gh_app_token_age(gh_app *app, int64_t installation_id)
 {
 	int64_t age = -1;
 
@@ -326,4 +296,24 @@ int64_t gh_app_token_age(gh_app *app, int64_t installation_id)
 			age = (int64_t)time(NULL) - t->minted_at;
 	pthread_mutex_unlock(&app->lock);
 	return age;
+}
+
+static int creds_token(void *ud, int64_t installation_id, char **out)
+{
+	return installation_id == 0 ? gh_app_jwt(ud, out) : gh_app_token(ud, installation_id, out);
+}
+
+static int64_t creds_token_age(void *ud, int64_t installation_id)
+{
+	return gh_app_token_age(ud, installation_id);
+}
+
+static void creds_invalidate(void *ud, int64_t installation_id)
+{
+	gh_app_token_invalidate(ud, installation_id);
+}
+
+static void creds_set_server_time(void *ud, int64_t server_now)
+{
+	gh_app_set_server_time(ud, server_now);
 }

@@ -24,9 +24,6 @@ int gh_app_new(gh_app **out, const ap_config *cfg);
 /* Accepts NULL. */
 void gh_app_free(gh_app *app);
 
-/* A fresh App JWT (signed with the current clock skew). Caller frees *out. Thread-safe. */
-int gh_app_jwt(gh_app *app, char **out);
-
 /* The installation token for installation_id: the cached one while it has more than the
  * margin left, else a newly minted one. *out is a malloc'd copy the caller frees (and should
  * not keep: call again before each use, it is cheap). Thread-safe; concurrent callers for the
@@ -34,24 +31,8 @@ int gh_app_jwt(gh_app *app, char **out);
  * message, AP_EUNAVAIL/AP_ETIMEOUT when GitHub cannot be reached. */
 int gh_app_token(gh_app *app, int64_t installation_id, char **out);
 
-/* Drop the cached token of installation_id (after GitHub refused it). */
-void gh_app_token_invalidate(gh_app *app, int64_t installation_id);
-
-/* Seconds since the cached token of installation_id was minted, or -1 when none is cached. */
-int64_t gh_app_token_age(gh_app *app, int64_t installation_id);
-
-/* Record the server's clock (from a response's Date header) so later JWTs use
- * iat = server time - 60. Called by the REST client on a clock-skew 401. */
-void gh_app_set_server_time(gh_app *app, int64_t server_now);
-
-/* The API base URL without a trailing slash (borrowed, lives as long as app). */
-const char *gh_app_api_url(const gh_app *app);
-
 /* The credentials table the REST client authenticates with (github/creds.h): token is
  * gh_app_jwt for installation 0, else gh_app_token. Borrowed, lives as long as app. */
 const gh_creds *gh_app_creds(const gh_app *app);
-
-/* The config the app was created with (borrowed). */
-const ap_config *gh_app_config(const gh_app *app);
 
 #endif

@@ -18,7 +18,7 @@ struct gh_key {
 	EVP_PKEY *pkey;
 };
 
-int gh_key_from_pem(gh_key **out, const char *pem, size_t len)
+static int gh_key_from_pem(gh_key **out, const char *pem, size_t len)
 {
 	BIO *bio = NULL;
 	EVP_PKEY *pkey = NULL;

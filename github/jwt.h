@@ -20,9 +20,6 @@ typedef struct gh_key gh_key; /* an RSA private key (opaque, immutable, thread-s
  * *out is freed with gh_key_free(). */
 int gh_key_load(gh_key **out, const ap_config *cfg);
 
-/* Load a key from PEM text (len bytes). */
-int gh_key_from_pem(gh_key **out, const char *pem, size_t len);
-
 /* Accepts NULL. */
 void gh_key_free(gh_key *key);
 

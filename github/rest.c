@@ -269,17 +269,12 @@ int64_t gh_rest_retry_after(const gh_rest *r)
 	return r->retry_at;
 }
 
-long gh_rest_last_status(const gh_rest *r)
-{
-	return r->status;
-}
-
 int64_t gh_rest_attempts(const gh_rest *r)
 {
 	return r->attempts;
 }
 
-const char *gh_rest_last_header(const gh_rest *r, const char *name)
+static const char *gh_rest_last_header(const gh_rest *r, const char *name)
 {
 	for (size_t i = 0; i < r->n_hdrs; i++)
 		if (strcasecmp(r->hdrs[i].name, name) == 0)

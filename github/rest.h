@@ -69,14 +69,6 @@ int gh_rest_get_all(gh_rest *r, const char *path, size_t max_items, cJSON **out)
  * outcome. */
 int64_t gh_rest_retry_after(const gh_rest *r);
 
-/* The HTTP status of the last response (0 when none arrived). */
-long gh_rest_last_status(const gh_rest *r);
-
-/* The value of a header of the last response (case-insensitive name), or NULL. Borrowed until
- * the next call. Only date, link, retry-after, x-ratelimit-* and x-github-request-id are
- * kept. */
-const char *gh_rest_last_header(const gh_rest *r, const char *name);
-
 /* How many HTTP attempts this client has made (retries included), for tests and metrics. */
 int64_t gh_rest_attempts(const gh_rest *r);
 

@@ -10,6 +10,7 @@
 #include "job/pipeline.h"
 #include "common/jsonnum.h"
 #include "agents/fixer.h"
+#include "job/comment.h"
 #include "job/progress.h"
 #include "job/repo_config.h"
 #include "common/buf.h"
@@ -51,29 +52,6 @@ struct pipeline {
 	int64_t ratelimit_max_wait_s; /* total a job waits out rate limits before re-queueing */
 };
 
-/* The progress comment is written by a per-job thread, so GitHub's write spacing and a slow
- * API never hold up the job: the job hands over the latest rendering, the thread writes the
- * newest one at most every comment_interval_ms (the final one at once) and drops the rest. */
-struct commenter {
-	pthread_t th;
-	bool inited; /* mu and cv exist */
-	bool running;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	char *pending;	    /* the newest body not yet written */
-	bool stop;	    /* write what is pending, then exit */
-	bool hold;	    /* publishing: keep GitHub's write slot free for the push and the PR */
-	int64_t comment_id; /* the progress comment, once it exists */
-	bool id_new;	    /* comment_id changed: the job persists it in its state */
-	/* Set before the thread starts, then read-only: */
-	gh_rest *rest; /* the thread's own client (a gh_rest is single-threaded) */
-	const job_info *job;
-	int64_t on; /* the issue or PR number the comment is on */
-	int64_t interval_ms;
-	bool react;	    /* add the eyes reaction first */
-	bool find_existing; /* a re-run without a stored id: look for our comment first */
-};
-
 /* One running job. */
 struct run {
 	pipeline *p;
@@ -82,8 +60,8 @@ struct run {
 	gh_rest *rest;
 	progress_event ev[MAX_EVENTS];
 	size_t n_ev;
-	int last_stage;	     /* index into stage_names, -1 before the first */
-	struct commenter cm; /* writes the progress comment */
+	int last_stage;	 /* index into stage_names, -1 before the first */
+	job_comment *cm; /* writes the progress comment */
 	char *test_note;
 	char *trajectory;
 	char *pr_url;
@@ -195,11 +173,9 @@ void pipeline_free(pipeline *p)
 
 /* ---- progress: events, the comment ---- */
 
-static void cm_stop(struct commenter *c);
-
 static void run_release(struct run *r)
 {
-	cm_stop(&r->cm);
+	comment_free(r->cm);
 	for (size_t i = 0; i < r->n_ev; i++)
 		free((char *)r->ev[i].message);
 	gh_rest_free(r->rest);
@@ -251,196 +227,20 @@ static int render_comment(struct run *r, char **out)
 	return progress_render_comment(&v, out);
 }
 
-static void react(const struct commenter *c)
-{
-	const job_info *job = c->job;
-	int rc;
-
-	if (job->trigger_comment_id > 0 &&
-	    strcmp(job->event ? job->event : "", "issue_comment") == 0)
-		rc = gh_reaction_add_comment(c->rest, job->repo, job->trigger_comment_id, "eyes");
-	else if (job->trigger_comment_id > 0)
-		return; /* review comments have their own reaction endpoint; not worth a failure */
-	else
-		rc = gh_reaction_add_issue(c->rest, job->repo, job->issue, "eyes");
-	if (rc) {
-		ap_log(AP_LOG_WARN, job->delivery, job->id, "eyes reaction failed: %s",
-		       ap_error_last());
-		ap_error_clear();
-	}
-}
-
-/* A re-run that lost the comment id (crash between create and persist) finds its comment by
- * the marker and the job number, so it never posts a second one. */
-static int64_t find_own_comment(const struct commenter *c)
-{
-	char needle[64];
-	cJSON *list = NULL, *it;
-	int64_t id = 0;
-
-	snprintf(needle, sizeof(needle), "(job %" PRId64 ")", c->job->id);
-	if (gh_comments_list(c->rest, c->job->repo, c->on, &list) != 0) {
-		ap_error_clear();
-		return 0;
-	}
-	cJSON_ArrayForEach(it, list)
-	{
-		const char *body = cJSON_GetStringValue(cJSON_GetObjectItem(it, "body"));
-		cJSON *user = cJSON_GetObjectItem(it, "user");
-		const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(user, "type"));
-		cJSON *cid = cJSON_GetObjectItem(it, "id");
-		int64_t cid_n;
-
-		if (body && type && strcmp(type, "Bot") == 0 && ap_json_int(cid, &cid_n) &&
-		    strncmp(body, PROGRESS_MARKER, strlen(PROGRESS_MARKER)) == 0 &&
-		    strstr(body, needle))
-			id = cid_n;
-	}
-	cJSON_Delete(list);
-	return id;
-}
-
-/* Create or edit the comment with body; returns the comment id to use next (0: none yet). A
- * failure never fails the job (GitHub may be briefly unreachable): the next edit carries the
- * whole state anyway. */
-static int64_t cm_write(struct commenter *c, int64_t id, const char *body)
-{
-	gh_comment out = {0};
-	int rc = 0;
-
-	if (id <= 0 && c->find_existing) {
-		c->find_existing = false;
-		id = find_own_comment(c);
-	}
-	if (id > 0) {
-		rc = gh_comment_update(c->rest, c->job->repo, id, body, NULL);
-		if (rc == AP_ENOTFOUND || rc == AP_EDENIED) { /* deleted, or not ours: a new one */
-			id = 0;
-			rc = 0;
-		}
-	}
-	if (id <= 0 && rc == 0) {
-		rc = gh_comment_create(c->rest, c->job->repo, c->on, body, &out);
-		if (rc == 0)
-			id = out.id;
-		gh_comment_release(&out);
-	}
-	if (rc) {
-		ap_log(AP_LOG_WARN, c->job->delivery, c->job->id,
-		       "progress comment not updated: %s", ap_error_last());
-		ap_error_clear();
-	}
-	return id;
-}
-
-static void *cm_main(void *arg)
-{
-	struct commenter *c = arg;
-	int64_t id;
-
-	if (c->react)
-		react(c);
-	pthread_mutex_lock(&c->mu);
-	for (;;) {
-		char *body;
-		struct timespec until;
-		int64_t next;
-
-		while ((!c->pending || c->hold) && !c->stop)
-			pthread_cond_wait(&c->cv, &c->mu);
-		if (!c->pending)
-			break;
-		body = c->pending;
-		c->pending = NULL;
-		id = c->comment_id;
-		pthread_mutex_unlock(&c->mu);
-		id = cm_write(c, id, body);
-		free(body);
-		pthread_mutex_lock(&c->mu);
-		if (id != c->comment_id) {
-			c->comment_id = id;
-			c->id_new = true;
-		}
-		/* Pace the edits; a stop (the final state) is written at once. */
-		next = now_ms() + c->interval_ms;
-		until.tv_sec = (time_t)(next / 1000);
-		until.tv_nsec = (long)(next % 1000) * 1000000L;
-		while (!c->stop && now_ms() < next)
-			if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0)
-				break;
-	}
-	pthread_mutex_unlock(&c->mu);
-	return NULL;
-}
-
-static int cm_start(struct commenter *c, pipeline *p, const job_info *job, int64_t stored_id)
-{
-	int rc;
-
-	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
-	c->inited = true;
-	c->job = job;
-	c->on = job->issue;
-	c->interval_ms = p->comment_interval_ms;
-	c->comment_id = stored_id;
-	c->react = job->attempts <= 1;
-	c->find_existing = stored_id <= 0 && job->attempts > 1;
-	rc = gh_rest_new(&c->rest, p->cfg, gh_app_creds(p->app), job->installation_id);
-	if (rc)
-		return rc;
-	rc = pthread_create(&c->th, NULL, cm_main, c);
-	if (rc)
-		return ap_error_set(AP_ENOMEM, "cannot start the comment thread: %s", strerror(rc));
-	c->running = true;
-	return 0;
-}
-
-/* Write what is pending, stop the thread, free. Safe on a commenter that never started. */
-static void cm_stop(struct commenter *c)
-{
-	if (c->running) {
-		pthread_mutex_lock(&c->mu);
-		c->stop = true;
-		pthread_cond_signal(&c->cv);
-		pthread_mutex_unlock(&c->mu);
-		pthread_join(c->th, NULL);
-		c->running = false;
-	}
-	free(c->pending);
-	c->pending = NULL;
-	gh_rest_free(c->rest);
-	c->rest = NULL;
-	if (c->inited) {
-		pthread_cond_destroy(&c->cv);
-		pthread_mutex_destroy(&c->mu);
-		c->inited = false;
-	}
-}
-
 /* Hand the current state to the comment thread; persist a new comment id in the job's state
  * (here, on the job's thread: the job_ctl belongs to it). */
 static void comment_sync(struct run *r)
 {
-	struct commenter *c = &r->cm;
 	char *body = NULL, idbuf[32];
 	int64_t new_id = 0;
 
-	if (!c->running)
+	if (!r->cm)
 		return;
 	if (render_comment(r, &body) != 0) {
 		ap_error_clear();
 		return;
 	}
-	pthread_mutex_lock(&c->mu);
-	free(c->pending);
-	c->pending = body;
-	pthread_cond_signal(&c->cv);
-	if (c->id_new) {
-		new_id = c->comment_id;
-		c->id_new = false;
-	}
-	pthread_mutex_unlock(&c->mu);
+	comment_post(r->cm, body, &new_id);
 	if (new_id > 0) {
 		snprintf(idbuf, sizeof(idbuf), "%" PRId64, new_id);
 		job_ctl_state_set(r->ctl, "comment_id", idbuf);
@@ -451,18 +251,12 @@ static void comment_sync(struct run *r)
 static void comment_final(struct run *r)
 {
 	char idbuf[32];
+	int64_t new_id = 0;
 
 	comment_sync(r);
-	if (!r->cm.running)
-		return;
-	pthread_mutex_lock(&r->cm.mu);
-	r->cm.stop = true;
-	pthread_cond_signal(&r->cm.cv);
-	pthread_mutex_unlock(&r->cm.mu);
-	pthread_join(r->cm.th, NULL);
-	r->cm.running = false;
-	if (r->cm.id_new && r->cm.comment_id > 0) {
-		snprintf(idbuf, sizeof(idbuf), "%" PRId64, r->cm.comment_id);
+	comment_finish(r->cm, &new_id);
+	if (new_id > 0) {
+		snprintf(idbuf, sizeof(idbuf), "%" PRId64, new_id);
 		job_ctl_state_set(r->ctl, "comment_id", idbuf);
 	}
 }
@@ -503,11 +297,8 @@ static void on_progress(void *ud, const char *stage_name, const char *line)
 		line = verdict;
 		/* Proven: the PR comes next. GitHub spaces an installation's writes, so a comment
 		 * edit now would delay it; the final state is written right after. */
-		if (strstr(verdict, ": proven") && r->cm.running) {
-			pthread_mutex_lock(&r->cm.mu);
-			r->cm.hold = true;
-			pthread_mutex_unlock(&r->cm.mu);
-		}
+		if (strstr(verdict, ": proven"))
+			comment_hold(r->cm);
 	}
 
 	for (int i = 0; i < (int)(sizeof(stage_names) / sizeof(stage_names[0])); i++)
@@ -1056,7 +847,8 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	r.trajectory = strdup(path);
 	job_ctl_state_set(ctl, "trajectory", path);
 	stored = job_ctl_state_get(ctl, "comment_id");
-	rc = cm_start(&r.cm, p, job, stored ? strtoll(stored, NULL, 10) : 0);
+	rc = comment_new(&r.cm, p->cfg, gh_app_creds(p->app), job,
+			 stored ? strtoll(stored, NULL, 10) : 0, p->comment_interval_ms);
 	free(stored);
 	if (rc)
 		goto out;

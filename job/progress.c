@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/progress.c - markdown for the progress comment, the PR body and the iteration reply
+/* job/progress.c - markdown for the progress comment, the PR body and the iteration reply
  * (see progress.h). Pure: no I/O, no clock. */
 #include "job/progress.h"
 #include "common/buf.h"
@@ -151,7 +151,7 @@ static int stage_index(const char *stage)
 	return -1;
 }
 
-const char *progress_latest_verdict(const progress_event *events, size_t n)
+static const char *progress_latest_verdict(const progress_event *events, size_t n)
 {
 	for (size_t i = n; i-- > 0;) {
 		const char *m = events[i].message;

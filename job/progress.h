@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/progress.h - what users read: the issue's progress comment, the PR body and the reply
+/* job/progress.h - what users read: the issue's progress comment, the PR body and the reply
  * on a PR after an iteration, rendered as markdown.
  *
  * Pure functions of their inputs (no I/O, no clock), so the comment is a view of the job's event
@@ -55,10 +55,6 @@ typedef struct progress_view {
 
 /* Render the progress comment. *out is malloc'd (caller frees). 0 or AP_ENOMEM. */
 int progress_render_comment(const progress_view *v, char **out);
-
-/* The latest Tester verdict among the events (the message without "tester: "), or NULL.
- * Points into the events' storage. */
-const char *progress_latest_verdict(const progress_event *events, size_t n);
 
 /* What the draft PR says. Strings are borrowed; NULL parts are left out. */
 typedef struct pr_body_input {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/repo_config.c - `.github/autopatch.yml`: strict parse with libyaml, test-command
+/* job/repo_config.c - `.github/autopatch.yml`: strict parse with libyaml, test-command
  * detection, and the path globs the diff must respect (see repo_config.h). */
 #include "job/repo_config.h"
 #include "common/buf.h"

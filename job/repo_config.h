@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/repo_config.h - the per-repository settings file `.github/autopatch.yml` (libyaml).
+/* job/repo_config.h - the per-repository settings file `.github/autopatch.yml` (libyaml).
  *
  * The file is written by the repository's maintainers, so it is outside input: size-capped,
  * strictly validated (unknown keys are rejected, types are checked), and every error names the

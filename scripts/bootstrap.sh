@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
 APT_PACKAGES=(
-  build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
+  build-essential meson ninja-build pkg-config clang clang-format libclang-rt-14-dev
   libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libssl-dev libgit2-dev libsqlite3-dev
   libyaml-dev libpcre2-dev libcmocka-dev
   python3 python3-pytest git sqlite3 openssl curl ca-certificates

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Sum every suite's results into one closing line: "N passed, N failed".
 
-Reads meson's testlog.json files (one JSON object per test executable), fuzz.json (one object
-per fuzz target) and pytest's JUnit XML from the results folder. Exit status 1 if anything
+Reads checks.json (style and layout), meson's testlog.json files (one JSON object per test
+executable), fuzz.json (one object per fuzz target) and pytest's JUnit XML from the results folder. Exit status 1 if anything
 failed, including set-up steps counted by the caller.
 """
 import json
@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 results = pathlib.Path(sys.argv[1])
 passed, failed = 0, int(sys.argv[2]) if len(sys.argv) > 2 else 0
 
-for name in ("unit.json", "unit-asan.json", "fuzz.json"):
+for name in ("checks.json", "unit.json", "unit-asan.json", "fuzz.json"):
     path = results / name
     if not path.exists():
         continue

@@ -25,10 +25,27 @@ setup() { # dir, meson args...
   fi
 }
 
+step "style (clang-format) and layout"
+# Every C file is formatted (.clang-format), and the folder layering holds
+# (docs/internals/layout.md). Each is one test in the summary.
+if git ls-files -z '*.c' '*.h' | xargs -0 clang-format --dry-run --Werror >"$results/format.log" 2>&1; then
+  echo '{"name": "clang-format", "result": "OK"}' >> "$results/checks.json"
+  echo "clang-format: every C file is formatted"
+else
+  echo '{"name": "clang-format", "result": "FAIL"}' >> "$results/checks.json"
+  head -n 40 "$results/format.log"
+fi
+if /usr/bin/python3 scripts/check_layout.py; then
+  echo '{"name": "layout", "result": "OK"}' >> "$results/checks.json"
+  echo "layout: no upward include, no cycle"
+else
+  echo '{"name": "layout", "result": "FAIL"}' >> "$results/checks.json"
+fi
+
 step "build (-Wall -Wextra -Werror)"
 if setup build -Dwerror=true && ninja -C build; then
-  step "unit tests"
-  meson test -C build --suite unit --print-errorlogs --num-processes 2 || true
+  step "unit and integration tests"
+  meson test -C build --suite unit --suite integration --print-errorlogs --num-processes 2 || true
   cp build/meson-logs/testlog.json "$results/unit.json" 2>/dev/null || true
 else
   fail_setup=$((fail_setup + 1))
@@ -38,7 +55,7 @@ step "unit tests under ASan+UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 if setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false &&
    ninja -C build-asan; then
-  meson test -C build-asan --suite unit --print-errorlogs --num-processes 2 || true
+  meson test -C build-asan --suite unit --suite integration --print-errorlogs --num-processes 2 || true
   cp build-asan/meson-logs/testlog.json "$results/unit-asan.json" 2>/dev/null || true
 else
   fail_setup=$((fail_setup + 1))

@@ -62,16 +62,6 @@ void metrics_latency(double seconds)
 	pthread_mutex_unlock(&lock);
 }
 
-void metrics_reset(void)
-{
-	pthread_mutex_lock(&lock);
-	memset(deliveries, 0, sizeof(deliveries));
-	memset(hist, 0, sizeof(hist));
-	hist_count = 0;
-	hist_sum = 0;
-	pthread_mutex_unlock(&lock);
-}
-
 int metrics_render(ap_buf *out, const q_stats *s, int workers, int busy, size_t max_batch)
 {
 	int rc = 0;

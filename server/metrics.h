@@ -21,7 +21,4 @@ void metrics_latency(double seconds);
  * workers configured and busy, the latency histogram, the largest group-commit batch. */
 int metrics_render(ap_buf *out, const q_stats *stats, int workers, int busy, size_t max_batch);
 
-/* Forget every count (tests). */
-void metrics_reset(void);
-
 #endif
