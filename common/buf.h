@@ -35,7 +35,7 @@ int ap_buf_adds(ap_buf *b, const char *s);
 
 /* Append printf-formatted text. */
 int ap_buf_addf(ap_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int ap_buf_vaddf(ap_buf *b, const char *fmt, va_list ap);
+int ap_buf_vaddf(ap_buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* Empty the buffer, keeping its allocation. */
 void ap_buf_reset(ap_buf *b);
