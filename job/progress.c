@@ -424,6 +424,7 @@ int progress_render_reply(const pr_body_input *in, int ok, const char *commit_sh
 {
 	ap_buf b = AP_BUF_INIT(BUILD_CAP);
 
+	ap_buf_addf(&b, REPLY_MARKER " (job %" PRId64 ") -->\n", in->job_id);
 	if (ok) {
 		ap_buf_adds(&b, "**autopatch** pushed a new commit");
 		if (commit_sha) {

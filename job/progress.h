@@ -86,8 +86,13 @@ int progress_render_pr_body(const pr_body_input *in, char **out);
  * length capped. *out is malloc'd. */
 int progress_render_pr_title(int64_t issue, const char *issue_title, char **out);
 
+/* The start of the reply's first line: REPLY_MARKER " (job N) -->". A retry that cannot tell
+ * whether its reply was posted (GitHub answered 5xx) finds it by this line. */
+#define REPLY_MARKER "<!-- autopatch:reply"
+
 /* The reply posted on the PR after an iteration: what changed (commit, summary, evidence) or
- * why nothing was pushed. ok selects which. *out is malloc'd. */
+ * why nothing was pushed. ok selects which. It starts with the reply marker line naming
+ * in->job_id. *out is malloc'd. */
 int progress_render_reply(const pr_body_input *in, int ok, const char *commit_sha,
 			  const char *failure, char **out);
 
