@@ -9,28 +9,14 @@ in live form, and the only closing reference anywhere is the PR's own `Fixes #1`
 """
 import re
 
-import pytest
-
-from pipeline_util import REPO, Rig, happy_script
+from pipeline_util import REPO, happy_script
+from test_pipeline import rig_factory  # noqa: F401 - the fixture, shared
 
 ZWSP = "\u200b"
 CLOSING = re.compile(r"(?i)\b(close[sd]?|fix(e[sd])?|resolve[sd]?):?\s+"
                      r"(#\d+|gh-\d+|[\w.-]+/[\w.-]+#\d+|https?://\S+/(issues|pulls?)/\d+)")
 
 
-@pytest.fixture
-def rig_factory(tmp_path, autopatch_bin):
-    rigs = []
-
-    def make(script=None, env=None):
-        rig = Rig(tmp_path / f"rig{len(rigs)}", autopatch_bin, script=script, env=env)
-        rig.tmp.mkdir(parents=True)
-        rigs.append(rig)
-        return rig.start()
-
-    yield make
-    for r in rigs:
-        r.stop()
 
 
 def attack_lines(gh_url):

@@ -6,23 +6,11 @@ The stand-in applies the request and then loses its answer (`fail(..., after=Tru
 """
 import pytest
 
-from pipeline_util import REPO, Rig
+from pipeline_util import REPO
 from test_pipeline import BRANCH, MARKER, iteration_steps
+from test_pipeline import rig_factory  # noqa: F401 - the fixture, shared
 
 
-@pytest.fixture
-def rig_factory(tmp_path, autopatch_bin):
-    rigs = []
-
-    def make():
-        rig = Rig(tmp_path / f"rig{len(rigs)}", autopatch_bin)
-        rig.tmp.mkdir(parents=True)
-        rigs.append(rig)
-        return rig.start()
-
-    yield make
-    for r in rigs:
-        r.stop()
 
 
 def posts(rig, path):
