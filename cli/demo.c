@@ -587,6 +587,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	char model_py[PATH_MAX], script[PATH_MAX], model_port[16], url[160];
 	char e_port[32], e_api[96], e_key[PATH_MAX + 24], e_secret[96], e_db[PATH_MAX + 16];
 	char e_data[PATH_MAX + 24], e_base[96], e_owner[64], e_root[PATH_MAX + 32];
+	char e_admin[PATH_MAX + 40];
 	int rc;
 
 	snprintf(gh_port, sizeof(gh_port), "%d", d->gh_port);
@@ -662,6 +663,8 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	else
 		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
 	snprintf(e_root, sizeof(e_root), "AUTOPATCH_SOURCE_ROOT=%s", d->root);
+	/* The status page on a unix socket in the demo's directory: no port to collide on. */
+	snprintf(e_admin, sizeof(e_admin), "AUTOPATCH_ADMIN_LISTEN=unix:%s/admin.sock", d->dir);
 	{
 		char *argv[] = {d->self, "serve", NULL};
 		char *fake[] = {e_port,
@@ -672,6 +675,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 				e_data,
 				e_owner,
 				e_root,
+				e_admin,
 				"APP_ID=1",
 				"AUTOPATCH_BIND=127.0.0.1",
 				"AUTOPATCH_WORKERS=1",
@@ -700,6 +704,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 		return rc;
 	printf("==> autopatch serve on 127.0.0.1:%d (pid %d, log: %s)\n", d->serve_port,
 	       (int)d->serve.pid, d->serve.log);
+	printf("==> status page: curl --unix-socket %s/admin.sock http://localhost/\n", d->dir);
 	return 0;
 }
 
