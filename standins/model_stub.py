@@ -47,7 +47,7 @@ finish_reason "tool_calls" or "stop", usage prompt_tokens / completion_tokens / 
 Anthropic "msg_...", tool_use ids "toolu_...", stop_reason "tool_use" or "end_turn", usage
 input_tokens / output_tokens; errors in each service's error envelope (529 "overloaded_error").
 
-Run standalone:  python3 tests/fakes/model_stub.py --port 8399 --script tests/fakes/scripts/calc_happy.json
+Run standalone:  python3 standins/model_stub.py --port 8399 --script standins/scripts/calc_happy.json
 Then: AUTOPATCH_LLM_BASE_URL=http://127.0.0.1:8399/v1 (openai) or http://127.0.0.1:8399
 (anthropic). In tests: `StubServer(script).start()` -> .url, .requests(), .stop().
 """

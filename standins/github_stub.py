@@ -2,7 +2,7 @@
 """A local stand-in for the parts of GitHub autopatch talks to (standard library only).
 
 Run it:
-    /usr/bin/python3 tests/fakes/github_stub.py --port P --state-dir D \
+    /usr/bin/python3 standins/github_stub.py --port P --state-dir D \
         [--app-key-pub PUB.pem] [--app-id 1] [--seed seed.json]
 or import it:
     from github_stub import GitHubStub
