@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""model_stub.py - a scripted model server that speaks the OpenAI chat-completions and the
-Anthropic Messages wire formats (standard library only).
+"""model_stub.py - a stand-in for the model API: a scripted server that speaks the documented
+OpenAI chat-completions and Anthropic Messages wire formats (standard library only).
+
+`autopatch demo` runs it to replay the recorded calc session (scripts/calc_happy.json) unless a
+real model is configured, and the tests run it in place of a real provider.
 
 It replays a script, records every request, and can answer 429 / 5xx / 529 on demand, so tests
 can drive autopatch's Planner and Builder deterministically and assert what was offered to
