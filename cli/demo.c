@@ -2,8 +2,8 @@
 /* server/demo.c - `autopatch demo`: the whole label -> draft PR loop on this machine.
  *
  * Starts, as child processes in a fresh temporary directory: the GitHub stand-in
- * (tests/fakes/github_stub.py) seeded with a copy of examples/calc and its issue, the scripted
- * model (tests/fakes/model_stub.py replaying the recorded calc session, unless AUTOPATCH_LLM_*
+ * (standins/github_stub.py) seeded with a copy of examples/calc and its issue, the scripted
+ * model (standins/model_stub.py replaying the recorded calc session, unless AUTOPATCH_LLM_*
  * names a real model) and `autopatch serve` (this binary). Then it posts a signed
  * issues.labeled delivery, prints the progress comment whenever it changes, and finally the PR's
  * URL, diff and evidence. Exit 0 only when the PR exists and every child has stopped.
@@ -50,7 +50,7 @@ struct child {
 };
 
 struct demo {
-	char root[2048]; /* the source tree (examples/, tests/fakes/) */
+	char root[2048]; /* the source tree (examples/, standins/) */
 	char dir[512];	 /* temporary directory */
 	char self[2048]; /* this binary */
 	int gh_port, model_port, serve_port;
@@ -104,7 +104,7 @@ static int find_root(struct demo *d, const ap_config *cfg)
 	char buf[2048], *slash;
 	ssize_t n;
 
-	if (env && exists(env, "tests/fakes/github_stub.py")) {
+	if (env && exists(env, "standins/github_stub.py")) {
 		snprintf(d->root, sizeof(d->root), "%s", env);
 		return 0;
 	}
@@ -117,19 +117,19 @@ static int find_root(struct demo *d, const ap_config *cfg)
 			if (!slash || slash == buf)
 				break;
 			*slash = '\0';
-			if (exists(buf, "tests/fakes/github_stub.py") &&
+			if (exists(buf, "standins/github_stub.py") &&
 			    exists(buf, "examples/calc")) {
 				snprintf(d->root, sizeof(d->root), "%s", buf);
 				return 0;
 			}
 		}
 	}
-	if (getcwd(buf, sizeof(buf)) && exists(buf, "tests/fakes/github_stub.py")) {
+	if (getcwd(buf, sizeof(buf)) && exists(buf, "standins/github_stub.py")) {
 		snprintf(d->root, sizeof(d->root), "%s", buf);
 		return 0;
 	}
 	return ap_error_set(AP_ENOTFOUND,
-			    "cannot find the source tree (tests/fakes/github_stub.py"
+			    "cannot find the source tree (standins/github_stub.py"
 			    " and examples/calc); run from the repository root or set "
 			    "AUTOPATCH_SOURCE_ROOT");
 }
@@ -593,7 +593,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	snprintf(state, sizeof(state), "%s/github", d->dir);
 	snprintf(pub, sizeof(pub), "%s/app.pub", d->dir);
 	snprintf(seed, sizeof(seed), "%s/seed.json", d->dir);
-	snprintf(gh_py, sizeof(gh_py), "%s/tests/fakes/github_stub.py", d->root);
+	snprintf(gh_py, sizeof(gh_py), "%s/standins/github_stub.py", d->root);
 	{
 		char *argv[] = {"/usr/bin/python3",
 				gh_py,
@@ -623,8 +623,8 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	       "issue #1\n",
 	       d->gh_port, DEMO_REPO);
 	if (!d->real_model) {
-		snprintf(model_py, sizeof(model_py), "%s/tests/fakes/model_stub.py", d->root);
-		snprintf(script, sizeof(script), "%s/tests/fakes/scripts/calc_happy.json", d->root);
+		snprintf(model_py, sizeof(model_py), "%s/standins/model_stub.py", d->root);
+		snprintf(script, sizeof(script), "%s/standins/scripts/calc_happy.json", d->root);
 		snprintf(model_port, sizeof(model_port), "%d", d->model_port);
 		char *argv[] = {"/usr/bin/python3", model_py, "--port", model_port,
 				"--script",	    script,   NULL};
@@ -638,7 +638,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 		rc = wait_ready(&d->model, url, 30);
 		if (rc)
 			return rc;
-		printf("==> model: this demo REPLAYS A RECORDED SESSION (tests/fakes/scripts/"
+		printf("==> model: this demo REPLAYS A RECORDED SESSION (standins/scripts/"
 		       "calc_happy.json) from a scripted stand-in on 127.0.0.1:%d; set "
 		       "AUTOPATCH_LLM_BASE_URL and AUTOPATCH_LLM_MODEL to use a real model\n",
 		       d->model_port);

@@ -1,5 +1,5 @@
 """Helpers for the agents end-to-end tests: a git copy of examples/calc, scripted model
-sessions built from tests/fakes/scripts/calc_happy.json, and running `autopatch fix` against
+sessions built from standins/scripts/calc_happy.json, and running `autopatch fix` against
 the scripted model server and the real Docker sandbox."""
 import copy
 import json
@@ -13,7 +13,7 @@ from model_stub import StubServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CALC = ROOT / "examples" / "calc"
-HAPPY = json.loads((ROOT / "tests" / "fakes" / "scripts" / "calc_happy.json").read_text())
+HAPPY = json.loads((ROOT / "standins" / "scripts" / "calc_happy.json").read_text())
 
 READ_ONLY_TOOLS = {"list_files", "read_file", "search_code"}
 WRITE_OR_RUN_TOOLS = {"write_file", "replace_in_file", "run", "finish"}
