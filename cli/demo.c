@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* server/demo.c - `autopatch demo`: the whole label -> draft PR loop on this machine.
+/* cli/demo.c - `autopatch demo`: the whole label -> draft PR loop on this machine.
  *
  * Starts, as child processes in a fresh temporary directory: the GitHub stand-in
  * (standins/github_stub.py) seeded with a copy of examples/calc and its issue, the scripted

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* github/doctor.c - `autopatch doctor`: one ✓/✗ line per thing a working install needs
+/* cli/doctor.c - `autopatch doctor`: one ✓/✗ line per thing a working install needs
  * (configuration, private key, JWT accepted, installations, Docker, sandbox image, model),
  * each ✗ followed by the sentence that says how to fix it. Exit 0 only if every check passes.
  *

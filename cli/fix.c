@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/fix_cmd.c - `autopatch fix`: the whole Planner -> Builder -> Tester run on a local git
+/* cli/fix.c - `autopatch fix`: the whole Planner -> Builder -> Tester run on a local git
  * repository, without GitHub. Prints one line per step, then the diff and the Tester's
  * evidence; exits 0 only for a proven fix. */
 #include "cli/commands.h"
