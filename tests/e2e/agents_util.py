@@ -61,6 +61,7 @@ def make_calc_repo(tmp_path, extra_files=None):
     repo = tmp_path / "calc"
     shutil.copytree(CALC, repo, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
     for path, text in (extra_files or {}).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t")
