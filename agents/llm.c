@@ -698,7 +698,7 @@ static void curl_init(void)
 
 int llm_new(llm **out, const ap_config *cfg)
 {
-	const char *provider = cfg_get_or(cfg, "AUTOPATCH_LLM_PROVIDER", "openai");
+	const char *provider = cfg_str(cfg, "AUTOPATCH_LLM_PROVIDER");
 	bool anthropic = strcmp(provider, "anthropic") == 0;
 	int rc;
 	if (!anthropic && strcmp(provider, "openai") != 0)
@@ -711,14 +711,16 @@ int llm_new(llm **out, const ap_config *cfg)
 	llm *m = calloc(1, sizeof(*m));
 	if (!m)
 		return AP_ENOMEM;
-	const char *base =
-	    cfg_get_or(cfg, "AUTOPATCH_LLM_BASE_URL",
-		       anthropic ? "https://api.anthropic.com" : "https://api.openai.com/v1");
-	const char *model = cfg_get_or(cfg, "AUTOPATCH_LLM_MODEL",
-				       anthropic ? "claude-sonnet-4-20250514" : "gpt-4o");
-	const char *key = cfg_get(cfg, "AUTOPATCH_LLM_API_KEY");
+	/* The provider-specific defaults of these three (the table has none): here only. */
+	const char *base = cfg_str(cfg, "AUTOPATCH_LLM_BASE_URL");
+	const char *model = cfg_str(cfg, "AUTOPATCH_LLM_MODEL");
+	const char *key = cfg_str(cfg, "AUTOPATCH_LLM_API_KEY");
+	if (!base)
+		base = anthropic ? "https://api.anthropic.com" : "https://api.openai.com/v1";
+	if (!model)
+		model = anthropic ? "claude-sonnet-4-20250514" : "gpt-4o";
 	if (!key)
-		key = cfg_get(cfg, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
+		key = cfg_str(cfg, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
 	if (!key && !is_local(base)) {
 		rc = ap_error_set(AP_EINVAL,
 				  "no model API key: set AUTOPATCH_LLM_API_KEY (or %s) or point "
@@ -749,10 +751,9 @@ int llm_new(llm **out, const ap_config *cfg)
 	}
 	if (key)
 		redact_add_secret(key);
-	if ((rc = cfg_get_int(cfg, "AUTOPATCH_LLM_TIMEOUT", 120, 1, 3600, &m->timeout_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_LLM_RETRIES", 4, 0, 20, &m->retries)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_LLM_MAX_OUTPUT_TOKENS", 4096, 16, 1 << 20,
-			      &m->max_tokens)))
+	if ((rc = cfg_int(cfg, "AUTOPATCH_LLM_TIMEOUT", 1, 3600, &m->timeout_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_LLM_RETRIES", 0, 20, &m->retries)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_LLM_MAX_OUTPUT_TOKENS", 16, 1 << 20, &m->max_tokens)))
 		goto fail;
 	size_t dl = strlen(provider) + strlen(model) + 2;
 	m->describe = malloc(dl);

@@ -22,7 +22,6 @@
 #include <string.h>
 
 #define CHECK_TIMEOUT_MS 10000L
-#define DEFAULT_IMAGE	 "autopatch-sandbox:latest"
 
 struct report {
 	int failed;
@@ -75,8 +74,8 @@ static const char *last_error(void)
 
 static void check_config(struct report *r, ap_config *cfg)
 {
-	const char *id = cfg_get(cfg, "APP_ID");
-	const char *url = cfg_get_or(cfg, "GITHUB_API_URL", "https://api.github.com");
+	const char *id = cfg_str(cfg, "APP_ID");
+	const char *url = cfg_str(cfg, "GITHUB_API_URL");
 	ap_buf why = AP_BUF_INIT(4096);
 
 	if (!id)
@@ -87,11 +86,11 @@ static void check_config(struct report *r, ap_config *cfg)
 			    " APP_ID=%s is neither an App ID nor a client ID. Copy the App ID (a "
 			    "number) from the GitHub App's settings page.",
 			    id);
-	if (!cfg_get(cfg, "PRIVATE_KEY_PATH") && !cfg_get(cfg, "PRIVATE_KEY"))
+	if (!cfg_is_set(cfg, "PRIVATE_KEY_PATH") && !cfg_is_set(cfg, "PRIVATE_KEY"))
 		ap_buf_adds(&why, " No private key is configured. Set PRIVATE_KEY_PATH to the .pem "
 				  "file downloaded from the GitHub App's settings page (or "
 				  "PRIVATE_KEY to its contents).");
-	if (!cfg_get(cfg, "WEBHOOK_SECRET"))
+	if (!cfg_is_set(cfg, "WEBHOOK_SECRET"))
 		ap_buf_adds(&why, " WEBHOOK_SECRET is not set. Set it to the webhook secret "
 				  "entered on the GitHub App's settings page (generate one with: "
 				  "openssl rand -hex 32).");
@@ -111,7 +110,7 @@ static bool check_key(struct report *r, ap_config *cfg)
 {
 	gh_key *key = NULL;
 
-	if (!cfg_get(cfg, "PRIVATE_KEY_PATH") && !cfg_get(cfg, "PRIVATE_KEY")) {
+	if (!cfg_is_set(cfg, "PRIVATE_KEY_PATH") && !cfg_is_set(cfg, "PRIVATE_KEY")) {
 		fail(r, "private key",
 		     "not configured. Set PRIVATE_KEY_PATH to the App's .pem file.");
 		return false;
@@ -122,7 +121,8 @@ static bool check_key(struct report *r, ap_config *cfg)
 	}
 	gh_key_free(key);
 	pass(r, "private key", "RSA key loaded from %s",
-	     cfg_get(cfg, "PRIVATE_KEY_PATH") ? cfg_get(cfg, "PRIVATE_KEY_PATH") : "PRIVATE_KEY");
+	     cfg_is_set(cfg, "PRIVATE_KEY_PATH") ? cfg_str(cfg, "PRIVATE_KEY_PATH")
+						 : "PRIVATE_KEY");
 	return true;
 }
 
@@ -227,8 +227,8 @@ static long docker_get(const char *sock, const char *path, char *cerr)
 
 static void check_docker(struct report *r, ap_config *cfg)
 {
-	const char *host = cfg_get_or(cfg, "DOCKER_HOST", "unix:///var/run/docker.sock");
-	const char *image = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_IMAGE", DEFAULT_IMAGE);
+	const char *host = cfg_str(cfg, "DOCKER_HOST");
+	const char *image = cfg_str(cfg, "AUTOPATCH_SANDBOX_IMAGE");
 	char cerr[CURL_ERROR_SIZE] = "", path[512];
 	sbx_engine *e = NULL;
 	char *esc;
@@ -268,10 +268,10 @@ static void check_docker(struct report *r, ap_config *cfg)
 
 static void check_model(struct report *r, ap_config *cfg)
 {
-	const char *provider = cfg_get_or(cfg, "AUTOPATCH_LLM_PROVIDER", "openai");
+	const char *provider = cfg_str(cfg, "AUTOPATCH_LLM_PROVIDER");
 	bool anthropic = strcmp(provider, "anthropic") == 0;
-	const char *base = cfg_get(cfg, "AUTOPATCH_LLM_BASE_URL");
-	const char *key = cfg_get(cfg, "AUTOPATCH_LLM_API_KEY");
+	const char *base = cfg_str(cfg, "AUTOPATCH_LLM_BASE_URL");
+	const char *key = cfg_str(cfg, "AUTOPATCH_LLM_API_KEY");
 	struct curl_slist *h = NULL;
 	char cerr[CURL_ERROR_SIZE] = "";
 	ap_buf url = AP_BUF_INIT(2048), hdr = AP_BUF_INIT(4096);
@@ -287,7 +287,7 @@ static void check_model(struct report *r, ap_config *cfg)
 		return;
 	}
 	if (!key)
-		key = cfg_get(cfg, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
+		key = cfg_str(cfg, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
 	if (!base)
 		base = anthropic ? "https://api.anthropic.com" : "https://api.openai.com/v1";
 	n = strlen(base);
@@ -356,17 +356,17 @@ int doctor_main(int argc, char **argv, ap_config *cfg)
 		return 2;
 	}
 	/* Diagnose quickly: one retry and a short deadline instead of the server's patience. */
-	if (!cfg_get(cfg, "AUTOPATCH_GH_DEADLINE_S"))
+	if (!cfg_is_set(cfg, "AUTOPATCH_GH_DEADLINE_S"))
 		cfg_set(cfg, "AUTOPATCH_GH_DEADLINE_S", "15");
-	if (!cfg_get(cfg, "AUTOPATCH_GH_RETRIES"))
+	if (!cfg_is_set(cfg, "AUTOPATCH_GH_RETRIES"))
 		cfg_set(cfg, "AUTOPATCH_GH_RETRIES", "1");
-	if (!cfg_get(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S"))
+	if (!cfg_is_set(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S"))
 		cfg_set(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", "5");
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 
 	check_config(&r, cfg);
 	key_ok = check_key(&r, cfg);
-	check_github(&r, cfg, key_ok && cfg_get(cfg, "APP_ID"));
+	check_github(&r, cfg, key_ok && cfg_is_set(cfg, "APP_ID"));
 	check_docker(&r, cfg);
 	check_model(&r, cfg);
 	fflush(stdout);

@@ -125,7 +125,7 @@ out:
 
 int jobs_main(int argc, char **argv, ap_config *cfg)
 {
-	const char *db = cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db");
+	const char *db = cfg_str(cfg, "AUTOPATCH_DB");
 	bool json = false, trajectory = false;
 	long long id = 0, limit = 0;
 	cJSON *jobs = NULL;

@@ -27,7 +27,7 @@ enum sbx_network { SBX_NET_NONE, SBX_NET_ALLOWLIST };
 /* What a box looks like. Strings are borrowed for the duration of sbx_create(). */
 typedef struct sbx_spec {
 	int version;
-	const char *image;	  /* default AUTOPATCH_SANDBOX_IMAGE or autopatch-sandbox:latest */
+	const char *image;	  /* default: AUTOPATCH_SANDBOX_IMAGE */
 	const char *runtime;	  /* "runc" (default) or "runsc" */
 	const char *repo_dir;	  /* host directory bound read-only at /repo; NULL: none */
 	const char *job_label;	  /* value of the autopatch.job label */
