@@ -251,6 +251,27 @@ const char *sbx_owner_id(const sbx_engine *e)
 	return e->owner;
 }
 
+const char *sbx_engine_image(const sbx_engine *e)
+{
+	return e->image;
+}
+
+int sbx_image_present(sbx_engine *e, const char *image)
+{
+	char path[1024], *esc;
+	int rc;
+
+	esc = dk_escape(image ? image : e->image);
+	if (!esc)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	if (snprintf(path, sizeof(path), "/images/%s/json", esc) >= (int)sizeof(path))
+		rc = ap_error_set(AP_EINVAL, "image name too long: %s", image ? image : e->image);
+	else
+		rc = dk_request(e->dk, "GET", path, NULL, SBX_PROBE_TIMEOUT_MS, NULL, NULL);
+	free(esc);
+	return rc;
+}
+
 /* --- create ----------------------------------------------------------------------------- */
 
 static cJSON *ulimit(const char *name, int64_t v)
