@@ -100,7 +100,7 @@ static bool exists(const char *dir, const char *rel)
 /* The source tree: AUTOPATCH_SOURCE_ROOT, the binary's ../ (build/autopatch), or the cwd. */
 static int find_root(struct demo *d, const ap_config *cfg)
 {
-	const char *env = cfg_get(cfg, "AUTOPATCH_SOURCE_ROOT");
+	const char *env = cfg_str(cfg, "AUTOPATCH_SOURCE_ROOT");
 	char buf[2048], *slash;
 	ssize_t n;
 
@@ -643,9 +643,11 @@ static int start_children(struct demo *d, const ap_config *cfg)
 		       "AUTOPATCH_LLM_BASE_URL and AUTOPATCH_LLM_MODEL to use a real model\n",
 		       d->model_port);
 	} else {
+		const char *model = cfg_str(cfg, "AUTOPATCH_LLM_MODEL");
+		const char *base = cfg_str(cfg, "AUTOPATCH_LLM_BASE_URL");
+
 		printf("==> model: %s at %s (from AUTOPATCH_LLM_*)\n",
-		       cfg_get_or(cfg, "AUTOPATCH_LLM_MODEL", "(default model)"),
-		       cfg_get_or(cfg, "AUTOPATCH_LLM_BASE_URL", "(provider default URL)"));
+		       model ? model : "(default model)", base ? base : "(provider default URL)");
 	}
 	snprintf(e_port, sizeof(e_port), "PORT=%d", d->serve_port);
 	snprintf(e_api, sizeof(e_api), "GITHUB_API_URL=http://127.0.0.1:%d", d->gh_port);
@@ -656,9 +658,9 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	snprintf(e_base, sizeof(e_base), "AUTOPATCH_LLM_BASE_URL=http://127.0.0.1:%d/v1",
 		 d->model_port);
 	/* Boxes are labelled with the owner id: keep the caller's, so it can find them. */
-	if (cfg_get(cfg, "AUTOPATCH_OWNER_ID"))
+	if (cfg_is_set(cfg, "AUTOPATCH_OWNER_ID"))
 		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=%.40s",
-			 cfg_get(cfg, "AUTOPATCH_OWNER_ID"));
+			 cfg_str(cfg, "AUTOPATCH_OWNER_ID"));
 	else
 		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
 	snprintf(e_root, sizeof(e_root), "AUTOPATCH_SOURCE_ROOT=%s", d->root);
@@ -726,7 +728,7 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 		fprintf(stderr, "usage: autopatch demo\n");
 		return 2;
 	}
-	rc = cfg_get_int(cfg, "AUTOPATCH_DEMO_TIMEOUT", 600, 10, 86400, &d.timeout_s);
+	rc = cfg_int(cfg, "AUTOPATCH_DEMO_TIMEOUT", 10, 86400, &d.timeout_s);
 	if (rc) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		return 2;
@@ -740,7 +742,7 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 		return 2;
 	}
 	d.real_model =
-	    cfg_get(cfg, "AUTOPATCH_LLM_BASE_URL") || cfg_get(cfg, "AUTOPATCH_LLM_MODEL");
+	    cfg_is_set(cfg, "AUTOPATCH_LLM_BASE_URL") || cfg_is_set(cfg, "AUTOPATCH_LLM_MODEL");
 	/* Progress is meant to be watched, also through a pipe (`autopatch demo | tee`). */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	{

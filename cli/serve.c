@@ -35,29 +35,29 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o)
 {
 	int rc;
 
-	o->secret = cfg_get(cfg, "WEBHOOK_SECRET");
+	o->secret = cfg_str(cfg, "WEBHOOK_SECRET");
 	if (!o->secret)
 		return ap_error_set(AP_EINVAL, "WEBHOOK_SECRET is not set: set it to your GitHub "
 					       "App's webhook secret (in .env or the environment)");
-	o->secret_prev = cfg_get(cfg, "WEBHOOK_SECRET_PREVIOUS");
-	o->label = cfg_get_or(cfg, "AUTOPATCH_LABEL", "autopatch");
-	o->path = cfg_get_or(cfg, "WEBHOOK_PATH", "/api/github/webhooks");
+	o->secret_prev = cfg_str(cfg, "WEBHOOK_SECRET_PREVIOUS");
+	o->label = cfg_str(cfg, "AUTOPATCH_LABEL");
+	o->path = cfg_str(cfg, "WEBHOOK_PATH");
 	if (o->path[0] != '/' || strlen(o->path) > 200 || strpbrk(o->path, " ?#"))
 		return ap_error_set(AP_EINVAL,
 				    "WEBHOOK_PATH=\"%.60s\" is not a URL path: use one "
 				    "that starts with / such as /api/github/webhooks",
 				    o->path);
-	o->db = cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db");
+	o->db = cfg_str(cfg, "AUTOPATCH_DB");
 	/* 0.0.0.0 by default: GitHub (or the reverse proxy) must reach the server. Set
 	 * AUTOPATCH_BIND=127.0.0.1 behind a local proxy or in tests. */
-	o->bind = cfg_get_or(cfg, "AUTOPATCH_BIND", "0.0.0.0");
-	if ((rc = cfg_get_int(cfg, "PORT", 3000, 1, 65535, &o->port)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_WORKERS", 2, 0, 64, &o->workers)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_LEASE_SECONDS", 60, 1, 86400, &o->lease_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 3, 1, 100, &o->max_attempts)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_RETRY_SECONDS", 30, 0, 86400, &o->retry_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_SHUTDOWN_GRACE_SECONDS", 8, 0, 3600, &o->grace_s)) ||
-	    (rc = cfg_get_bool(cfg, "AUTOPATCH_STATUS_PUBLIC", false, &o->status_public)))
+	o->bind = cfg_str(cfg, "AUTOPATCH_BIND");
+	if ((rc = cfg_int(cfg, "PORT", 1, 65535, &o->port)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_WORKERS", 0, 64, &o->workers)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_LEASE_SECONDS", 1, 86400, &o->lease_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 1, 100, &o->max_attempts)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_RETRY_SECONDS", 0, 86400, &o->retry_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_SHUTDOWN_GRACE_SECONDS", 0, 3600, &o->grace_s)) ||
+	    (rc = cfg_bool(cfg, "AUTOPATCH_STATUS_PUBLIC", &o->status_public)))
 		return rc;
 	return 0;
 }
