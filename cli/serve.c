@@ -31,14 +31,6 @@ struct serve_opts {
 	int64_t max_conn, per_ip, headers_s, body_s;
 };
 
-/* Settings that are no longer read, with what replaced them: still setting one is a mistake
- * to point out, not to ignore. */
-static const char *const removed[][2] = {
-    {"AUTOPATCH_STATUS_PUBLIC",
-     "the status page and /metrics are served only on the admin listener now "
-     "(AUTOPATCH_ADMIN_LISTEN, default 127.0.0.1:9464), never on the public port"},
-};
-
 static int usage_error(const char *msg)
 {
 	fprintf(stderr, "autopatch: %s\n", msg);
@@ -49,36 +41,39 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o)
 {
 	int rc;
 
-	o->secret = cfg_get(cfg, "WEBHOOK_SECRET");
+	o->secret = cfg_str(cfg, "WEBHOOK_SECRET");
 	if (!o->secret)
 		return ap_error_set(AP_EINVAL, "WEBHOOK_SECRET is not set: set it to your GitHub "
 					       "App's webhook secret (in .env or the environment)");
-	o->secret_prev = cfg_get(cfg, "WEBHOOK_SECRET_PREVIOUS");
-	o->label = cfg_get_or(cfg, "AUTOPATCH_LABEL", "autopatch");
-	o->path = cfg_get_or(cfg, "WEBHOOK_PATH", "/api/github/webhooks");
+	o->secret_prev = cfg_str(cfg, "WEBHOOK_SECRET_PREVIOUS");
+	o->label = cfg_str(cfg, "AUTOPATCH_LABEL");
+	o->path = cfg_str(cfg, "WEBHOOK_PATH");
 	if (o->path[0] != '/' || strlen(o->path) > 200 || strpbrk(o->path, " ?#"))
 		return ap_error_set(AP_EINVAL,
 				    "WEBHOOK_PATH=\"%.60s\" is not a URL path: use one "
 				    "that starts with / such as /api/github/webhooks",
 				    o->path);
-	for (size_t i = 0; i < sizeof(removed) / sizeof(removed[0]); i++)
-		if (cfg_get(cfg, removed[i][0]))
-			return ap_error_set(AP_EINVAL, "%s is no longer supported: %s; remove it",
-					    removed[i][0], removed[i][1]);
-	o->db = cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db");
+	/* Removed: still setting it is a mistake to point out, not to ignore. */
+	if (cfg_is_set(cfg, "AUTOPATCH_STATUS_PUBLIC"))
+		return ap_error_set(
+		    AP_EINVAL, "AUTOPATCH_STATUS_PUBLIC is no longer supported: the status page "
+			       "and /metrics are served only on the admin listener now "
+			       "(AUTOPATCH_ADMIN_LISTEN, default 127.0.0.1:9464), never on the "
+			       "public port; remove it");
+	o->db = cfg_str(cfg, "AUTOPATCH_DB");
 	/* 0.0.0.0 by default: GitHub (or the reverse proxy) must reach the server. Set
 	 * AUTOPATCH_BIND=127.0.0.1 behind a local proxy or in tests. */
-	o->bind = cfg_get_or(cfg, "AUTOPATCH_BIND", "0.0.0.0");
-	if ((rc = cfg_get_int(cfg, "PORT", 3000, 1, 65535, &o->port)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_WORKERS", 2, 0, 64, &o->workers)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_LEASE_SECONDS", 60, 1, 86400, &o->lease_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 3, 1, 100, &o->max_attempts)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_RETRY_SECONDS", 30, 0, 86400, &o->retry_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_SHUTDOWN_GRACE_SECONDS", 8, 0, 3600, &o->grace_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_MAX_CONNECTIONS", 512, 2, 65536, &o->max_conn)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_MAX_CONNECTIONS_PER_IP", 32, 0, 65536, &o->per_ip)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_HEADERS_DEADLINE_S", 10, 1, 3600, &o->headers_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_BODY_DEADLINE_S", 30, 1, 3600, &o->body_s)))
+	o->bind = cfg_str(cfg, "AUTOPATCH_BIND");
+	if ((rc = cfg_int(cfg, "PORT", 1, 65535, &o->port)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_WORKERS", 0, 64, &o->workers)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_LEASE_SECONDS", 1, 86400, &o->lease_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 1, 100, &o->max_attempts)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_RETRY_SECONDS", 0, 86400, &o->retry_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_SHUTDOWN_GRACE_SECONDS", 0, 3600, &o->grace_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_CONNECTIONS", 2, 65536, &o->max_conn)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_CONNECTIONS_PER_IP", 0, 65536, &o->per_ip)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_HEADERS_DEADLINE_S", 1, 3600, &o->headers_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_BODY_DEADLINE_S", 1, 3600, &o->body_s)))
 		return rc;
 	/* Headroom: one address may never hold more than half of the connections. */
 	if (o->per_ip * 2 > o->max_conn)
@@ -89,11 +84,11 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o)
 		    (long long)o->per_ip, (long long)o->max_conn);
 	if ((rc = listen_tcp(&o->public_at, "AUTOPATCH_BIND", o->bind, (int)o->port)) ||
 	    (rc = listen_parse(&o->admin_at, "AUTOPATCH_ADMIN_LISTEN",
-			       cfg_get_or(cfg, "AUTOPATCH_ADMIN_LISTEN", "127.0.0.1:9464"))))
+			       cfg_str(cfg, "AUTOPATCH_ADMIN_LISTEN"))))
 		return rc;
 	if (o->admin_at.kind == LISTEN_UNIX &&
 	    (rc = listen_parse_mode(&o->admin_at.mode, "AUTOPATCH_ADMIN_SOCKET_MODE",
-				    cfg_get_or(cfg, "AUTOPATCH_ADMIN_SOCKET_MODE", "0600"))))
+				    cfg_str(cfg, "AUTOPATCH_ADMIN_SOCKET_MODE"))))
 		return rc;
 	return 0;
 }

@@ -107,13 +107,10 @@ int sbx__default_owner(const char *db_path, char *out, size_t outlen)
 
 static int parse_cpus(const ap_config *cfg, int64_t *out)
 {
-	const char *v = cfg_get(cfg, "AUTOPATCH_SANDBOX_CPUS");
+	const char *v = cfg_str(cfg, "AUTOPATCH_SANDBOX_CPUS");
 	char *end;
 	double d;
 
-	*out = SBX_DEF_NANO_CPUS;
-	if (!v)
-		return 0;
 	errno = 0;
 	d = strtod(v, &end);
 	if (errno || end == v || *end || !(d >= 0.01 && d <= 1024))
@@ -148,10 +145,10 @@ static int mkdir_p(const char *path)
 static int read_settings(sbx_engine *e, const ap_config *cfg)
 {
 	sbx_spec *d = &e->defaults;
-	const char *image = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_IMAGE", SBX_DEF_IMAGE);
-	const char *runtime = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_RUNTIME", SBX_DEF_RUNTIME);
-	const char *owner = cfg_get(cfg, "AUTOPATCH_OWNER_ID");
-	const char *data = cfg_get_or(cfg, "AUTOPATCH_DATA_DIR", "./autopatch-data");
+	const char *image = cfg_str(cfg, "AUTOPATCH_SANDBOX_IMAGE");
+	const char *runtime = cfg_str(cfg, "AUTOPATCH_SANDBOX_RUNTIME");
+	const char *owner = cfg_str(cfg, "AUTOPATCH_OWNER_ID");
+	const char *data = cfg_str(cfg, "AUTOPATCH_DATA_DIR");
 	char path[PATH_MAX], real[PATH_MAX];
 	int64_t v;
 	int rc;
@@ -173,8 +170,8 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 		    owner);
 	if (owner)
 		snprintf(e->owner, sizeof(e->owner), "%s", owner);
-	else if ((rc = sbx__default_owner(cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db"),
-					  e->owner, sizeof(e->owner))))
+	else if ((rc =
+		      sbx__default_owner(cfg_str(cfg, "AUTOPATCH_DB"), e->owner, sizeof(e->owner))))
 		return rc;
 	e->image = strdup(image);
 	e->runtime = strdup(runtime);
@@ -183,29 +180,24 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 	d->version = SBX_SPEC_VERSION;
 	d->image = e->image;
 	d->runtime = e->runtime;
-	if ((rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_MEMORY", SBX_DEF_MEMORY, 16LL << 20,
-				1LL << 40, &d->memory_bytes)) ||
+	if ((rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_MEMORY", 16LL << 20, 1LL << 40,
+			    &d->memory_bytes)) ||
 	    (rc = parse_cpus(cfg, &d->nano_cpus)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_PIDS", 16, 1 << 22, &d->pids)) ||
 	    (rc =
-		 cfg_get_int(cfg, "AUTOPATCH_SANDBOX_PIDS", SBX_DEF_PIDS, 16, 1 << 22, &d->pids)) ||
-	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_TMP_SIZE", SBX_DEF_TMP_BYTES, 1 << 20,
-				1LL << 40, &d->tmp_bytes)) ||
-	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_WORKSPACE_SIZE", SBX_DEF_WORKSPACE, 1 << 20,
-				1LL << 40, &d->workspace_bytes)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_SANDBOX_NOFILE", SBX_DEF_NOFILE, 64, 1 << 20,
-			      &d->nofile)) ||
-	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_FSIZE", SBX_DEF_FSIZE, 1 << 20, 1LL << 40,
-				&d->fsize_bytes)))
+		 cfg_bytes(cfg, "AUTOPATCH_SANDBOX_TMP_SIZE", 1 << 20, 1LL << 40, &d->tmp_bytes)) ||
+	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_WORKSPACE_SIZE", 1 << 20, 1LL << 40,
+			    &d->workspace_bytes)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_NOFILE", 64, 1 << 20, &d->nofile)) ||
+	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_FSIZE", 1 << 20, 1LL << 40, &d->fsize_bytes)))
 		return rc;
-	if ((rc = cfg_get_int(cfg, "AUTOPATCH_SANDBOX_WALL_SECONDS", SBX_DEF_WALL_SECONDS, 5,
-			      7 * 24 * 3600, &v)))
+	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_WALL_SECONDS", 5, 7 * 24 * 3600, &v)))
 		return rc;
 	d->wall_seconds = (int)v;
-	if ((rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_OUTPUT_CAP", SBX_DEF_OUTPUT_CAP, 1024,
-				256LL << 20, &v)))
+	if ((rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_OUTPUT_CAP", 1024, 256LL << 20, &v)))
 		return rc;
 	e->output_cap = (size_t)v;
-	if ((rc = cfg_get_int(cfg, "AUTOPATCH_SANDBOX_POOL", SBX_DEF_POOL, 0, SBX_POOL_MAX, &v)))
+	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_POOL", 0, SBX_POOL_MAX, &v)))
 		return rc;
 	e->pool_size = (int)v;
 	d->network = SBX_NET_NONE;
@@ -257,6 +249,27 @@ const char *sbx__owner(const sbx_engine *e)
 const char *sbx_owner_id(const sbx_engine *e)
 {
 	return e->owner;
+}
+
+const char *sbx_engine_image(const sbx_engine *e)
+{
+	return e->image;
+}
+
+int sbx_image_present(sbx_engine *e, const char *image)
+{
+	char path[1024], *esc;
+	int rc;
+
+	esc = dk_escape(image ? image : e->image);
+	if (!esc)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	if (snprintf(path, sizeof(path), "/images/%s/json", esc) >= (int)sizeof(path))
+		rc = ap_error_set(AP_EINVAL, "image name too long: %s", image ? image : e->image);
+	else
+		rc = dk_request(e->dk, "GET", path, NULL, SBX_PROBE_TIMEOUT_MS, NULL, NULL);
+	free(esc);
+	return rc;
 }
 
 /* --- create ----------------------------------------------------------------------------- */
@@ -1317,7 +1330,7 @@ int sbx_engine_new(sbx_engine **out, const ap_config *cfg)
 	rc = read_settings(e, cfg);
 	if (rc)
 		goto err_free_engine;
-	rc = dk_client_new(&e->dk, cfg_get(cfg, "DOCKER_HOST"));
+	rc = dk_client_new(&e->dk, cfg_str(cfg, "DOCKER_HOST"));
 	if (rc)
 		goto err_free_engine;
 	*out = e;

@@ -18,7 +18,6 @@
 
 #define DK_RESPONSE_CAP (8u << 20)
 #define DK_HEAD_CAP	(16u << 10)
-#define DK_DEFAULT_SOCK "/var/run/docker.sock"
 
 struct dk_client {
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* socket path */
@@ -233,19 +232,17 @@ int dk_client_new(dk_client **out, const char *docker_host)
 {
 	struct reply r = {AP_BUF_INIT(4096), "", false};
 	dk_client *c;
-	const char *path = DK_DEFAULT_SOCK;
+	const char *path;
 	char why[512];
 	int rc, v;
 
 	*out = NULL;
-	if (docker_host && *docker_host) {
-		if (strncmp(docker_host, "unix://", 7) != 0)
-			return ap_error_set(AP_EINVAL,
-					    "DOCKER_HOST=%s is not supported: use a unix socket "
-					    "(unix:///var/run/docker.sock)",
-					    docker_host);
-		path = docker_host + 7;
-	}
+	if (strncmp(docker_host, "unix://", 7) != 0)
+		return ap_error_set(AP_EINVAL,
+				    "DOCKER_HOST=%s is not supported: use a unix socket "
+				    "(unix:///var/run/docker.sock)",
+				    docker_host);
+	path = docker_host + 7;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return ap_error_set(AP_ENOMEM, "out of memory");

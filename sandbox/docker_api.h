@@ -31,10 +31,9 @@ typedef struct dk_client dk_client;
 #define DK_LABEL_JOB	 "autopatch.job"
 #define DK_LABEL_CREATOR "autopatch.creator" /* "<pid>:<start time>" of the creating process */
 
-/* Connect to docker_host ("unix:///path"; NULL or "" means unix:///var/run/docker.sock) and
- * negotiate the API version. AP_EUNAVAIL with one sentence when the daemon is unreachable or
- * too old, AP_EINVAL for a DOCKER_HOST that is not a unix socket. *out is freed with
- * dk_client_free(). */
+/* Connect to docker_host ("unix:///path": cfg_str() of DOCKER_HOST, never NULL) and negotiate
+ * the API version. AP_EUNAVAIL with one sentence when the daemon is unreachable or too old,
+ * AP_EINVAL for a DOCKER_HOST that is not a unix socket. *out is freed with dk_client_free(). */
 int dk_client_new(dk_client **out, const char *docker_host);
 
 /* Accepts NULL. */

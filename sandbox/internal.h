@@ -11,19 +11,8 @@
 /* uid:gid every command runs as (the image's "sandbox" user). */
 #define SBX_USER "10001:10001"
 
-/* Defaults of the AUTOPATCH_SANDBOX_* settings (docs/sandbox.md). */
-#define SBX_DEF_IMAGE	     "autopatch-sandbox:latest"
-#define SBX_DEF_RUNTIME	     "runc"
-#define SBX_DEF_MEMORY	     (2LL << 30)
-#define SBX_DEF_NANO_CPUS    2000000000LL
-#define SBX_DEF_PIDS	     512
-#define SBX_DEF_TMP_BYTES    (256LL << 20)
-#define SBX_DEF_WORKSPACE    (1LL << 30)
-#define SBX_DEF_NOFILE	     4096
-#define SBX_DEF_FSIZE	     (1LL << 30)
-#define SBX_DEF_WALL_SECONDS 3600
-#define SBX_DEF_OUTPUT_CAP   (1 << 20)
-#define SBX_DEF_POOL	     1
+/* The defaults of the AUTOPATCH_SANDBOX_* settings are in the table of common/config.c
+ * (docs/sandbox.md). */
 
 /*
  * The body of POST /containers/create for a fully resolved spec (no zero fields): every
