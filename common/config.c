@@ -95,6 +95,8 @@ static const cfg_setting settings[] = {
     {"AUTOPATCH_SANDBOX_TMP_SIZE", CFG_BYTES, "256m", 0, "tmpfs size of /tmp in a box"},
     {"AUTOPATCH_SANDBOX_WORKSPACE_SIZE", CFG_BYTES, "1g", 0,
      "tmpfs size of /tmp/workspace in a box"},
+    {"AUTOPATCH_SANDBOX_VOLUME_SIZE", CFG_BYTES, "64m", 0,
+     "tmpfs size of each VOLUME the box's image declares"},
     {"AUTOPATCH_SANDBOX_NOFILE", CFG_INT, "4096", 0, "open files per process in a box"},
     {"AUTOPATCH_SANDBOX_FSIZE", CFG_BYTES, "1g", 0, "largest file a box may write"},
     {"AUTOPATCH_SANDBOX_WALL_SECONDS", CFG_INT, "3600", 0,

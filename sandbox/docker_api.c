@@ -217,6 +217,34 @@ int dk_request(dk_client *c, const char *method, const char *path, const cJSON *
 	return rc;
 }
 
+int dk_image_inspect(dk_client *c, const char *name, long timeout_ms, cJSON **out)
+{
+	char path[300], why[1024];
+	size_t n = strlen(name);
+	int rc;
+
+	*out = NULL;
+	if (n == 0 || n > 255 || name[0] == '/' || name[0] == '-' ||
+	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:@") !=
+		n)
+		return ap_error_set(AP_EINVAL, "\"%.80s\" is not an image name", name);
+	snprintf(path, sizeof(path), "/images/%s/json", name);
+	rc = dk_request(c, "GET", path, NULL, timeout_ms, NULL, out);
+	if (rc == AP_ENOTFOUND) {
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		return ap_error_set(rc,
+				    "%s (the sandbox image must be on the Docker host: autopatch "
+				    "never pulls; pull or build %s first)",
+				    why, name);
+	}
+	if (rc == 0 && !cJSON_IsObject(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return ap_error_set(AP_EIO, "docker GET %s: not a JSON object", path);
+	}
+	return rc;
+}
+
 static int parse_version(const char *v)
 {
 	int major, minor;

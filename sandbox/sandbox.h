@@ -36,6 +36,7 @@ typedef struct sbx_spec {
 	int64_t pids;		  /* pids limit */
 	int64_t tmp_bytes;	  /* tmpfs size of /tmp */
 	int64_t workspace_bytes;  /* tmpfs size of /tmp/workspace */
+	int64_t volume_bytes;	  /* tmpfs size of each VOLUME the image declares */
 	int64_t nofile;		  /* RLIMIT_NOFILE */
 	int64_t fsize_bytes;	  /* RLIMIT_FSIZE */
 	int wall_seconds;	  /* life of the box; the host kills it after this */
