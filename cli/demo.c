@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* server/demo.c - `autopatch demo`: the whole label -> draft PR loop on this machine.
+/* cli/demo.c - `autopatch demo`: the whole label -> draft PR loop on this machine.
  *
  * Starts, as child processes in a fresh temporary directory: the GitHub stand-in
- * (tests/fakes/github_stub.py) seeded with a copy of examples/calc and its issue, the scripted
- * model (tests/fakes/model_stub.py replaying the recorded calc session, unless AUTOPATCH_LLM_*
+ * (standins/github_stub.py) seeded with a copy of examples/calc and its issue, the scripted
+ * model (standins/model_stub.py replaying the recorded calc session, unless AUTOPATCH_LLM_*
  * names a real model) and `autopatch serve` (this binary). Then it posts a signed
  * issues.labeled delivery, prints the progress comment whenever it changes, and finally the PR's
  * URL, diff and evidence. Exit 0 only when the PR exists and every child has stopped.
@@ -50,7 +50,7 @@ struct child {
 };
 
 struct demo {
-	char root[2048]; /* the source tree (examples/, tests/fakes/) */
+	char root[2048]; /* the source tree (examples/, standins/) */
 	char dir[512];	 /* temporary directory */
 	char self[2048]; /* this binary */
 	int gh_port, model_port, serve_port;
@@ -100,11 +100,11 @@ static bool exists(const char *dir, const char *rel)
 /* The source tree: AUTOPATCH_SOURCE_ROOT, the binary's ../ (build/autopatch), or the cwd. */
 static int find_root(struct demo *d, const ap_config *cfg)
 {
-	const char *env = cfg_get(cfg, "AUTOPATCH_SOURCE_ROOT");
+	const char *env = cfg_str(cfg, "AUTOPATCH_SOURCE_ROOT");
 	char buf[2048], *slash;
 	ssize_t n;
 
-	if (env && exists(env, "tests/fakes/github_stub.py")) {
+	if (env && exists(env, "standins/github_stub.py")) {
 		snprintf(d->root, sizeof(d->root), "%s", env);
 		return 0;
 	}
@@ -117,19 +117,19 @@ static int find_root(struct demo *d, const ap_config *cfg)
 			if (!slash || slash == buf)
 				break;
 			*slash = '\0';
-			if (exists(buf, "tests/fakes/github_stub.py") &&
+			if (exists(buf, "standins/github_stub.py") &&
 			    exists(buf, "examples/calc")) {
 				snprintf(d->root, sizeof(d->root), "%s", buf);
 				return 0;
 			}
 		}
 	}
-	if (getcwd(buf, sizeof(buf)) && exists(buf, "tests/fakes/github_stub.py")) {
+	if (getcwd(buf, sizeof(buf)) && exists(buf, "standins/github_stub.py")) {
 		snprintf(d->root, sizeof(d->root), "%s", buf);
 		return 0;
 	}
 	return ap_error_set(AP_ENOTFOUND,
-			    "cannot find the source tree (tests/fakes/github_stub.py"
+			    "cannot find the source tree (standins/github_stub.py"
 			    " and examples/calc); run from the repository root or set "
 			    "AUTOPATCH_SOURCE_ROOT");
 }
@@ -587,13 +587,14 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	char model_py[PATH_MAX], script[PATH_MAX], model_port[16], url[160];
 	char e_port[32], e_api[96], e_key[PATH_MAX + 24], e_secret[96], e_db[PATH_MAX + 16];
 	char e_data[PATH_MAX + 24], e_base[96], e_owner[64], e_root[PATH_MAX + 32];
+	char e_admin[PATH_MAX + 40];
 	int rc;
 
 	snprintf(gh_port, sizeof(gh_port), "%d", d->gh_port);
 	snprintf(state, sizeof(state), "%s/github", d->dir);
 	snprintf(pub, sizeof(pub), "%s/app.pub", d->dir);
 	snprintf(seed, sizeof(seed), "%s/seed.json", d->dir);
-	snprintf(gh_py, sizeof(gh_py), "%s/tests/fakes/github_stub.py", d->root);
+	snprintf(gh_py, sizeof(gh_py), "%s/standins/github_stub.py", d->root);
 	{
 		char *argv[] = {"/usr/bin/python3",
 				gh_py,
@@ -623,8 +624,8 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	       "issue #1\n",
 	       d->gh_port, DEMO_REPO);
 	if (!d->real_model) {
-		snprintf(model_py, sizeof(model_py), "%s/tests/fakes/model_stub.py", d->root);
-		snprintf(script, sizeof(script), "%s/tests/fakes/scripts/calc_happy.json", d->root);
+		snprintf(model_py, sizeof(model_py), "%s/standins/model_stub.py", d->root);
+		snprintf(script, sizeof(script), "%s/standins/scripts/calc_happy.json", d->root);
 		snprintf(model_port, sizeof(model_port), "%d", d->model_port);
 		char *argv[] = {"/usr/bin/python3", model_py, "--port", model_port,
 				"--script",	    script,   NULL};
@@ -638,14 +639,16 @@ static int start_children(struct demo *d, const ap_config *cfg)
 		rc = wait_ready(&d->model, url, 30);
 		if (rc)
 			return rc;
-		printf("==> model: this demo REPLAYS A RECORDED SESSION (tests/fakes/scripts/"
+		printf("==> model: this demo REPLAYS A RECORDED SESSION (standins/scripts/"
 		       "calc_happy.json) from a scripted stand-in on 127.0.0.1:%d; set "
 		       "AUTOPATCH_LLM_BASE_URL and AUTOPATCH_LLM_MODEL to use a real model\n",
 		       d->model_port);
 	} else {
+		const char *model = cfg_str(cfg, "AUTOPATCH_LLM_MODEL");
+		const char *base = cfg_str(cfg, "AUTOPATCH_LLM_BASE_URL");
+
 		printf("==> model: %s at %s (from AUTOPATCH_LLM_*)\n",
-		       cfg_get_or(cfg, "AUTOPATCH_LLM_MODEL", "(default model)"),
-		       cfg_get_or(cfg, "AUTOPATCH_LLM_BASE_URL", "(provider default URL)"));
+		       model ? model : "(default model)", base ? base : "(provider default URL)");
 	}
 	snprintf(e_port, sizeof(e_port), "PORT=%d", d->serve_port);
 	snprintf(e_api, sizeof(e_api), "GITHUB_API_URL=http://127.0.0.1:%d", d->gh_port);
@@ -656,12 +659,14 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	snprintf(e_base, sizeof(e_base), "AUTOPATCH_LLM_BASE_URL=http://127.0.0.1:%d/v1",
 		 d->model_port);
 	/* Boxes are labelled with the owner id: keep the caller's, so it can find them. */
-	if (cfg_get(cfg, "AUTOPATCH_OWNER_ID"))
+	if (cfg_is_set(cfg, "AUTOPATCH_OWNER_ID"))
 		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=%.40s",
-			 cfg_get(cfg, "AUTOPATCH_OWNER_ID"));
+			 cfg_str(cfg, "AUTOPATCH_OWNER_ID"));
 	else
 		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
 	snprintf(e_root, sizeof(e_root), "AUTOPATCH_SOURCE_ROOT=%s", d->root);
+	/* The status page on a unix socket in the demo's directory: no port to collide on. */
+	snprintf(e_admin, sizeof(e_admin), "AUTOPATCH_ADMIN_LISTEN=unix:%s/admin.sock", d->dir);
 	{
 		char *argv[] = {d->self, "serve", NULL};
 		char *fake[] = {e_port,
@@ -672,6 +677,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 				e_data,
 				e_owner,
 				e_root,
+				e_admin,
 				"APP_ID=1",
 				"AUTOPATCH_BIND=127.0.0.1",
 				"AUTOPATCH_WORKERS=1",
@@ -700,6 +706,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 		return rc;
 	printf("==> autopatch serve on 127.0.0.1:%d (pid %d, log: %s)\n", d->serve_port,
 	       (int)d->serve.pid, d->serve.log);
+	printf("==> status page: curl --unix-socket %s/admin.sock http://localhost/\n", d->dir);
 	return 0;
 }
 
@@ -726,7 +733,7 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 		fprintf(stderr, "usage: autopatch demo\n");
 		return 2;
 	}
-	rc = cfg_get_int(cfg, "AUTOPATCH_DEMO_TIMEOUT", 600, 10, 86400, &d.timeout_s);
+	rc = cfg_int(cfg, "AUTOPATCH_DEMO_TIMEOUT", 10, 86400, &d.timeout_s);
 	if (rc) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		return 2;
@@ -740,7 +747,7 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 		return 2;
 	}
 	d.real_model =
-	    cfg_get(cfg, "AUTOPATCH_LLM_BASE_URL") || cfg_get(cfg, "AUTOPATCH_LLM_MODEL");
+	    cfg_is_set(cfg, "AUTOPATCH_LLM_BASE_URL") || cfg_is_set(cfg, "AUTOPATCH_LLM_MODEL");
 	/* Progress is meant to be watched, also through a pipe (`autopatch demo | tee`). */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	{

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/fix_cmd.c - `autopatch fix`: the whole Planner -> Builder -> Tester run on a local git
- * repository, without GitHub. Prints one line per step, then the diff and the Tester's
- * evidence; exits 0 only for a proven fix. */
+/* cli/fix.c - `autopatch fix`: the whole Planner -> Builder -> Tester run on a local git
+ * repository, without GitHub. Reads the repository's .github/autopatch.yml with the
+ * pipeline's loader (job/repo_config.h), so fix and serve run a repository the same way;
+ * command-line flags win over the file. Prints one line per step, then the diff and the
+ * Tester's evidence; exits 0 only for a proven fix. */
 #include "cli/commands.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "agents/fixer.h"
 #include "common/redact.h"
+#include "job/repo_config.h"
 #include "sandbox/sandbox.h"
-#include "agents/testcmd.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -87,6 +89,30 @@ static void split_issue(char *text, const char **title, const char **body)
 	*title = text;
 }
 
+/* Which settings of the file apply, in the file's documented order, for the line
+ * "settings from .github/autopatch.yml: ...". A flag that overrides a setting says so. */
+static void print_settings(const repo_config *rc, const char *test_arg, const char *setup_arg,
+			   int max_iter)
+{
+	ap_buf b = AP_BUF_INIT(1024);
+
+	if (rc->image)
+		ap_buf_adds(&b, ", image");
+	if (rc->setup)
+		ap_buf_adds(&b, setup_arg ? ", setup (overridden by --setup)" : ", setup");
+	if (rc->test && !rc->test_why)
+		ap_buf_adds(&b, test_arg ? ", test (overridden by --test)" : ", test");
+	if (rc->max_iterations)
+		ap_buf_adds(&b, max_iter ? ", max_iterations (overridden by --max-iterations)"
+					 : ", max_iterations");
+	if (rc->allow[0] || rc->deny[0])
+		ap_buf_adds(&b, ", paths");
+	if (rc->network[0])
+		ap_buf_adds(&b, ", network");
+	printf("settings from %s: %s\n", REPO_CONFIG_PATH, b.len ? b.data + 2 : "none");
+	ap_buf_release(&b);
+}
+
 static int write_out(const char *path, const char *diff)
 {
 	FILE *f = fopen(path, "w");
@@ -115,7 +141,9 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	const char *test_arg = NULL, *setup_arg = NULL, *traj_path = NULL;
 	int max_iter = 0, c, code = 2, rc;
 	ap_buf issue = AP_BUF_INIT(ISSUE_CAP);
-	char *test_cmd = NULL, repo_abs[PATH_MAX], gitdir[PATH_MAX + 8];
+	const char *test_cmd;
+	char repo_abs[PATH_MAX], gitdir[PATH_MAX + 8];
+	repo_config *rcfg = NULL;
 	sbx_engine *engine = NULL;
 	sbx_box *box = NULL;
 	fixer_result res = FIXER_RESULT_INIT;
@@ -182,12 +210,26 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		fprintf(stderr, "autopatch fix: %s\n", rc ? ap_error_last() : "the issue is empty");
 		goto out;
 	}
-	if (test_arg) {
-		test_cmd = strdup(test_arg);
-	} else if (testcmd_detect(repo_abs, &test_cmd) != 0) {
+	/* The same loader as the pipeline: an invalid file is a usage error (exit 2) with the
+	 * sentence, quoting the line, that a job would post. */
+	if (repo_config_load(&rcfg, repo_abs) != 0) {
 		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
 		goto out;
 	}
+	if (!test_arg && !rcfg->test) {
+		fprintf(stderr, "autopatch fix: %s: pass --test CMD (or set `test:` in %s)\n",
+			rcfg->test_source, REPO_CONFIG_PATH);
+		goto out;
+	}
+	if (rcfg->from_file)
+		print_settings(rcfg, test_arg, setup_arg, max_iter);
+	test_cmd = test_arg ? test_arg : rcfg->test;
+	if (test_arg)
+		printf("test command: %s (from --test)\n", test_cmd);
+	else if (rcfg->test_why)
+		printf("test command: %s (detected: %s)\n", test_cmd, rcfg->test_why);
+	else
+		printf("test command: %s (from %s)\n", test_cmd, REPO_CONFIG_PATH);
 	cfg_register_secrets(cfg);
 
 	struct sigaction sa;
@@ -209,6 +251,11 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	snprintf(label, sizeof(label), "fix-%ld", (long)getpid());
 	spec.repo_dir = repo_abs;
 	spec.job_label = label;
+	spec.image = rcfg->image;
+	if (rcfg->network[0]) {
+		spec.network = SBX_NET_ALLOWLIST;
+		spec.allow = (const char *const *)rcfg->network;
+	}
 	if ((rc = sbx_create(engine, &spec, &box)) || (rc = sbx_prepare(box))) {
 		fprintf(stderr, "autopatch fix: cannot prepare the sandbox: %s\n", ap_error_last());
 		goto out;
@@ -224,8 +271,8 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	fo.issue_title = title;
 	fo.issue_body = body;
 	fo.test_cmd = test_cmd;
-	fo.setup_cmd = setup_arg;
-	fo.max_iterations = max_iter;
+	fo.setup_cmd = setup_arg ? setup_arg : rcfg->setup;
+	fo.max_iterations = max_iter ? max_iter : rcfg->max_iterations;
 	fo.trajectory_path = traj_path;
 	fo.progress = progress;
 	fo.should_stop = should_stop;
@@ -236,7 +283,13 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	printf("\nmodel: %s, %d model calls, %lld tokens in, %lld tokens out, %d round(s)\n",
 	       res.model ? res.model : "?", res.model_calls, (long long)res.tokens_in,
 	       (long long)res.tokens_out, res.iterations);
-	if (rc == 0 && res.proven) {
+	/* paths.allow / paths.deny: the pipeline refuses to publish such a patch; so does fix. */
+	if (rc == 0 && res.proven &&
+	    repo_config_check_paths(rcfg, res.files_changed ? res.files_changed : "") != 0) {
+		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
+		printf("REFUSED: %s\n", ap_error_last());
+		code = 1;
+	} else if (rc == 0 && res.proven) {
 		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
 		printf("\n=== Tester evidence ===\n%s\n", res.evidence ? res.evidence : "");
 		printf("summary: %s\n", res.summary ? res.summary : "");
@@ -263,7 +316,7 @@ out:
 			ap_error_last());
 	sbx_engine_free(engine);
 	fixer_result_release(&res);
-	free(test_cmd);
+	repo_config_free(rcfg);
 	ap_buf_release(&issue);
 	return code;
 }

@@ -166,7 +166,7 @@ static int jobs_parse(int argc, char **argv, struct jobs_opts *o)
 
 static int jobs_run(const ap_config *cfg, const struct jobs_opts *o)
 {
-	const char *db = cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db");
+	const char *db = cfg_str(cfg, "AUTOPATCH_DB");
 	cJSON *jobs = NULL;
 	queue *q = NULL;
 	char *text;

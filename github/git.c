@@ -62,16 +62,14 @@ int gh_git_new(gh_git **out, const ap_config *cfg)
 		git_libgit2_shutdown();
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	}
-	rc = cfg_get_bool(cfg, "AUTOPATCH_ALLOW_WORKFLOW_CHANGES", false, &g->allow_workflows);
+	rc = cfg_bool(cfg, "AUTOPATCH_ALLOW_WORKFLOW_CHANGES", &g->allow_workflows);
 	if (!rc)
-		rc = cfg_get_bytes(cfg, "AUTOPATCH_MAX_DIFF_BYTES", 4 << 20, 1024, 1 << 30,
-				   &g->max_diff);
+		rc = cfg_bytes(cfg, "AUTOPATCH_MAX_DIFF_BYTES", 1024, 1 << 30, &g->max_diff);
 	if (rc)
 		goto err_free;
-	g->data_dir = strdup(cfg_get_or(cfg, "AUTOPATCH_DATA_DIR", "./autopatch-data"));
-	g->name = strdup(cfg_get_or(cfg, "AUTOPATCH_GIT_NAME", "autopatch[bot]"));
-	g->email = strdup(
-	    cfg_get_or(cfg, "AUTOPATCH_GIT_EMAIL", "autopatch[bot]@users.noreply.github.com"));
+	g->data_dir = strdup(cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
+	g->name = strdup(cfg_str(cfg, "AUTOPATCH_GIT_NAME"));
+	g->email = strdup(cfg_str(cfg, "AUTOPATCH_GIT_EMAIL"));
 	if (!g->data_dir || !g->name || !g->email) {
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 		goto err_free;

@@ -123,8 +123,8 @@ static int read_key_file(ap_buf *b, const char *path)
 
 int gh_key_load(gh_key **out, const ap_config *cfg)
 {
-	const char *path = cfg_get(cfg, "PRIVATE_KEY_PATH");
-	const char *inline_key = cfg_get(cfg, "PRIVATE_KEY");
+	const char *path = cfg_str(cfg, "PRIVATE_KEY_PATH");
+	const char *inline_key = cfg_str(cfg, "PRIVATE_KEY");
 	ap_buf pem = AP_BUF_INIT(KEY_FILE_CAP);
 	int rc;
 

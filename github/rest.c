@@ -165,20 +165,17 @@ static int read_settings(gh_rest *r, const ap_config *cfg)
 {
 	int rc;
 
-	rc = cfg_get_int(cfg, "AUTOPATCH_GH_RETRIES", 5, 0, 20, &r->retries);
+	rc = cfg_int(cfg, "AUTOPATCH_GH_RETRIES", 0, 20, &r->retries);
 	if (!rc)
-		rc = cfg_get_int(cfg, "AUTOPATCH_GH_BACKOFF_MS", 1000, 1, 600000, &r->backoff_ms);
+		rc = cfg_int(cfg, "AUTOPATCH_GH_BACKOFF_MS", 1, 600000, &r->backoff_ms);
 	if (!rc)
-		rc =
-		    cfg_get_int(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", 60, 0, 3600, &r->secondary_s);
+		rc = cfg_int(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", 0, 3600, &r->secondary_s);
 	if (!rc)
-		rc = cfg_get_int(cfg, "AUTOPATCH_GH_WRITE_SPACING_MS", 1000, 0, 60000,
-				 &r->spacing_ms);
+		rc = cfg_int(cfg, "AUTOPATCH_GH_WRITE_SPACING_MS", 0, 60000, &r->spacing_ms);
 	if (!rc)
-		rc = cfg_get_int(cfg, "AUTOPATCH_GH_DEADLINE_S", 120, 1, 86400, &r->deadline_s);
+		rc = cfg_int(cfg, "AUTOPATCH_GH_DEADLINE_S", 1, 86400, &r->deadline_s);
 	if (!rc)
-		rc = cfg_get_bytes(cfg, "AUTOPATCH_GH_MAX_RESPONSE", 16 << 20, 4096, 1 << 30,
-				   &r->max_resp);
+		rc = cfg_bytes(cfg, "AUTOPATCH_GH_MAX_RESPONSE", 4096, 1 << 30, &r->max_resp);
 	return rc;
 }
 
@@ -234,7 +231,7 @@ int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token)
 {
 	int rc;
 
-	rc = rest_alloc(out, cfg, cfg_get_or(cfg, "GITHUB_API_URL", "https://api.github.com"));
+	rc = rest_alloc(out, cfg, cfg_str(cfg, "GITHUB_API_URL"));
 	if (rc)
 		return rc;
 	(*out)->fixed_token = strdup(token);

@@ -107,25 +107,23 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 	if (!p)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	p->cfg = cfg;
-	p->data_dir = strdup(cfg_get_or(cfg, "AUTOPATCH_DATA_DIR", "./autopatch-data"));
+	p->data_dir = strdup(cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
 	if (!p->data_dir) {
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 		goto out_free;
 	}
-	rc = cfg_get_int(cfg, "AUTOPATCH_COMMENT_INTERVAL_MS", 2000, 0, 600000,
-			 &p->comment_interval_ms);
+	rc = cfg_int(cfg, "AUTOPATCH_COMMENT_INTERVAL_MS", 0, 600000, &p->comment_interval_ms);
 	if (rc)
 		goto out_free;
 	/* The same minimum wait as the REST client's secondary limit (see github/rest.h). */
-	rc = cfg_get_int(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", 60, 0, 3600, &p->ratelimit_wait_s);
+	rc = cfg_int(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", 0, 3600, &p->ratelimit_wait_s);
 	if (rc)
 		goto out_free;
-	rc = cfg_get_int(cfg, "AUTOPATCH_RATELIMIT_MAX_WAIT_S", 3900, 0, 86400,
-			 &p->ratelimit_max_wait_s);
+	rc = cfg_int(cfg, "AUTOPATCH_RATELIMIT_MAX_WAIT_S", 0, 86400, &p->ratelimit_max_wait_s);
 	if (rc)
 		goto out_free;
 	/* The REST client's first backoff for 5xx (see github/rest.h). */
-	rc = cfg_get_int(cfg, "AUTOPATCH_GH_BACKOFF_MS", 1000, 1, 600000, &p->gh_backoff_ms);
+	rc = cfg_int(cfg, "AUTOPATCH_GH_BACKOFF_MS", 1, 600000, &p->gh_backoff_ms);
 	if (rc)
 		goto out_free;
 	if (mkdir(p->data_dir, 0700) != 0 && errno != EEXIST) {

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* job/repo_config.c - `.github/autopatch.yml`: strict parse with libyaml, test-command
- * detection, and the path globs the diff must respect (see repo_config.h). */
+/* job/repo_config.c - `.github/autopatch.yml`: strict parse with libyaml, the test command
+ * (configured, else agents/testcmd.h detects it), and the path globs the diff must respect
+ * (see repo_config.h). */
 #include "job/repo_config.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "agents/testcmd.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,10 +18,9 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#define MAX_LIST    64	 /* entries in one glob or network list */
-#define MAX_STRING  4096 /* one scalar value */
-#define MAX_QUOTE   120	 /* characters of the offending line quoted in an error */
-#define DETECT_READ (256 * 1024)
+#define MAX_LIST   64	/* entries in one glob or network list */
+#define MAX_STRING 4096 /* one scalar value */
+#define MAX_QUOTE  120	/* characters of the offending line quoted in an error */
 
 static const char *const known_keys = "image, setup, test, max_iterations, paths, network";
 
@@ -478,116 +478,27 @@ out_close:
 	return rc;
 }
 
-static bool repo_has(const char *dir, const char *rel)
+/* No `test` in the file: ask the detector, and say in test_source what it chose and why, or
+ * what it looked for. Only AP_ENOMEM and AP_EIO are errors; finding nothing is not. */
+static int detect_test(repo_config *c, const char *repo_dir)
 {
-	char path[4096];
-	struct stat st;
+	int rc = testcmd_detect(&c->test, &c->test_why, repo_dir), n;
 
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, rel) >= sizeof(path))
-		return false;
-	return lstat(path, &st) == 0;
-}
-
-/* Whether the file's text (capped read) contains needle at the start of a line. */
-static bool file_has_line(const char *dir, const char *rel, const char *needle)
-{
-	ap_buf b = AP_BUF_INIT(DETECT_READ);
-	const char *p;
-	bool found = false;
-	size_t n = strlen(needle);
-
-	if (read_repo_file(dir, rel, DETECT_READ, &b) == 0 && b.data)
-		for (p = b.data; p && !found; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-			found = strncmp(p, needle, n) == 0;
-	ap_buf_release(&b);
-	ap_error_clear();
-	return found;
-}
-
-static bool file_contains(const char *dir, const char *rel, const char *needle)
-{
-	ap_buf b = AP_BUF_INIT(DETECT_READ);
-	bool found;
-
-	found = read_repo_file(dir, rel, DETECT_READ, &b) == 0 && b.data && strstr(b.data, needle);
-	ap_buf_release(&b);
-	ap_error_clear();
-	return found;
-}
-
-/* Python tests exist when a tests/ or test/ folder or the root holds a test_*.py file. */
-static bool has_python_tests(const char *dir)
-{
-	static const char *const sub[] = {"", "/tests", "/test"};
-	char path[4096];
-
-	for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
-		DIR *d;
-		struct dirent *e;
-		bool found = false;
-
-		if ((size_t)snprintf(path, sizeof(path), "%s%s", dir, sub[i]) >= sizeof(path))
-			continue;
-		d = opendir(path);
-		if (!d)
-			continue;
-		while (!found && (e = readdir(d))) {
-			size_t n = strlen(e->d_name);
-
-			found = strncmp(e->d_name, "test_", 5) == 0 && n > 8 &&
-				strcmp(e->d_name + n - 3, ".py") == 0;
-		}
-		closedir(d);
-		if (found)
-			return true;
-	}
-	return false;
-}
-
-int repo_config_detect_test(const char *repo_dir, char **cmd, char **why)
-{
-	const char *c = NULL, *w = NULL;
-
-	*cmd = NULL;
-	*why = NULL;
-	/* An explicit `test:` target is the maintainers' own entry point, so it comes first. */
-	if ((repo_has(repo_dir, "Makefile") && file_has_line(repo_dir, "Makefile", "test:")) ||
-	    (repo_has(repo_dir, "makefile") && file_has_line(repo_dir, "makefile", "test:"))) {
-		c = "make test";
-		w = "the Makefile has a `test` target";
-	} else if (repo_has(repo_dir, "pytest.ini") ||
-		   file_contains(repo_dir, "pyproject.toml", "[tool.pytest") ||
-		   file_contains(repo_dir, "setup.cfg", "[tool:pytest]") ||
-		   file_contains(repo_dir, "tox.ini", "[pytest]") ||
-		   repo_has(repo_dir, "conftest.py") || has_python_tests(repo_dir)) {
-		c = "python3 -m pytest -q";
-		w = "the repository has pytest configuration or test_*.py files";
-	} else if (file_contains(repo_dir, "package.json", "\"test\"")) {
-		c = "npm test";
-		w = "package.json defines a `test` script";
-	} else if (repo_has(repo_dir, "go.mod")) {
-		c = "go test ./...";
-		w = "the repository is a Go module (go.mod)";
-	} else if (repo_has(repo_dir, "Cargo.toml")) {
-		c = "cargo test";
-		w = "the repository is a Cargo package (Cargo.toml)";
-	}
-	if (c) {
-		*cmd = strdup(c);
-		if (asprintf(why, "detected `%s`: %s (no `test` in %s)", c, w, REPO_CONFIG_PATH) <
-		    0)
-			*why = NULL;
-	} else {
-		*why = strdup("no test command configured in " REPO_CONFIG_PATH
-			      " and none detected (looked for a Makefile `test` target, pytest, "
-			      "npm, Go and Cargo)");
-	}
-	if ((c && !*cmd) || !*why) {
-		free(*cmd);
-		free(*why);
-		*cmd = *why = NULL;
+	free(c->test_source);
+	c->test_source = NULL;
+	if (rc == 0)
+		n = asprintf(&c->test_source, "detected `%s` from %s (no `test` in %s)", c->test,
+			     c->test_why, REPO_CONFIG_PATH);
+	else if (rc == AP_ENOTFOUND)
+		n = asprintf(&c->test_source, "no `test` in %s, and %s", REPO_CONFIG_PATH,
+			     ap_error_last());
+	else
+		return rc;
+	if (n < 0) {
+		c->test_source = NULL;
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	}
+	ap_error_clear();
 	return 0;
 }
 
@@ -608,14 +519,11 @@ int repo_config_load(repo_config **out, const char *repo_dir)
 	ap_buf_release(&b);
 	if (rc)
 		return rc;
-	if (!c->test) {
-		free(c->test_source);
-		c->test_source = NULL;
-		rc = repo_config_detect_test(repo_dir, &c->test, &c->test_source);
-		if (rc) {
-			repo_config_free(c);
-			return rc;
-		}
+	if (!c->test)
+		rc = detect_test(c, repo_dir);
+	if (rc) {
+		repo_config_free(c);
+		return rc;
 	}
 	*out = c;
 	return 0;
@@ -800,6 +708,7 @@ void repo_config_free(repo_config *c)
 	free(c->setup);
 	free(c->test);
 	free(c->test_source);
+	free(c->test_why);
 	free_list(c->allow);
 	free_list(c->deny);
 	free_list(c->network);

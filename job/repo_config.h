@@ -14,8 +14,10 @@
  *     deny: [GLOB, ...]              # ... and never these
  *   network: ["pypi.org:443"]        # egress allow-list (default: no network)
  *
- * Without the file the test command is detected from the checkout (make test, pytest,
- * npm test, go test ./..., cargo test) and `test_source` says what was chosen and why.
+ * Both `autopatch serve` (job/pipeline.c) and `autopatch fix` (cli/fix.c) load it with
+ * repo_config_load(). Without a `test:` the test command is detected from the checkout by
+ * testcmd_detect() (agents/testcmd.h, which documents the precedence), and `test_source` says
+ * what was chosen and why.
  */
 #ifndef AP_REPO_CONFIG_H
 #define AP_REPO_CONFIG_H
@@ -35,6 +37,8 @@ typedef struct repo_config {
 	char *setup;	    /* NULL: no setup step */
 	char *test;	    /* NULL: none configured and none detected */
 	char *test_source;  /* one sentence: "from .github/autopatch.yml" or what detection chose */
+	char *test_why;	    /* NULL: `test` is from the file; else what the detector decided
+			     * from ("Makefile target test"); NULL too when nothing was found */
 	int max_iterations; /* 0: the fixer's default */
 	char **allow;	    /* path globs the diff may touch; empty: everything */
 	char **deny;	    /* path globs the diff must not touch */
@@ -50,13 +54,11 @@ typedef struct repo_config {
 int repo_config_parse(repo_config **out, const char *text, size_t len);
 
 /* Read <repo_dir>/.github/autopatch.yml when present (parse as above), else defaults. In both
- * cases, when no test command is configured it is detected from repo_dir. A symlinked or
- * non-regular config file is refused (AP_EDENIED): the checkout is untrusted. */
+ * cases, when no test command is configured it is detected from repo_dir (testcmd_detect());
+ * when nothing is detected either, test stays NULL and test_source says what was looked for.
+ * A symlinked or non-regular config file is refused (AP_EDENIED): the checkout is untrusted.
+ */
 int repo_config_load(repo_config **out, const char *repo_dir);
-
-/* Detect the test command from the files in repo_dir. Sets *cmd (NULL when nothing matched)
- * and *why (a sentence, always set) as malloc'd strings. Returns 0 or AP_ENOMEM. */
-int repo_config_detect_test(const char *repo_dir, char **cmd, char **why);
 
 /* Glob match of a repository-relative path: `*` and `?` stay inside one path segment, `**`
  * crosses segments (a trailing "**" after "src/" matches everything under src/; a leading

@@ -18,7 +18,6 @@
 
 #define DK_RESPONSE_CAP (8u << 20)
 #define DK_HEAD_CAP	(16u << 10)
-#define DK_DEFAULT_SOCK "/var/run/docker.sock"
 
 struct dk_client {
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* socket path */
@@ -218,6 +217,34 @@ int dk_request(dk_client *c, const char *method, const char *path, const cJSON *
 	return rc;
 }
 
+int dk_image_inspect(dk_client *c, const char *name, long timeout_ms, cJSON **out)
+{
+	char path[300], why[1024];
+	size_t n = strlen(name);
+	int rc;
+
+	*out = NULL;
+	if (n == 0 || n > 255 || name[0] == '/' || name[0] == '-' ||
+	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:@") !=
+		n)
+		return ap_error_set(AP_EINVAL, "\"%.80s\" is not an image name", name);
+	snprintf(path, sizeof(path), "/images/%s/json", name);
+	rc = dk_request(c, "GET", path, NULL, timeout_ms, NULL, out);
+	if (rc == AP_ENOTFOUND) {
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		return ap_error_set(rc,
+				    "%s (the sandbox image must be on the Docker host: autopatch "
+				    "never pulls; pull or build %s first)",
+				    why, name);
+	}
+	if (rc == 0 && !cJSON_IsObject(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return ap_error_set(AP_EIO, "docker GET %s: not a JSON object", path);
+	}
+	return rc;
+}
+
 static int parse_version(const char *v)
 {
 	int major, minor;
@@ -233,19 +260,17 @@ int dk_client_new(dk_client **out, const char *docker_host)
 {
 	struct reply r = {AP_BUF_INIT(4096), "", false};
 	dk_client *c;
-	const char *path = DK_DEFAULT_SOCK;
+	const char *path;
 	char why[512];
 	int rc, v;
 
 	*out = NULL;
-	if (docker_host && *docker_host) {
-		if (strncmp(docker_host, "unix://", 7) != 0)
-			return ap_error_set(AP_EINVAL,
-					    "DOCKER_HOST=%s is not supported: use a unix socket "
-					    "(unix:///var/run/docker.sock)",
-					    docker_host);
-		path = docker_host + 7;
-	}
+	if (strncmp(docker_host, "unix://", 7) != 0)
+		return ap_error_set(AP_EINVAL,
+				    "DOCKER_HOST=%s is not supported: use a unix socket "
+				    "(unix:///var/run/docker.sock)",
+				    docker_host);
+	path = docker_host + 7;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return ap_error_set(AP_ENOMEM, "out of memory");

@@ -95,7 +95,7 @@ int sbx_egress_opts_load(sbx_egress_opts *opts, const ap_config *cfg)
 	int rc;
 
 	*opts = (sbx_egress_opts)SBX_EGRESS_OPTS_INIT;
-	v = cfg_get(cfg, "AUTOPATCH_EGRESS_PROXY_BIN");
+	v = cfg_str(cfg, "AUTOPATCH_EGRESS_PROXY_BIN");
 	if (v) {
 		if ((rc = copy_setting(opts->proxy_bin, sizeof(opts->proxy_bin),
 				       "AUTOPATCH_EGRESS_PROXY_BIN", v)))
@@ -103,16 +103,16 @@ int sbx_egress_opts_load(sbx_egress_opts *opts, const ap_config *cfg)
 	} else {
 		default_proxy_bin(opts->proxy_bin, sizeof(opts->proxy_bin));
 	}
-	v = cfg_get(cfg, "AUTOPATCH_EGRESS_IMAGE");
+	v = cfg_str(cfg, "AUTOPATCH_EGRESS_IMAGE");
 	if (!v)
-		v = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_IMAGE", "autopatch-sandbox:latest");
+		v = cfg_str(cfg, "AUTOPATCH_SANDBOX_IMAGE");
 	if ((rc = copy_setting(opts->image, sizeof(opts->image), "AUTOPATCH_EGRESS_IMAGE", v)))
 		return rc;
-	v = cfg_get_or(cfg, "AUTOPATCH_EGRESS_NETWORK", "bridge");
+	v = cfg_str(cfg, "AUTOPATCH_EGRESS_NETWORK");
 	if ((rc = copy_setting(opts->outer_network, sizeof(opts->outer_network),
 			       "AUTOPATCH_EGRESS_NETWORK", v)))
 		return rc;
-	v = cfg_get(cfg, "AUTOPATCH_EGRESS_ALLOW_NETS");
+	v = cfg_str(cfg, "AUTOPATCH_EGRESS_ALLOW_NETS");
 	if (!v)
 		return 0;
 	if ((rc = copy_setting(list, sizeof(list), "AUTOPATCH_EGRESS_ALLOW_NETS", v)))

@@ -20,7 +20,7 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "fakes"))
+sys.path.insert(0, str(ROOT / "standins"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from pipeline_util import Rig  # noqa: E402

@@ -1,43 +1,94 @@
 #!/usr/bin/env bash
-# deploy/sandbox-image/build.sh - build the autopatch-sandbox image from Debian packages with
-# mmdebstrap + `docker import`, tagged by a content hash of its inputs. If an image with that
-# tag already exists the build is skipped, so reruns take a second.
+# deploy/sandbox-image/build.sh - build autopatch's sandbox images from Debian packages with
+# mmdebstrap + `docker import`, one per toolchain flavour, each tagged by a content hash of its
+# inputs (suite, base.txt, flavors/NAME.txt, this script). A flavour whose hash tag exists is
+# skipped, so reruns take a second.
 #
-# Usage: build.sh [--print-tag]
+# Images: autopatch-sandbox:NAME and autopatch-sandbox:NAME-HASH for every flavour; the default
+# flavour (python) is also autopatch-sandbox:latest, the default AUTOPATCH_SANDBOX_IMAGE.
+#
+# Usage: build.sh                       the default flavour (python)
+#        build.sh --flavor NAME         one flavour (python node go rust java c)
+#        build.sh --all                 every flavour
+#        build.sh [--flavor NAME] --print-tag   print the content-hash tag, build nothing
+#        build.sh --list                the flavours, one per line
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 suite=${AUTOPATCH_SANDBOX_SUITE:-bookworm}
 name=autopatch-sandbox
+default_flavor=python
 
-mapfile -t pkgs < <(grep -v '^\s*#' "$here/packages.txt" | sed '/^\s*$/d')
-hash=$( { echo "$suite"; printf '%s\n' "${pkgs[@]}"; cat "$here/build.sh"; } | sha256sum | cut -c1-16)
-tag="$name:$hash"
-if [[ ${1:-} == --print-tag ]]; then echo "$tag"; exit 0; fi
+flavors() { for f in "$here"/flavors/*.txt; do basename "$f" .txt; done; }
 
-if docker image inspect "$tag" >/dev/null 2>&1; then
-  docker tag "$tag" "$name:latest"
-  echo "[sandbox-image] $tag is up to date" >&2
-  exit 0
-fi
+list_pkgs() { # flavour -> its packages (base + flavour), sorted, unique
+  cat "$here/base.txt" "$here/flavors/$1.txt" | grep -v '^\s*#' | sed '/^\s*$/d' | sort -u
+}
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-echo "[sandbox-image] building $tag (${#pkgs[@]} packages from Debian $suite)" >&2
-# A non-root user 10001 owns nothing; /tmp and the workspace are tmpfs mounts at run time.
-mmdebstrap --variant=apt --quiet \
-  --include="$(IFS=,; echo "${pkgs[*]}")" \
-  --customize-hook='chroot "$1" groupadd -g 10001 sandbox' \
-  --customize-hook='chroot "$1" useradd -u 10001 -g 10001 -d /tmp/workspace -M -s /bin/sh sandbox' \
-  --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
-  "$suite" "$tmp/rootfs.tar"
-docker import \
-  --change 'USER 10001:10001' \
-  --change 'WORKDIR /tmp/workspace' \
-  --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-  --change 'ENV HOME=/tmp/workspace' \
-  --change 'ENV LANG=C.UTF-8' \
-  --change 'CMD ["sleep", "infinity"]' \
-  --change "LABEL autopatch.image-hash=$hash" \
-  "$tmp/rootfs.tar" "$tag" >/dev/null
-docker tag "$tag" "$name:latest"
-echo "[sandbox-image] built $tag" >&2
+tag_of() { # flavour -> NAME-HASH
+  local hash
+  hash=$( { echo "$suite"; echo "$1"; list_pkgs "$1"; cat "$here/build.sh"; } | sha256sum | cut -c1-16)
+  echo "$1-$hash"
+}
+
+build_one() {
+  local flavor=$1 tag hash tmp
+  local -a pkgs
+  [[ -f $here/flavors/$flavor.txt ]] || {
+    echo "[sandbox-image] unknown flavour \"$flavor\"; known: $(flavors | tr '\n' ' ')" >&2
+    return 2
+  }
+  tag=$(tag_of "$flavor")
+  hash=${tag#"$flavor"-}
+  mapfile -t pkgs < <(list_pkgs "$flavor")
+  if docker image inspect "$name:$tag" >/dev/null 2>&1; then
+    docker tag "$name:$tag" "$name:$flavor"
+    [[ $flavor == "$default_flavor" ]] && docker tag "$name:$tag" "$name:latest"
+    echo "[sandbox-image] $name:$tag is up to date" >&2
+    return 0
+  fi
+  tmp=$(mktemp -d)
+  # shellcheck disable=SC2064
+  trap "rm -rf '$tmp'" RETURN
+  echo "[sandbox-image] building $name:$tag (${#pkgs[@]} packages from Debian $suite)" >&2
+  # A non-root user 10001 owns nothing; /tmp and the workspace are tmpfs mounts at run time.
+  mmdebstrap --variant=apt --quiet \
+    --include="$(IFS=,; echo "${pkgs[*]}")" \
+    --customize-hook='chroot "$1" groupadd -g 10001 sandbox' \
+    --customize-hook='chroot "$1" useradd -u 10001 -g 10001 -d /tmp/workspace -M -s /bin/sh sandbox' \
+    --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
+    "$suite" "$tmp/rootfs.tar"
+  docker import \
+    --change 'USER 10001:10001' \
+    --change 'WORKDIR /tmp/workspace' \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV HOME=/tmp/workspace' \
+    --change 'ENV LANG=C.UTF-8' \
+    --change 'CMD ["sleep", "infinity"]' \
+    --change "LABEL autopatch.image-hash=$hash" \
+    --change "LABEL autopatch.flavor=$flavor" \
+    "$tmp/rootfs.tar" "$name:$tag" >/dev/null
+  docker tag "$name:$tag" "$name:$flavor"
+  [[ $flavor == "$default_flavor" ]] && docker tag "$name:$tag" "$name:latest"
+  echo "[sandbox-image] built $name:$tag" >&2
+}
+
+want=("$default_flavor")
+print_tag=0
+while (($#)); do
+  case $1 in
+    --flavor) [[ $# -ge 2 ]] || { echo "build.sh: --flavor needs a name" >&2; exit 2; }
+              want=("$2"); shift 2 ;;
+    --all) mapfile -t want < <(flavors); shift ;;
+    --print-tag) print_tag=1; shift ;;
+    --list) flavors; exit 0 ;;
+    *) echo "build.sh: unknown option $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+for f in "${want[@]}"; do
+  if ((print_tag)); then
+    [[ -f $here/flavors/$f.txt ]] || { echo "build.sh: unknown flavour \"$f\"" >&2; exit 2; }
+    echo "$name:$(tag_of "$f")"
+  else
+    build_one "$f"
+  fi
+done

@@ -197,10 +197,12 @@ static void test_settings(void **state)
 	cfg_set(cfg, "AUTOPATCH_LLM_MODEL", "claude-x");
 	assert_int_equal(llm_new(&m, cfg), 0);
 	assert_string_equal(llm_describe(m), "anthropic/claude-x");
+	assert_string_equal(llm_models_url(m), "https://api.anthropic.com/v1/models");
 	llm_free(m);
 	cfg_set(cfg, "AUTOPATCH_LLM_PROVIDER", "openai");
 	cfg_set(cfg, "AUTOPATCH_LLM_BASE_URL", "http://127.0.0.1:1/v1");
 	assert_int_equal(llm_new(&m, cfg), 0); /* local server: no key needed */
+	assert_string_equal(llm_models_url(m), "http://127.0.0.1:1/v1/models");
 	llm_free(m);
 	cfg_free(cfg);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/agents/test_tester.c - the Tester's per-test comparison, budgets and test command
- * detection (the parts that need no box; the box parts run in tests/e2e/test_fix.py). */
+/* tests/agents/test_tester.c - the Tester's per-test comparison and budgets (the parts that
+ * need no box; the box parts run in tests/e2e/test_fix.py). Test command detection:
+ * test_testcmd.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +16,6 @@
 
 #include "agents/budget.h"
 #include "agents/tester.h"
-#include "agents/testcmd.h"
 #include "common/err.h"
 
 static const char PRISTINE_OUT[] =
@@ -198,54 +198,13 @@ static void test_repeat_detector(void **state)
 	cfg_free(cfg);
 }
 
-static void touch(const char *dir, const char *name, const char *content)
-{
-	char p[512];
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	FILE *f = fopen(p, "w");
-	assert_non_null(f);
-	fputs(content, f);
-	fclose(f);
-}
-
-static void test_testcmd_detect(void **state)
-{
-	(void)state;
-	char tmpl[] = "/tmp/ap-testcmd-XXXXXX";
-	char *dir = mkdtemp(tmpl), sub[512], *cmd = NULL;
-	assert_non_null(dir);
-	assert_int_equal(testcmd_detect(dir, &cmd), AP_ENOTFOUND);
-	assert_non_null(strstr(ap_error_last(), "--test"));
-	touch(dir, "Makefile", "all:\n\tcc x.c\ntest: all\n\t./t\n");
-	assert_int_equal(testcmd_detect(dir, &cmd), 0);
-	assert_string_equal(cmd, "make test");
-	free(cmd);
-	touch(dir, "go.mod", "module x\n");
-	assert_int_equal(testcmd_detect(dir, &cmd), 0);
-	assert_string_equal(cmd, "go test ./...");
-	free(cmd);
-	touch(dir, "package.json", "{\"scripts\":{\"test\":\"jest\"}}");
-	assert_int_equal(testcmd_detect(dir, &cmd), 0);
-	assert_string_equal(cmd, "npm test");
-	free(cmd);
-	snprintf(sub, sizeof(sub), "%s/tests", dir);
-	assert_int_equal(mkdir(sub, 0700), 0);
-	touch(sub, "test_calc.py", "def test_x(): pass\n");
-	assert_int_equal(testcmd_detect(dir, &cmd), 0);
-	assert_string_equal(cmd, "python3 -m pytest -q");
-	free(cmd);
-	char rm[600];
-	snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
-	assert_int_equal(system(rm), 0);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse_pytest_ra),    cmocka_unit_test(test_regressions),
 	    cmocka_unit_test(test_suite_cmd),	       cmocka_unit_test(test_parse_junit),
 	    cmocka_unit_test(test_diff_changed_lines), cmocka_unit_test(test_budget_limits),
-	    cmocka_unit_test(test_repeat_detector),    cmocka_unit_test(test_testcmd_detect),
+	    cmocka_unit_test(test_repeat_detector),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 """Helpers for the agents end-to-end tests: a git copy of examples/calc, scripted model
-sessions built from tests/fakes/scripts/calc_happy.json, and running `autopatch fix` against
+sessions built from standins/scripts/calc_happy.json, and running `autopatch fix` against
 the scripted model server and the real Docker sandbox."""
 import copy
 import json
@@ -13,7 +13,7 @@ from model_stub import StubServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CALC = ROOT / "examples" / "calc"
-HAPPY = json.loads((ROOT / "tests" / "fakes" / "scripts" / "calc_happy.json").read_text())
+HAPPY = json.loads((ROOT / "standins" / "scripts" / "calc_happy.json").read_text())
 
 READ_ONLY_TOOLS = {"list_files", "read_file", "search_code"}
 WRITE_OR_RUN_TOOLS = {"write_file", "replace_in_file", "run", "finish"}
@@ -61,6 +61,7 @@ def make_calc_repo(tmp_path, extra_files=None):
     repo = tmp_path / "calc"
     shutil.copytree(CALC, repo, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache"))
     for path, text in (extra_files or {}).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t")

@@ -2,7 +2,7 @@
 
 Tests start the real `autopatch` binary (from $AP_BUILD_DIR, default ./build) against real
 SQLite, the real Docker engine, a real git server and the local GitHub / model stand-ins in
-tests/fakes/. Area-specific helpers live in tests/e2e/<area>_util.py, not here.
+standins/. Area-specific helpers live in tests/e2e/<area>_util.py, not here.
 """
 import os
 import pathlib
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "fakes"))
+sys.path.insert(0, str(ROOT / "standins"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 

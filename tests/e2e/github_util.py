@@ -1,6 +1,6 @@
 """Helpers for the github/ end-to-end tests: App keys, the GitHub stand-in, a model stand-in.
 
-The GitHub stand-in itself is tests/fakes/github_stub.py (importable; see its docstring).
+The GitHub stand-in itself is standins/github_stub.py (importable; see its docstring).
 """
 import json
 import os

@@ -1,8 +1,8 @@
 """Helpers for the end-to-end pipeline tests (and bench/pipeline).
 
 A `Rig` runs the product the way GitHub would drive it, on 127.0.0.1: the GitHub stand-in
-(tests/fakes/github_stub.py, in-process) with a copy of examples/calc as octo/calc and its issue
-#1, the scripted model (tests/fakes/model_stub.py, in-process), and the real `autopatch serve`
+(standins/github_stub.py, in-process) with a copy of examples/calc as octo/calc and its issue
+#1, the scripted model (standins/model_stub.py, in-process), and the real `autopatch serve`
 binary with the real Docker engine. Deliveries are signed like GitHub's. Every secret the rig
 hands autopatch is a unique canary so tests can look for leaks.
 """
@@ -26,7 +26,7 @@ from model_stub import StubServer
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 REPO = "octo/calc"
 FIXTURES = ROOT / "tests" / "fixtures" / "node_modules" / "@octokit" / "webhooks-examples"
-CALC_SCRIPT = ROOT / "tests" / "fakes" / "scripts" / "calc_happy.json"
+CALC_SCRIPT = ROOT / "standins" / "scripts" / "calc_happy.json"
 
 
 def free_port():
@@ -101,6 +101,7 @@ class Rig:
             "GITHUB_API_URL": self.gh.url,
             "PORT": str(self.port),
             "AUTOPATCH_BIND": "127.0.0.1",
+            "AUTOPATCH_ADMIN_LISTEN": "off",
             "AUTOPATCH_DB": str(self.tmp / "autopatch.db"),
             "AUTOPATCH_DATA_DIR": str(self.tmp / "data"),
             "AUTOPATCH_WORKERS": str(self.workers),

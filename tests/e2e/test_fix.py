@@ -20,6 +20,9 @@ def test_happy_path_gives_a_proven_patch(autopatch_bin, tmp_path, provider):
     r = run_fix(autopatch_bin, tmp_path, happy(), provider)
     assert r.code == 0, r
     assert "PROVEN" in r.out, r
+    # no settings file: the shared detector chose, and fix says from what
+    assert "test command: python3 -m pytest -q (detected: conftest.py)\n" in r.out, r
+    assert "settings from" not in r.out
     diff = r.out_path.read_text()
     assert "+    if not values:" in diff and "+        return 0.0" in diff
     assert "b/" + REPRO_PATH in diff
@@ -286,6 +289,7 @@ def test_junit_reports_are_compared_per_test_and_cleaned_up(autopatch_bin, tmp_p
     r = run_fix(autopatch_bin, tmp_path, s, "openai", args=["--test", "make test"],
                 extra_files={"Makefile": makefile})
     assert r.code == 0, r
+    assert "test command: make test (from --test)\n" in r.out, r
     # JUnit test ids (classname::name), not pytest's node ids: the reports were used
     assert "tests.test_calc::test_mean (failed)" in tool_results(r.by_role("builder")[3])[-1]
     assert "round 2: proven" in r.out

@@ -1,4 +1,4 @@
-"""The GitHub stand-in's own contract (tests/fakes/github_stub.py), which the pipeline, demo
+"""The GitHub stand-in's own contract (standins/github_stub.py), which the pipeline, demo
 and github/ tests rely on: JWT checked with the public key, tokens, GitHub's error shapes,
 git smart HTTP with x-access-token Basic auth, failure injection and the request log."""
 import base64
@@ -115,7 +115,7 @@ def test_runs_as_a_program(tmp_path):
     seed = tmp_path / "seed.json"
     seed.write_text(json.dumps({"repos": [{"full_name": "o/r", "files": {"x": "1\n"},
                                            "issues": [{"title": "T"}]}]}))
-    p = subprocess.Popen([sys.executable, "tests/fakes/github_stub.py", "--port", "0",
+    p = subprocess.Popen([sys.executable, "standins/github_stub.py", "--port", "0",
                           "--state-dir", str(tmp_path / "s"), "--seed", str(seed)],
                          stdout=subprocess.PIPE, text=True,
                          cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))

@@ -57,7 +57,7 @@ int gh_stub_start(gh_stub *s)
 		  "openssl rsa -in %s -pubout -out %s 2>/dev/null",
 		  s->key, s->key, s->pub) != 0)
 		return fprintf(stderr, "openssl genrsa failed\n"), -1;
-	snprintf(script, sizeof(script), "%s/tests/fakes/github_stub.py", root);
+	snprintf(script, sizeof(script), "%s/standins/github_stub.py", root);
 	if (pipe(fds))
 		return -1;
 	s->pid = fork();

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/github/gh_test_util.h - fixtures for the github/ unit tests: a temporary directory,
- * an RSA key made with `openssl genrsa`, and the GitHub stand-in (tests/fakes/github_stub.py)
+ * an RSA key made with `openssl genrsa`, and the GitHub stand-in (standins/github_stub.py)
  * running as a child process. */
 #ifndef AP_GH_TEST_UTIL_H
 #define AP_GH_TEST_UTIL_H

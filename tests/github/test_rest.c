@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/github/test_rest.c - JWT, installation tokens, the REST client and the API calls,
- * against the GitHub stand-in (tests/fakes/github_stub.py) over real HTTP. */
+ * against the GitHub stand-in (standins/github_stub.py) over real HTTP. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

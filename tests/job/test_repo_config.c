@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/agents/test_repo_config.c - .github/autopatch.yml parsing, errors that quote the line,
- * test-command detection and the path globs the diff must respect. */
+/* tests/job/test_repo_config.c - .github/autopatch.yml parsing, errors that quote the line,
+ * the test command (from the file, else the shared detector) and the path globs the diff must
+ * respect. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -250,46 +251,37 @@ static void rm_repo(char *dir)
 	free(dir);
 }
 
-static void expect_detect(const char *const *files, const char *want)
+/* The loader asks the shared detector (agents/testcmd.c, tested in tests/agents/
+ * test_testcmd.c) and says what it chose. A repository with a Makefile test target and pytest
+ * tests gets `make test`, as the pipeline always chose (and `autopatch fix` now too). */
+static void test_detection_is_the_shared_detector(void **state)
 {
-	char *dir = make_repo(files), *cmd = NULL, *why = NULL;
-
-	assert_int_equal(repo_config_detect_test(dir, &cmd, &why), 0);
-	if (want) {
-		assert_non_null(cmd);
-		assert_string_equal(cmd, want);
-		assert_non_null(strstr(why, want));
-	} else {
-		assert_null(cmd);
-		assert_non_null(strstr(why, "none detected"));
-	}
-	free(cmd);
-	free(why);
-	rm_repo(dir);
-}
-
-static void test_detect_test_command(void **state)
-{
-	static const char *const make[] = {"Makefile=all:\n\tcc x.c\ntest:\n\t./t\n",
-					   "test_x.py=", NULL};
-	static const char *const make_no_target[] = {"Makefile=all:\n\tcc x.c\n", NULL};
-	static const char *const pytest[] = {"tests/test_calc.py=def test(): pass\n", NULL};
-	static const char *const pyproject[] = {"pyproject.toml=[tool.pytest.ini_options]\n", NULL};
-	static const char *const npm[] = {"package.json={\"scripts\": {\"test\": \"jest\"}}\n",
-					  NULL};
-	static const char *const go[] = {"go.mod=module x\n", NULL};
-	static const char *const cargo[] = {"Cargo.toml=[package]\n", NULL};
+	static const char *const make_and_pytest[] = {
+	    "Makefile=.PHONY: test\ntest:\n\tpython3 -m pytest -q\n", "pytest.ini=[pytest]\n",
+	    "tests/test_calc.py=def test(): pass\n", NULL};
 	static const char *const none[] = {"README.md=hi\n", NULL};
+	repo_config *c;
+	char *dir;
 
 	(void)state;
-	expect_detect(make, "make test");
-	expect_detect(make_no_target, NULL);
-	expect_detect(pytest, "python3 -m pytest -q");
-	expect_detect(pyproject, "python3 -m pytest -q");
-	expect_detect(npm, "npm test");
-	expect_detect(go, "go test ./...");
-	expect_detect(cargo, "cargo test");
-	expect_detect(none, NULL);
+	dir = make_repo(make_and_pytest);
+	assert_int_equal(repo_config_load(&c, dir), 0);
+	assert_string_equal(c->test, "make test");
+	assert_string_equal(c->test_why, "Makefile target test");
+	assert_string_equal(c->test_source, "detected `make test` from Makefile target test (no "
+					    "`test` in .github/autopatch.yml)");
+	repo_config_free(c);
+	rm_repo(dir);
+
+	dir = make_repo(none);
+	assert_int_equal(repo_config_load(&c, dir), 0);
+	assert_null(c->test);
+	assert_null(c->test_why);
+	assert_non_null(strstr(c->test_source, "no `test` in .github/autopatch.yml, and no test "
+					       "command detected (looked for "));
+	assert_string_equal(ap_error_last(), "");
+	repo_config_free(c);
+	rm_repo(dir);
 }
 
 static void test_load_file_and_detection(void **state)
@@ -310,6 +302,7 @@ static void test_load_file_and_detection(void **state)
 	assert_string_equal(c->test, "./run-tests.sh");
 	assert_int_equal(c->max_iterations, 2);
 	assert_non_null(strstr(c->test_source, "from .github/autopatch.yml"));
+	assert_null(c->test_why); /* from the file, not detected */
 	repo_config_free(c);
 	rm_repo(dir);
 
@@ -317,6 +310,7 @@ static void test_load_file_and_detection(void **state)
 	assert_int_equal(repo_config_load(&c, dir), 0);
 	assert_false(c->from_file);
 	assert_string_equal(c->test, "python3 -m pytest -q");
+	assert_string_equal(c->test_why, "test_*.py files in tests/");
 	assert_non_null(strstr(c->test_source, "detected"));
 	repo_config_free(c);
 	rm_repo(dir);
@@ -325,6 +319,7 @@ static void test_load_file_and_detection(void **state)
 	assert_int_equal(repo_config_load(&c, dir), 0);
 	assert_true(c->from_file);
 	assert_string_equal(c->test, "go test ./...");
+	assert_string_equal(c->test_why, "go.mod");
 	repo_config_free(c);
 	rm_repo(dir);
 
@@ -362,7 +357,7 @@ int main(void)
 	    cmocka_unit_test(test_globs),
 	    cmocka_unit_test(test_path_policy),
 	    cmocka_unit_test(test_own_config_always_refused),
-	    cmocka_unit_test(test_detect_test_command),
+	    cmocka_unit_test(test_detection_is_the_shared_detector),
 	    cmocka_unit_test(test_load_file_and_detection),
 	    cmocka_unit_test(test_load_refuses_symlink),
 	};

@@ -1,8 +1,13 @@
 #!/usr/bin/python3
-"""A local stand-in for the parts of GitHub autopatch talks to (standard library only).
+"""A stand-in for GitHub's REST API and git smart HTTP, speaking GitHub's documented wire format.
+
+It serves the parts of GitHub autopatch talks to, locally: `autopatch demo` runs it as the
+demo's GitHub, and the tests (tests/github/, tests/e2e/, bench/pipeline) run it in place of
+github.com. Standard library only. Requests are dispatched through route tables
+(Handler.CONTROL, Handler.ROUTES, Handler.REPO_ROUTES).
 
 Run it:
-    /usr/bin/python3 tests/fakes/github_stub.py --port P --state-dir D \
+    /usr/bin/python3 standins/github_stub.py --port P --state-dir D \
         [--app-key-pub PUB.pem] [--app-id 1] [--seed seed.json]
 or import it:
     from github_stub import GitHubStub
@@ -51,6 +56,7 @@ Control endpoints (for tests; not part of GitHub):
 """
 import argparse
 import base64
+import collections
 import datetime
 import email.utils
 import json
@@ -298,6 +304,23 @@ class State:
                     "pushes": self.pushes, "app_id": self.app_id}
 
 
+Request = collections.namedtuple("Request", "path qs query body")  # qs: the raw query string
+
+
+def routes(*entries):
+    """A route table: (method or None for any, compiled pattern, handler) entries."""
+    return [(method, re.compile(pattern), handler) for method, pattern, handler in entries]
+
+
+def route(table, method, path):
+    """(handler, match) of the first entry of table that matches; else 404, as GitHub says."""
+    for want, pattern, handler in table:
+        m = pattern.match(path) if want in (None, method) else None
+        if m:
+            return handler, m
+    raise HttpError(404, "Not Found")
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "GitHub.com-stub"
@@ -360,22 +383,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def dispatch(self):
         u = urllib.parse.urlsplit(self.path)
-        path, query = u.path, urllib.parse.parse_qs(u.query)
-        body = self.read_body()
+        req = Request(u.path, u.query, urllib.parse.parse_qs(u.query), self.read_body())
         try:
-            if path.startswith("/_stub/"):
-                return self.control(path, body)
-            self.record(path, u.query, body)
-            f = self.take_failure(path)
+            if req.path.startswith("/_stub/"):
+                data = json.loads(req.body) if req.body else {}
+                handler, _ = route(self.CONTROL, self.command, req.path)
+                return handler(self, data)
+            self.record(req.path, req.qs, req.body)
+            f = self.take_failure(req.path)
             if f and f.get("after"):
-                return self.apply_then_fail(f, path, query, body)
+                return self.apply_then_fail(f, req)
             if f:
                 return self.send_failure(f)
-            m = re.match(r"^/([^/]+)/([^/]+?)(?:\.git)?/(info/refs|git-upload-pack|"
-                         r"git-receive-pack|HEAD)$", path)
-            if m and not path.startswith(("/repos/", "/app/")):
-                return self.git(m.group(1), m.group(2), m.group(3), u.query, body)
-            self.api(path, query, body)
+            handler, m = route(self.ROUTES, self.command, req.path)
+            handler(self, m, req)
         except HttpError as e:
             self.send_error_json(e)
         except Exception as e:  # a stub bug must be visible to the test, as a 500
@@ -415,11 +436,12 @@ class Handler(BaseHTTPRequestHandler):
                 return f
         return None
 
-    def apply_then_fail(self, f, path, query, body):
+    def apply_then_fail(self, f, req):
         """An "after" failure: GitHub applied the request, then its answer was lost."""
         self.send = lambda *a, **kw: None  # the real answer goes nowhere
         try:
-            self.api(path, query, body)
+            handler, m = route(self.ROUTES, self.command, req.path)
+            handler(self, m, req)
         except HttpError:
             pass
         finally:
@@ -442,68 +464,77 @@ class Handler(BaseHTTPRequestHandler):
         }.get(f["status"], "Server Error"), "documentation_url": DOCS}
         self.send(f["status"], body, headers)
 
-    # ---- control -------------------------------------------------------------------------
-    def control(self, path, body):
+    # ---- control (CONTROL routes: handler(self, data), data = the parsed JSON body) ------
+    def stub_requests(self, data):
+        with self.st.lock:
+            return self.send(200, self.st.requests)
+
+    def stub_requests_clear(self, data):
+        with self.st.lock:
+            self.st.requests.clear()
+        return self.send(204)
+
+    def stub_state(self, data):
+        return self.send(200, self.st.dump())
+
+    def stub_health(self, data):
+        return self.send(200, {"ok": True})
+
+    def stub_fail_clear(self, data):
+        with self.st.lock:
+            self.st.failures.clear()
+        return self.send(204)
+
+    def stub_fail(self, data):
+        f = {"times": 1, "status": 503} | data
+        with self.st.lock:
+            self.st.failures.append(f)
+        return self.send(201, f)
+
+    def stub_config(self, data):
         st = self.st
-        data = json.loads(body) if body else {}
-        if path == "/_stub/requests" and self.command == "GET":
-            with st.lock:
-                return self.send(200, st.requests)
-        if path == "/_stub/requests/clear":
-            with st.lock:
-                st.requests.clear()
-            return self.send(204)
-        if path == "/_stub/state":
-            return self.send(200, st.dump())
-        if path == "/_stub/health":
-            return self.send(200, {"ok": True})
-        if path == "/_stub/fail/clear":
-            with st.lock:
-                st.failures.clear()
-            return self.send(204)
-        if path == "/_stub/fail":
-            f = {"times": 1, "status": 503} | data
-            with st.lock:
-                st.failures.append(f)
-            return self.send(201, f)
-        if path == "/_stub/config":
-            with st.lock:
-                for k in ("token_ttl", "clock_offset", "app_id", "slug"):
-                    if k in data:
-                        setattr(st, k, str(data[k]) if k == "app_id" else data[k])
-                if "installations" in data:  # a list of ids; [] = installed nowhere
-                    st.installations = {int(i): st.installations.get(int(i), {"id": int(i)})
-                                        for i in data["installations"]}
-            return self.send(200, {"ok": True})
-        if path == "/_stub/seed":
-            for r in data.get("repos", []):
-                st.seed_repo(**r)
-            return self.send(201, {"ok": True})
-        if path == "/_stub/comments":
-            repo = st.repos[data["repo"]]
-            for i in range(int(data.get("count", 1))):
-                self.new_comment(repo, int(data["issue"]),
-                                 f"{data.get('body_prefix', 'comment')} {i + 1}",
-                                 st.user_obj(data.get("user", "octocat")))
-            return self.send(201, {"ok": True})
-        if path == "/_stub/review_comments":
-            repo = st.repos[data["repo"]]
-            with st.lock:
-                lst = repo["review_comments"].setdefault(int(data["pull"]), [])
-                for c in data.get("comments", []):
-                    cid = st.new_id()
-                    lst.append({"id": cid, "body": c["body"], "path": c.get("path", ""),
-                                "line": c.get("line"), "side": "RIGHT",
-                                "user": st.user_obj(c.get("user", "octocat")),
-                                "pull_request_review_id": cid + 1,
-                                "html_url": f"{st.base_url}/{data['repo']}/pull/"
-                                            f"{data['pull']}#discussion_r{cid}"})
-            return self.send(201, {"ok": True})
-        if path == "/_stub/revoke":
-            with st.lock:
-                st.tokens.clear()
-            return self.send(204)
-        raise HttpError(404, "Not Found")
+        with st.lock:
+            for k in ("token_ttl", "clock_offset", "app_id", "slug"):
+                if k in data:
+                    setattr(st, k, str(data[k]) if k == "app_id" else data[k])
+            if "installations" in data:  # a list of ids; [] = installed nowhere
+                st.installations = {int(i): st.installations.get(int(i), {"id": int(i)})
+                                    for i in data["installations"]}
+        return self.send(200, {"ok": True})
+
+    def stub_seed(self, data):
+        for r in data.get("repos", []):
+            self.st.seed_repo(**r)
+        return self.send(201, {"ok": True})
+
+    def stub_comments(self, data):
+        st = self.st
+        repo = st.repos[data["repo"]]
+        for i in range(int(data.get("count", 1))):
+            self.new_comment(repo, int(data["issue"]),
+                             f"{data.get('body_prefix', 'comment')} {i + 1}",
+                             st.user_obj(data.get("user", "octocat")))
+        return self.send(201, {"ok": True})
+
+    def stub_review_comments(self, data):
+        st = self.st
+        repo = st.repos[data["repo"]]
+        with st.lock:
+            lst = repo["review_comments"].setdefault(int(data["pull"]), [])
+            for c in data.get("comments", []):
+                cid = st.new_id()
+                lst.append({"id": cid, "body": c["body"], "path": c.get("path", ""),
+                            "line": c.get("line"), "side": "RIGHT",
+                            "user": st.user_obj(c.get("user", "octocat")),
+                            "pull_request_review_id": cid + 1,
+                            "html_url": f"{st.base_url}/{data['repo']}/pull/"
+                                        f"{data['pull']}#discussion_r{cid}"})
+        return self.send(201, {"ok": True})
+
+    def stub_revoke(self, data):
+        with self.st.lock:
+            self.st.tokens.clear()
+        return self.send(204)
 
     # ---- auth ----------------------------------------------------------------------------
     def bearer(self):
@@ -606,167 +637,191 @@ class Handler(BaseHTTPRequestHandler):
             repo["comments"][cid] = c
             return c
 
-    def api(self, path, query, body):
-        st, cmd = self.st, self.command
-        if path == "/app" and cmd == "GET":
-            self.require_jwt()
-            return self.send(200, {"id": int(st.app_id) if st.app_id.isdigit() else 1,
-                                   "slug": st.slug, "name": st.slug, "owner": st.user_obj("octo"),
-                                   "permissions": {"contents": "write", "issues": "write",
-                                                   "pull_requests": "write"},
-                                   "events": ["issues", "issue_comment"]})
-        if path == "/app/installations" and cmd == "GET":
-            self.require_jwt()
-            with st.lock:
-                lst = [{"id": i["id"], "app_id": st.app_id, "target_type": "User",
-                        "account": i.get("account") or st.user_obj("octo"),
-                        "permissions": {"contents": "write", "issues": "write"}}
-                       for i in st.installations.values()]
-            return self.send(200, lst)
-        m = re.match(r"^/app/installations/(\d+)/access_tokens$", path)
-        if m and cmd == "POST":
-            self.require_jwt()
-            inst = int(m.group(1))
-            if inst not in st.installations:
-                raise HttpError(404, "Not Found")
-            alphabet = string.ascii_letters + string.digits
-            tok = "ghs_" + "".join(secrets.choice(alphabet) for _ in range(36))
-            expires = st.now() + float(st.token_ttl)
-            with st.lock:
-                st.tokens[tok] = {"inst": inst, "expires": expires, "issued": st.now()}
-            return self.send(201, {"token": tok, "expires_at": iso(expires),
-                                   "permissions": {"contents": "write", "issues": "write",
-                                                   "pull_requests": "write"},
-                                   "repository_selection": "all"})
-        m = re.match(r"^/repos/([^/]+)/([^/]+)(/.*)?$", path)
-        if not m:
+    def pull_or_404(self, repo, n):
+        p = repo["pulls"].get(int(n))
+        if not p:
             raise HttpError(404, "Not Found")
+        return p
+
+    # ---- App endpoints, JWT (ROUTES: handler(self, m, req)) ------------------------------
+    def get_app(self, m, req):
+        st = self.st
+        self.require_jwt()
+        return self.send(200, {"id": int(st.app_id) if st.app_id.isdigit() else 1,
+                               "slug": st.slug, "name": st.slug, "owner": st.user_obj("octo"),
+                               "permissions": {"contents": "write", "issues": "write",
+                                               "pull_requests": "write"},
+                               "events": ["issues", "issue_comment"]})
+
+    def list_installations(self, m, req):
+        st = self.st
+        self.require_jwt()
+        with st.lock:
+            lst = [{"id": i["id"], "app_id": st.app_id, "target_type": "User",
+                    "account": i.get("account") or st.user_obj("octo"),
+                    "permissions": {"contents": "write", "issues": "write"}}
+                   for i in st.installations.values()]
+        return self.send(200, lst)
+
+    def create_token(self, m, req):
+        st = self.st
+        self.require_jwt()
+        inst = int(m.group(1))
+        if inst not in st.installations:
+            raise HttpError(404, "Not Found")
+        alphabet = string.ascii_letters + string.digits
+        tok = "ghs_" + "".join(secrets.choice(alphabet) for _ in range(36))
+        expires = st.now() + float(st.token_ttl)
+        with st.lock:
+            st.tokens[tok] = {"inst": inst, "expires": expires, "issued": st.now()}
+        return self.send(201, {"token": tok, "expires_at": iso(expires),
+                               "permissions": {"contents": "write", "issues": "write",
+                                               "pull_requests": "write"},
+                               "repository_selection": "all"})
+
+    def get_repo_installation(self, m, req):
+        st = self.st
+        self.require_jwt()
+        owner, name = m.group(1), m.group(2)
+        repo = st.repos.get(f"{owner}/{name}")
+        if not repo:
+            raise HttpError(404, "Not Found")
+        return self.send(200, {"id": repo["installation"], "app_id": st.app_id,
+                               "account": st.user_obj(owner)})
+
+    def repo_api(self, m, req):
+        """/repos/{o}/{r}[/rest]: the installation token first (401 / 404 before any route
+        is looked at, as on GitHub), then REPO_ROUTES on the rest of the path."""
         owner, name, rest = m.group(1), m.group(2), m.group(3) or ""
-        if rest == "/installation" and cmd == "GET":
-            self.require_jwt()
-            repo = st.repos.get(f"{owner}/{name}")
-            if not repo:
-                raise HttpError(404, "Not Found")
-            return self.send(200, {"id": repo["installation"], "app_id": st.app_id,
-                                   "account": st.user_obj(owner)})
         repo = self.repo_or_404(owner, name)
         self.require_token(repo)
-        fn = repo["full_name"]
+        handler, m = route(self.REPO_ROUTES, self.command, rest)
+        return handler(self, repo, m, req)
 
-        if rest == "" and cmd == "GET":
-            return self.send(200, st.repo_obj(repo))
-        m = re.match(r"^/issues/(\d+)$", rest)
-        if m and cmd == "GET":
-            return self.send(200, st.issue_obj(repo, self.issue_or_404(repo, m.group(1))))
-        m = re.match(r"^/issues/(\d+)/comments$", rest)
-        if m and cmd == "GET":
-            n = int(m.group(1))
-            self.issue_or_404(repo, n)
-            with st.lock:
-                items = [st.comment_obj(repo, c) for c in repo["comments"].values()
-                         if c["issue"] == n]
-            chunk, hdrs = self.paginate(items, query, path)
-            return self.send(200, chunk, hdrs)
-        if m and cmd == "POST":
-            data = self.json_body(body)
-            if not isinstance(data.get("body"), str):
-                raise validation_failed("IssueComment", "body", "missing_field")
-            c = self.new_comment(repo, int(m.group(1)), data["body"], st.bot())
-            return self.send(201, st.comment_obj(repo, c))
-        m = re.match(r"^/issues/comments/(\d+)$", rest)
-        if m and cmd == "PATCH":
-            data = self.json_body(body)
-            if not isinstance(data.get("body"), str):
-                raise validation_failed("IssueComment", "body", "missing_field")
-            with st.lock:
-                c = repo["comments"].get(int(m.group(1)))
-                if not c:
-                    raise HttpError(404, "Not Found")
-                c["body"], c["updated_at"] = data["body"], iso(st.now())
-            return self.send(200, st.comment_obj(repo, c))
-        m = re.match(r"^/issues/(\d+)/labels$", rest)
-        if m and cmd == "POST":
-            issue = self.issue_or_404(repo, m.group(1))
-            data = self.json_body(body)
-            names = data if isinstance(data, list) else data.get("labels")
-            if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
-                raise validation_failed("Label", "labels", "invalid")
-            with st.lock:
-                for x in names:
-                    if x not in issue["labels"]:
-                        issue["labels"].append(x)
-                return self.send(200, [st.label_obj(x) for x in issue["labels"]])
-        m = re.match(r"^/issues/(\d+)/labels/(.+)$", rest)
-        if m and cmd == "DELETE":
-            issue = self.issue_or_404(repo, m.group(1))
-            label = urllib.parse.unquote(m.group(2))
-            with st.lock:
-                if label not in issue["labels"]:
-                    raise HttpError(404, "Label does not exist")
-                issue["labels"].remove(label)
-                return self.send(200, [st.label_obj(x) for x in issue["labels"]])
-        m = re.match(r"^/issues/(comments/)?(\d+)/reactions$", rest)
-        if m and cmd == "POST":
-            data = self.json_body(body)
-            content = data.get("content")
-            if content not in REACTIONS:
-                raise validation_failed("Reaction", "content", "invalid")
-            kind = "comment" if m.group(1) else "issue"
-            target = int(m.group(2))
-            with st.lock:
-                if kind == "issue":
-                    self.issue_or_404(repo, target)
-                elif target not in repo["comments"]:
-                    raise HttpError(404, "Not Found")
-                for r in repo["reactions"]:
-                    if (r["kind"], r["target"], r["content"]) == (kind, target, content):
-                        return self.send(200, r["obj"])
-                obj = {"id": st.new_id(), "node_id": "REA_x", "content": content,
-                       "user": st.bot(), "created_at": iso(st.now())}
-                repo["reactions"].append({"kind": kind, "target": target, "content": content,
-                                          "obj": obj})
-            return self.send(201, obj)
-        if rest == "/pulls" and cmd == "POST":
-            return self.create_pull(repo, self.json_body(body))
-        if rest == "/pulls" and cmd == "GET":
-            state = query.get("state", ["open"])[0]
-            head = query.get("head", [None])[0]
-            with st.lock:
-                pulls = sorted(repo["pulls"].values(), key=lambda p: -p["number"])
-                items = [st.pull_obj(repo, p) for p in pulls
-                         if (state == "all" or p["state"] == state)
-                         and (not head or f"{owner}:{p['head']}" == head
-                              or (":" not in head and p["head"] == head))]
-            chunk, hdrs = self.paginate(items, query, path)
-            return self.send(200, chunk, hdrs)
-        m = re.match(r"^/pulls/(\d+)$", rest)
-        if m and cmd in ("GET", "PATCH"):
-            p = repo["pulls"].get(int(m.group(1)))
-            if not p:
-                raise HttpError(404, "Not Found")
-            if cmd == "PATCH":
-                data = self.json_body(body)
-                if "state" in data and data["state"] not in ("open", "closed"):
-                    raise validation_failed("PullRequest", "state", "invalid")
-                with st.lock:
-                    for k in ("title", "body", "state", "maintainer_can_modify"):
-                        if k in data:
-                            p[k] = data[k]
-                    repo["issues"][p["number"]]["state"] = p["state"]
-            return self.send(200, st.pull_obj(repo, p))
-        m = re.match(r"^/pulls/(\d+)/comments$", rest)
-        if m and cmd == "GET":
-            n = int(m.group(1))
-            if n not in repo["pulls"]:
-                raise HttpError(404, "Not Found")
-            with st.lock:
-                items = list(repo["review_comments"].get(n, []))
-            chunk, hdrs = self.paginate(items, query, path)
-            return self.send(200, chunk, hdrs)
-        raise HttpError(404, "Not Found")
+    # ---- repository endpoints, installation token (REPO_ROUTES: handler(self, repo, m, req))
+    def get_repo(self, repo, m, req):
+        return self.send(200, self.st.repo_obj(repo))
 
-    def create_pull(self, repo, data):
+    def get_issue(self, repo, m, req):
+        return self.send(200, self.st.issue_obj(repo, self.issue_or_404(repo, m.group(1))))
+
+    def list_comments(self, repo, m, req):
         st = self.st
+        n = int(m.group(1))
+        self.issue_or_404(repo, n)
+        with st.lock:
+            items = [st.comment_obj(repo, c) for c in repo["comments"].values()
+                     if c["issue"] == n]
+        chunk, hdrs = self.paginate(items, req.query, req.path)
+        return self.send(200, chunk, hdrs)
+
+    def create_comment(self, repo, m, req):
+        st = self.st
+        data = self.json_body(req.body)
+        if not isinstance(data.get("body"), str):
+            raise validation_failed("IssueComment", "body", "missing_field")
+        c = self.new_comment(repo, int(m.group(1)), data["body"], st.bot())
+        return self.send(201, st.comment_obj(repo, c))
+
+    def update_comment(self, repo, m, req):
+        st = self.st
+        data = self.json_body(req.body)
+        if not isinstance(data.get("body"), str):
+            raise validation_failed("IssueComment", "body", "missing_field")
+        with st.lock:
+            c = repo["comments"].get(int(m.group(1)))
+            if not c:
+                raise HttpError(404, "Not Found")
+            c["body"], c["updated_at"] = data["body"], iso(st.now())
+        return self.send(200, st.comment_obj(repo, c))
+
+    def add_labels(self, repo, m, req):
+        st = self.st
+        issue = self.issue_or_404(repo, m.group(1))
+        data = self.json_body(req.body)
+        names = data if isinstance(data, list) else data.get("labels")
+        if not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+            raise validation_failed("Label", "labels", "invalid")
+        with st.lock:
+            for x in names:
+                if x not in issue["labels"]:
+                    issue["labels"].append(x)
+            return self.send(200, [st.label_obj(x) for x in issue["labels"]])
+
+    def remove_label(self, repo, m, req):
+        st = self.st
+        issue = self.issue_or_404(repo, m.group(1))
+        label = urllib.parse.unquote(m.group(2))
+        with st.lock:
+            if label not in issue["labels"]:
+                raise HttpError(404, "Label does not exist")
+            issue["labels"].remove(label)
+            return self.send(200, [st.label_obj(x) for x in issue["labels"]])
+
+    def add_reaction(self, repo, m, req):
+        st = self.st
+        data = self.json_body(req.body)
+        content = data.get("content")
+        if content not in REACTIONS:
+            raise validation_failed("Reaction", "content", "invalid")
+        kind = "comment" if m.group(1) else "issue"
+        target = int(m.group(2))
+        with st.lock:
+            if kind == "issue":
+                self.issue_or_404(repo, target)
+            elif target not in repo["comments"]:
+                raise HttpError(404, "Not Found")
+            for r in repo["reactions"]:
+                if (r["kind"], r["target"], r["content"]) == (kind, target, content):
+                    return self.send(200, r["obj"])
+            obj = {"id": st.new_id(), "node_id": "REA_x", "content": content,
+                   "user": st.bot(), "created_at": iso(st.now())}
+            repo["reactions"].append({"kind": kind, "target": target, "content": content,
+                                      "obj": obj})
+        return self.send(201, obj)
+
+    def list_pulls(self, repo, m, req):
+        st = self.st
+        state = req.query.get("state", ["open"])[0]
+        head = req.query.get("head", [None])[0]
+        with st.lock:
+            pulls = sorted(repo["pulls"].values(), key=lambda p: -p["number"])
+            items = [st.pull_obj(repo, p) for p in pulls
+                     if (state == "all" or p["state"] == state)
+                     and (not head or f"{repo['owner']}:{p['head']}" == head
+                          or (":" not in head and p["head"] == head))]
+        chunk, hdrs = self.paginate(items, req.query, req.path)
+        return self.send(200, chunk, hdrs)
+
+    def get_pull(self, repo, m, req):
+        return self.send(200, self.st.pull_obj(repo, self.pull_or_404(repo, m.group(1))))
+
+    def update_pull(self, repo, m, req):
+        st = self.st
+        p = self.pull_or_404(repo, m.group(1))
+        data = self.json_body(req.body)
+        if "state" in data and data["state"] not in ("open", "closed"):
+            raise validation_failed("PullRequest", "state", "invalid")
+        with st.lock:
+            for k in ("title", "body", "state", "maintainer_can_modify"):
+                if k in data:
+                    p[k] = data[k]
+            repo["issues"][p["number"]]["state"] = p["state"]
+        return self.send(200, st.pull_obj(repo, p))
+
+    def list_review_comments(self, repo, m, req):
+        st = self.st
+        n = int(m.group(1))
+        if n not in repo["pulls"]:
+            raise HttpError(404, "Not Found")
+        with st.lock:
+            items = list(repo["review_comments"].get(n, []))
+        chunk, hdrs = self.paginate(items, req.query, req.path)
+        return self.send(200, chunk, hdrs)
+
+    def create_pull(self, repo, m, req):
+        st = self.st
+        data = self.json_body(req.body)
         title, head, base = data.get("title"), data.get("head"), data.get("base")
         if not isinstance(base, str) or not base:
             raise validation_failed("PullRequest", "base", "missing_field")
@@ -804,7 +859,9 @@ class Handler(BaseHTTPRequestHandler):
         return self.send(201, st.pull_obj(repo, p))
 
     # ---- git smart HTTP ------------------------------------------------------------------
-    def git(self, owner, name, service_path, query, body):
+    def git(self, m, req):
+        owner, name, service_path = m.groups()
+        query, body = req.qs, req.body
         repo = self.st.repos.get(f"{owner}/{name}")
         write = service_path == "git-receive-pack" or "service=git-receive-pack" in query
         user = None
@@ -874,6 +931,50 @@ class Handler(BaseHTTPRequestHandler):
                               "--format=%(refname) %(objectname)"], capture_output=True,
                              text=True)
         return dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+
+    # ---- routes --------------------------------------------------------------------------
+    # (method, pattern, handler): the first entry whose method (None = any) and pattern match
+    # answers; none matches -> 404 (route()). Control endpoints are neither recorded nor
+    # subject to injected failures; everything else is both, before routing.
+    CONTROL = routes(
+        ("GET", r"^/_stub/requests$", stub_requests),
+        (None, r"^/_stub/requests/clear$", stub_requests_clear),
+        (None, r"^/_stub/state$", stub_state),
+        (None, r"^/_stub/health$", stub_health),
+        (None, r"^/_stub/fail/clear$", stub_fail_clear),
+        (None, r"^/_stub/fail$", stub_fail),
+        (None, r"^/_stub/config$", stub_config),
+        (None, r"^/_stub/seed$", stub_seed),
+        (None, r"^/_stub/comments$", stub_comments),
+        (None, r"^/_stub/review_comments$", stub_review_comments),
+        (None, r"^/_stub/revoke$", stub_revoke),
+    )
+    ROUTES = routes(
+        # git smart HTTP at each repo's clone_url, passed through to `git http-backend`
+        (None, r"^/(?!repos/|app/)([^/]+)/([^/]+?)(?:\.git)?/(info/refs|git-upload-pack|"
+               r"git-receive-pack|HEAD)$", git),
+        ("GET", r"^/app$", get_app),
+        ("GET", r"^/app/installations$", list_installations),
+        ("POST", r"^/app/installations/(\d+)/access_tokens$", create_token),
+        ("GET", r"^/repos/([^/]+)/([^/]+)/installation$", get_repo_installation),
+        (None, r"^/repos/([^/]+)/([^/]+)(/.*)?$", repo_api),
+    )
+    # matched against the path after /repos/{o}/{r}, once repo_api has checked the token
+    REPO_ROUTES = routes(
+        ("GET", r"^$", get_repo),
+        ("GET", r"^/issues/(\d+)$", get_issue),
+        ("GET", r"^/issues/(\d+)/comments$", list_comments),
+        ("POST", r"^/issues/(\d+)/comments$", create_comment),
+        ("PATCH", r"^/issues/comments/(\d+)$", update_comment),
+        ("POST", r"^/issues/(\d+)/labels$", add_labels),
+        ("DELETE", r"^/issues/(\d+)/labels/(.+)$", remove_label),
+        ("POST", r"^/issues/(comments/)?(\d+)/reactions$", add_reaction),
+        ("POST", r"^/pulls$", create_pull),
+        ("GET", r"^/pulls$", list_pulls),
+        ("GET", r"^/pulls/(\d+)$", get_pull),
+        ("PATCH", r"^/pulls/(\d+)$", update_pull),
+        ("GET", r"^/pulls/(\d+)/comments$", list_review_comments),
+    )
 
 
 def verify_rs256(pub_path, data, sig):

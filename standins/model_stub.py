@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""model_stub.py - a scripted model server that speaks the OpenAI chat-completions and the
-Anthropic Messages wire formats (standard library only).
+"""model_stub.py - a stand-in for the model API: a scripted server that speaks the documented
+OpenAI chat-completions and Anthropic Messages wire formats (standard library only).
+
+`autopatch demo` runs it to replay the recorded calc session (scripts/calc_happy.json) unless a
+real model is configured, and the tests run it in place of a real provider.
 
 It replays a script, records every request, and can answer 429 / 5xx / 529 on demand, so tests
 can drive autopatch's Planner and Builder deterministically and assert what was offered to
@@ -47,7 +50,7 @@ finish_reason "tool_calls" or "stop", usage prompt_tokens / completion_tokens / 
 Anthropic "msg_...", tool_use ids "toolu_...", stop_reason "tool_use" or "end_turn", usage
 input_tokens / output_tokens; errors in each service's error envelope (529 "overloaded_error").
 
-Run standalone:  python3 tests/fakes/model_stub.py --port 8399 --script tests/fakes/scripts/calc_happy.json
+Run standalone:  python3 standins/model_stub.py --port 8399 --script standins/scripts/calc_happy.json
 Then: AUTOPATCH_LLM_BASE_URL=http://127.0.0.1:8399/v1 (openai) or http://127.0.0.1:8399
 (anthropic). In tests: `StubServer(script).start()` -> .url, .requests(), .stop().
 """
