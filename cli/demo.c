@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/redact.h"
 
 #include <cjson/cJSON.h>
@@ -197,22 +198,6 @@ static int make_app_key(const struct demo *d)
 	return rc;
 }
 
-/* Read a whole small file into a buffer. */
-static int read_small(const char *path, ap_buf *b)
-{
-	char chunk[4096];
-	size_t n;
-	FILE *f = fopen(path, "r");
-	int rc = 0;
-
-	if (!f)
-		return ap_error_set(AP_EIO, "cannot read %s: %s", path, strerror(errno));
-	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = ap_buf_add(b, chunk, n);
-	fclose(f);
-	return rc;
-}
-
 /* The seed: a copy of examples/calc as demo/calc with ISSUE.md as issue #1. */
 static int write_seed(const struct demo *d, char **title, char **body)
 {
@@ -223,7 +208,7 @@ static int write_seed(const struct demo *d, char **title, char **body)
 	int rc;
 
 	snprintf(path, sizeof(path), "%s/examples/calc/ISSUE.md", d->root);
-	rc = read_small(path, &issue);
+	rc = fs_read_file(&issue, path, 0);
 	if (rc)
 		goto out;
 	nl = strchr(ap_buf_str(&issue), '\n');
@@ -710,16 +695,6 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	return 0;
 }
 
-static void remove_tree(const char *dir)
-{
-	char *argv[] = {"/bin/rm", "-rf", "--", (char *)dir, NULL};
-	pid_t pid;
-	int status;
-
-	if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) == 0)
-		waitpid(pid, &status, 0);
-}
-
 int demo_main(int argc, char **argv, ap_config *cfg)
 {
 	struct demo d = {0};
@@ -793,10 +768,10 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 			rc = AP_EIO;
 	}
 	if (rc == 0) {
-		remove_tree(d.dir);
+		fs_rm_rf(d.dir);
 		printf("==> done: the draft pull request exists and every process has stopped\n");
 	} else if (stop_signal && stopped) {
-		remove_tree(d.dir); /* the user asked to quit, not to debug */
+		fs_rm_rf(d.dir); /* the user asked to quit, not to debug */
 		printf("==> interrupted: every process the demo started has stopped\n");
 	} else {
 		printf("==> logs kept in %s\n", d.dir);

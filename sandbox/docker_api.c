@@ -2,6 +2,7 @@
 /* sandbox/docker_api.c - Docker Engine API client over the unix socket (see docker_api.h). */
 #include "sandbox/docker_api.h"
 #include "common/err.h"
+#include "common/fs.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -516,26 +517,26 @@ int dk_labels_add(cJSON *labels, const char *owner, const char *job)
 /* Field 22 of /proc/PID/stat: start time in clock ticks since boot; 0 when unreadable. */
 static unsigned long long start_time(long pid)
 {
-	char path[64], buf[1024], *p;
+	ap_buf text = AP_BUF_INIT(4096);
+	char path[64];
+	const char *p;
 	unsigned long long t = 0;
-	FILE *f;
-	size_t n;
 	int field;
 
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+	if (fs_read_file(&text, path, 0) != 0) {
+		ap_error_clear();
+		goto out_release;
+	}
+	p = strrchr(ap_buf_str(&text), ')'); /* the command name may hold spaces and parentheses */
 	if (!p)
-		return 0;
+		goto out_release;
 	for (field = 2; *p && field < 22; p++)
 		if (*p == ' ')
 			field++;
 	sscanf(p, "%llu", &t);
+out_release:
+	ap_buf_release(&text);
 	return t;
 }
 
