@@ -12,6 +12,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
+#include "common/httpc.h"
 #include "common/redact.h"
 
 #include <cjson/cJSON.h>
@@ -316,15 +317,11 @@ static bool child_stop(struct child *c)
 	return false;
 }
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
-{
-	return ap_buf_add(ud, p, size * n) == 0 ? size * n : 0;
-}
-
 /* One HTTP request to 127.0.0.1; returns the status (0 when none) and the body in out. */
 static long http(const char *method, const char *url, struct curl_slist *hdrs, const char *body,
 		 ap_buf *out)
 {
+	httpc_body sink = HTTPC_BODY_INIT(out);
 	CURL *h = curl_easy_init();
 	long status = 0;
 
@@ -334,8 +331,7 @@ static long http(const char *method, const char *url, struct curl_slist *hdrs, c
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+	httpc_body_sink(h, &sink);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
@@ -746,8 +742,9 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 	d.model_port = free_port();
 	d.serve_port = free_port();
 	printf("==> autopatch demo in %s\n", d.dir);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	rc = make_app_key(&d);
+	rc = httpc_global_init();
+	if (!rc)
+		rc = make_app_key(&d);
 	if (!rc)
 		rc = write_seed(&d, &title, &body);
 	if (!rc)
@@ -776,7 +773,6 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 	} else {
 		printf("==> logs kept in %s\n", d.dir);
 	}
-	curl_global_cleanup();
 	free(title);
 	free(body);
 	if (stop_signal)
