@@ -4,6 +4,7 @@
 #include "common/jsonnum.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/httpc.h"
 #include "common/log.h"
 #include "common/redact.h"
 
@@ -485,43 +486,26 @@ int llm_backoff_seconds(int attempt, const char *retry_after)
 	return s > 30 ? 30 : s;
 }
 
+/* The answer headers a model call acts on. */
+static const char *const answer_headers[] = {"retry-after"};
+
 typedef struct http_ctx {
-	ap_buf body;
-	char retry_after[32];
-	bool too_big;
-	CURLcode cc; /* of the transfer, for messages */
+	ap_buf body;	    /* capped at LLM_RESPONSE_CAP */
+	httpc_headers hdrs; /* answer_headers */
+	CURLcode cc;	    /* of the transfer, for messages */
 } http_ctx;
 
-static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+static void http_ctx_init(http_ctx *h)
 {
-	http_ctx *h = ud;
-	if (ap_buf_add(&h->body, p, sz * n) != 0) {
-		h->too_big = true;
-		return 0;
-	}
-	return sz * n;
+	ap_buf_init(&h->body, LLM_RESPONSE_CAP);
+	httpc_headers_init(&h->hdrs, answer_headers, 1, 31);
+	h->cc = CURLE_OK;
 }
 
-static size_t on_header(char *p, size_t sz, size_t n, void *ud)
+static void http_ctx_release(http_ctx *h)
 {
-	http_ctx *h = ud;
-	size_t len = sz * n;
-	static const char name[] = "retry-after:";
-	if (len > sizeof(name) - 1 && strncasecmp(p, name, sizeof(name) - 1) == 0) {
-		size_t vlen = len - (sizeof(name) - 1);
-		const char *v = p + sizeof(name) - 1;
-		while (vlen && (*v == ' ' || *v == '\t')) {
-			v++;
-			vlen--;
-		}
-		while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
-			vlen--;
-		if (vlen >= sizeof(h->retry_after))
-			vlen = sizeof(h->retry_after) - 1;
-		memcpy(h->retry_after, v, vlen);
-		h->retry_after[vlen] = '\0';
-	}
-	return len;
+	ap_buf_release(&h->body);
+	httpc_headers_clear(&h->hdrs);
 }
 
 /* One POST of body to url, or a GET when body is NULL, within timeout_s. Returns 0 with
@@ -529,6 +513,7 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ud)
 static int http_request(const llm *m, const char *url, const char *body, long timeout_s,
 			http_ctx *h, long *status)
 {
+	httpc_body sink = HTTPC_BODY_INIT(&h->body);
 	CURL *c = curl_easy_init();
 	struct curl_slist *hdrs = NULL;
 	char line[1024];
@@ -554,10 +539,8 @@ static int http_request(const llm *m, const char *url, const char *body, long ti
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
 	}
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, h);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, h);
+	httpc_body_sink(c, &sink);
+	httpc_headers_sink(c, &h->hdrs);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 20L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -567,7 +550,9 @@ static int http_request(const llm *m, const char *url, const char *body, long ti
 	h->cc = cc;
 	if (cc == CURLE_OK) {
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-	} else if (h->too_big || cc == CURLE_WRITE_ERROR) {
+	} else if (sink.rc == AP_ENOMEM) {
+		rc = sink.rc;
+	} else if (sink.rc == AP_ETOOBIG || cc == CURLE_WRITE_ERROR) {
 		rc = ap_error_set(AP_ETOOBIG, "model response larger than %u bytes",
 				  LLM_RESPONSE_CAP);
 	} else if (cc == CURLE_OPERATION_TIMEDOUT) {
@@ -623,8 +608,9 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 		traj_event(m->traj, "llm_request", o);
 	}
 	for (int attempt = 1;; attempt++) {
-		http_ctx h = {AP_BUF_INIT(LLM_RESPONSE_CAP), "", false, CURLE_OK};
+		http_ctx h;
 		int64_t ta = traj_millis(m->traj);
+		http_ctx_init(&h);
 		status = 0;
 		rc = http_request(m, m->url, body, (long)m->timeout_s, &h, &status);
 		out->attempts = attempt;
@@ -633,7 +619,7 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 		if (rc == 0 && status >= 200 && status < 300) {
 			rc = llm_parse_response(m->provider, ap_buf_str(&h.body), h.body.len, out);
 			out->attempts = attempt;
-			ap_buf_release(&h.body);
+			http_ctx_release(&h);
 			break;
 		}
 		bool again =
@@ -649,10 +635,10 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 						  status, attempt, snippet ? snippet : "");
 				free(snippet);
 			}
-			ap_buf_release(&h.body);
+			http_ctx_release(&h);
 			break;
 		}
-		int wait = llm_backoff_seconds(attempt, h.retry_after[0] ? h.retry_after : NULL);
+		int wait = llm_backoff_seconds(attempt, httpc_header(&h.hdrs, "retry-after"));
 		ap_warn("model call attempt %d: %s%ld; retrying in %d s", attempt,
 			rc ? "transport error " : "HTTP ", rc ? (long)rc : status, wait);
 		if (m->traj) {
@@ -662,7 +648,7 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 			cJSON_AddNumberToObject(o, "retry_in_s", wait);
 			traj_event(m->traj, "llm_retry", o);
 		}
-		ap_buf_release(&h.body);
+		http_ctx_release(&h);
 		rc = 0;
 		struct timespec ts = {wait, 0};
 		while (nanosleep(&ts, &ts) != 0)
@@ -695,14 +681,6 @@ static bool is_local(const char *url)
 	return strstr(url, "://127.") || strstr(url, "://localhost") || strstr(url, "://[::1]");
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static int curl_init_rc;
-
-static void curl_init(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
 int llm_new(llm **out, const ap_config *cfg)
 {
 	const char *provider = cfg_str(cfg, "AUTOPATCH_LLM_PROVIDER");
@@ -712,9 +690,9 @@ int llm_new(llm **out, const ap_config *cfg)
 		return ap_error_set(AP_EINVAL,
 				    "AUTOPATCH_LLM_PROVIDER must be openai or anthropic, not '%s'",
 				    provider);
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc)
-		return ap_error_set(AP_EIO, "libcurl failed to initialise");
+	rc = httpc_global_init();
+	if (rc)
+		return rc;
 	llm *m = calloc(1, sizeof(*m));
 	if (!m)
 		return AP_ENOMEM;
@@ -812,12 +790,13 @@ const char *llm_models_url(const llm *m)
 
 int llm_probe(llm *m, int timeout_s, long *status)
 {
-	http_ctx h = {AP_BUF_INIT(LLM_RESPONSE_CAP), "", false, CURLE_OK};
+	http_ctx h;
 	long st = 0;
 	int rc;
 
+	http_ctx_init(&h);
 	rc = http_request(m, m->models_url, NULL, timeout_s, &h, &st);
-	ap_buf_release(&h.body);
+	http_ctx_release(&h);
 	if (status)
 		*status = st;
 	if (rc == AP_ETOOBIG)

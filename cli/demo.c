@@ -11,6 +11,8 @@
 #include "cli/commands.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
+#include "common/httpc.h"
 #include "common/redact.h"
 
 #include <cjson/cJSON.h>
@@ -197,22 +199,6 @@ static int make_app_key(const struct demo *d)
 	return rc;
 }
 
-/* Read a whole small file into a buffer. */
-static int read_small(const char *path, ap_buf *b)
-{
-	char chunk[4096];
-	size_t n;
-	FILE *f = fopen(path, "r");
-	int rc = 0;
-
-	if (!f)
-		return ap_error_set(AP_EIO, "cannot read %s: %s", path, strerror(errno));
-	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = ap_buf_add(b, chunk, n);
-	fclose(f);
-	return rc;
-}
-
 /* The seed: a copy of examples/calc as demo/calc with ISSUE.md as issue #1. */
 static int write_seed(const struct demo *d, char **title, char **body)
 {
@@ -223,7 +209,7 @@ static int write_seed(const struct demo *d, char **title, char **body)
 	int rc;
 
 	snprintf(path, sizeof(path), "%s/examples/calc/ISSUE.md", d->root);
-	rc = read_small(path, &issue);
+	rc = fs_read_file(&issue, path, 0);
 	if (rc)
 		goto out;
 	nl = strchr(ap_buf_str(&issue), '\n');
@@ -331,15 +317,11 @@ static bool child_stop(struct child *c)
 	return false;
 }
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
-{
-	return ap_buf_add(ud, p, size * n) == 0 ? size * n : 0;
-}
-
 /* One HTTP request to 127.0.0.1; returns the status (0 when none) and the body in out. */
 static long http(const char *method, const char *url, struct curl_slist *hdrs, const char *body,
 		 ap_buf *out)
 {
+	httpc_body sink = HTTPC_BODY_INIT(out);
 	CURL *h = curl_easy_init();
 	long status = 0;
 
@@ -349,8 +331,7 @@ static long http(const char *method, const char *url, struct curl_slist *hdrs, c
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+	httpc_body_sink(h, &sink);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
@@ -710,16 +691,6 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	return 0;
 }
 
-static void remove_tree(const char *dir)
-{
-	char *argv[] = {"/bin/rm", "-rf", "--", (char *)dir, NULL};
-	pid_t pid;
-	int status;
-
-	if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) == 0)
-		waitpid(pid, &status, 0);
-}
-
 int demo_main(int argc, char **argv, ap_config *cfg)
 {
 	struct demo d = {0};
@@ -771,8 +742,9 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 	d.model_port = free_port();
 	d.serve_port = free_port();
 	printf("==> autopatch demo in %s\n", d.dir);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	rc = make_app_key(&d);
+	rc = httpc_global_init();
+	if (!rc)
+		rc = make_app_key(&d);
 	if (!rc)
 		rc = write_seed(&d, &title, &body);
 	if (!rc)
@@ -793,15 +765,14 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 			rc = AP_EIO;
 	}
 	if (rc == 0) {
-		remove_tree(d.dir);
+		fs_rm_rf(d.dir);
 		printf("==> done: the draft pull request exists and every process has stopped\n");
 	} else if (stop_signal && stopped) {
-		remove_tree(d.dir); /* the user asked to quit, not to debug */
+		fs_rm_rf(d.dir); /* the user asked to quit, not to debug */
 		printf("==> interrupted: every process the demo started has stopped\n");
 	} else {
 		printf("==> logs kept in %s\n", d.dir);
 	}
-	curl_global_cleanup();
 	free(title);
 	free(body);
 	if (stop_signal)

@@ -3,6 +3,7 @@
 #include "common/config.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/redact.h"
 
 #include <ctype.h>
@@ -288,27 +289,29 @@ static char *unquote(char *v)
 
 static int parse_env_file(ap_config *c, const char *path, bool required)
 {
-	FILE *f = fopen(path, "r");
-	char line[16384];
-	int lineno = 0, rc = 0;
-	size_t total = 0;
+	ap_buf text = AP_BUF_INIT(ENV_FILE_CAP);
+	char why[1024], *line, *next;
+	int lineno = 0, rc;
 
-	if (!f) {
-		if (!required && errno == ENOENT)
-			return 0;
-		return ap_error_set(AP_EINVAL, "cannot read %s (%s): fix its permissions or path",
-				    path, strerror(errno));
+	rc = fs_read_file(&text, path, 0);
+	if (rc == AP_ENOTFOUND && !required) {
+		ap_error_clear();
+		return 0;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	if (rc == AP_ETOOBIG) {
+		rc =
+		    ap_error_set(AP_EINVAL, "%s is larger than 1 MiB: is it the right file?", path);
+	} else if (rc == AP_ENOTFOUND || rc == AP_EIO) {
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		rc = ap_error_set(AP_EINVAL, "%s: fix its permissions or path", why);
+	}
+	for (line = text.data; !rc && line; line = next) {
 		char *p = line, *eq, *name;
 
+		next = memchr(line, '\n', text.len - (size_t)(line - text.data));
+		if (next)
+			*next++ = '\0';
 		lineno++;
-		total += strlen(line);
-		if (total > ENV_FILE_CAP) {
-			rc = ap_error_set(AP_EINVAL,
-					  "%s is larger than 1 MiB: is it the right file?", path);
-			break;
-		}
 		line[strcspn(line, "\r\n")] = '\0';
 		while (isspace((unsigned char)*p))
 			p++;
@@ -331,7 +334,7 @@ static int parse_env_file(ap_config *c, const char *path, bool required)
 		if (rc)
 			break;
 	}
-	fclose(f);
+	ap_buf_release(&text);
 	return rc;
 }
 
@@ -497,19 +500,14 @@ int cfg_bool(const ap_config *c, const char *name, bool *out)
 static int register_file(const char *path)
 {
 	ap_buf b = AP_BUF_INIT(1024 * 1024);
-	FILE *f = fopen(path, "r");
-	char chunk[4096];
-	size_t n;
-	int rc = 0;
+	int rc = fs_read_file(&b, path, 0);
 
-	if (!f)
-		return 0; /* doctor and the App client report unreadable keys */
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		if ((rc = ap_buf_add(&b, chunk, n)))
-			break;
-	fclose(f);
-	if (!rc)
+	if (rc == AP_ENOTFOUND || rc == AP_EIO) {
+		ap_error_clear();
+		rc = 0; /* doctor and the App client report unreadable keys */
+	} else if (!rc) {
 		rc = redact_add_secret(ap_buf_str(&b));
+	}
 	ap_buf_release(&b);
 	return rc;
 }

@@ -5,6 +5,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/redact.h"
 
@@ -164,27 +165,6 @@ static int cache_path(gh_git *g, const char *url, ap_buf *out)
 			   name);
 }
 
-static int mkdirs(const char *path)
-{
-	char tmp[PATH_CAP];
-	size_t n = strlen(path);
-
-	if (n >= sizeof(tmp))
-		return ap_error_set(AP_EINVAL, "path too long");
-	memcpy(tmp, path, n + 1);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0700) && errno != EEXIST)
-			return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
-		*p = '/';
-	}
-	if (mkdir(tmp, 0700) && errno != EEXIST)
-		return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
-	return 0;
-}
-
 /* The refspec that fetches `ref` (branch name or full ref) to `dst` in the local repo. */
 static int refspec_for(const char *ref, const char *dst_prefix, ap_buf *spec, ap_buf *local)
 {
@@ -251,7 +231,7 @@ static int update_cache(gh_git *g, const char *cache, const char *url, const cha
 	rc = ap_buf_addf(&lockpath, "%s.lock", cache);
 	if (rc)
 		goto out;
-	rc = mkdirs(cache);
+	rc = fs_mkdir_p(cache, 0700);
 	if (rc)
 		goto out;
 	fd = open(ap_buf_str(&lockpath), O_RDWR | O_CREAT | O_CLOEXEC, 0600);

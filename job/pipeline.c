@@ -15,6 +15,7 @@
 #include "job/repo_config.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "github/api.h"
 #include "github/app.h"
 #include "github/git.h"
@@ -25,7 +26,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -382,30 +382,27 @@ static int load_pull(struct run *r, struct work *w)
 	return w->branch && w->base_ref ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path) == 0 || errno == ENOENT ? 0 : -1;
-}
-
 /* An iteration checks out the PR branch, which autopatch itself wrote: its
  * .github/autopatch.yml (test, image, network, paths) could come from an earlier patch.
  * The rules a patch is proven by come from the default branch, which a person merged. */
 static int load_default_branch_config(struct run *r, struct work *w, const char *token)
 {
-	char dir[4096];
+	char dir[4096], kept[1024];
 	const char *ref = w->repo.default_branch ? w->repo.default_branch : "main";
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/config-job-%" PRId64, r->p->data_dir, r->job->id);
-	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); /* a crashed earlier attempt's copy */
+	/* A crashed earlier attempt's copy; what cannot go, the checkout reports. */
+	if (fs_rm_rf(dir) != 0)
+		ap_error_clear();
 	rc = gh_git_checkout(r->p->git, w->repo.clone_url, token, ref, dir, NULL);
 	if (rc == 0)
 		rc = repo_config_load(&w->rc, dir);
-	if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
-		ap_warn("could not remove %s: %s", dir, strerror(errno));
+	snprintf(kept, sizeof(kept), "%s", ap_error_last());
+	if (fs_rm_rf(dir) != 0) {
+		ap_warn("config checkout: %s", ap_error_last());
+		ap_error_set(rc, "%s", kept); /* the caller reports the checkout or load error */
+	}
 	return rc;
 }
 

@@ -10,6 +10,7 @@
 #include "sandbox/docker_api.h"
 #include "sandbox/egress.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "sandbox/internal.h"
 #include "common/log.h"
 #include "common/redact.h"
@@ -17,7 +18,6 @@
 #include "sandbox/stream.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <poll.h>
@@ -118,27 +118,6 @@ static int parse_cpus(const ap_config *cfg, int64_t *out)
 		    AP_EINVAL,
 		    "AUTOPATCH_SANDBOX_CPUS=\"%s\" is not a CPU count: use e.g. 2 or 0.5", v);
 	*out = (int64_t)(d * 1e9);
-	return 0;
-}
-
-static int mkdir_p(const char *path)
-{
-	char tmp[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n >= sizeof(tmp))
-		return ap_error_set(AP_EINVAL, "path too long: %s", path);
-	memcpy(tmp, path, n + 1);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) && errno != EEXIST)
-			return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) && errno != EEXIST)
-		return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
 	return 0;
 }
 
@@ -615,22 +594,6 @@ int sbx__check_mounts(const cJSON *container, const char *name)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP || flag == FTW_D)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
-static void rm_tree(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* The per-box host dir: <data>/sandbox/<name>; the repo is its "repo" subdir. */
 static int make_repo_dir(sbx_box *b)
 {
@@ -639,7 +602,7 @@ static int make_repo_dir(sbx_box *b)
 	if (snprintf(path, sizeof(path), "%s/%s/repo", b->e->data_dir, b->name) >=
 	    (int)sizeof(path))
 		return ap_error_set(AP_EINVAL, "data dir path too long");
-	if (mkdir_p(path))
+	if (fs_mkdir_p(path, 0755))
 		return AP_EIO;
 	chmod(path, 0755);
 	b->repo_dir = strdup(path);
@@ -649,14 +612,20 @@ static int make_repo_dir(sbx_box *b)
 	return 0;
 }
 
+/* Also called on error paths: a failure is logged and the caller's message kept. */
 static void remove_box_dir(const sbx_engine *e, const char *name)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], kept[1024];
 
 	if (!label_safe(name, 90))
 		return;
-	if (snprintf(path, sizeof(path), "%s/%s", e->data_dir, name) < (int)sizeof(path))
-		rm_tree(path);
+	if (snprintf(path, sizeof(path), "%s/%s", e->data_dir, name) >= (int)sizeof(path))
+		return;
+	snprintf(kept, sizeof(kept), "%s", ap_error_last());
+	if (fs_rm_rf(path) != 0) {
+		ap_warn("sandbox: %s", ap_error_last());
+		ap_error_set(0, "%s", kept);
+	}
 }
 
 static void box_free(sbx_box *b)

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/* common/fs.c - mkdir -p, rm -rf without following links, capped whole-file reads (see
+ * fs.h). */
+#include "common/fs.h"
+#include "common/err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FS_RM_FDS 16 /* directories nftw may hold open at once */
+
+int fs_mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	struct stat st;
+	size_t n = strlen(path);
+
+	if (n == 0)
+		return ap_error_set(AP_EINVAL, "mkdir: empty path");
+	if (n >= sizeof(tmp))
+		return ap_error_set(AP_EINVAL, "path too long: %.200s...", path);
+	memcpy(tmp, path, n + 1);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) != 0 && errno != EEXIST)
+			return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
+	if (stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode))
+		return ap_error_set(AP_EIO, "mkdir %s: it exists and is not a directory", tmp);
+	return 0;
+}
+
+/* The first failure of the current fs_rm_rf() walk (nftw's callback has no user data). */
+static __thread int rm_rc;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	int failed;
+
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP || flag == FTW_D || flag == FTW_DNR)
+		failed = rmdir(path) != 0;
+	else
+		failed = unlink(path) != 0; /* FTW_SL, FTW_SLN: the link itself */
+	if (failed && errno != ENOENT && rm_rc == 0)
+		rm_rc = ap_error_set(AP_EIO, "cannot remove %s: %s", path, strerror(errno));
+	return 0; /* go on: remove as much as can be removed */
+}
+
+int fs_rm_rf(const char *path)
+{
+	int rc;
+
+	rm_rc = 0;
+	if (nftw(path, rm_entry, FS_RM_FDS, FTW_DEPTH | FTW_PHYS) != 0) {
+		if (errno == ENOENT && rm_rc == 0)
+			return 0;
+		if (rm_rc == 0)
+			rm_rc = ap_error_set(AP_EIO, "cannot remove %s: %s", path, strerror(errno));
+	}
+	rc = rm_rc;
+	rm_rc = 0;
+	return rc;
+}
+
+/* The error for a failed open of name (errno set); under is whether the link that
+ * FS_READ_NOFOLLOW refused was a directory on the way rather than the file itself. */
+static int open_error(const char *name, unsigned flags, bool under)
+{
+	int e = errno;
+
+	if (e == ELOOP && (flags & FS_READ_NOFOLLOW))
+		return ap_error_set(AP_EDENIED,
+				    under ? "%s is under a symbolic link; it must be a plain path"
+					  : "%s is a symbolic link; it must be a file",
+				    name);
+	if (e == ENOENT || e == ENOTDIR)
+		return ap_error_set(AP_ENOTFOUND, "cannot read %s: %s", name, strerror(e));
+	if (e == EINVAL && (flags & FS_READ_NOFOLLOW))
+		return ap_error_set(AP_EINVAL, "%s is not a plain relative path", name);
+	return ap_error_set(AP_EIO, "cannot read %s: %s", name, strerror(e));
+}
+
+static bool is_link(int dir, const char *name)
+{
+	struct stat st;
+
+	return fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* Open rel (names separated by '/') under the directory dirfd without following a symbolic
+ * link on the way: each directory with O_DIRECTORY | O_NOFOLLOW relative to the one before,
+ * the last name with O_NOFOLLOW. Empty, "." and ".." names are EINVAL. Returns a descriptor
+ * or -1 with errno set (ELOOP for a link); *under says whether a directory failed. */
+static int open_beneath(int dirfd, const char *rel, int oflags, bool *under)
+{
+	char name[NAME_MAX + 1];
+	const char *p = rel;
+	int dir = dirfd, fd;
+
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+
+		*under = slash != NULL;
+		if (n == 0 || n >= sizeof(name) || (n <= 2 && strncmp(p, "..", n) == 0)) {
+			fd = -1;
+			errno = n >= sizeof(name) ? ENAMETOOLONG : EINVAL;
+		} else {
+			memcpy(name, p, n);
+			name[n] = '\0';
+			fd = openat(dir, name,
+				    slash ? O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+					  : oflags | O_NOFOLLOW);
+			/* O_DIRECTORY | O_NOFOLLOW says ENOTDIR for a link: tell it from a file. */
+			if (fd < 0 && errno == ENOTDIR && slash && is_link(dir, name))
+				errno = ELOOP;
+		}
+		if (dir != dirfd) {
+			int saved = errno;
+
+			close(dir);
+			errno = saved;
+		}
+		if (fd < 0 || !slash)
+			return fd;
+		dir = fd;
+		p = slash + 1;
+	}
+}
+
+/* Read the open file fd to out, naming it `name` in messages; closes fd. */
+static int read_fd(ap_buf *out, int fd, const char *name, unsigned flags)
+{
+	char chunk[8192];
+	size_t start = out->len;
+	struct stat st;
+	ssize_t n;
+	int rc = 0;
+
+	if ((flags & FS_READ_NOFOLLOW) && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		rc = ap_error_set(AP_EDENIED, "%s is not a regular file", name);
+		goto out_close;
+	}
+	while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = ap_error_set(AP_EIO, "cannot read %s: %s", name, strerror(errno));
+			break;
+		}
+		if ((size_t)n > out->cap - out->len) {
+			rc =
+			    ap_error_set(AP_ETOOBIG, "%s is larger than %zu bytes", name, out->cap);
+			break;
+		}
+		rc = ap_buf_add(out, chunk, (size_t)n);
+		if (rc)
+			break;
+	}
+	if (rc && out->data) {
+		explicit_bzero(out->data + start, out->len - start);
+		out->len = start;
+	}
+out_close:
+	explicit_bzero(chunk, sizeof(chunk));
+	close(fd);
+	return rc;
+}
+
+/* open(2) flags for a file read with flags. */
+static int read_oflags(unsigned flags)
+{
+	return O_RDONLY | O_CLOEXEC | (flags & FS_READ_NOFOLLOW ? O_NOFOLLOW | O_NONBLOCK : 0);
+}
+
+int fs_read_file(ap_buf *out, const char *path, unsigned flags)
+{
+	int fd = open(path, read_oflags(flags));
+
+	if (fd < 0)
+		return open_error(path, flags, false);
+	return read_fd(out, fd, path, flags);
+}
+
+int fs_read_file_at(ap_buf *out, const char *dir, const char *rel, unsigned flags)
+{
+	bool under = false;
+	int dfd, fd;
+
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return ap_error_set(errno == ENOENT ? AP_ENOTFOUND : AP_EIO,
+				    "cannot open the directory of %s: %s", rel, strerror(errno));
+	if (flags & FS_READ_NOFOLLOW)
+		fd = open_beneath(dfd, rel, read_oflags(flags), &under);
+	else
+		fd = openat(dfd, rel, read_oflags(flags));
+	if (fd < 0) {
+		int e = errno;
+
+		close(dfd);
+		errno = e;
+		return open_error(rel, flags, under);
+	}
+	close(dfd);
+	return read_fd(out, fd, rel, flags);
+}
