@@ -211,6 +211,10 @@ out:
 		cJSON_AddNumberToObject(o, "tokens_in", (double)res->tokens_in);
 		cJSON_AddNumberToObject(o, "tokens_out", (double)res->tokens_out);
 		cJSON_AddNumberToObject(o, "iterations", res->iterations);
+		if (res->diff)
+			cJSON_AddStringToObject(o, "diff", res->diff);
+		if (res->evidence)
+			cJSON_AddStringToObject(o, "evidence", res->evidence);
 		traj_event(a.traj, "end", o);
 	}
 	free(issue);

@@ -372,6 +372,20 @@ static int run_suite(tester *t, const char *dir, sbx_result *r, test_outcomes *o
 			goto out;
 		sbx_result_release(&x);
 	}
+	if (t->traj && o->n) {
+		cJSON *e = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(e, "tests");
+		cJSON_AddStringToObject(e, "dir", dir);
+		for (size_t i = 0; list && i < o->n; i++) {
+			cJSON *one = cJSON_CreateObject();
+			cJSON_AddStringToObject(one, "name", o->names[i]);
+			cJSON_AddStringToObject(one, "status",
+						o->status[i] == 'P'   ? "passed"
+						: o->status[i] == 'F' ? "failed"
+								      : "error");
+			cJSON_AddItemToArray(list, one);
+		}
+		traj_event(t->traj, "tester_tests", e);
+	}
 	if (strcmp(dir, WORKSPACE) == 0)
 		rc = run(t, dir, after, 60, &x);
 out:
