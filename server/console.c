@@ -171,13 +171,13 @@ static void head(struct page *p, const char *title, const struct viewer *v)
 			      "href=\"/assets/console.css\"></head><body><header><p><a "
 			      "href=\"/\">autopatch</a></p>");
 	if (v && v->known && strcmp(v->info.login, "operator") != 0) {
-		ap_buf_adds(&p->body, "<p>Signed in as <strong>");
+		ap_buf_adds(&p->body, "<div class=\"who\">Signed in as <strong>");
 		esc(&p->body, v->info.login);
 		ap_buf_adds(&p->body, "</strong> <form class=\"inline\" method=\"post\" "
 				      "action=\"/logout\"><input type=\"hidden\" name=\"csrf\" "
 				      "value=\"");
 		esc(&p->body, v->info.csrf);
-		ap_buf_adds(&p->body, "\"><button type=\"submit\">Sign out</button></form></p>");
+		ap_buf_adds(&p->body, "\"><button type=\"submit\">Sign out</button></form></div>");
 	}
 	ap_buf_adds(&p->body, "</header><main>");
 }
