@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "agents/llm.h"
+#include "agents/traj.h"
 #include "sandbox/sandbox.h"
 
 enum tool_set { TOOLS_PLANNER, TOOLS_BUILDER };
@@ -33,11 +34,13 @@ typedef struct tool_ctx {
 	/* When it becomes non-zero, a running command is killed with its box and the tool call
 	 * returns AP_ECANCELLED (sbx_cmd.cancel); NULL: none. */
 	const volatile sig_atomic_t *cancel;
+	/* Every command a tool runs in the box is a "sandbox_exec" event here; NULL: none. */
+	traj *traj;
 } tool_ctx;
 
 #define TOOL_CTX_INIT                                                                              \
 	{                                                                                          \
-		NULL, "/tmp/workspace", 120, 16384, NULL                                           \
+		NULL, "/tmp/workspace", 120, 16384, NULL, NULL                                     \
 	}
 
 /* What `finish` declared. Strings malloc'd; release with tool_finish_release(). */

@@ -21,6 +21,7 @@ export default async function (h, cfg) {
   out.tests = await page.locator("table.tests td").allTextContents();
   out.evidence = await page.locator("h2:has-text('Evidence') + pre").textContent();
   out.headings = await page.locator("h1, h2").allTextContents();
+  out.sandboxCommands = await page.locator("h2:has-text('Sandbox commands') ~ details summary").allTextContents();
   out.labels = await page.locator("label").count();
   await h.shot(page, "console-3-job-done");
   return out;

@@ -26,6 +26,9 @@ def test_console_follows_a_running_job(autopatch_bin, tmp_path, browser):
         assert "passed" in out["tests"]
         assert any("test_mean_of_empty_list_is_zero" in t for t in out["tests"])
         assert "Reproduction test" in out["evidence"]
+        # Every command the tools ran in the box, with its exit status and time.
+        assert any("pytest" in c and "exit 1" in c for c in out["sandboxCommands"])
+        assert any("pytest" in c and "exit 0" in c for c in out["sandboxCommands"])
         for h in ("Timeline", "Model calls", "Tool calls", "Sandbox commands", "Tester runs",
                   "Diff", "Evidence"):
             assert h in out["headings"], h
