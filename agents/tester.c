@@ -263,23 +263,8 @@ static int run_cmd(tester *t, const char *workdir, const char *shell_cmd, int ti
 {
 	const char *argv[] = {"env", "PYTHONDONTWRITEBYTECODE=1", "sh", "-c", shell_cmd, NULL};
 	int rc = run(t, workdir, argv, timeout_s, r);
-	if (!rc && t->traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "dir", workdir);
-		cJSON_AddStringToObject(o, "command", shell_cmd);
-		cJSON_AddNumberToObject(o, "exit", r->exit_code);
-		cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
-		cJSON_AddNumberToObject(o, "millis", (double)r->millis);
-		char *tail = tools_head_tail(r->out ? r->out : "", r->out_len, 4000);
-		if (tail)
-			cJSON_AddStringToObject(o, "stdout", tail);
-		free(tail);
-		tail = tools_head_tail(r->err ? r->err : "", r->err_len, 2000);
-		if (tail)
-			cJSON_AddStringToObject(o, "stderr", tail);
-		free(tail);
-		traj_event(t->traj, "tester_run", o);
-	}
+	if (!rc && t->traj)
+		tools_traj_command(t->traj, "tester_run", shell_cmd, workdir, r);
 	return rc;
 }
 

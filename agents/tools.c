@@ -471,20 +471,14 @@ void tool_finish_release(tool_finish *f)
 	memset(f, 0, sizeof(*f));
 }
 
-/* The "sandbox_exec" event of one command: its argv (each word cut at 200 bytes), where, exit
- * status, time and the head and tail of its output (the trajectory redacts them). */
-static void traj_exec(const tool_ctx *ctx, const tool_argv *a, const sbx_result *r)
+void tools_traj_command(traj *t, const char *type, const char *command, const char *dir,
+			const sbx_result *r)
 {
-	ap_buf line = AP_BUF_INIT(8192);
 	cJSON *o = cJSON_CreateObject();
 	char *tail;
 
-	for (char *const *w = a->argv; *w; w++)
-		ap_buf_addf(&line, "%s%s%.200s%s%s", w == a->argv ? "" : " ",
-			    strpbrk(*w, " \t\n'\"") ? "'" : "", *w, strlen(*w) > 200 ? "..." : "",
-			    strpbrk(*w, " \t\n'\"") ? "'" : "");
-	cJSON_AddStringToObject(o, "command", ap_buf_str(&line));
-	cJSON_AddStringToObject(o, "dir", ctx->root);
+	cJSON_AddStringToObject(o, "dir", dir);
+	cJSON_AddStringToObject(o, "command", command);
 	cJSON_AddNumberToObject(o, "exit", r->exit_code);
 	cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
 	cJSON_AddNumberToObject(o, "millis", (double)r->millis);
@@ -496,7 +490,19 @@ static void traj_exec(const tool_ctx *ctx, const tool_argv *a, const sbx_result 
 	if (tail)
 		cJSON_AddStringToObject(o, "stderr", tail);
 	free(tail);
-	traj_event(ctx->traj, "sandbox_exec", o);
+	traj_event(t, type, o);
+}
+
+/* The "sandbox_exec" event of one command: its argv (each word cut at 200 bytes). */
+static void traj_exec(const tool_ctx *ctx, const tool_argv *a, const sbx_result *r)
+{
+	ap_buf line = AP_BUF_INIT(8192);
+
+	for (char *const *w = a->argv; *w; w++)
+		ap_buf_addf(&line, "%s%s%.200s%s%s", w == a->argv ? "" : " ",
+			    strpbrk(*w, " \t\n'\"") ? "'" : "", *w, strlen(*w) > 200 ? "..." : "",
+			    strpbrk(*w, " \t\n'\"") ? "'" : "");
+	tools_traj_command(ctx->traj, "sandbox_exec", ap_buf_str(&line), ctx->root, r);
 	ap_buf_release(&line);
 }
 

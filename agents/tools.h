@@ -90,6 +90,11 @@ char *tools_replace_once(const char *text, const char *old, const char *new_text
  * Returns a malloc'd copy. */
 char *tools_head_tail(const char *text, size_t len, size_t cap);
 
+/* Append a command's event of type ("sandbox_exec", "tester_run") to t: command, dir, exit,
+ * timed_out, millis and the head and tail of stdout (4000 bytes) and stderr (2000). */
+void tools_traj_command(traj *t, const char *type, const char *command, const char *dir,
+			const sbx_result *r);
+
 /* printf into a malloc'd string (caller frees), or NULL when out of memory. */
 char *tools_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

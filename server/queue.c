@@ -922,19 +922,21 @@ static void add_text_or_null(cJSON *o, const char *key, sqlite3_stmt *st, int i)
 		cJSON_AddNullToObject(o, key);
 }
 
-static int add_events(queue *q, cJSON *job, int64_t id)
+/* Append the events of job id above event id after (at most limit; <= 0: all) to arr, each
+ * {time, stage, message} and, with with_id, its id; *last gets the newest id. Under q->lock. */
+static int events_into(queue *q, cJSON *arr, int64_t id, int64_t after, int limit, bool with_id,
+		       int64_t *last)
 {
 	sqlite3_stmt *st;
-	cJSON *arr = cJSON_AddArrayToObject(job, "events");
 	int rc;
 
-	if (!arr)
-		return ap_error_set(AP_ENOMEM, "out of memory");
 	if ((rc = prep(q, &st,
-		       "SELECT time, stage, message FROM job_events WHERE job=? "
-		       "ORDER BY id")))
+		       "SELECT id, time, stage, message FROM job_events WHERE job=? AND id>? "
+		       "ORDER BY id LIMIT ?")))
 		return rc;
 	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, after);
+	sqlite3_bind_int64(st, 3, limit > 0 ? limit : -1);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		cJSON *e = cJSON_CreateObject();
 
@@ -943,12 +945,25 @@ static int add_events(queue *q, cJSON *job, int64_t id)
 			sqlite3_reset(st);
 			return ap_error_set(AP_ENOMEM, "out of memory");
 		}
-		add_time(e, "time", sqlite3_column_int64(st, 0));
-		add_text_or_null(e, "stage", st, 1);
-		add_text_or_null(e, "message", st, 2);
+		*last = sqlite3_column_int64(st, 0);
+		if (with_id)
+			cJSON_AddNumberToObject(e, "id", (double)*last);
+		add_time(e, "time", sqlite3_column_int64(st, 1));
+		add_text_or_null(e, "stage", st, 2);
+		add_text_or_null(e, "message", st, 3);
 	}
 	sqlite3_reset(st);
 	return rc == SQLITE_DONE ? 0 : db_fail(q, "read events");
+}
+
+static int add_events(queue *q, cJSON *job, int64_t id)
+{
+	cJSON *arr = cJSON_AddArrayToObject(job, "events");
+	int64_t last = 0;
+
+	if (!arr)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return events_into(q, arr, id, 0, 0, false, &last);
 }
 
 int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
@@ -1063,7 +1078,6 @@ out:
 
 int q_events_since(queue *q, int64_t id, int64_t after, int limit, cJSON **out, int64_t *last)
 {
-	sqlite3_stmt *st;
 	cJSON *arr = cJSON_CreateArray();
 	int rc;
 
@@ -1071,30 +1085,7 @@ int q_events_since(queue *q, int64_t id, int64_t after, int limit, cJSON **out, 
 	if (!arr)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	pthread_mutex_lock(&q->lock);
-	if ((rc = prep(q, &st,
-		       "SELECT id, time, stage, message FROM job_events WHERE job=? AND id>? "
-		       "ORDER BY id LIMIT ?")))
-		goto out;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, after);
-	sqlite3_bind_int64(st, 3, limit > 0 ? limit : -1);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		cJSON *e = cJSON_CreateObject();
-
-		if (!e || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			break;
-		}
-		*last = sqlite3_column_int64(st, 0);
-		cJSON_AddNumberToObject(e, "id", (double)*last);
-		add_time(e, "time", sqlite3_column_int64(st, 1));
-		add_text_or_null(e, "stage", st, 2);
-		add_text_or_null(e, "message", st, 3);
-	}
-	sqlite3_reset(st);
-	rc = rc == SQLITE_DONE ? 0 : rc == AP_ENOMEM ? rc : db_fail(q, "read events");
-out:
+	rc = events_into(q, arr, id, after, limit, true, last);
 	pthread_mutex_unlock(&q->lock);
 	if (rc) {
 		cJSON_Delete(arr);
