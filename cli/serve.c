@@ -297,6 +297,10 @@ int serve_run(ap_config *cfg, bool registration)
 		ap_info("the admin listener %s is not a loopback address: the console asks for "
 			"sign-in with GitHub, and /metrics too",
 			o.admin_at.text);
+	if (hc.console.sign_in && !cfg_is_set(cfg, "AUTOPATCH_CONSOLE_URL"))
+		ap_warn("the console asks for sign-in but AUTOPATCH_CONSOLE_URL is not set: GitHub "
+			"sends users back to %s/login/callback; set it to the URL browsers open",
+			o.console_url[0] ? o.console_url : "(nowhere)");
 	if (!o.secret)
 		ap_info("no webhook secret yet: every delivery is refused until the App is "
 			"registered at %s/setup",
