@@ -233,6 +233,11 @@ int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token)
 	return 0;
 }
 
+int gh_rest_new_anon(gh_rest **out, const ap_config *cfg)
+{
+	return gh_rest_new_token(out, cfg, "");
+}
+
 void gh_rest_free(gh_rest *r)
 {
 	if (!r)
@@ -444,6 +449,8 @@ static int auth_header(gh_rest *r, ap_buf *h, bool *new_token)
 	int rc;
 
 	*new_token = false;
+	if (r->fixed_token && !*r->fixed_token)
+		return 0; /* gh_rest_new_anon(): no Authorization at all */
 	if (r->fixed_token)
 		return ap_buf_addf(h, "Authorization: Bearer %s", r->fixed_token);
 	rc = r->creds->token(r->creds->ud, r->inst, &tok);
@@ -484,10 +491,12 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 			goto err_nomem;
 		hl = tmp;
 	}
-	tmp = curl_slist_append(hl, auth);
-	if (!tmp)
-		goto err_nomem;
-	hl = tmp;
+	if (*auth) {
+		tmp = curl_slist_append(hl, auth);
+		if (!tmp)
+			goto err_nomem;
+		hl = tmp;
+	}
 
 	curl_easy_reset(r->curl);
 	ap_buf_reset(resp);

@@ -59,6 +59,10 @@ int gh_rest_new(gh_rest **out, const ap_config *cfg, const gh_creds *creds,
 /* A client that sends a fixed token (tests, `doctor` with a personal token). token is copied. */
 int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token);
 
+/* A client that sends no Authorization header: for the endpoints that authenticate by what
+ * is in the request (POST /app-manifests/{code}/conversions). */
+int gh_rest_new_anon(gh_rest **out, const ap_config *cfg);
+
 /* Accepts NULL. */
 void gh_rest_free(gh_rest *r);
 

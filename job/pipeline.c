@@ -517,6 +517,13 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	}
 	rc = fixer_run(&o, &w->res);
 	free(prev);
+	{ /* for the console's job list */
+		char tokens[32];
+
+		snprintf(tokens, sizeof(tokens), "%lld",
+			 (long long)(w->res.tokens_in + w->res.tokens_out));
+		job_ctl_state_set(r->ctl, "tokens", tokens);
+	}
 	return rc;
 }
 
@@ -649,6 +656,8 @@ static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 	if (rc == 0) {
 		snprintf(numbuf, sizeof(numbuf), "%" PRId64, pr.number);
 		job_ctl_state_set(r->ctl, "pr_number", numbuf);
+		if (pr.html_url)
+			job_ctl_state_set(r->ctl, "pr_url", pr.html_url);
 		set_str(&r->pr_url, pr.html_url);
 	}
 	gh_pull_release(&pr);

@@ -922,19 +922,21 @@ static void add_text_or_null(cJSON *o, const char *key, sqlite3_stmt *st, int i)
 		cJSON_AddNullToObject(o, key);
 }
 
-static int add_events(queue *q, cJSON *job, int64_t id)
+/* Append the events of job id above event id after (at most limit; <= 0: all) to arr, each
+ * {time, stage, message} and, with with_id, its id; *last gets the newest id. Under q->lock. */
+static int events_into(queue *q, cJSON *arr, int64_t id, int64_t after, int limit, bool with_id,
+		       int64_t *last)
 {
 	sqlite3_stmt *st;
-	cJSON *arr = cJSON_AddArrayToObject(job, "events");
 	int rc;
 
-	if (!arr)
-		return ap_error_set(AP_ENOMEM, "out of memory");
 	if ((rc = prep(q, &st,
-		       "SELECT time, stage, message FROM job_events WHERE job=? "
-		       "ORDER BY id")))
+		       "SELECT id, time, stage, message FROM job_events WHERE job=? AND id>? "
+		       "ORDER BY id LIMIT ?")))
 		return rc;
 	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, after);
+	sqlite3_bind_int64(st, 3, limit > 0 ? limit : -1);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		cJSON *e = cJSON_CreateObject();
 
@@ -943,12 +945,25 @@ static int add_events(queue *q, cJSON *job, int64_t id)
 			sqlite3_reset(st);
 			return ap_error_set(AP_ENOMEM, "out of memory");
 		}
-		add_time(e, "time", sqlite3_column_int64(st, 0));
-		add_text_or_null(e, "stage", st, 1);
-		add_text_or_null(e, "message", st, 2);
+		*last = sqlite3_column_int64(st, 0);
+		if (with_id)
+			cJSON_AddNumberToObject(e, "id", (double)*last);
+		add_time(e, "time", sqlite3_column_int64(st, 1));
+		add_text_or_null(e, "stage", st, 2);
+		add_text_or_null(e, "message", st, 3);
 	}
 	sqlite3_reset(st);
 	return rc == SQLITE_DONE ? 0 : db_fail(q, "read events");
+}
+
+static int add_events(queue *q, cJSON *job, int64_t id)
+{
+	cJSON *arr = cJSON_AddArrayToObject(job, "events");
+	int64_t last = 0;
+
+	if (!arr)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return events_into(q, arr, id, 0, 0, false, &last);
 }
 
 int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
@@ -967,7 +982,10 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 	if ((rc = prep(q, &st,
 		       "SELECT id, delivery, repo, issue, trigger, state, stage, attempts, "
 		       "created, updated, result, error, feedback, cancel_requested, "
-		       "not_before FROM jobs WHERE (?1 = 0 OR id = ?1) ORDER BY id DESC "
+		       "not_before, (SELECT value FROM job_state s WHERE s.job=jobs.id AND "
+		       "s.key='tokens'), (SELECT value FROM job_state s WHERE s.job=jobs.id AND "
+		       "s.key='cost'), (SELECT value FROM job_state s WHERE s.job=jobs.id AND "
+		       "s.key='pr_url') FROM jobs WHERE (?1 = 0 OR id = ?1) ORDER BY id DESC "
 		       "LIMIT ?2")))
 		goto out_end;
 	sqlite3_bind_int64(st, 1, id);
@@ -994,6 +1012,13 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 		add_text_or_null(o, "error", st, 11);
 		add_text_or_null(o, "feedback", st, 12);
 		cJSON_AddBoolToObject(o, "cancel_requested", sqlite3_column_int(st, 13) != 0);
+		cJSON_AddNumberToObject(o, "created_ms", (double)sqlite3_column_int64(st, 8));
+		if (sqlite3_column_type(st, 15) != SQLITE_NULL)
+			cJSON_AddNumberToObject(o, "tokens", (double)sqlite3_column_int64(st, 15));
+		if (sqlite3_column_type(st, 16) != SQLITE_NULL)
+			add_text_or_null(o, "cost", st, 16);
+		if (sqlite3_column_type(st, 17) != SQLITE_NULL)
+			add_text_or_null(o, "pr_url", st, 17);
 		if (id > 0 && (rc = add_events(q, o, id)))
 			goto out_end;
 	}
@@ -1009,4 +1034,86 @@ out:
 	}
 	*out = arr;
 	return 0;
+}
+
+int q_retry(queue *q, int64_t id, const char *why, int64_t now)
+{
+	sqlite3_stmt *st;
+	int rc, step;
+
+	pthread_mutex_lock(&q->lock);
+	if ((rc = exec(q, "BEGIN IMMEDIATE")))
+		goto out;
+	if ((rc = prep(q, &st,
+		       "UPDATE jobs SET state='queued', attempts=0, not_before=?1, result=NULL, "
+		       "error=NULL, cancel_requested=0, lease_owner=NULL, lease_until=NULL, "
+		       "updated=?1 WHERE id=?2 AND state IN ('failed','cancelled')")))
+		goto out_rollback;
+	sqlite3_bind_int64(st, 1, now);
+	sqlite3_bind_int64(st, 2, id);
+	step = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (step == SQLITE_CONSTRAINT) {
+		rc = ap_error_set(AP_EDUPLICATE, "job %lld's issue already has an active job",
+				  (long long)id);
+		goto out_rollback;
+	}
+	if (step != SQLITE_DONE) {
+		rc = db_fail(q, "retry job");
+		goto out_rollback;
+	}
+	if (sqlite3_changes(q->db) == 0) {
+		rc = ap_error_set(AP_EINVAL, "job %lld is not failed or cancelled", (long long)id);
+		goto out_rollback;
+	}
+	if ((rc = add_event(q, id, NULL, why ? why : "retried", now)) || (rc = exec(q, "COMMIT")))
+		goto out_rollback;
+	goto out;
+out_rollback:
+	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+out:
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int q_events_since(queue *q, int64_t id, int64_t after, int limit, cJSON **out, int64_t *last)
+{
+	cJSON *arr = cJSON_CreateArray();
+	int rc;
+
+	*out = NULL;
+	if (!arr)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	pthread_mutex_lock(&q->lock);
+	rc = events_into(q, arr, id, after, limit, true, last);
+	pthread_mutex_unlock(&q->lock);
+	if (rc) {
+		cJSON_Delete(arr);
+		return rc;
+	}
+	*out = arr;
+	return 0;
+}
+
+int q_job_state(queue *q, int64_t id, char *state, size_t cap)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (cap)
+		state[0] = '\0';
+	pthread_mutex_lock(&q->lock);
+	if ((rc = prep(q, &st, "SELECT state FROM jobs WHERE id=?")))
+		goto out;
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		snprintf(state, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_reset(st);
+	rc = rc == SQLITE_ROW	 ? 0
+	     : rc == SQLITE_DONE ? ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id)
+				 : db_fail(q, "read job state");
+out:
+	pthread_mutex_unlock(&q->lock);
+	return rc;
 }
