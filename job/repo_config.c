@@ -142,6 +142,8 @@ static int get_int(const struct ctx *cx, const char *key, const yaml_node_t *n, 
 	return 0;
 }
 
+enum list_kind { LIST_GLOB, LIST_NET, LIST_STR };
+
 /* true/false (YAML 1.1 spellings yes/no/on/off too), plain style only. */
 static int get_bool(const struct ctx *cx, const char *key, const yaml_node_t *n, bool *out)
 {
@@ -185,6 +187,17 @@ static int join_setup(repo_config *c)
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 	ap_buf_release(&b);
 	return rc;
+}
+
+static int get_list(const struct ctx *cx, const char *key, const yaml_node_t *n,
+		    enum list_kind kind, char ***out);
+
+/* `setup:` a command or a list of commands. */
+static int get_setup(const struct ctx *cx, const yaml_node_t *n, repo_config *c)
+{
+	int rc = get_list(cx, "setup", n, LIST_STR, &c->setup_steps);
+
+	return rc ? rc : join_setup(c);
 }
 
 /* A path glob from the file: relative, no "..", printable. */
@@ -236,8 +249,6 @@ static int check_net(const struct ctx *cx, const yaml_node_t *n, const char *v, 
 	}
 	return 0;
 }
-
-enum list_kind { LIST_GLOB, LIST_NET, LIST_STR };
 
 /* A list of strings (a single string counts as a list of one) into a NULL-terminated array. */
 static int get_list(const struct ctx *cx, const char *key, const yaml_node_t *n,
@@ -381,9 +392,8 @@ static int parse_root(const struct ctx *cx, const yaml_node_t *root, repo_config
 		name = (const char *)k->data.scalar.value;
 		if (strcmp(name, "image") == 0)
 			rc = get_string(cx, name, v, &c->image);
-		else if (strcmp(name, "setup") == 0 &&
-			 !(rc = get_list(cx, name, v, LIST_STR, &c->setup_steps)))
-			rc = join_setup(c);
+		else if (strcmp(name, "setup") == 0)
+			rc = get_setup(cx, v, c);
 		else if (strcmp(name, "test") == 0)
 			rc = get_string(cx, name, v, &c->test);
 		else if (strcmp(name, "max_iterations") == 0)
