@@ -15,5 +15,6 @@ int doctor_main(int argc, char **argv, ap_config *cfg);	  /* cli/doctor.c */
 int fix_main(int argc, char **argv, ap_config *cfg);	  /* cli/fix.c */
 int demo_main(int argc, char **argv, ap_config *cfg);	  /* cli/demo.c */
 int settings_main(int argc, char **argv, ap_config *cfg); /* cli/settings.c */
+int cache_main(int argc, char **argv, ap_config *cfg);	  /* cli/cache.c */
 
 #endif
