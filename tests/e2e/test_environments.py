@@ -56,7 +56,7 @@ def git(repo, *args):
 
 def commit_all(repo, msg="change"):
     git(repo, "add", "-A")
-    git(repo, "commit", "-qm", msg)
+    git(repo, "commit", "-q", "--allow-empty", "-m", msg)
 
 
 # ---- the package servers ----
