@@ -58,6 +58,9 @@ static const struct {
     {"setup.cfg", "python"},
     {"requirements.txt", "python"},
     {"Pipfile", "python"},
+    {"pytest.ini", "python"},
+    {"tox.ini", "python"},
+    {"conftest.py", "python"},
     {"CMakeLists.txt", "c"},
     {"Makefile", "c"},
     {"makefile", "c"},
@@ -156,6 +159,33 @@ static bool has_file(const char *repo_dir, const char *name)
 	return rc == 0 || rc == AP_ETOOBIG;
 }
 
+/* A regular *.py file at the top of the checkout (no link followed). */
+static bool has_top_py(const char *repo_dir)
+{
+	int fd = open(repo_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	bool found = false;
+	int n = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	while (!found && n++ < 2000 && (de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+		struct stat st;
+
+		if (len > 3 && strcmp(de->d_name + len - 3, ".py") == 0 &&
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode))
+			found = true;
+	}
+	closedir(d);
+	return found;
+}
+
 int env_choose_image(env_choice *out, const ap_config *cfg, const char *repo_dir,
 		     const char *image_field, const char *source)
 {
@@ -185,12 +215,21 @@ int env_choose_image(env_choice *out, const ap_config *cfg, const char *repo_dir
 				 image_field + strlen(prefix));
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(markers) / sizeof(markers[0]); i++)
+	for (size_t i = 0; i < sizeof(markers) / sizeof(markers[0]); i++) {
+		/* A Makefile often only wraps another toolchain: Python sources at the top
+		 * make it a Python project. */
+		if (strcmp(markers[i].flavor, "c") == 0 && has_top_py(repo_dir)) {
+			snprintf(out->flavor, sizeof(out->flavor), "%s", "python");
+			snprintf(out->why, sizeof(out->why),
+				 "Python files at the top of the checkout");
+			break;
+		}
 		if (has_file(repo_dir, markers[i].file)) {
 			snprintf(out->flavor, sizeof(out->flavor), "%s", markers[i].flavor);
 			snprintf(out->why, sizeof(out->why), "%s in the checkout", markers[i].file);
 			break;
 		}
+	}
 	if (!out->flavor[0]) {
 		snprintf(out->flavor, sizeof(out->flavor), "%s", default_flavor);
 		snprintf(out->why, sizeof(out->why),

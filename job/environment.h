@@ -84,9 +84,10 @@ void env_flavor_image(const ap_config *cfg, const char *flavor, char *out, size_
  * image reference; without it the flavour comes from marker files at the top of repo_dir,
  * read through the safe reader (no symbolic link, regular files only): package.json -> node,
  * go.mod -> go, Cargo.toml -> rust, pom.xml / build.gradle(.kts) -> java, then Python's own
- * files (pyproject.toml, setup.py, setup.cfg, requirements.txt, Pipfile) -> python, then
- * CMakeLists.txt / Makefile -> c, else python. source names where image_field came from (for
- * the sentence). Cannot fail but for AP_EINVAL (an over-long reference).
+ * files (pyproject.toml, setup.py, setup.cfg, requirements.txt, Pipfile, pytest.ini, tox.ini,
+ * conftest.py) -> python, then any *.py file at the top -> python (a Makefile often only wraps
+ * pytest), then CMakeLists.txt / Makefile -> c, else python. source names where image_field came
+ * from (for the sentence). Cannot fail but for AP_EINVAL (an over-long reference).
  */
 int env_choose_image(env_choice *out, const ap_config *cfg, const char *repo_dir,
 		     const char *image_field, const char *source);
