@@ -1034,7 +1034,8 @@ static void live_output(void *ud, int stream, const char *p, size_t n)
 	live_show(l, false);
 }
 
-/* The last lines of the tail (at most 20 and 1500 bytes). */
+/* The last lines of the tail (at most 12 and 700 bytes: the whole error message is capped at
+ * 1 KiB, and the last lines say most). */
 static const char *tail_lines(const char *t)
 {
 	size_t len = strlen(t);
@@ -1044,7 +1045,7 @@ static const char *tail_lines(const char *t)
 	while (len && (t[len - 1] == '\n' || t[len - 1] == '\r'))
 		len--;
 	p = t + len;
-	while (p > t && lines < 20 && (size_t)(t + len - p) < 1500) {
+	while (p > t && lines < 12 && (size_t)(t + len - p) < 700) {
 		p--;
 		if (*p == '\n')
 			lines++;
@@ -1233,10 +1234,10 @@ int env_blocked_report(sbx_box *b, char **out)
 
 	*out = NULL;
 	rc = sbx_box_denials(b, d, SBX_DENIAL_REPORT_MAX, &n);
-	if (rc || n == 0) {
-		ap_error_clear();
+	if (rc)
+		return rc;
+	if (n == 0)
 		return 0;
-	}
 	for (size_t i = 0; i < n; i++) {
 		char hp[300];
 		bool agent = strcmp(d[i].phase, "agent") == 0;

@@ -436,13 +436,13 @@ static int load_default_branch_config(struct run *r, struct work *w, const char 
 	return rc;
 }
 
-/* The warm-pool box runs the default image with no network: another image (by id), or an
- * allow-list for setup, needs a box of its own. */
+/* The warm-pool box runs the default image with no network: `image:`, a detected flavour
+ * whose image is another (by id), or an allow-list for setup, needs a box of its own. */
 static bool needs_own_box(struct run *r, const struct work *w)
 {
 	char def[80];
 
-	if (w->rc->network[0])
+	if (w->rc->network[0] || w->rc->image)
 		return true;
 	if (sbx_image_id(r->p->sbx, NULL, def, sizeof(def)) != 0) {
 		ap_error_clear();
@@ -586,12 +586,18 @@ static int setup_env(struct run *r, struct work *w)
 static void collect_blocked(struct run *r, struct work *w)
 {
 	sbx_box *b = w->custom ? w->custom : w->box;
-	char *rep = NULL;
+	char *rep = NULL, kept[2048];
 
+	/* The job's error stays what it was. */
+	snprintf(kept, sizeof(kept), "%s", ap_error_last());
 	if (b && env_blocked_report(b, &rep) == 0 && rep) {
 		free(r->blocked);
 		r->blocked = rep;
 	}
+	if (kept[0])
+		ap_error_set(AP_EIO, "%s", kept);
+	else
+		ap_error_clear();
 }
 
 static int run_fixer(struct run *r, struct work *w, bool iterate)

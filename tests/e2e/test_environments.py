@@ -480,3 +480,62 @@ def test_missing_toolchain_command_names_the_flavour(autopatch_bin, tmp_path):
             ".github/autopatch.yml) does not have; the node flavour has it: add `image: node` "
             "to .github/autopatch.yml") in r.stdout
     assert r.requests == []
+
+
+# ---- the same through the server: the progress comment ----
+
+@pytest.fixture
+def rig_factory(tmp_path, autopatch_bin):
+    from pipeline_util import Rig
+    rigs = []
+
+    def make(files):
+        rig = Rig(tmp_path / f"rig{len(rigs)}", autopatch_bin, files=files)
+        rig.tmp.mkdir(parents=True)
+        rigs.append(rig)
+        return rig.start()
+
+    yield make
+    for r in rigs:
+        r.stop()
+
+
+def progress_text(rig):
+    bodies = [c["body"] for c in rig.bot_comments(1) if "autopatch:progress" in c["body"]]
+    assert len(bodies) == 1, bodies
+    return bodies[0]
+
+
+def test_server_failed_setup_ends_the_job_in_the_comment_before_any_model_call(rig_factory):
+    rig = rig_factory({".github/autopatch.yml":
+                       "setup:\n  - echo broken-dependency >&2; exit 4\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 180, "the job to fail")
+    assert rig.jobs()[0]["state"] == "failed"
+    assert rig.model.requests() == [], "no model call after a failed setup"
+    text = progress_text(rig)
+    assert ("**Environment:** sandbox image autopatch-sandbox:latest (flavour python: "
+            "conftest.py in the checkout)") in text
+    assert "setup failed: `echo broken-dependency >&2; exit 4` exited with 4" in text, text
+    assert "broken-dependency" in text.split("setup failed", 1)[1]
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
+
+
+def test_server_missing_image_names_docker_pull_before_any_model_call(rig_factory):
+    rig = rig_factory({".github/autopatch.yml": "image: autopatch-test/absent-image:1\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 180, "the job to fail")
+    assert rig.jobs()[0]["state"] == "failed"
+    assert rig.model.requests() == []
+    assert "run `docker pull autopatch-test/absent-image:1` there" in progress_text(rig)
+
+
+def test_server_setup_runs_then_the_fix_is_proven(rig_factory):
+    rig = rig_factory({".github/autopatch.yml":
+                       "setup: mkdir -p .venv && echo ok > .venv/marker\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job")
+    assert rig.jobs()[0]["state"] == "succeeded", progress_text(rig)
+    text = progress_text(rig)
+    assert "setup ran (" in text and "**Environment:**" in text
+    assert not any(".venv" in p for p in rig.branch_files("autopatch/issue-1"))
