@@ -885,11 +885,28 @@ static const char SCRIPT_AFTER[] =
     "grep -vE '^(\\.cache|\\.npm)/' " ENV_FILES_LIST " > " ENV_KEEP_LIST "; "
     "wc -l < " ENV_KEEP_LIST;
 
+/* One archive command (save or restore) with its deadline and a small output cap; a non-zero
+ * exit is AP_EIO naming what and quoting its stderr. */
+static int archive_exec(const env_setup_opts *o, sbx_cmd *cmd, const char *what)
+{
+	sbx_result r = SBX_RESULT_INIT;
+	int rc;
+
+	cmd->timeout_s = 600;
+	cmd->output_cap = 8192;
+	cmd->cancel = o->cancel;
+	rc = sbx_exec(o->box, cmd, &r);
+	if (rc == 0 && r.exit_code != 0)
+		rc = ap_error_set(AP_EIO, "%s exited with %d: %.300s", what, r.exit_code,
+				  r.err ? r.err : "");
+	sbx_result_release(&r);
+	return rc;
+}
+
 static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_result *res)
 {
 	const char *argv[] = {"sh", "-c", SCRIPT_RESTORE, NULL};
 	sbx_cmd cmd = SBX_CMD_INIT;
-	sbx_result r = SBX_RESULT_INIT;
 	int64_t start = now_ms();
 	struct stat st;
 	int fd, rc;
@@ -902,17 +919,10 @@ static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_res
 		return AP_ENOTFOUND;
 	}
 	cmd.argv = argv;
-	cmd.timeout_s = 600;
-	cmd.output_cap = 8192;
 	cmd.stdin_fn = source_read;
 	cmd.stdin_ud = &fd;
-	cmd.cancel = o->cancel;
-	rc = sbx_exec(o->box, &cmd, &r);
+	rc = archive_exec(o, &cmd, "restoring the cached environment");
 	close(fd);
-	if (rc == 0 && r.exit_code != 0)
-		rc = ap_error_set(AP_EIO, "restoring the cached environment exited with %d: %.300s",
-				  r.exit_code, r.err ? r.err : "");
-	sbx_result_release(&r);
 	if (rc)
 		return rc;
 	/* Used now: the LRU clock is the archive's mtime. */
@@ -929,7 +939,6 @@ static int cache_save(const env_setup_opts *o, const char *dir, const char *tar,
 {
 	const char *argv[] = {"sh", "-c", SCRIPT_SAVE, NULL};
 	sbx_cmd cmd = SBX_CMD_INIT;
-	sbx_result r = SBX_RESULT_INIT;
 	char tmp[4300];
 	struct sink s = {-1, 0, 0, false};
 	env_cache_entry e;
@@ -944,22 +953,15 @@ static int cache_save(const env_setup_opts *o, const char *dir, const char *tar,
 	if (s.fd < 0)
 		return ap_error_set(AP_EIO, "cannot write %s: %s", tmp, strerror(errno));
 	cmd.argv = argv;
-	cmd.timeout_s = 600;
-	cmd.output_cap = 8192;
 	cmd.raw_stdout = sink_write;
 	cmd.raw_stdout_ud = &s;
-	cmd.cancel = o->cancel;
-	rc = sbx_exec(o->box, &cmd, &r);
+	rc = archive_exec(o, &cmd, "archiving the environment");
 	if (close(s.fd) != 0)
 		s.failed = true;
-	if (rc == 0 && r.exit_code != 0)
-		rc = ap_error_set(AP_EIO, "archiving the environment exited with %d: %.300s",
-				  r.exit_code, r.err ? r.err : "");
-	else if (rc == 0 && s.failed)
+	if (rc == 0 && s.failed)
 		rc = ap_error_set(
 		    AP_ETOOBIG, "the environment is larger than AUTOPATCH_ENV_CACHE_SIZE or could "
 				"not be written; it was not cached");
-	sbx_result_release(&r);
 	if (rc) {
 		unlink(tmp);
 		return rc;
