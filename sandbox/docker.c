@@ -316,8 +316,12 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	arr = cJSON_AddArrayToObject(b, "Env");
 	if (!arr)
 		goto err_nomem;
-	static const char *const env[] = {"HOME=/tmp/workspace", "CI=1", "TMPDIR=/tmp",
-					  "LANG=C.UTF-8", NULL};
+	/* PIP_BREAK_SYSTEM_PACKAGES: Debian's pip refuses any install outside a venv (PEP 668);
+	 * with it, `pip install -e .` as the box user falls back to a user install in HOME,
+	 * which is what a setup step means (docs/environments.md). */
+	static const char *const env[] = {
+	    "HOME=/tmp/workspace",	   "CI=1", "TMPDIR=/tmp", "LANG=C.UTF-8",
+	    "PIP_BREAK_SYSTEM_PACKAGES=1", NULL};
 	for (const char *const *p = env; *p; p++) {
 		if (!(item = cJSON_CreateString(*p)))
 			goto err_nomem;
