@@ -3,6 +3,7 @@
  * (configured, else agents/testcmd.h detects it), and the path globs the diff must respect
  * (see repo_config.h). */
 #include "job/repo_config.h"
+#include "common/beneath.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "agents/testcmd.h"
@@ -437,47 +438,6 @@ out_free_config:
 	return rc;
 }
 
-/* Read at most cap bytes of a regular file under dir into b; 0, AP_ENOTFOUND, or an error.
- * O_NOFOLLOW: a symlink in an untrusted checkout must not make the host read another file. */
-static int read_repo_file(const char *dir, const char *rel, size_t cap, ap_buf *b)
-{
-	char path[4096];
-	struct stat st;
-	char chunk[8192];
-	ssize_t n;
-	int fd, rc = 0;
-
-	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, rel) >= sizeof(path))
-		return ap_error_set(AP_EINVAL, "path too long");
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return AP_ENOTFOUND;
-		if (errno == ELOOP)
-			return ap_error_set(AP_EDENIED, "%s is a symbolic link; it must be a file",
-					    rel);
-		return ap_error_set(AP_EIO, "cannot open %s: %s", rel, strerror(errno));
-	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		rc = ap_error_set(AP_EDENIED, "%s is not a regular file", rel);
-		goto out_close;
-	}
-	while ((n = read(fd, chunk, sizeof(chunk))) > 0) {
-		if ((size_t)n > cap - b->len) {
-			rc = ap_error_set(AP_ETOOBIG, "%s is larger than %zu bytes", rel, cap);
-			goto out_close;
-		}
-		rc = ap_buf_add(b, chunk, (size_t)n);
-		if (rc)
-			goto out_close;
-	}
-	if (n < 0)
-		rc = ap_error_set(AP_EIO, "cannot read %s: %s", rel, strerror(errno));
-out_close:
-	close(fd);
-	return rc;
-}
-
 /* No `test` in the file: ask the detector, and say in test_source what it chose and why, or
  * what it looked for. Only AP_ENOMEM and AP_EIO are errors; finding nothing is not. */
 static int detect_test(repo_config *c, const char *repo_dir)
@@ -506,10 +466,16 @@ int repo_config_load(repo_config **out, const char *repo_dir)
 {
 	ap_buf b = AP_BUF_INIT(REPO_CONFIG_MAX_BYTES);
 	repo_config *c = NULL;
-	int rc;
+	int rc, root;
 
 	*out = NULL;
-	rc = read_repo_file(repo_dir, REPO_CONFIG_PATH, REPO_CONFIG_MAX_BYTES, &b);
+	root = open(repo_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return ap_error_set(AP_EIO, "cannot open the checkout %s: %s", repo_dir,
+				    strerror(errno));
+	/* Beneath the checkout, through no symlink: `.github -> /etc` must not be read. */
+	rc = beneath_read(&b, root, REPO_CONFIG_PATH, REPO_CONFIG_MAX_BYTES);
+	close(root);
 	if (rc == AP_ENOTFOUND) {
 		ap_error_clear();
 		rc = config_alloc(&c);

@@ -56,8 +56,9 @@ int repo_config_parse(repo_config **out, const char *text, size_t len);
 /* Read <repo_dir>/.github/autopatch.yml when present (parse as above), else defaults. In both
  * cases, when no test command is configured it is detected from repo_dir (testcmd_detect());
  * when nothing is detected either, test stays NULL and test_source says what was looked for.
- * A symlinked or non-regular config file is refused (AP_EDENIED): the checkout is untrusted.
- */
+ * The checkout is untrusted: the file is read beneath repo_dir through no symbolic link in any
+ * component (common/beneath.h), so a symlinked `.github` or config file, or a non-regular
+ * one, is refused with AP_EDENIED and never read. */
 int repo_config_load(repo_config **out, const char *repo_dir);
 
 /* Glob match of a repository-relative path: `*` and `?` stay inside one path segment, `**`

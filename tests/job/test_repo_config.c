@@ -345,6 +345,27 @@ static void test_load_refuses_symlink(void **state)
 	rm_repo(dir);
 }
 
+/* A directory symlink on the way (`.github -> <host dir>`) is refused too, and the host file
+ * behind it is never read: its content appears in no message. */
+static void test_load_refuses_symlinked_directory(void **state)
+{
+	static const char *const files[] = {"x=", NULL};
+	static const char *const host_files[] = {"autopatch.yml=test: echo canary-rc-91f3\n", NULL};
+	char *dir = make_repo(files), *host = make_repo(host_files), path[600];
+	repo_config *c = NULL;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/.github", dir);
+	assert_int_equal(symlink(host, path), 0);
+	assert_int_equal(repo_config_load(&c, dir), AP_EDENIED);
+	assert_null(c);
+	assert_non_null(strstr(ap_error_last(), ".github/autopatch.yml"));
+	assert_non_null(strstr(ap_error_last(), "symbolic link"));
+	assert_null(strstr(ap_error_last(), "canary-rc-91f3"));
+	rm_repo(dir);
+	rm_repo(host);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -360,6 +381,7 @@ int main(void)
 	    cmocka_unit_test(test_detection_is_the_shared_detector),
 	    cmocka_unit_test(test_load_file_and_detection),
 	    cmocka_unit_test(test_load_refuses_symlink),
+	    cmocka_unit_test(test_load_refuses_symlinked_directory),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
