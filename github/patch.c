@@ -713,7 +713,20 @@ static int parse_diff(const char *diff, size_t len, git_diff **out)
 			    e && e->message ? e->message : "libgit2 refused it");
 }
 
-int gh_patch_check(const char *diff, size_t len, const gh_patch_rules *rules)
+/* Each entry point holds a libgit2 reference for its call (reference counted: cheap while
+ * gh_git holds one, as in the daemon), so `autopatch fix` needs no set-up. */
+static int lib_init(void)
+{
+	const git_error *e;
+
+	if (git_libgit2_init() >= 0)
+		return 0;
+	e = git_error_last();
+	return ap_error_set(AP_EIO, "libgit2 failed to initialise: %s",
+			    e && e->message ? e->message : "unknown error");
+}
+
+static int check(const char *diff, size_t len, const gh_patch_rules *rules)
 {
 	struct check c = {rules, NULL, NULL};
 	struct section *sec = NULL;
@@ -776,6 +789,17 @@ out:
 	return rc;
 }
 
+int gh_patch_check(const char *diff, size_t len, const gh_patch_rules *rules)
+{
+	int rc = lib_init();
+
+	if (rc)
+		return rc;
+	rc = check(diff, len, rules);
+	git_libgit2_shutdown();
+	return rc;
+}
+
 int gh_patch__list(struct git_diff *d, ap_buf *out)
 {
 	size_t n = git_diff_num_deltas(d);
@@ -810,11 +834,17 @@ int gh_patch_files(const char *diff, size_t len, char **out)
 	int rc;
 
 	*out = NULL;
-	rc = parse_diff(diff, len, &d);
+	rc = lib_init();
 	if (rc)
+		return rc;
+	rc = parse_diff(diff, len, &d);
+	if (rc) {
+		git_libgit2_shutdown();
 		return rc == AP_EDENIED ? AP_EINVAL : rc;
+	}
 	rc = gh_patch__list(d, &b);
 	git_diff_free(d);
+	git_libgit2_shutdown();
 	if (!rc) {
 		*out = ap_buf_take(&b);
 		if (!*out)

@@ -62,7 +62,7 @@ typedef struct gh_patch_rules {
  * `.github/autopatch.yml` is autopatch's own configuration, which a patch may never change");
  * AP_EIO when base_dir cannot be read; AP_ENOMEM. Paths in the sentence are escaped (control
  * bytes, backslash and backtick as \ooo) and capped. rules may be NULL (built-in rules only).
- * Thread-safe; libgit2 must be initialised (gh_git_new()). */
+ * Thread-safe; initialises libgit2 for the call itself. */
 int gh_patch_check(const char *diff, size_t len, const gh_patch_rules *rules);
 
 /* The files a diff touches as parsed by libgit2 (not as any sandbox listed them), one per line:
