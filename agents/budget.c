@@ -12,12 +12,10 @@ int budget_init(budget *b, const ap_config *cfg, int64_t now_ms)
 	int rc;
 	memset(b, 0, sizeof(*b));
 	b->start_ms = now_ms;
-	if ((rc = cfg_get_int(cfg, "AUTOPATCH_MAX_MODEL_CALLS", 60, 1, 100000, &b->max_calls)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_MAX_TOKENS", 1000000, 1000, INT64_C(1) << 40,
-			      &b->max_tokens)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_MAX_WALL_SECONDS", 1800, 10, 7 * 86400,
-			      &b->max_wall_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_REPEAT_LIMIT", 3, 2, 100, &b->repeat_limit)))
+	if ((rc = cfg_int(cfg, "AUTOPATCH_MAX_MODEL_CALLS", 1, 100000, &b->max_calls)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_TOKENS", 1000, INT64_C(1) << 40, &b->max_tokens)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_WALL_SECONDS", 10, 7 * 86400, &b->max_wall_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_REPEAT_LIMIT", 2, 100, &b->repeat_limit)))
 		return rc;
 	return 0;
 }

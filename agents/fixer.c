@@ -182,7 +182,7 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 	if ((rc = tester_new(&a.tester, opts->box, opts->test_cmd, a.traj)))
 		goto out;
 	int64_t max_diff;
-	if ((rc = cfg_get_int(opts->cfg, "AUTOPATCH_MAX_DIFF_LINES", 500, 0, 1000000, &max_diff)))
+	if ((rc = cfg_int(opts->cfg, "AUTOPATCH_MAX_DIFF_LINES", 0, 1000000, &max_diff)))
 		goto out;
 	tester_set_max_diff_lines(a.tester, max_diff);
 	tester_set_cancel(a.tester, a.tools.cancel);

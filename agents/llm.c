@@ -4,6 +4,7 @@
 #include "common/jsonnum.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/httpc.h"
 #include "common/log.h"
 #include "common/redact.h"
 
@@ -23,8 +24,9 @@
 struct llm {
 	char *provider; /* "openai" | "anthropic" */
 	char *model;
-	char *url;     /* full endpoint */
-	char *api_key; /* may be NULL for local servers */
+	char *url;	  /* full endpoint of a chat call */
+	char *models_url; /* the provider's model list (llm_probe) */
+	char *api_key;	  /* may be NULL for local servers */
 	char *describe;
 	int64_t timeout_s;
 	int64_t retries;
@@ -484,54 +486,42 @@ int llm_backoff_seconds(int attempt, const char *retry_after)
 	return s > 30 ? 30 : s;
 }
 
+/* The answer headers a model call acts on. */
+static const char *const answer_headers[] = {"retry-after"};
+
 typedef struct http_ctx {
-	ap_buf body;
-	char retry_after[32];
-	bool too_big;
+	ap_buf body;	    /* capped at LLM_RESPONSE_CAP */
+	httpc_headers hdrs; /* answer_headers */
+	CURLcode cc;	    /* of the transfer, for messages */
 } http_ctx;
 
-static size_t on_body(char *p, size_t sz, size_t n, void *ud)
+static void http_ctx_init(http_ctx *h)
 {
-	http_ctx *h = ud;
-	if (ap_buf_add(&h->body, p, sz * n) != 0) {
-		h->too_big = true;
-		return 0;
-	}
-	return sz * n;
+	ap_buf_init(&h->body, LLM_RESPONSE_CAP);
+	httpc_headers_init(&h->hdrs, answer_headers, 1, 31);
+	h->cc = CURLE_OK;
 }
 
-static size_t on_header(char *p, size_t sz, size_t n, void *ud)
+static void http_ctx_release(http_ctx *h)
 {
-	http_ctx *h = ud;
-	size_t len = sz * n;
-	static const char name[] = "retry-after:";
-	if (len > sizeof(name) - 1 && strncasecmp(p, name, sizeof(name) - 1) == 0) {
-		size_t vlen = len - (sizeof(name) - 1);
-		const char *v = p + sizeof(name) - 1;
-		while (vlen && (*v == ' ' || *v == '\t')) {
-			v++;
-			vlen--;
-		}
-		while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
-			vlen--;
-		if (vlen >= sizeof(h->retry_after))
-			vlen = sizeof(h->retry_after) - 1;
-		memcpy(h->retry_after, v, vlen);
-		h->retry_after[vlen] = '\0';
-	}
-	return len;
+	ap_buf_release(&h->body);
+	httpc_headers_clear(&h->hdrs);
 }
 
-/* One POST. Returns 0 with *status set, or a transport error. */
-static int http_post(const llm *m, const char *body, http_ctx *h, long *status)
+/* One POST of body to url, or a GET when body is NULL, within timeout_s. Returns 0 with
+ * *status set, or a transport error. */
+static int http_request(const llm *m, const char *url, const char *body, long timeout_s,
+			http_ctx *h, long *status)
 {
+	httpc_body sink = HTTPC_BODY_INIT(&h->body);
 	CURL *c = curl_easy_init();
 	struct curl_slist *hdrs = NULL;
 	char line[1024];
 	int rc = 0;
 	if (!c)
 		return AP_ENOMEM;
-	hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+	if (body)
+		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
 	if (strcmp(m->provider, "anthropic") == 0) {
 		hdrs = curl_slist_append(hdrs, "anthropic-version: 2023-06-01");
 		if (m->api_key) {
@@ -543,28 +533,30 @@ static int http_post(const llm *m, const char *body, http_ctx *h, long *status)
 		hdrs = curl_slist_append(hdrs, line);
 	}
 	explicit_bzero(line, sizeof(line));
-	curl_easy_setopt(c, CURLOPT_URL, m->url);
+	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, h);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, h);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)m->timeout_s);
+	if (body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+	}
+	httpc_body_sink(c, &sink);
+	httpc_headers_sink(c, &h->hdrs);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 20L);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "autopatch");
 	CURLcode cc = curl_easy_perform(c);
+	h->cc = cc;
 	if (cc == CURLE_OK) {
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-	} else if (h->too_big || cc == CURLE_WRITE_ERROR) {
+	} else if (sink.rc == AP_ENOMEM) {
+		rc = sink.rc;
+	} else if (sink.rc == AP_ETOOBIG || cc == CURLE_WRITE_ERROR) {
 		rc = ap_error_set(AP_ETOOBIG, "model response larger than %u bytes",
 				  LLM_RESPONSE_CAP);
 	} else if (cc == CURLE_OPERATION_TIMEDOUT) {
-		rc = ap_error_set(AP_ETIMEOUT, "model request timed out after %lld s",
-				  (long long)m->timeout_s);
+		rc = ap_error_set(AP_ETIMEOUT, "model request timed out after %ld s", timeout_s);
 	} else if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) {
 		rc = ap_error_set(AP_EUNAVAIL, "cannot reach the model server: %s",
 				  curl_easy_strerror(cc));
@@ -616,17 +608,18 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 		traj_event(m->traj, "llm_request", o);
 	}
 	for (int attempt = 1;; attempt++) {
-		http_ctx h = {AP_BUF_INIT(LLM_RESPONSE_CAP), "", false};
+		http_ctx h;
 		int64_t ta = traj_millis(m->traj);
+		http_ctx_init(&h);
 		status = 0;
-		rc = http_post(m, body, &h, &status);
+		rc = http_request(m, m->url, body, (long)m->timeout_s, &h, &status);
 		out->attempts = attempt;
 		if (rc == 0)
 			log_traj_response(m, attempt, status, &h, traj_millis(m->traj) - ta);
 		if (rc == 0 && status >= 200 && status < 300) {
 			rc = llm_parse_response(m->provider, ap_buf_str(&h.body), h.body.len, out);
 			out->attempts = attempt;
-			ap_buf_release(&h.body);
+			http_ctx_release(&h);
 			break;
 		}
 		bool again =
@@ -642,10 +635,10 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 						  status, attempt, snippet ? snippet : "");
 				free(snippet);
 			}
-			ap_buf_release(&h.body);
+			http_ctx_release(&h);
 			break;
 		}
-		int wait = llm_backoff_seconds(attempt, h.retry_after[0] ? h.retry_after : NULL);
+		int wait = llm_backoff_seconds(attempt, httpc_header(&h.hdrs, "retry-after"));
 		ap_warn("model call attempt %d: %s%ld; retrying in %d s", attempt,
 			rc ? "transport error " : "HTTP ", rc ? (long)rc : status, wait);
 		if (m->traj) {
@@ -655,7 +648,7 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 			cJSON_AddNumberToObject(o, "retry_in_s", wait);
 			traj_event(m->traj, "llm_retry", o);
 		}
-		ap_buf_release(&h.body);
+		http_ctx_release(&h);
 		rc = 0;
 		struct timespec ts = {wait, 0};
 		while (nanosleep(&ts, &ts) != 0)
@@ -688,37 +681,31 @@ static bool is_local(const char *url)
 	return strstr(url, "://127.") || strstr(url, "://localhost") || strstr(url, "://[::1]");
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static int curl_init_rc;
-
-static void curl_init(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
 int llm_new(llm **out, const ap_config *cfg)
 {
-	const char *provider = cfg_get_or(cfg, "AUTOPATCH_LLM_PROVIDER", "openai");
+	const char *provider = cfg_str(cfg, "AUTOPATCH_LLM_PROVIDER");
 	bool anthropic = strcmp(provider, "anthropic") == 0;
 	int rc;
 	if (!anthropic && strcmp(provider, "openai") != 0)
 		return ap_error_set(AP_EINVAL,
 				    "AUTOPATCH_LLM_PROVIDER must be openai or anthropic, not '%s'",
 				    provider);
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc)
-		return ap_error_set(AP_EIO, "libcurl failed to initialise");
+	rc = httpc_global_init();
+	if (rc)
+		return rc;
 	llm *m = calloc(1, sizeof(*m));
 	if (!m)
 		return AP_ENOMEM;
-	const char *base =
-	    cfg_get_or(cfg, "AUTOPATCH_LLM_BASE_URL",
-		       anthropic ? "https://api.anthropic.com" : "https://api.openai.com/v1");
-	const char *model = cfg_get_or(cfg, "AUTOPATCH_LLM_MODEL",
-				       anthropic ? "claude-sonnet-4-20250514" : "gpt-4o");
-	const char *key = cfg_get(cfg, "AUTOPATCH_LLM_API_KEY");
+	/* The provider-specific defaults of these three (the table has none): here only. */
+	const char *base = cfg_str(cfg, "AUTOPATCH_LLM_BASE_URL");
+	const char *model = cfg_str(cfg, "AUTOPATCH_LLM_MODEL");
+	const char *key = cfg_str(cfg, "AUTOPATCH_LLM_API_KEY");
+	if (!base)
+		base = anthropic ? "https://api.anthropic.com" : "https://api.openai.com/v1";
+	if (!model)
+		model = anthropic ? "claude-sonnet-4-20250514" : "gpt-4o";
 	if (!key)
-		key = cfg_get(cfg, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
+		key = cfg_str(cfg, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
 	if (!key && !is_local(base)) {
 		rc = ap_error_set(AP_EINVAL,
 				  "no model API key: set AUTOPATCH_LLM_API_KEY (or %s) or point "
@@ -729,17 +716,20 @@ int llm_new(llm **out, const ap_config *cfg)
 	size_t blen = strlen(base);
 	while (blen && base[blen - 1] == '/')
 		blen--;
-	const char *suffix = "/chat/completions";
-	if (anthropic)
-		suffix = blen >= 3 && strncmp(base + blen - 3, "/v1", 3) == 0 ? "/messages"
-									      : "/v1/messages";
-	m->url = malloc(blen + strlen(suffix) + 1);
-	if (!m->url) {
+	/* Anthropic's base URL may leave out the /v1 that OpenAI-compatible ones include. */
+	const char *v1 =
+	    anthropic && !(blen >= 3 && strncmp(base + blen - 3, "/v1", 3) == 0) ? "/v1" : "";
+	const char *suffix = anthropic ? "/messages" : "/chat/completions";
+	size_t ulen = blen + strlen(v1) + strlen(suffix) + 1;
+	size_t mlen = blen + strlen(v1) + sizeof("/models");
+	m->url = malloc(ulen);
+	m->models_url = malloc(mlen);
+	if (!m->url || !m->models_url) {
 		rc = AP_ENOMEM;
 		goto fail;
 	}
-	memcpy(m->url, base, blen);
-	strcpy(m->url + blen, suffix);
+	snprintf(m->url, ulen, "%.*s%s%s", (int)blen, base, v1, suffix);
+	snprintf(m->models_url, mlen, "%.*s%s/models", (int)blen, base, v1);
 	m->provider = strdup(provider);
 	m->model = strdup(model);
 	m->api_key = dup_or_null(key);
@@ -749,10 +739,9 @@ int llm_new(llm **out, const ap_config *cfg)
 	}
 	if (key)
 		redact_add_secret(key);
-	if ((rc = cfg_get_int(cfg, "AUTOPATCH_LLM_TIMEOUT", 120, 1, 3600, &m->timeout_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_LLM_RETRIES", 4, 0, 20, &m->retries)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_LLM_MAX_OUTPUT_TOKENS", 4096, 16, 1 << 20,
-			      &m->max_tokens)))
+	if ((rc = cfg_int(cfg, "AUTOPATCH_LLM_TIMEOUT", 1, 3600, &m->timeout_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_LLM_RETRIES", 0, 20, &m->retries)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_LLM_MAX_OUTPUT_TOKENS", 16, 1 << 20, &m->max_tokens)))
 		goto fail;
 	size_t dl = strlen(provider) + strlen(model) + 2;
 	m->describe = malloc(dl);
@@ -775,6 +764,7 @@ void llm_free(llm *m)
 	free(m->provider);
 	free(m->model);
 	free(m->url);
+	free(m->models_url);
 	if (m->api_key) {
 		explicit_bzero(m->api_key, strlen(m->api_key));
 		free(m->api_key);
@@ -791,4 +781,33 @@ void llm_set_trajectory(llm *m, traj *t)
 const char *llm_describe(const llm *m)
 {
 	return m->describe;
+}
+
+const char *llm_models_url(const llm *m)
+{
+	return m->models_url;
+}
+
+int llm_probe(llm *m, int timeout_s, long *status)
+{
+	http_ctx h;
+	long st = 0;
+	int rc;
+
+	http_ctx_init(&h);
+	rc = http_request(m, m->models_url, NULL, timeout_s, &h, &st);
+	http_ctx_release(&h);
+	if (status)
+		*status = st;
+	if (rc == AP_ETOOBIG)
+		return rc; /* it answered; the sentence says how much */
+	if (rc)
+		return ap_error_set(rc, "cannot reach %s (%s)", m->models_url,
+				    curl_easy_strerror(h.cc));
+	if (st == 401 || st == 403)
+		return ap_error_set(AP_EDENIED, "%s refused the API key (HTTP %ld)", m->models_url,
+				    st);
+	if (st < 200 || st > 299)
+		return ap_error_set(AP_EHTTP, "%s answered HTTP %ld", m->models_url, st);
+	return 0;
 }

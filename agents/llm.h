@@ -91,6 +91,17 @@ void llm_set_trajectory(llm *m, traj *t);
 /* "provider/model", owned by m. */
 const char *llm_describe(const llm *m);
 
+/* The URL of the provider's model list (GET <base>/models; Anthropic adds /v1 when the base
+ * URL lacks it), owned by m. */
+const char *llm_models_url(const llm *m);
+
+/* Whether the endpoint answers and takes the key: one GET of llm_models_url() with the key,
+ * no retries, within timeout_s. 0 on a 2xx answer; AP_EDENIED on 401/403, AP_EHTTP on another
+ * status, AP_ETOOBIG for an answer over the response cap, and a transport error (AP_EUNAVAIL,
+ * AP_ETIMEOUT, AP_EIO) when it cannot be reached, each with a sentence naming the URL. *status (may
+ * be NULL) is the HTTP status or 0. Not recorded in the trajectory. */
+int llm_probe(llm *m, int timeout_s, long *status);
+
 /* One model call. On success fills *out (release with llm_reply_release()). Fails with
  * AP_ERATELIMIT when 429/529 outlasted the retries, AP_EHTTP for other error statuses,
  * AP_ETIMEOUT, AP_EUNAVAIL (cannot connect), AP_ETOOBIG (response over the cap), AP_EINVAL

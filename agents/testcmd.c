@@ -4,6 +4,7 @@
 #include "common/beneath.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -36,6 +37,7 @@ static const char looked_for[] =
 /* One detection run: the open checkout and, once decided, the answer. */
 struct det {
 	int root;		       /* the checkout directory */
+	const char *dir;	       /* ... and its path */
 	ap_buf text;		       /* the file being looked at */
 	char cmd[TESTCMD_MAX_CMD + 1]; /* the command decided on */
 	char why[WHY_MAX];	       /* what decided it */
@@ -59,15 +61,16 @@ static bool decide(struct det *d, const char *cmd, const char *fmt, ...)
 /* ---- reading the untrusted checkout ---- */
 
 /* Read the regular file rel of the checkout into d->text, beneath the checkout and through no
- * symbolic link (common/beneath.h). 0, or a negative code when it is missing, a symbolic link
- * (or under one), not a regular file, larger than TESTCMD_FILE_CAP or unreadable. No message
- * is kept: to the detector each of these means "not there". */
+ * symbolic link in any component (fs_read_file_at with FS_READ_NOFOLLOW, common/beneath.h). 0,
+ * or a negative code when it is missing, a symbolic link (or under one), not a regular file,
+ * larger than TESTCMD_FILE_CAP (the buffer's cap) or unreadable. No message is kept: to the
+ * detector each of these means "not there". */
 static int read_small(struct det *d, const char *rel)
 {
 	int rc;
 
 	ap_buf_reset(&d->text);
-	rc = beneath_read(&d->text, d->root, rel, TESTCMD_FILE_CAP);
+	rc = fs_read_file_at(&d->text, d->dir, rel, FS_READ_NOFOLLOW);
 	if (rc) {
 		ap_buf_reset(&d->text);
 		ap_error_clear();
@@ -665,7 +668,7 @@ static bool from_py_files(struct det *d)
 
 int testcmd_detect(char **cmd, char **why, const char *repo_dir)
 {
-	struct det d = {.root = -1, .text = AP_BUF_INIT(TESTCMD_FILE_CAP)};
+	struct det d = {.root = -1, .dir = repo_dir, .text = AP_BUF_INIT(TESTCMD_FILE_CAP)};
 	bool found;
 
 	*cmd = NULL;

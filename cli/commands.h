@@ -8,11 +8,12 @@
 
 #include "common/config.h"
 
-int serve_main(int argc, char **argv, ap_config *cfg);	 /* cli/serve.c */
-int jobs_main(int argc, char **argv, ap_config *cfg);	 /* cli/jobs.c */
-int sandbox_main(int argc, char **argv, ap_config *cfg); /* cli/sandbox.c */
-int doctor_main(int argc, char **argv, ap_config *cfg);	 /* cli/doctor.c */
-int fix_main(int argc, char **argv, ap_config *cfg);	 /* cli/fix.c */
-int demo_main(int argc, char **argv, ap_config *cfg);	 /* cli/demo.c */
+int serve_main(int argc, char **argv, ap_config *cfg);	  /* cli/serve.c */
+int jobs_main(int argc, char **argv, ap_config *cfg);	  /* cli/jobs.c */
+int sandbox_main(int argc, char **argv, ap_config *cfg);  /* cli/sandbox.c */
+int doctor_main(int argc, char **argv, ap_config *cfg);	  /* cli/doctor.c */
+int fix_main(int argc, char **argv, ap_config *cfg);	  /* cli/fix.c */
+int demo_main(int argc, char **argv, ap_config *cfg);	  /* cli/demo.c */
+int settings_main(int argc, char **argv, ap_config *cfg); /* cli/settings.c */
 
 #endif

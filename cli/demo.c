@@ -11,6 +11,8 @@
 #include "cli/commands.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
+#include "common/httpc.h"
 #include "common/redact.h"
 
 #include <cjson/cJSON.h>
@@ -100,7 +102,7 @@ static bool exists(const char *dir, const char *rel)
 /* The source tree: AUTOPATCH_SOURCE_ROOT, the binary's ../ (build/autopatch), or the cwd. */
 static int find_root(struct demo *d, const ap_config *cfg)
 {
-	const char *env = cfg_get(cfg, "AUTOPATCH_SOURCE_ROOT");
+	const char *env = cfg_str(cfg, "AUTOPATCH_SOURCE_ROOT");
 	char buf[2048], *slash;
 	ssize_t n;
 
@@ -197,22 +199,6 @@ static int make_app_key(const struct demo *d)
 	return rc;
 }
 
-/* Read a whole small file into a buffer. */
-static int read_small(const char *path, ap_buf *b)
-{
-	char chunk[4096];
-	size_t n;
-	FILE *f = fopen(path, "r");
-	int rc = 0;
-
-	if (!f)
-		return ap_error_set(AP_EIO, "cannot read %s: %s", path, strerror(errno));
-	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = ap_buf_add(b, chunk, n);
-	fclose(f);
-	return rc;
-}
-
 /* The seed: a copy of examples/calc as demo/calc with ISSUE.md as issue #1. */
 static int write_seed(const struct demo *d, char **title, char **body)
 {
@@ -223,7 +209,7 @@ static int write_seed(const struct demo *d, char **title, char **body)
 	int rc;
 
 	snprintf(path, sizeof(path), "%s/examples/calc/ISSUE.md", d->root);
-	rc = read_small(path, &issue);
+	rc = fs_read_file(&issue, path, 0);
 	if (rc)
 		goto out;
 	nl = strchr(ap_buf_str(&issue), '\n');
@@ -331,15 +317,11 @@ static bool child_stop(struct child *c)
 	return false;
 }
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
-{
-	return ap_buf_add(ud, p, size * n) == 0 ? size * n : 0;
-}
-
 /* One HTTP request to 127.0.0.1; returns the status (0 when none) and the body in out. */
 static long http(const char *method, const char *url, struct curl_slist *hdrs, const char *body,
 		 ap_buf *out)
 {
+	httpc_body sink = HTTPC_BODY_INIT(out);
 	CURL *h = curl_easy_init();
 	long status = 0;
 
@@ -349,8 +331,7 @@ static long http(const char *method, const char *url, struct curl_slist *hdrs, c
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+	httpc_body_sink(h, &sink);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
@@ -587,6 +568,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	char model_py[PATH_MAX], script[PATH_MAX], model_port[16], url[160];
 	char e_port[32], e_api[96], e_key[PATH_MAX + 24], e_secret[96], e_db[PATH_MAX + 16];
 	char e_data[PATH_MAX + 24], e_base[96], e_owner[64], e_root[PATH_MAX + 32];
+	char e_admin[PATH_MAX + 40];
 	int rc;
 
 	snprintf(gh_port, sizeof(gh_port), "%d", d->gh_port);
@@ -643,9 +625,11 @@ static int start_children(struct demo *d, const ap_config *cfg)
 		       "AUTOPATCH_LLM_BASE_URL and AUTOPATCH_LLM_MODEL to use a real model\n",
 		       d->model_port);
 	} else {
+		const char *model = cfg_str(cfg, "AUTOPATCH_LLM_MODEL");
+		const char *base = cfg_str(cfg, "AUTOPATCH_LLM_BASE_URL");
+
 		printf("==> model: %s at %s (from AUTOPATCH_LLM_*)\n",
-		       cfg_get_or(cfg, "AUTOPATCH_LLM_MODEL", "(default model)"),
-		       cfg_get_or(cfg, "AUTOPATCH_LLM_BASE_URL", "(provider default URL)"));
+		       model ? model : "(default model)", base ? base : "(provider default URL)");
 	}
 	snprintf(e_port, sizeof(e_port), "PORT=%d", d->serve_port);
 	snprintf(e_api, sizeof(e_api), "GITHUB_API_URL=http://127.0.0.1:%d", d->gh_port);
@@ -656,12 +640,14 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	snprintf(e_base, sizeof(e_base), "AUTOPATCH_LLM_BASE_URL=http://127.0.0.1:%d/v1",
 		 d->model_port);
 	/* Boxes are labelled with the owner id: keep the caller's, so it can find them. */
-	if (cfg_get(cfg, "AUTOPATCH_OWNER_ID"))
+	if (cfg_is_set(cfg, "AUTOPATCH_OWNER_ID"))
 		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=%.40s",
-			 cfg_get(cfg, "AUTOPATCH_OWNER_ID"));
+			 cfg_str(cfg, "AUTOPATCH_OWNER_ID"));
 	else
 		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
 	snprintf(e_root, sizeof(e_root), "AUTOPATCH_SOURCE_ROOT=%s", d->root);
+	/* The status page on a unix socket in the demo's directory: no port to collide on. */
+	snprintf(e_admin, sizeof(e_admin), "AUTOPATCH_ADMIN_LISTEN=unix:%s/admin.sock", d->dir);
 	{
 		char *argv[] = {d->self, "serve", NULL};
 		char *fake[] = {e_port,
@@ -672,6 +658,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 				e_data,
 				e_owner,
 				e_root,
+				e_admin,
 				"APP_ID=1",
 				"AUTOPATCH_BIND=127.0.0.1",
 				"AUTOPATCH_WORKERS=1",
@@ -700,17 +687,8 @@ static int start_children(struct demo *d, const ap_config *cfg)
 		return rc;
 	printf("==> autopatch serve on 127.0.0.1:%d (pid %d, log: %s)\n", d->serve_port,
 	       (int)d->serve.pid, d->serve.log);
+	printf("==> status page: curl --unix-socket %s/admin.sock http://localhost/\n", d->dir);
 	return 0;
-}
-
-static void remove_tree(const char *dir)
-{
-	char *argv[] = {"/bin/rm", "-rf", "--", (char *)dir, NULL};
-	pid_t pid;
-	int status;
-
-	if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) == 0)
-		waitpid(pid, &status, 0);
 }
 
 int demo_main(int argc, char **argv, ap_config *cfg)
@@ -726,7 +704,7 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 		fprintf(stderr, "usage: autopatch demo\n");
 		return 2;
 	}
-	rc = cfg_get_int(cfg, "AUTOPATCH_DEMO_TIMEOUT", 600, 10, 86400, &d.timeout_s);
+	rc = cfg_int(cfg, "AUTOPATCH_DEMO_TIMEOUT", 10, 86400, &d.timeout_s);
 	if (rc) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		return 2;
@@ -740,7 +718,7 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 		return 2;
 	}
 	d.real_model =
-	    cfg_get(cfg, "AUTOPATCH_LLM_BASE_URL") || cfg_get(cfg, "AUTOPATCH_LLM_MODEL");
+	    cfg_is_set(cfg, "AUTOPATCH_LLM_BASE_URL") || cfg_is_set(cfg, "AUTOPATCH_LLM_MODEL");
 	/* Progress is meant to be watched, also through a pipe (`autopatch demo | tee`). */
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	{
@@ -764,8 +742,9 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 	d.model_port = free_port();
 	d.serve_port = free_port();
 	printf("==> autopatch demo in %s\n", d.dir);
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	rc = make_app_key(&d);
+	rc = httpc_global_init();
+	if (!rc)
+		rc = make_app_key(&d);
 	if (!rc)
 		rc = write_seed(&d, &title, &body);
 	if (!rc)
@@ -786,15 +765,14 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 			rc = AP_EIO;
 	}
 	if (rc == 0) {
-		remove_tree(d.dir);
+		fs_rm_rf(d.dir);
 		printf("==> done: the draft pull request exists and every process has stopped\n");
 	} else if (stop_signal && stopped) {
-		remove_tree(d.dir); /* the user asked to quit, not to debug */
+		fs_rm_rf(d.dir); /* the user asked to quit, not to debug */
 		printf("==> interrupted: every process the demo started has stopped\n");
 	} else {
 		printf("==> logs kept in %s\n", d.dir);
 	}
-	curl_global_cleanup();
 	free(title);
 	free(body);
 	if (stop_signal)

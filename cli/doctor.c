@@ -3,26 +3,27 @@
  * (configuration, private key, JWT accepted, installations, Docker, sandbox image, model),
  * each ✗ followed by the sentence that says how to fix it. Exit 0 only if every check passes.
  *
+ * Each check goes through the interface the server itself uses (the GitHub App client, the
+ * sandbox engine, the model client), so it reads the same settings with the same defaults.
  * Every network check has a short deadline so a broken setting is reported, not waited on. */
 #include "cli/commands.h"
 
-#include "github/api.h"
-#include "github/app.h"
+#include "agents/llm.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "github/api.h"
+#include "github/app.h"
 #include "github/jwt.h"
 #include "github/rest.h"
 #include "sandbox/sandbox.h"
 
-#include <curl/curl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK_TIMEOUT_MS 10000L
-#define DEFAULT_IMAGE	 "autopatch-sandbox:latest"
+#define CHECK_TIMEOUT_S 10
 
 struct report {
 	int failed;
@@ -75,8 +76,8 @@ static const char *last_error(void)
 
 static void check_config(struct report *r, ap_config *cfg)
 {
-	const char *id = cfg_get(cfg, "APP_ID");
-	const char *url = cfg_get_or(cfg, "GITHUB_API_URL", "https://api.github.com");
+	const char *id = cfg_str(cfg, "APP_ID");
+	const char *url = cfg_str(cfg, "GITHUB_API_URL");
 	ap_buf why = AP_BUF_INIT(4096);
 
 	if (!id)
@@ -87,11 +88,11 @@ static void check_config(struct report *r, ap_config *cfg)
 			    " APP_ID=%s is neither an App ID nor a client ID. Copy the App ID (a "
 			    "number) from the GitHub App's settings page.",
 			    id);
-	if (!cfg_get(cfg, "PRIVATE_KEY_PATH") && !cfg_get(cfg, "PRIVATE_KEY"))
+	if (!cfg_is_set(cfg, "PRIVATE_KEY_PATH") && !cfg_is_set(cfg, "PRIVATE_KEY"))
 		ap_buf_adds(&why, " No private key is configured. Set PRIVATE_KEY_PATH to the .pem "
 				  "file downloaded from the GitHub App's settings page (or "
 				  "PRIVATE_KEY to its contents).");
-	if (!cfg_get(cfg, "WEBHOOK_SECRET"))
+	if (!cfg_is_set(cfg, "WEBHOOK_SECRET"))
 		ap_buf_adds(&why, " WEBHOOK_SECRET is not set. Set it to the webhook secret "
 				  "entered on the GitHub App's settings page (generate one with: "
 				  "openssl rand -hex 32).");
@@ -111,7 +112,7 @@ static bool check_key(struct report *r, ap_config *cfg)
 {
 	gh_key *key = NULL;
 
-	if (!cfg_get(cfg, "PRIVATE_KEY_PATH") && !cfg_get(cfg, "PRIVATE_KEY")) {
+	if (!cfg_is_set(cfg, "PRIVATE_KEY_PATH") && !cfg_is_set(cfg, "PRIVATE_KEY")) {
 		fail(r, "private key",
 		     "not configured. Set PRIVATE_KEY_PATH to the App's .pem file.");
 		return false;
@@ -122,7 +123,8 @@ static bool check_key(struct report *r, ap_config *cfg)
 	}
 	gh_key_free(key);
 	pass(r, "private key", "RSA key loaded from %s",
-	     cfg_get(cfg, "PRIVATE_KEY_PATH") ? cfg_get(cfg, "PRIVATE_KEY_PATH") : "PRIVATE_KEY");
+	     cfg_is_set(cfg, "PRIVATE_KEY_PATH") ? cfg_str(cfg, "PRIVATE_KEY_PATH")
+						 : "PRIVATE_KEY");
 	return true;
 }
 
@@ -196,43 +198,11 @@ out:
 	gh_app_free(app);
 }
 
-static size_t discard(char *p, size_t size, size_t n, void *ud)
-{
-	(void)p;
-	(void)ud;
-	return size * n;
-}
-
-/* GET on the Docker socket; the HTTP status, or -1 with cerr filled. */
-static long docker_get(const char *sock, const char *path, char *cerr)
-{
-	char url[600];
-	long status = -1;
-	CURL *c = curl_easy_init();
-
-	if (!c)
-		return -1;
-	snprintf(url, sizeof(url), "http://localhost%s", path);
-	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, sock);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, CHECK_TIMEOUT_MS);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
-	return status;
-}
-
 static void check_docker(struct report *r, ap_config *cfg)
 {
-	const char *host = cfg_get_or(cfg, "DOCKER_HOST", "unix:///var/run/docker.sock");
-	const char *image = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_IMAGE", DEFAULT_IMAGE);
-	char cerr[CURL_ERROR_SIZE] = "", path[512];
 	sbx_engine *e = NULL;
-	char *esc;
-	long st;
+	const char *image;
+	int rc;
 
 	if (sbx_engine_new(&e, cfg)) {
 		fail(r, "Docker reachable",
@@ -242,108 +212,50 @@ static void check_docker(struct report *r, ap_config *cfg)
 		fail(r, "sandbox image present", "not checked. Fix the Docker line above first.");
 		return;
 	}
-	sbx_engine_free(e);
-	pass(r, "Docker reachable", "%s", host);
-	if (strncmp(host, "unix://", 7) != 0) {
-		fail(r, "sandbox image present",
-		     "DOCKER_HOST=%s is not a unix socket. Use unix:///var/run/docker.sock.", host);
-		return;
-	}
-	esc = curl_easy_escape(NULL, image, 0);
-	snprintf(path, sizeof(path), "/images/%s/json", esc ? esc : "");
-	curl_free(esc);
-	st = docker_get(host + 7, path, cerr);
-	if (st == 200)
+	pass(r, "Docker reachable", "%s", cfg_str(cfg, "DOCKER_HOST"));
+	image = sbx_engine_image(e);
+	rc = sbx_image_present(e, NULL);
+	if (!rc)
 		pass(r, "sandbox image present", "%s", image);
-	else if (st == 404)
+	else if (rc == AP_ENOTFOUND)
 		fail(r, "sandbox image present",
-		     "%s is not in Docker. Build it with: docker build -t %s deploy/sandbox "
-		     "(scripts/bootstrap.sh does this), or set AUTOPATCH_SANDBOX_IMAGE.",
-		     image, image);
+		     "%s is not in Docker. Build the sandbox image with "
+		     "deploy/sandbox-image/build.sh (scripts/bootstrap.sh runs it; it tags %s, the "
+		     "default), or set AUTOPATCH_SANDBOX_IMAGE to an image Docker has.",
+		     image, cfg_setting_find("AUTOPATCH_SANDBOX_IMAGE")->def);
 	else
 		fail(r, "sandbox image present",
 		     "asking Docker about %s failed (%s). Check that dockerd is healthy.", image,
-		     cerr[0] ? cerr : "unexpected answer");
+		     last_error());
+	sbx_engine_free(e);
 }
 
 static void check_model(struct report *r, ap_config *cfg)
 {
-	const char *provider = cfg_get_or(cfg, "AUTOPATCH_LLM_PROVIDER", "openai");
-	bool anthropic = strcmp(provider, "anthropic") == 0;
-	const char *base = cfg_get(cfg, "AUTOPATCH_LLM_BASE_URL");
-	const char *key = cfg_get(cfg, "AUTOPATCH_LLM_API_KEY");
-	struct curl_slist *h = NULL;
-	char cerr[CURL_ERROR_SIZE] = "";
-	ap_buf url = AP_BUF_INIT(2048), hdr = AP_BUF_INIT(4096);
-	long status = 0;
-	size_t n;
-	CURL *c;
+	llm *m = NULL;
+	int rc;
 
-	if (!anthropic && strcmp(provider, "openai") != 0) {
-		fail(r, "model endpoint reachable",
-		     "AUTOPATCH_LLM_PROVIDER=%s is unknown. Use openai (any OpenAI-compatible "
-		     "server) or anthropic.",
-		     provider);
+	if (llm_new(&m, cfg)) {
+		fail(r, "model endpoint reachable", "%s.", last_error());
 		return;
 	}
-	if (!key)
-		key = cfg_get(cfg, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
-	if (!base)
-		base = anthropic ? "https://api.anthropic.com" : "https://api.openai.com/v1";
-	n = strlen(base);
-	while (n && base[n - 1] == '/')
-		n--;
-	if (anthropic)
-		ap_buf_addf(&url, "%.*s%s/models", (int)n, base,
-			    n >= 3 && strncmp(base + n - 3, "/v1", 3) == 0 ? "" : "/v1");
-	else
-		ap_buf_addf(&url, "%.*s/models", (int)n, base);
-	if (key && anthropic) {
-		ap_buf_addf(&hdr, "x-api-key: %s", key);
-		h = curl_slist_append(h, ap_buf_str(&hdr));
-		h = curl_slist_append(h, "anthropic-version: 2023-06-01");
-	} else if (key) {
-		ap_buf_addf(&hdr, "Authorization: Bearer %s", key);
-		h = curl_slist_append(h, ap_buf_str(&hdr));
-	}
-	c = curl_easy_init();
-	if (!c) {
-		fail(r, "model endpoint reachable", "out of memory.");
-		goto out;
-	}
-	curl_easy_setopt(c, CURLOPT_URL, ap_buf_str(&url));
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, CHECK_TIMEOUT_MS);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "autopatch-doctor");
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
-	if (status >= 200 && status < 300)
-		pass(r, "model endpoint reachable", "%s (%s)", ap_buf_str(&url), provider);
-	else if (status == 401 || status == 403)
+	rc = llm_probe(m, CHECK_TIMEOUT_S, NULL);
+	if (!rc)
+		pass(r, "model endpoint reachable", "%s (%s)", llm_models_url(m), llm_describe(m));
+	else if (rc == AP_EDENIED)
 		fail(r, "model endpoint reachable",
-		     "%s refused the API key (HTTP %ld). Set AUTOPATCH_LLM_API_KEY (or %s) to a "
-		     "valid key for this endpoint.",
-		     ap_buf_str(&url), status, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
-	else if (status)
+		     "%s. Set AUTOPATCH_LLM_API_KEY (or the provider's OPENAI_API_KEY / "
+		     "ANTHROPIC_API_KEY) to a valid key for this endpoint.",
+		     last_error());
+	else if (rc == AP_EHTTP)
 		fail(r, "model endpoint reachable",
-		     "%s answered HTTP %ld. Check AUTOPATCH_LLM_BASE_URL (for OpenAI-compatible "
-		     "servers it usually ends in /v1) and AUTOPATCH_LLM_PROVIDER.",
-		     ap_buf_str(&url), status);
+		     "%s. Check AUTOPATCH_LLM_BASE_URL (for OpenAI-compatible servers it usually "
+		     "ends in /v1) and AUTOPATCH_LLM_PROVIDER.",
+		     last_error());
 	else
 		fail(r, "model endpoint reachable",
-		     "cannot reach %s (%s). Start the model server or fix AUTOPATCH_LLM_BASE_URL.",
-		     ap_buf_str(&url), cerr[0] ? cerr : "no answer");
-out:
-	curl_slist_free_all(h);
-	if (hdr.data)
-		memset(hdr.data, 0, hdr.len);
-	ap_buf_release(&hdr);
-	ap_buf_release(&url);
+		     "%s. Start the model server or fix AUTOPATCH_LLM_BASE_URL.", last_error());
+	llm_free(m);
 }
 
 int doctor_main(int argc, char **argv, ap_config *cfg)
@@ -356,17 +268,16 @@ int doctor_main(int argc, char **argv, ap_config *cfg)
 		return 2;
 	}
 	/* Diagnose quickly: one retry and a short deadline instead of the server's patience. */
-	if (!cfg_get(cfg, "AUTOPATCH_GH_DEADLINE_S"))
+	if (!cfg_is_set(cfg, "AUTOPATCH_GH_DEADLINE_S"))
 		cfg_set(cfg, "AUTOPATCH_GH_DEADLINE_S", "15");
-	if (!cfg_get(cfg, "AUTOPATCH_GH_RETRIES"))
+	if (!cfg_is_set(cfg, "AUTOPATCH_GH_RETRIES"))
 		cfg_set(cfg, "AUTOPATCH_GH_RETRIES", "1");
-	if (!cfg_get(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S"))
+	if (!cfg_is_set(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S"))
 		cfg_set(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", "5");
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 
 	check_config(&r, cfg);
 	key_ok = check_key(&r, cfg);
-	check_github(&r, cfg, key_ok && cfg_get(cfg, "APP_ID"));
+	check_github(&r, cfg, key_ok && cfg_is_set(cfg, "APP_ID"));
 	check_docker(&r, cfg);
 	check_model(&r, cfg);
 	fflush(stdout);

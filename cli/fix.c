@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "agents/fixer.h"
 #include "common/redact.h"
 #include "job/patch_policy.h"
@@ -52,23 +53,6 @@ static void usage(void)
 	    "usage: autopatch fix --repo DIR (--issue-file F | --issue TEXT) [--out patch.diff]\n"
 	    "                     [--test CMD] [--setup CMD] [--max-iterations N]\n"
 	    "                     [--trajectory FILE]\n");
-}
-
-static int read_file(const char *path, ap_buf *b)
-{
-	char chunk[4096];
-	size_t n;
-	FILE *f = fopen(path, "r");
-	int rc = 0;
-	if (!f)
-		return ap_error_set(AP_EIO, "cannot read %s", path);
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		if ((rc = ap_buf_add(b, chunk, n)) != 0) {
-			rc = ap_error_set(rc, "%s is larger than %u bytes", path, ISSUE_CAP);
-			break;
-		}
-	fclose(f);
-	return rc;
 }
 
 /* Split the issue text: the first non-empty line (without leading '#') is the title. */
@@ -207,7 +191,7 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 			repo_abs);
 		return 2;
 	}
-	rc = issue_file ? read_file(issue_file, &issue) : ap_buf_adds(&issue, issue_arg);
+	rc = issue_file ? fs_read_file(&issue, issue_file, 0) : ap_buf_adds(&issue, issue_arg);
 	if (rc || issue.len == 0) {
 		fprintf(stderr, "autopatch fix: %s\n", rc ? ap_error_last() : "the issue is empty");
 		goto out;

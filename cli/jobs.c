@@ -4,6 +4,7 @@
 #include "common/buf.h"
 #include "common/jsonnum.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/redact.h"
 #include "cli/commands.h"
 #include "server/queue.h"
@@ -84,10 +85,7 @@ static int print_trajectory(queue *q, int64_t id)
 {
 	char *path = NULL, *clean;
 	ap_buf b = AP_BUF_INIT(TRAJECTORY_MAX);
-	char chunk[65536];
-	size_t n;
-	FILE *f;
-	int ret = 1;
+	int rc, ret = 1;
 
 	if (q_state_get(q, id, "trajectory", &path)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
@@ -97,19 +95,14 @@ static int print_trajectory(queue *q, int64_t id)
 		fprintf(stderr, "autopatch: job %lld has no trajectory yet\n", (long long)id);
 		return 1;
 	}
-	f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "autopatch: cannot read the trajectory %s: %s\n", path,
-			strerror(errno));
+	rc = fs_read_file(&b, path, 0);
+	if (rc) {
+		if (rc == AP_ETOOBIG)
+			fprintf(stderr, "autopatch: trajectory %s is larger than 64 MiB\n", path);
+		else
+			fprintf(stderr, "autopatch: the trajectory: %s\n", ap_error_last());
 		goto out;
 	}
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		if (ap_buf_add(&b, chunk, n)) {
-			fprintf(stderr, "autopatch: trajectory %s is larger than 64 MiB\n", path);
-			fclose(f);
-			goto out;
-		}
-	fclose(f);
 	/* The agents code writes it redacted already; redact again, it costs nothing. */
 	clean = redact_mem(ap_buf_str(&b), b.len);
 	if (!clean)
@@ -166,7 +159,7 @@ static int jobs_parse(int argc, char **argv, struct jobs_opts *o)
 
 static int jobs_run(const ap_config *cfg, const struct jobs_opts *o)
 {
-	const char *db = cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db");
+	const char *db = cfg_str(cfg, "AUTOPATCH_DB");
 	cJSON *jobs = NULL;
 	queue *q = NULL;
 	char *text;

@@ -23,6 +23,7 @@ static const char usage[] =
     "                            run a command in a fresh hardened sandbox\n"
     "  doctor                    check configuration, GitHub, Docker and the model\n"
     "  demo                      the whole label -> pull request loop, locally\n"
+    "  settings [--json]         every setting with its default (no values)\n"
     "  --version, --help\n"
     "\n"
     "Settings come from ./.env and the environment; see .env.example.\n";
@@ -33,8 +34,9 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"serve", serve_main},   {"jobs", jobs_main}, {"sandbox", sandbox_main},
-    {"doctor", doctor_main}, {"fix", fix_main},	  {"demo", demo_main},
+    {"serve", serve_main},	 {"jobs", jobs_main}, {"sandbox", sandbox_main},
+    {"doctor", doctor_main},	 {"fix", fix_main},   {"demo", demo_main},
+    {"settings", settings_main},
 };
 
 int main(int argc, char **argv)
@@ -54,7 +56,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		if (strcmp(argv[1], commands[i].name) != 0)
 			continue;
-		if (cfg_load(&cfg, getenv("AUTOPATCH_ENV_FILE"))) {
+		if (cfg_load(&cfg, cfg_env("AUTOPATCH_ENV_FILE"))) {
 			fprintf(stderr, "autopatch: %s\n", ap_error_last());
 			return 2;
 		}
@@ -63,8 +65,8 @@ int main(int argc, char **argv)
 			cfg_free(cfg);
 			return 2;
 		}
-		level = cfg_get(cfg, "AUTOPATCH_LOG_LEVEL");
-		if (level && strcmp(level, "debug") == 0)
+		level = cfg_str(cfg, "AUTOPATCH_LOG_LEVEL");
+		if (strcmp(level, "debug") == 0)
 			ap_log_set_level(AP_LOG_DEBUG);
 		rc = commands[i].fn(argc - 1, argv + 1, cfg);
 		cfg_free(cfg);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* cli/serve.c - `autopatch serve`: read the settings, open the queue, start the writer,
- * the workers and the HTTP front end, then wait for SIGTERM/SIGINT and shut down in order
- * (stop accepting, commit what was accepted, let running jobs stop or re-queue them). */
+ * the workers and the HTTP front end (public and admin listeners), then wait for SIGTERM or
+ * SIGINT and shut down in order (stop accepting, commit what was accepted, let running jobs
+ * stop or re-queue them). */
 #include "job/pipeline.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -16,13 +17,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+/* File descriptors beyond the connections: database, Docker, git, logs, pipes. */
+#define SPARE_FDS 256
 
 /* Settings of `serve`, validated before anything starts. */
 struct serve_opts {
 	const char *secret, *secret_prev, *label, *path, *db, *bind;
-	bool status_public;
+	listen_spec public_at, admin_at;
 	int64_t port, workers, lease_s, max_attempts, retry_s, grace_s;
+	int64_t max_conn, per_ip, headers_s, body_s;
 };
 
 static int usage_error(const char *msg)
@@ -35,30 +41,81 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o)
 {
 	int rc;
 
-	o->secret = cfg_get(cfg, "WEBHOOK_SECRET");
+	o->secret = cfg_str(cfg, "WEBHOOK_SECRET");
 	if (!o->secret)
 		return ap_error_set(AP_EINVAL, "WEBHOOK_SECRET is not set: set it to your GitHub "
 					       "App's webhook secret (in .env or the environment)");
-	o->secret_prev = cfg_get(cfg, "WEBHOOK_SECRET_PREVIOUS");
-	o->label = cfg_get_or(cfg, "AUTOPATCH_LABEL", "autopatch");
-	o->path = cfg_get_or(cfg, "WEBHOOK_PATH", "/api/github/webhooks");
+	o->secret_prev = cfg_str(cfg, "WEBHOOK_SECRET_PREVIOUS");
+	o->label = cfg_str(cfg, "AUTOPATCH_LABEL");
+	o->path = cfg_str(cfg, "WEBHOOK_PATH");
 	if (o->path[0] != '/' || strlen(o->path) > 200 || strpbrk(o->path, " ?#"))
 		return ap_error_set(AP_EINVAL,
 				    "WEBHOOK_PATH=\"%.60s\" is not a URL path: use one "
 				    "that starts with / such as /api/github/webhooks",
 				    o->path);
-	o->db = cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db");
+	/* Removed: still setting it is a mistake to point out, not to ignore. */
+	if (cfg_is_set(cfg, "AUTOPATCH_STATUS_PUBLIC"))
+		return ap_error_set(
+		    AP_EINVAL, "AUTOPATCH_STATUS_PUBLIC is no longer supported: the status page "
+			       "and /metrics are served only on the admin listener now "
+			       "(AUTOPATCH_ADMIN_LISTEN, default 127.0.0.1:9464), never on the "
+			       "public port; remove it");
+	o->db = cfg_str(cfg, "AUTOPATCH_DB");
 	/* 0.0.0.0 by default: GitHub (or the reverse proxy) must reach the server. Set
 	 * AUTOPATCH_BIND=127.0.0.1 behind a local proxy or in tests. */
-	o->bind = cfg_get_or(cfg, "AUTOPATCH_BIND", "0.0.0.0");
-	if ((rc = cfg_get_int(cfg, "PORT", 3000, 1, 65535, &o->port)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_WORKERS", 2, 0, 64, &o->workers)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_LEASE_SECONDS", 60, 1, 86400, &o->lease_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 3, 1, 100, &o->max_attempts)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_RETRY_SECONDS", 30, 0, 86400, &o->retry_s)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_SHUTDOWN_GRACE_SECONDS", 8, 0, 3600, &o->grace_s)) ||
-	    (rc = cfg_get_bool(cfg, "AUTOPATCH_STATUS_PUBLIC", false, &o->status_public)))
+	o->bind = cfg_str(cfg, "AUTOPATCH_BIND");
+	if ((rc = cfg_int(cfg, "PORT", 1, 65535, &o->port)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_WORKERS", 0, 64, &o->workers)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_LEASE_SECONDS", 1, 86400, &o->lease_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 1, 100, &o->max_attempts)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_RETRY_SECONDS", 0, 86400, &o->retry_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_SHUTDOWN_GRACE_SECONDS", 0, 3600, &o->grace_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_CONNECTIONS", 2, 65536, &o->max_conn)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_CONNECTIONS_PER_IP", 0, 65536, &o->per_ip)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_HEADERS_DEADLINE_S", 1, 3600, &o->headers_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_BODY_DEADLINE_S", 1, 3600, &o->body_s)))
 		return rc;
+	/* Headroom: one address may never hold more than half of the connections. */
+	if (o->per_ip * 2 > o->max_conn)
+		return ap_error_set(
+		    AP_EINVAL,
+		    "AUTOPATCH_MAX_CONNECTIONS_PER_IP=%lld leaves no headroom under "
+		    "AUTOPATCH_MAX_CONNECTIONS=%lld: keep it at most half of that",
+		    (long long)o->per_ip, (long long)o->max_conn);
+	if ((rc = listen_tcp(&o->public_at, "AUTOPATCH_BIND", o->bind, (int)o->port)) ||
+	    (rc = listen_parse(&o->admin_at, "AUTOPATCH_ADMIN_LISTEN",
+			       cfg_str(cfg, "AUTOPATCH_ADMIN_LISTEN"))))
+		return rc;
+	if (o->admin_at.kind == LISTEN_UNIX &&
+	    (rc = listen_parse_mode(&o->admin_at.mode, "AUTOPATCH_ADMIN_SOCKET_MODE",
+				    cfg_str(cfg, "AUTOPATCH_ADMIN_SOCKET_MODE"))))
+		return rc;
+	return 0;
+}
+
+/* Every connection is a descriptor: raise the soft limit as far as the connection caps need,
+ * or say which limit to change. */
+static int ensure_fds(const struct serve_opts *o)
+{
+	rlim_t need = (rlim_t)o->max_conn + HTTP_ADMIN_CONNECTIONS + SPARE_FDS;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+		return 0;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+		return ap_error_set(AP_EINVAL,
+				    "AUTOPATCH_MAX_CONNECTIONS=%lld needs %llu open files but the "
+				    "limit is %llu: raise it (ulimit -n, LimitNOFILE=) or lower "
+				    "AUTOPATCH_MAX_CONNECTIONS",
+				    (long long)o->max_conn, (unsigned long long)need,
+				    (unsigned long long)rl.rlim_max);
+	rl.rlim_cur = need;
+	if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return ap_error_set(AP_EINVAL,
+				    "cannot raise the open-file limit to %llu for "
+				    "AUTOPATCH_MAX_CONNECTIONS=%lld: raise it (ulimit -n) or lower "
+				    "the setting",
+				    (unsigned long long)need, (long long)o->max_conn);
 	return 0;
 }
 
@@ -90,7 +147,7 @@ int serve_main(int argc, char **argv, ap_config *cfg)
 		return usage_error("serve takes no arguments; it is configured by .env and the "
 				   "environment");
 	(void)argv;
-	if (read_opts(cfg, &o))
+	if (read_opts(cfg, &o) || ensure_fds(&o))
 		return usage_error(ap_error_last());
 
 	/* Signals are taken by sigwait below; block them before any thread starts. */
@@ -134,15 +191,15 @@ int serve_main(int argc, char **argv, ap_config *cfg)
 		}
 	}
 	hc = (http_config){
-	    .bind = o.bind,
-	    .port = (int)o.port,
+	    .public_at = o.public_at,
+	    .admin_at = o.admin_at,
 	    .path = o.path,
 	    .wh = {{o.secret, o.secret_prev}, o.label},
 	    .db_path = o.db,
 	    .ing = ing,
 	    .pool = ctx.pool,
 	    .workers = (int)o.workers,
-	    .status_public = o.status_public,
+	    .lim = {(int)o.max_conn, (int)o.per_ip, (int)o.headers_s, (int)o.body_s},
 	};
 	if (http_start(&http, &hc)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
@@ -150,6 +207,14 @@ int serve_main(int argc, char **argv, ap_config *cfg)
 	}
 	ap_info("listening on %s port %lld, webhook path %s, %lld worker(s), database %s", o.bind,
 		(long long)o.port, o.path, (long long)o.workers, o.db);
+	if (o.admin_at.kind == LISTEN_OFF)
+		ap_info("admin listener off: no status page, no /metrics");
+	else
+		ap_info("admin listener (status page, /metrics) on %s", o.admin_at.text);
+	if (!listen_is_local(&o.admin_at) && o.admin_at.kind != LISTEN_OFF)
+		ap_warn("the admin listener %s is not a loopback address: whoever reaches it sees "
+			"repository names and job errors",
+			o.admin_at.text);
 
 	while (sigwait(&sigs, &sig) != 0)
 		;

@@ -10,14 +10,14 @@
  * RESOLVE_NO_MAGICLINKS. Where the kernel (or a seccomp filter) lacks openat2 it falls back
  * to a component-by-component walk: every directory opened with O_DIRECTORY | O_NOFOLLOW
  * relative to the one before, the last name with O_NOFOLLOW. Both refuse the same paths.
+ *
+ * To read a whole file of a checkout, call fs_read_file_at(..., FS_READ_NOFOLLOW)
+ * (common/fs.h), which opens it with beneath_open() and reads only a regular file, capped.
  */
 #ifndef AP_BENEATH_H
 #define AP_BENEATH_H
 
 #include <stdbool.h>
-#include <stddef.h>
-
-#include "common/buf.h"
 
 /* Open rel (plain names separated by '/': not absolute, no empty, "." or ".." component,
  * at most 4095 bytes) beneath the directory root_fd. flags are open(2) flags without O_CREAT,
@@ -29,13 +29,6 @@
  *   AP_EIO       any other failure (errno's text in the message).
  * Every failure records a sentence naming rel. root_fd is borrowed. Thread-safe. */
 int beneath_open(int *out, int root_fd, const char *rel, int flags);
-
-/* Append the regular file rel beneath root_fd (opened as by beneath_open()) to out. Errors as
- * beneath_open(), plus AP_EDENIED when rel is not a regular file (a FIFO, a device, a
- * directory) and AP_ETOOBIG when it holds more than max_bytes bytes or does not fit out's
- * cap; on any error out is left as it was. Non-blocking open: a FIFO never stalls the
- * caller. Thread-safe. */
-int beneath_read(ap_buf *out, int root_fd, const char *rel, size_t max_bytes);
 
 /* Tests only: true makes every call use the component walk, as on a kernel without openat2.
  * Process-wide. */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* common/config.c - `.env` + environment settings (see config.h). */
+/* common/config.c - the settings table, and `.env` + environment settings (see config.h). */
 #include "common/config.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/redact.h"
 
 #include <ctype.h>
@@ -30,7 +31,186 @@ static ssize_t find(const ap_config *c, const char *name)
 	return -1;
 }
 
-int cfg_set(ap_config *c, const char *name, const char *value)
+/* --- the table ------------------------------------------------------------------------- */
+
+/* Every setting autopatch reads, in .env.example order: {name, kind, default, flags, doc}. A
+ * default is written the way a user would write it in .env; NULL means none, or one computed
+ * by the module that owns the setting (the doc line says how). */
+static const cfg_setting settings[] = {
+    /* The GitHub App */
+    {"APP_ID", CFG_STR, NULL, 0, "the GitHub App's ID (a number) or client ID (Iv...)"},
+    {"PRIVATE_KEY_PATH", CFG_STR, NULL, CFG_SECRET_FILE,
+     "path to the App's private key (.pem); or set PRIVATE_KEY"},
+    {"PRIVATE_KEY", CFG_STR, NULL, CFG_SECRET,
+     "the App's private key itself (PEM, \\n for newlines) instead of PRIVATE_KEY_PATH"},
+    {"WEBHOOK_SECRET", CFG_STR, NULL, CFG_SECRET, "the webhook secret given to GitHub"},
+    {"WEBHOOK_SECRET_PREVIOUS", CFG_STR, NULL, CFG_SECRET,
+     "the previous webhook secret, still accepted while rotating"},
+    {"GITHUB_API_URL", CFG_STR, "https://api.github.com", 0,
+     "GitHub's REST API (GitHub Enterprise Server: https://HOST/api/v3)"},
+    /* The HTTP server */
+    {"PORT", CFG_INT, "3000", 0, "TCP port of the webhook server"},
+    {"WEBHOOK_PATH", CFG_STR, "/api/github/webhooks", 0, "path GitHub posts webhooks to"},
+    {"AUTOPATCH_BIND", CFG_STR, "0.0.0.0", 0, "numeric listen address of the server"},
+    {"AUTOPATCH_ADMIN_LISTEN", CFG_STR, "127.0.0.1:9464", 0,
+     "the admin listener (status page, /metrics): ADDRESS:PORT, unix:PATH or off"},
+    {"AUTOPATCH_ADMIN_SOCKET_MODE", CFG_STR, "0600", 0,
+     "mode of the admin listener's unix socket file: 0600 or 0660"},
+    {"AUTOPATCH_STATUS_PUBLIC", CFG_STR, NULL, 0,
+     "removed (setting it stops start-up): the status page is on AUTOPATCH_ADMIN_LISTEN"},
+    {"AUTOPATCH_MAX_CONNECTIONS", CFG_INT, "512", 0,
+     "connections the public listener holds at once, all clients together"},
+    {"AUTOPATCH_MAX_CONNECTIONS_PER_IP", CFG_INT, "32", 0,
+     "connections from one client address (0: no limit); at most half the total"},
+    {"AUTOPATCH_HEADERS_DEADLINE_S", CFG_INT, "10", 0,
+     "a request's line and headers must arrive within this (s), else it is closed"},
+    {"AUTOPATCH_BODY_DEADLINE_S", CFG_INT, "30", 0,
+     "a request's body must arrive within this (s) after its headers"},
+    /* Jobs */
+    {"AUTOPATCH_DB", CFG_STR, "./autopatch.db", 0, "SQLite database of the job queue"},
+    {"AUTOPATCH_DATA_DIR", CFG_STR, "./autopatch-data", 0,
+     "trajectories, the clone cache and per-box repository copies"},
+    {"AUTOPATCH_WORKERS", CFG_INT, "2", 0, "worker threads (0: accept and queue only)"},
+    {"AUTOPATCH_LABEL", CFG_STR, "autopatch", 0,
+     "the issue label that starts a job (removing it cancels)"},
+    {"AUTOPATCH_MAX_ATTEMPTS", CFG_INT, "3", 0,
+     "attempts of a job that fails for a passing reason"},
+    {"AUTOPATCH_COMMENT_INTERVAL_MS", CFG_INT, "2000", 0,
+     "least time between edits of the progress comment"},
+    {"AUTOPATCH_LEASE_SECONDS", CFG_INT, "60", 0,
+     "a job whose server died is re-queued after this lease ends"},
+    {"AUTOPATCH_RETRY_SECONDS", CFG_INT, "30", 0,
+     "first delay before a transient failure is retried (doubling)"},
+    {"AUTOPATCH_SHUTDOWN_GRACE_SECONDS", CFG_INT, "8", 0,
+     "on SIGTERM, how long running jobs get to stop before they are re-queued"},
+    /* The sandbox */
+    {"DOCKER_HOST", CFG_STR, "unix:///var/run/docker.sock", 0,
+     "the Docker (or Podman) Engine API socket"},
+    {"AUTOPATCH_SANDBOX_IMAGE", CFG_STR, "autopatch-sandbox:latest", 0,
+     "image of the sandbox boxes (deploy/sandbox-image/build.sh)"},
+    {"AUTOPATCH_SANDBOX_RUNTIME", CFG_STR, "runc", 0,
+     "OCI runtime of the boxes: runc, or runsc (gVisor)"},
+    {"AUTOPATCH_SANDBOX_MEMORY", CFG_BYTES, "2g", 0, "memory (and memory+swap) of a box"},
+    {"AUTOPATCH_SANDBOX_CPUS", CFG_STR, "2", 0, "CPUs of a box (a decimal: 0.5)"},
+    {"AUTOPATCH_SANDBOX_PIDS", CFG_INT, "512", 0, "process limit of a box"},
+    {"AUTOPATCH_SANDBOX_TMP_SIZE", CFG_BYTES, "256m", 0, "tmpfs size of /tmp in a box"},
+    {"AUTOPATCH_SANDBOX_WORKSPACE_SIZE", CFG_BYTES, "1g", 0,
+     "tmpfs size of /tmp/workspace in a box"},
+    {"AUTOPATCH_SANDBOX_VOLUME_SIZE", CFG_BYTES, "64m", 0,
+     "tmpfs size of each VOLUME the box's image declares"},
+    {"AUTOPATCH_SANDBOX_NOFILE", CFG_INT, "4096", 0, "open files per process in a box"},
+    {"AUTOPATCH_SANDBOX_FSIZE", CFG_BYTES, "1g", 0, "largest file a box may write"},
+    {"AUTOPATCH_SANDBOX_WALL_SECONDS", CFG_INT, "3600", 0,
+     "life of a box; the host kills it after this"},
+    {"AUTOPATCH_SANDBOX_OUTPUT_CAP", CFG_BYTES, "1m", 0,
+     "output kept per stream of a command (head and tail)"},
+    {"AUTOPATCH_SANDBOX_POOL", CFG_INT, "1", 0, "boxes created ahead of time (warm pool)"},
+    {"AUTOPATCH_OWNER_ID", CFG_STR, NULL, 0,
+     "scopes the clean-up of crash leftovers; default: a hash of host name + AUTOPATCH_DB"},
+    {"AUTOPATCH_EGRESS_PROXY_BIN", CFG_STR, NULL, 0,
+     "the egress proxy program; default: autopatch-egress-proxy next to the binary"},
+    {"AUTOPATCH_EGRESS_IMAGE", CFG_STR, NULL, 0,
+     "image the egress proxy runs in; default: AUTOPATCH_SANDBOX_IMAGE"},
+    {"AUTOPATCH_EGRESS_NETWORK", CFG_STR, "bridge", 0,
+     "outer network the egress proxy reaches the internet on"},
+    {"AUTOPATCH_EGRESS_ALLOW_NETS", CFG_STR, NULL, 0,
+     "private networks (CIDRs, comma-separated) an allowed host may resolve to"},
+    /* GitHub client */
+    {"AUTOPATCH_GH_RETRIES", CFG_INT, "5", 0, "retries of a GitHub call on 5xx/network errors"},
+    {"AUTOPATCH_GH_BACKOFF_MS", CFG_INT, "1000", 0, "first backoff of those retries"},
+    {"AUTOPATCH_GH_DEADLINE_S", CFG_INT, "120", 0,
+     "deadline of one GitHub call including retries and waits"},
+    {"AUTOPATCH_GH_SECONDARY_WAIT_S", CFG_INT, "60", 0,
+     "wait after a secondary rate limit without retry-after (doubling)"},
+    {"AUTOPATCH_RATELIMIT_MAX_WAIT_S", CFG_INT, "3900", 0,
+     "a job blocked by a rate limit longer than this is re-queued"},
+    {"AUTOPATCH_GH_WRITE_SPACING_MS", CFG_INT, "1000", 0,
+     "spacing of the serialized writes to one installation"},
+    {"AUTOPATCH_GH_MAX_RESPONSE", CFG_BYTES, "16m", 0, "largest GitHub API response read"},
+    {"AUTOPATCH_GH_TOKEN_MARGIN_S", CFG_INT, "600", 0,
+     "installation tokens are renewed this long before they expire"},
+    {"AUTOPATCH_GIT_NAME", CFG_STR, "autopatch[bot]", 0, "commit author name of the pushes"},
+    {"AUTOPATCH_GIT_EMAIL", CFG_STR, "autopatch[bot]@users.noreply.github.com", 0,
+     "commit author email of the pushes"},
+    {"AUTOPATCH_ALLOW_WORKFLOW_CHANGES", CFG_BOOL, "false", 0,
+     "allow patches that touch .github/workflows/"},
+    {"AUTOPATCH_MAX_DIFF_BYTES", CFG_BYTES, "4m", 0, "largest patch applied on the host"},
+    /* The model */
+    {"AUTOPATCH_LLM_PROVIDER", CFG_STR, "openai", 0,
+     "openai (any OpenAI-compatible server) or anthropic"},
+    {"AUTOPATCH_LLM_BASE_URL", CFG_STR, NULL, 0,
+     "model server; default: https://api.openai.com/v1 or https://api.anthropic.com"},
+    {"AUTOPATCH_LLM_MODEL", CFG_STR, NULL, 0,
+     "model name; default: gpt-4o or claude-sonnet-4-20250514 (by provider)"},
+    {"AUTOPATCH_LLM_API_KEY", CFG_STR, NULL, CFG_SECRET,
+     "the model API key; default: OPENAI_API_KEY or ANTHROPIC_API_KEY (by provider)"},
+    {"OPENAI_API_KEY", CFG_STR, NULL, CFG_SECRET,
+     "the openai provider's key when AUTOPATCH_LLM_API_KEY is unset"},
+    {"ANTHROPIC_API_KEY", CFG_STR, NULL, CFG_SECRET,
+     "the anthropic provider's key when AUTOPATCH_LLM_API_KEY is unset"},
+    {"AUTOPATCH_LLM_TIMEOUT", CFG_INT, "120", 0, "deadline of one model request (s)"},
+    {"AUTOPATCH_LLM_RETRIES", CFG_INT, "4", 0, "retries of a model request on 429/5xx/529"},
+    {"AUTOPATCH_LLM_MAX_OUTPUT_TOKENS", CFG_INT, "4096", 0, "token cap of one model reply"},
+    /* Budgets per job */
+    {"AUTOPATCH_MAX_MODEL_CALLS", CFG_INT, "60", 0, "model calls per job"},
+    {"AUTOPATCH_MAX_TOKENS", CFG_INT, "1000000", 0, "tokens per job (input + output)"},
+    {"AUTOPATCH_MAX_WALL_SECONDS", CFG_INT, "1800", 0, "wall time per job"},
+    {"AUTOPATCH_REPEAT_LIMIT", CFG_INT, "3", 0,
+     "the same tool call this often without progress gets a nudge, then a stop"},
+    {"AUTOPATCH_MAX_DIFF_LINES", CFG_INT, "500", 0, "the Tester refuses larger patches"},
+    /* Logging */
+    {"AUTOPATCH_LOG_LEVEL", CFG_STR, "info", 0,
+     "debug adds debug lines; any other value logs info and up"},
+    /* Only for `autopatch demo` and the process environment */
+    {"AUTOPATCH_SOURCE_ROOT", CFG_STR, NULL, 0,
+     "the autopatch checkout `demo` runs from; default: found from the binary or cwd"},
+    {"AUTOPATCH_DEMO_TIMEOUT", CFG_INT, "600", 0, "how long `demo` waits for the pull request"},
+    {"AUTOPATCH_ENV_FILE", CFG_STR, NULL, CFG_ENV_ONLY,
+     "settings file read instead of ./.env (which may be missing)"},
+    {"GITHUB_TOKEN", CFG_STR, NULL, CFG_SECRET,
+     "not used; redacted from every log when present in the environment"},
+    {"GH_TOKEN", CFG_STR, NULL, CFG_SECRET,
+     "not used; redacted from every log when present in the environment"},
+};
+
+const cfg_setting *cfg_settings(size_t *n)
+{
+	*n = sizeof(settings) / sizeof(settings[0]);
+	return settings;
+}
+
+const cfg_setting *cfg_setting_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
+		if (strcmp(settings[i].name, name) == 0)
+			return &settings[i];
+	return NULL;
+}
+
+/* A programmer error (a name missing from the table, the wrong accessor for its kind, a
+ * default the caller's range refuses): say which and stop, in every build type. */
+static _Noreturn void bug(const char *name, const char *what)
+{
+	fprintf(stderr, "autopatch: BUG: setting %s %s\n", name, what);
+	abort();
+}
+
+/* The row of name, which must be in the table and (unless any is true) of kind. */
+static const cfg_setting *setting_of(const char *name, enum cfg_kind kind, bool any)
+{
+	const cfg_setting *s = cfg_setting_find(name);
+
+	if (!s)
+		bug(name, "is not in the table of common/config.c: add it there");
+	if (!any && s->kind != kind)
+		bug(name, "is read with the accessor of another kind (see its table row)");
+	return s;
+}
+
+/* --- the store ------------------------------------------------------------------------- */
+
+/* Set or replace any name (cfg_load stores the whole environment). */
+static int store_set(ap_config *c, const char *name, const char *value)
 {
 	ssize_t i = find(c, name);
 	char *v = strdup(value), *nm = NULL;
@@ -59,6 +239,12 @@ int cfg_set(ap_config *c, const char *name, const char *value)
 	c->values[c->n] = v;
 	c->n++;
 	return 0;
+}
+
+int cfg_set(ap_config *c, const char *name, const char *value)
+{
+	setting_of(name, CFG_STR, true);
+	return store_set(c, name, value);
 }
 
 int cfg_new_empty(ap_config **out)
@@ -103,27 +289,29 @@ static char *unquote(char *v)
 
 static int parse_env_file(ap_config *c, const char *path, bool required)
 {
-	FILE *f = fopen(path, "r");
-	char line[16384];
-	int lineno = 0, rc = 0;
-	size_t total = 0;
+	ap_buf text = AP_BUF_INIT(ENV_FILE_CAP);
+	char why[1024], *line, *next;
+	int lineno = 0, rc;
 
-	if (!f) {
-		if (!required && errno == ENOENT)
-			return 0;
-		return ap_error_set(AP_EINVAL, "cannot read %s (%s): fix its permissions or path",
-				    path, strerror(errno));
+	rc = fs_read_file(&text, path, 0);
+	if (rc == AP_ENOTFOUND && !required) {
+		ap_error_clear();
+		return 0;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	if (rc == AP_ETOOBIG) {
+		rc =
+		    ap_error_set(AP_EINVAL, "%s is larger than 1 MiB: is it the right file?", path);
+	} else if (rc == AP_ENOTFOUND || rc == AP_EIO) {
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		rc = ap_error_set(AP_EINVAL, "%s: fix its permissions or path", why);
+	}
+	for (line = text.data; !rc && line; line = next) {
 		char *p = line, *eq, *name;
 
+		next = memchr(line, '\n', text.len - (size_t)(line - text.data));
+		if (next)
+			*next++ = '\0';
 		lineno++;
-		total += strlen(line);
-		if (total > ENV_FILE_CAP) {
-			rc = ap_error_set(AP_EINVAL,
-					  "%s is larger than 1 MiB: is it the right file?", path);
-			break;
-		}
 		line[strcspn(line, "\r\n")] = '\0';
 		while (isspace((unsigned char)*p))
 			p++;
@@ -142,11 +330,11 @@ static int parse_env_file(ap_config *c, const char *path, bool required)
 		name = p;
 		for (char *e = eq - 1; e > name && isspace((unsigned char)*e); e--)
 			*e = '\0';
-		rc = cfg_set(c, name, unquote(eq + 1));
+		rc = store_set(c, name, unquote(eq + 1));
 		if (rc)
 			break;
 	}
-	fclose(f);
+	ap_buf_release(&text);
 	return rc;
 }
 
@@ -173,7 +361,7 @@ int cfg_load(ap_config **out, const char *env_file)
 			rc = AP_ENOMEM;
 			goto fail;
 		}
-		rc = cfg_set(c, name, eq + 1);
+		rc = store_set(c, name, eq + 1);
 		free(name);
 		if (rc)
 			goto fail;
@@ -185,30 +373,46 @@ fail:
 	return rc;
 }
 
-const char *cfg_get(const ap_config *c, const char *name)
+/* --- accessors ------------------------------------------------------------------------- */
+
+/* The stored value, or NULL when unset or empty. */
+static const char *raw(const ap_config *c, const char *name)
 {
 	ssize_t i = find(c, name);
 
 	return i >= 0 && c->values[i][0] ? c->values[i] : NULL;
 }
 
-const char *cfg_get_or(const ap_config *c, const char *name, const char *def)
+bool cfg_is_set(const ap_config *c, const char *name)
 {
-	const char *v = cfg_get(c, name);
-
-	return v ? v : def;
+	setting_of(name, CFG_STR, true);
+	return raw(c, name) != NULL;
 }
 
-int cfg_get_int(const ap_config *c, const char *name, int64_t def, int64_t min, int64_t max,
-		int64_t *out)
+const char *cfg_str(const ap_config *c, const char *name)
 {
-	const char *v = cfg_get(c, name);
+	const cfg_setting *s = setting_of(name, CFG_STR, true);
+	const char *v = raw(c, name);
+
+	return v ? v : s->def;
+}
+
+const char *cfg_env(const char *name)
+{
+	const cfg_setting *s = setting_of(name, CFG_STR, true);
+	const char *v;
+
+	if (!(s->flags & CFG_ENV_ONLY))
+		bug(name, "is not CFG_ENV_ONLY: read it from the loaded config");
+	v = getenv(name);
+	return v ? v : s->def;
+}
+
+static int parse_int(const char *name, const char *v, int64_t min, int64_t max, int64_t *out)
+{
 	char *end;
 	long long n;
 
-	*out = def;
-	if (!v)
-		return 0;
 	errno = 0;
 	n = strtoll(v, &end, 10);
 	if (errno || end == v || *end)
@@ -221,16 +425,11 @@ int cfg_get_int(const ap_config *c, const char *name, int64_t def, int64_t min, 
 	return 0;
 }
 
-int cfg_get_bytes(const ap_config *c, const char *name, int64_t def, int64_t min, int64_t max,
-		  int64_t *out)
+static int parse_bytes(const char *name, const char *v, int64_t min, int64_t max, int64_t *out)
 {
-	const char *v = cfg_get(c, name);
 	char *end;
 	long long n, mult = 1;
 
-	*out = def;
-	if (!v)
-		return 0;
 	errno = 0;
 	n = strtoll(v, &end, 10);
 	if (*end && !end[1] && strchr("kKmMgG", *end))
@@ -251,14 +450,10 @@ int cfg_get_bytes(const ap_config *c, const char *name, int64_t def, int64_t min
 	return 0;
 }
 
-int cfg_get_bool(const ap_config *c, const char *name, bool def, bool *out)
+static int parse_bool(const char *name, const char *v, bool *out)
 {
-	const char *v = cfg_get(c, name);
 	static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
 
-	*out = def;
-	if (!v)
-		return 0;
 	for (int i = 0; i < 4; i++) {
 		if (strcasecmp(v, yes[i]) == 0) {
 			*out = true;
@@ -272,38 +467,61 @@ int cfg_get_bool(const ap_config *c, const char *name, bool def, bool *out)
 	return ap_error_set(AP_EINVAL, "%s=\"%s\" is not a boolean: use true or false", name, v);
 }
 
+int cfg_int(const ap_config *c, const char *name, int64_t min, int64_t max, int64_t *out)
+{
+	const cfg_setting *s = setting_of(name, CFG_INT, false);
+	const char *v = raw(c, name);
+
+	if (!s->def || parse_int(name, s->def, min, max, out))
+		bug(name, "has no default in the table that fits the caller's range");
+	return v ? parse_int(name, v, min, max, out) : 0;
+}
+
+int cfg_bytes(const ap_config *c, const char *name, int64_t min, int64_t max, int64_t *out)
+{
+	const cfg_setting *s = setting_of(name, CFG_BYTES, false);
+	const char *v = raw(c, name);
+
+	if (!s->def || parse_bytes(name, s->def, min, max, out))
+		bug(name, "has no default in the table that fits the caller's range");
+	return v ? parse_bytes(name, v, min, max, out) : 0;
+}
+
+int cfg_bool(const ap_config *c, const char *name, bool *out)
+{
+	const cfg_setting *s = setting_of(name, CFG_BOOL, false);
+	const char *v = raw(c, name);
+
+	if (!s->def || parse_bool(name, s->def, out))
+		bug(name, "has no boolean default in the table");
+	return v ? parse_bool(name, v, out) : 0;
+}
+
 static int register_file(const char *path)
 {
 	ap_buf b = AP_BUF_INIT(1024 * 1024);
-	FILE *f = fopen(path, "r");
-	char chunk[4096];
-	size_t n;
-	int rc = 0;
+	int rc = fs_read_file(&b, path, 0);
 
-	if (!f)
-		return 0; /* doctor and the App client report unreadable keys */
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		if ((rc = ap_buf_add(&b, chunk, n)))
-			break;
-	fclose(f);
-	if (!rc)
+	if (rc == AP_ENOTFOUND || rc == AP_EIO) {
+		ap_error_clear();
+		rc = 0; /* doctor and the App client report unreadable keys */
+	} else if (!rc) {
 		rc = redact_add_secret(ap_buf_str(&b));
+	}
 	ap_buf_release(&b);
 	return rc;
 }
 
 int cfg_register_secrets(const ap_config *c)
 {
-	static const char *names[] = {
-	    "WEBHOOK_SECRET", "WEBHOOK_SECRET_PREVIOUS", "PRIVATE_KEY",	 "AUTOPATCH_LLM_API_KEY",
-	    "OPENAI_API_KEY", "ANTHROPIC_API_KEY",	 "GITHUB_TOKEN", "GH_TOKEN",
-	};
 	int rc = 0;
 
-	for (size_t i = 0; !rc && i < sizeof(names) / sizeof(names[0]); i++)
-		rc = redact_add_secret(cfg_get(c, names[i]));
-	if (!rc && cfg_get(c, "PRIVATE_KEY_PATH"))
-		rc = register_file(cfg_get(c, "PRIVATE_KEY_PATH"));
+	for (size_t i = 0; !rc && i < sizeof(settings) / sizeof(settings[0]); i++)
+		if (settings[i].flags & CFG_SECRET)
+			rc = redact_add_secret(raw(c, settings[i].name));
+	for (size_t i = 0; !rc && i < sizeof(settings) / sizeof(settings[0]); i++)
+		if ((settings[i].flags & CFG_SECRET_FILE) && raw(c, settings[i].name))
+			rc = register_file(raw(c, settings[i].name));
 	return rc;
 }
 

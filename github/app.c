@@ -43,8 +43,8 @@ static void creds_set_server_time(void *ud, int64_t server_now);
 
 int gh_app_new(gh_app **out, const ap_config *cfg)
 {
-	const char *id = cfg_get(cfg, "APP_ID");
-	const char *url = cfg_get_or(cfg, "GITHUB_API_URL", "https://api.github.com");
+	const char *id = cfg_str(cfg, "APP_ID");
+	const char *url = cfg_str(cfg, "GITHUB_API_URL");
 	gh_app *a;
 	size_t n;
 	int rc;
@@ -62,7 +62,7 @@ int gh_app_new(gh_app **out, const ap_config *cfg)
 	a->cfg = cfg;
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_mutex_init(&a->mint_lock, NULL);
-	rc = cfg_get_int(cfg, "AUTOPATCH_GH_TOKEN_MARGIN_S", 600, 0, 3000, &a->margin_s);
+	rc = cfg_int(cfg, "AUTOPATCH_GH_TOKEN_MARGIN_S", 0, 3000, &a->margin_s);
 	if (rc)
 		goto err_free;
 	rc = gh_key_load(&a->key, cfg);

@@ -5,6 +5,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "common/redact.h"
 #include "github/patch.h"
@@ -63,16 +64,14 @@ int gh_git_new(gh_git **out, const ap_config *cfg)
 		git_libgit2_shutdown();
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	}
-	rc = cfg_get_bool(cfg, "AUTOPATCH_ALLOW_WORKFLOW_CHANGES", false, &g->allow_workflows);
+	rc = cfg_bool(cfg, "AUTOPATCH_ALLOW_WORKFLOW_CHANGES", &g->allow_workflows);
 	if (!rc)
-		rc = cfg_get_bytes(cfg, "AUTOPATCH_MAX_DIFF_BYTES", 4 << 20, 1024, 1 << 30,
-				   &g->max_diff);
+		rc = cfg_bytes(cfg, "AUTOPATCH_MAX_DIFF_BYTES", 1024, 1 << 30, &g->max_diff);
 	if (rc)
 		goto err_free;
-	g->data_dir = strdup(cfg_get_or(cfg, "AUTOPATCH_DATA_DIR", "./autopatch-data"));
-	g->name = strdup(cfg_get_or(cfg, "AUTOPATCH_GIT_NAME", "autopatch[bot]"));
-	g->email = strdup(
-	    cfg_get_or(cfg, "AUTOPATCH_GIT_EMAIL", "autopatch[bot]@users.noreply.github.com"));
+	g->data_dir = strdup(cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
+	g->name = strdup(cfg_str(cfg, "AUTOPATCH_GIT_NAME"));
+	g->email = strdup(cfg_str(cfg, "AUTOPATCH_GIT_EMAIL"));
 	if (!g->data_dir || !g->name || !g->email) {
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 		goto err_free;
@@ -167,27 +166,6 @@ static int cache_path(gh_git *g, const char *url, ap_buf *out)
 			   name);
 }
 
-static int mkdirs(const char *path)
-{
-	char tmp[PATH_CAP];
-	size_t n = strlen(path);
-
-	if (n >= sizeof(tmp))
-		return ap_error_set(AP_EINVAL, "path too long");
-	memcpy(tmp, path, n + 1);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0700) && errno != EEXIST)
-			return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
-		*p = '/';
-	}
-	if (mkdir(tmp, 0700) && errno != EEXIST)
-		return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
-	return 0;
-}
-
 /* The refspec that fetches `ref` (branch name or full ref) to `dst` in the local repo. */
 static int refspec_for(const char *ref, const char *dst_prefix, ap_buf *spec, ap_buf *local)
 {
@@ -254,7 +232,7 @@ static int update_cache(gh_git *g, const char *cache, const char *url, const cha
 	rc = ap_buf_addf(&lockpath, "%s.lock", cache);
 	if (rc)
 		goto out;
-	rc = mkdirs(cache);
+	rc = fs_mkdir_p(cache, 0700);
 	if (rc)
 		goto out;
 	fd = open(ap_buf_str(&lockpath), O_RDWR | O_CREAT | O_CLOEXEC, 0600);

@@ -4,6 +4,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 
 #include <openssl/bio.h>
 #include <openssl/evp.h>
@@ -97,34 +98,25 @@ static int decode_base64_pem(ap_buf *b, const char *v)
 	return rc;
 }
 
+/* fs_read_file() with the messages a person setting PRIVATE_KEY_PATH needs. */
 static int read_key_file(ap_buf *b, const char *path)
 {
-	char chunk[4096];
-	size_t n;
-	FILE *f;
-	int rc = 0;
+	int rc = fs_read_file(b, path, 0);
 
-	f = fopen(path, "rb");
-	if (!f)
-		return ap_error_set(AP_EINVAL,
-				    "PRIVATE_KEY_PATH %s cannot be read: point it at the .pem file "
-				    "downloaded from the GitHub App's settings page",
-				    path);
-	while (!rc && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		rc = ap_buf_add(b, chunk, n);
 	if (rc == AP_ETOOBIG)
 		rc = ap_error_set(AP_ETOOBIG, "PRIVATE_KEY_PATH %s is too large for a key", path);
-	else if (!rc && ferror(f))
-		rc = ap_error_set(AP_EIO, "reading PRIVATE_KEY_PATH %s failed", path);
-	OPENSSL_cleanse(chunk, sizeof(chunk));
-	fclose(f);
+	else if (rc == AP_ENOTFOUND || rc == AP_EIO)
+		rc = ap_error_set(AP_EINVAL,
+				  "PRIVATE_KEY_PATH %s cannot be read: point it at the .pem file "
+				  "downloaded from the GitHub App's settings page",
+				  path);
 	return rc;
 }
 
 int gh_key_load(gh_key **out, const ap_config *cfg)
 {
-	const char *path = cfg_get(cfg, "PRIVATE_KEY_PATH");
-	const char *inline_key = cfg_get(cfg, "PRIVATE_KEY");
+	const char *path = cfg_str(cfg, "PRIVATE_KEY_PATH");
+	const char *inline_key = cfg_str(cfg, "PRIVATE_KEY");
 	ap_buf pem = AP_BUF_INIT(KEY_FILE_CAP);
 	int rc;
 

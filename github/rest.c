@@ -5,6 +5,7 @@
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/httpc.h"
 #include "common/log.h"
 #include "common/redact.h"
 
@@ -18,7 +19,6 @@
 #include <time.h>
 
 #define USER_AGENT	  "autopatch/0.1 (+self-hosted GitHub App)"
-#define MAX_KEPT_HEADERS  16
 #define HEADER_VALUE_CAP  2048
 #define ERROR_BODY_CAP	  600
 #define NEW_TOKEN_GRACE_S 5
@@ -35,11 +35,8 @@ static const char *const kept_names[] = {
     "x-ratelimit-resource",
     "x-github-request-id",
 };
-
-struct kept {
-	const char *name; /* one of kept_names */
-	char *value;
-};
+_Static_assert(sizeof(kept_names) / sizeof(kept_names[0]) <= HTTPC_HEADERS_MAX,
+	       "httpc_headers keeps at most HTTPC_HEADERS_MAX names");
 
 struct gh_rest {
 	const ap_config *cfg;
@@ -55,11 +52,9 @@ struct gh_rest {
 	int64_t deadline_s;  /* per call, retries included */
 	int64_t max_resp;    /* response body cap */
 	long status;
-	struct kept hdrs[MAX_KEPT_HEADERS];
-	size_t n_hdrs;
+	httpc_headers hdrs; /* kept_names of the last response */
 	int64_t attempts;
 	unsigned rng;
-	bool too_big;	  /* the last body passed max_resp */
 	int64_t retry_at; /* Unix seconds; set when the last call ended with AP_ERATELIMIT */
 };
 
@@ -81,13 +76,6 @@ struct inst_state {
 
 static pthread_mutex_t states_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct inst_state *states;
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init_once(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 static int64_t now_ms(void)
 {
@@ -162,20 +150,17 @@ static int read_settings(gh_rest *r, const ap_config *cfg)
 {
 	int rc;
 
-	rc = cfg_get_int(cfg, "AUTOPATCH_GH_RETRIES", 5, 0, 20, &r->retries);
+	rc = cfg_int(cfg, "AUTOPATCH_GH_RETRIES", 0, 20, &r->retries);
 	if (!rc)
-		rc = cfg_get_int(cfg, "AUTOPATCH_GH_BACKOFF_MS", 1000, 1, 600000, &r->backoff_ms);
+		rc = cfg_int(cfg, "AUTOPATCH_GH_BACKOFF_MS", 1, 600000, &r->backoff_ms);
 	if (!rc)
-		rc =
-		    cfg_get_int(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", 60, 0, 3600, &r->secondary_s);
+		rc = cfg_int(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", 0, 3600, &r->secondary_s);
 	if (!rc)
-		rc = cfg_get_int(cfg, "AUTOPATCH_GH_WRITE_SPACING_MS", 1000, 0, 60000,
-				 &r->spacing_ms);
+		rc = cfg_int(cfg, "AUTOPATCH_GH_WRITE_SPACING_MS", 0, 60000, &r->spacing_ms);
 	if (!rc)
-		rc = cfg_get_int(cfg, "AUTOPATCH_GH_DEADLINE_S", 120, 1, 86400, &r->deadline_s);
+		rc = cfg_int(cfg, "AUTOPATCH_GH_DEADLINE_S", 1, 86400, &r->deadline_s);
 	if (!rc)
-		rc = cfg_get_bytes(cfg, "AUTOPATCH_GH_MAX_RESPONSE", 16 << 20, 4096, 1 << 30,
-				   &r->max_resp);
+		rc = cfg_bytes(cfg, "AUTOPATCH_GH_MAX_RESPONSE", 4096, 1 << 30, &r->max_resp);
 	return rc;
 }
 
@@ -186,13 +171,15 @@ static int rest_alloc(gh_rest **out, const ap_config *cfg, const char *base)
 	int rc;
 
 	*out = NULL;
-	pthread_once(&curl_once, curl_init_once);
-	if (curl_init_rc != CURLE_OK)
-		return ap_error_set(AP_EIO, "libcurl failed to initialise");
+	rc = httpc_global_init();
+	if (rc)
+		return rc;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	r->cfg = cfg;
+	httpc_headers_init(&r->hdrs, kept_names, sizeof(kept_names) / sizeof(kept_names[0]),
+			   HEADER_VALUE_CAP);
 	rc = read_settings(r, cfg);
 	if (rc)
 		goto err_free;
@@ -231,7 +218,7 @@ int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token)
 {
 	int rc;
 
-	rc = rest_alloc(out, cfg, cfg_get_or(cfg, "GITHUB_API_URL", "https://api.github.com"));
+	rc = rest_alloc(out, cfg, cfg_str(cfg, "GITHUB_API_URL"));
 	if (rc)
 		return rc;
 	(*out)->fixed_token = strdup(token);
@@ -243,18 +230,11 @@ int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token)
 	return 0;
 }
 
-static void clear_headers(gh_rest *r)
-{
-	for (size_t i = 0; i < r->n_hdrs; i++)
-		free(r->hdrs[i].value);
-	r->n_hdrs = 0;
-}
-
 void gh_rest_free(gh_rest *r)
 {
 	if (!r)
 		return;
-	clear_headers(r);
+	httpc_headers_clear(&r->hdrs);
 	curl_easy_cleanup(r->curl);
 	free(r->base);
 	if (r->fixed_token) {
@@ -276,66 +256,7 @@ int64_t gh_rest_attempts(const gh_rest *r)
 
 static const char *gh_rest_last_header(const gh_rest *r, const char *name)
 {
-	for (size_t i = 0; i < r->n_hdrs; i++)
-		if (strcasecmp(r->hdrs[i].name, name) == 0)
-			return r->hdrs[i].value;
-	return NULL;
-}
-
-static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
-{
-	gh_rest *r = ud;
-	size_t n = size * nmemb, nlen, vlen;
-	const char *colon, *v;
-
-	/* A new status line starts a new response (redirects, 100-continue). */
-	if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
-		clear_headers(r);
-		return n;
-	}
-	colon = memchr(p, ':', n);
-	if (!colon)
-		return n;
-	nlen = (size_t)(colon - p);
-	for (size_t i = 0; i < sizeof(kept_names) / sizeof(kept_names[0]); i++) {
-		if (strlen(kept_names[i]) != nlen || strncasecmp(kept_names[i], p, nlen) != 0)
-			continue;
-		if (r->n_hdrs >= MAX_KEPT_HEADERS)
-			break;
-		v = colon + 1;
-		vlen = n - nlen - 1;
-		while (vlen && (*v == ' ' || *v == '\t')) {
-			v++;
-			vlen--;
-		}
-		while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
-			vlen--;
-		if (vlen > HEADER_VALUE_CAP)
-			vlen = HEADER_VALUE_CAP;
-		r->hdrs[r->n_hdrs].name = kept_names[i];
-		r->hdrs[r->n_hdrs].value = strndup(v, vlen);
-		if (r->hdrs[r->n_hdrs].value)
-			r->n_hdrs++;
-		break;
-	}
-	return n;
-}
-
-struct body_sink {
-	gh_rest *r;
-	ap_buf *buf;
-};
-
-static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
-{
-	struct body_sink *s = ud;
-	size_t n = size * nmemb;
-
-	if (ap_buf_add(s->buf, p, n)) {
-		s->r->too_big = true;
-		return 0;
-	}
-	return n;
+	return httpc_header(&r->hdrs, name);
 }
 
 /* Append GitHub's `message` and `errors` (objects or strings) to e. */
@@ -532,7 +453,7 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 		   const char *auth, int64_t timeout_ms, ap_buf *resp)
 {
 	struct curl_slist *hl = NULL, *tmp;
-	struct body_sink sink = {r, resp};
+	httpc_body sink = HTTPC_BODY_INIT(resp);
 	static const char *const fixed[] = {
 	    "Accept: application/vnd.github+json",
 	    "X-GitHub-Api-Version: 2022-11-28",
@@ -557,8 +478,7 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 
 	curl_easy_reset(r->curl);
 	ap_buf_reset(resp);
-	clear_headers(r);
-	r->too_big = false;
+	httpc_headers_clear(&r->hdrs);
 	r->status = 0;
 	curl_easy_setopt(r->curl, CURLOPT_URL, url);
 	curl_easy_setopt(r->curl, CURLOPT_CUSTOMREQUEST, method);
@@ -573,10 +493,8 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 			 timeout_ms < 10000 ? timeout_ms : 10000);
 	curl_easy_setopt(r->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(r->curl, CURLOPT_ERRORBUFFER, cerr);
-	curl_easy_setopt(r->curl, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(r->curl, CURLOPT_HEADERDATA, r);
-	curl_easy_setopt(r->curl, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(r->curl, CURLOPT_WRITEDATA, &sink);
+	httpc_headers_sink(r->curl, &r->hdrs);
+	httpc_body_sink(r->curl, &sink);
 	curl_easy_setopt(r->curl, CURLOPT_ACCEPT_ENCODING, "");
 	if (payload) {
 		curl_easy_setopt(r->curl, CURLOPT_POSTFIELDS, payload);
@@ -588,9 +506,12 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 	r->attempts++;
 	cc = curl_easy_perform(r->curl);
 	curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &r->status);
-	if (r->too_big) {
+	if (sink.rc == AP_ETOOBIG) {
 		rc = ap_error_set(AP_ETOOBIG, "GitHub %s: the response passed %lld bytes", method,
 				  (long long)r->max_resp);
+	} else if (sink.rc) {
+		rc = sink.rc;
+		r->status = 0;
 	} else if (cc != CURLE_OK) {
 		red = redact_str(cerr[0] ? cerr : curl_easy_strerror(cc));
 		rc = ap_error_set(cc == CURLE_OPERATION_TIMEDOUT ? AP_ETIMEOUT : AP_EUNAVAIL,

@@ -203,16 +203,11 @@ int comment_new(job_comment **out, const ap_config *cfg, const gh_creds *creds, 
 
 void comment_free(job_comment *c)
 {
+	int64_t ignored;
+
 	if (!c)
 		return;
-	if (c->running) {
-		pthread_mutex_lock(&c->mu);
-		c->stop = true;
-		pthread_cond_signal(&c->cv);
-		pthread_mutex_unlock(&c->mu);
-		pthread_join(c->th, NULL);
-		c->running = false;
-	}
+	comment_finish(c, &ignored);
 	free(c->pending);
 	c->pending = NULL;
 	gh_rest_free(c->rest);
@@ -223,6 +218,22 @@ void comment_free(job_comment *c)
 		c->inited = false;
 	}
 	free(c);
+}
+
+void comment_finish(job_comment *c, int64_t *new_id)
+{
+	*new_id = 0;
+	if (!c || !c->running)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->stop = true;
+	pthread_cond_signal(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	pthread_join(c->th, NULL);
+	c->running = false;
+	if (c->id_new && c->comment_id > 0)
+		*new_id = c->comment_id;
+	c->id_new = false;
 }
 
 void comment_post(job_comment *c, char *body, int64_t *new_id)
@@ -250,20 +261,4 @@ void comment_hold(job_comment *c)
 	pthread_mutex_lock(&c->mu);
 	c->hold = true;
 	pthread_mutex_unlock(&c->mu);
-}
-
-void comment_finish(job_comment *c, int64_t *new_id)
-{
-	*new_id = 0;
-	if (!c || !c->running)
-		return;
-	pthread_mutex_lock(&c->mu);
-	c->stop = true;
-	pthread_cond_signal(&c->cv);
-	pthread_mutex_unlock(&c->mu);
-	pthread_join(c->th, NULL);
-	c->running = false;
-	if (c->id_new && c->comment_id > 0)
-		*new_id = c->comment_id;
-	c->id_new = false;
 }

@@ -15,7 +15,7 @@ int patch_policy_init(patch_policy *p, const ap_config *cfg, const repo_config *
 	memset(p, 0, sizeof(*p));
 	p->rc = rc;
 	p->base_dir = base_dir;
-	return cfg_get_bool(cfg, "AUTOPATCH_ALLOW_WORKFLOW_CHANGES", false, &p->allow_workflows);
+	return cfg_bool(cfg, "AUTOPATCH_ALLOW_WORKFLOW_CHANGES", &p->allow_workflows);
 }
 
 /* gh_patch_path_rule over the repository's globs. */

@@ -16,6 +16,7 @@
 #include "job/repo_config.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "github/api.h"
 #include "github/app.h"
 #include "github/git.h"
@@ -27,7 +28,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -107,21 +107,19 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 	if (!p)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	p->cfg = cfg;
-	p->data_dir = strdup(cfg_get_or(cfg, "AUTOPATCH_DATA_DIR", "./autopatch-data"));
+	p->data_dir = strdup(cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
 	if (!p->data_dir) {
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 		goto out_free;
 	}
-	rc = cfg_get_int(cfg, "AUTOPATCH_COMMENT_INTERVAL_MS", 2000, 0, 600000,
-			 &p->comment_interval_ms);
+	rc = cfg_int(cfg, "AUTOPATCH_COMMENT_INTERVAL_MS", 0, 600000, &p->comment_interval_ms);
 	if (rc)
 		goto out_free;
 	/* The same minimum wait as the REST client's secondary limit (see github/rest.h). */
-	rc = cfg_get_int(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", 60, 0, 3600, &p->ratelimit_wait_s);
+	rc = cfg_int(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", 0, 3600, &p->ratelimit_wait_s);
 	if (rc)
 		goto out_free;
-	rc = cfg_get_int(cfg, "AUTOPATCH_RATELIMIT_MAX_WAIT_S", 3900, 0, 86400,
-			 &p->ratelimit_max_wait_s);
+	rc = cfg_int(cfg, "AUTOPATCH_RATELIMIT_MAX_WAIT_S", 0, 86400, &p->ratelimit_max_wait_s);
 	if (rc)
 		goto out_free;
 	if (mkdir(p->data_dir, 0700) != 0 && errno != EEXIST) {
@@ -383,30 +381,27 @@ static int load_pull(struct run *r, struct work *w)
 	return w->branch && w->base_ref ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path) == 0 || errno == ENOENT ? 0 : -1;
-}
-
 /* An iteration checks out the PR branch, which autopatch itself wrote: its
  * .github/autopatch.yml (test, image, network, paths) could come from an earlier patch.
  * The rules a patch is proven by come from the default branch, which a person merged. */
 static int load_default_branch_config(struct run *r, struct work *w, const char *token)
 {
-	char dir[4096];
+	char dir[4096], kept[1024];
 	const char *ref = w->repo.default_branch ? w->repo.default_branch : "main";
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s/config-job-%" PRId64, r->p->data_dir, r->job->id);
-	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); /* a crashed earlier attempt's copy */
+	/* A crashed earlier attempt's copy; what cannot go, the checkout reports. */
+	if (fs_rm_rf(dir) != 0)
+		ap_error_clear();
 	rc = gh_git_checkout(r->p->git, w->repo.clone_url, token, ref, dir, NULL);
 	if (rc == 0)
 		rc = repo_config_load(&w->rc, dir);
-	if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
-		ap_warn("could not remove %s: %s", dir, strerror(errno));
+	snprintf(kept, sizeof(kept), "%s", ap_error_last());
+	if (fs_rm_rf(dir) != 0) {
+		ap_warn("config checkout: %s", ap_error_last());
+		ap_error_set(rc, "%s", kept); /* the caller reports the checkout or load error */
+	}
 	return rc;
 }
 

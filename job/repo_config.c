@@ -3,9 +3,9 @@
  * (configured, else agents/testcmd.h detects it), and the path globs the diff must respect
  * (see repo_config.h). */
 #include "job/repo_config.h"
-#include "common/beneath.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "agents/testcmd.h"
 
 #include <ctype.h>
@@ -466,16 +466,12 @@ int repo_config_load(repo_config **out, const char *repo_dir)
 {
 	ap_buf b = AP_BUF_INIT(REPO_CONFIG_MAX_BYTES);
 	repo_config *c = NULL;
-	int rc, root;
+	int rc;
 
 	*out = NULL;
-	root = open(repo_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		return ap_error_set(AP_EIO, "cannot open the checkout %s: %s", repo_dir,
-				    strerror(errno));
-	/* Beneath the checkout, through no symlink: `.github -> /etc` must not be read. */
-	rc = beneath_read(&b, root, REPO_CONFIG_PATH, REPO_CONFIG_MAX_BYTES);
-	close(root);
+	/* Beneath the checkout, through no symlink in any component (common/beneath.h): a
+	 * `.github -> /etc` in an untrusted checkout must not make the host read a host file. */
+	rc = fs_read_file_at(&b, repo_dir, REPO_CONFIG_PATH, FS_READ_NOFOLLOW);
 	if (rc == AP_ENOTFOUND) {
 		ap_error_clear();
 		rc = config_alloc(&c);

@@ -10,6 +10,7 @@
 #include "sandbox/docker_api.h"
 #include "sandbox/egress.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "sandbox/internal.h"
 #include "common/log.h"
 #include "common/redact.h"
@@ -17,7 +18,6 @@
 #include "sandbox/stream.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <poll.h>
@@ -107,13 +107,10 @@ int sbx__default_owner(const char *db_path, char *out, size_t outlen)
 
 static int parse_cpus(const ap_config *cfg, int64_t *out)
 {
-	const char *v = cfg_get(cfg, "AUTOPATCH_SANDBOX_CPUS");
+	const char *v = cfg_str(cfg, "AUTOPATCH_SANDBOX_CPUS");
 	char *end;
 	double d;
 
-	*out = SBX_DEF_NANO_CPUS;
-	if (!v)
-		return 0;
 	errno = 0;
 	d = strtod(v, &end);
 	if (errno || end == v || *end || !(d >= 0.01 && d <= 1024))
@@ -124,34 +121,13 @@ static int parse_cpus(const ap_config *cfg, int64_t *out)
 	return 0;
 }
 
-static int mkdir_p(const char *path)
-{
-	char tmp[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n >= sizeof(tmp))
-		return ap_error_set(AP_EINVAL, "path too long: %s", path);
-	memcpy(tmp, path, n + 1);
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0755) && errno != EEXIST)
-			return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
-		*p = '/';
-	}
-	if (mkdir(tmp, 0755) && errno != EEXIST)
-		return ap_error_set(AP_EIO, "mkdir %s: %s", tmp, strerror(errno));
-	return 0;
-}
-
 static int read_settings(sbx_engine *e, const ap_config *cfg)
 {
 	sbx_spec *d = &e->defaults;
-	const char *image = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_IMAGE", SBX_DEF_IMAGE);
-	const char *runtime = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_RUNTIME", SBX_DEF_RUNTIME);
-	const char *owner = cfg_get(cfg, "AUTOPATCH_OWNER_ID");
-	const char *data = cfg_get_or(cfg, "AUTOPATCH_DATA_DIR", "./autopatch-data");
+	const char *image = cfg_str(cfg, "AUTOPATCH_SANDBOX_IMAGE");
+	const char *runtime = cfg_str(cfg, "AUTOPATCH_SANDBOX_RUNTIME");
+	const char *owner = cfg_str(cfg, "AUTOPATCH_OWNER_ID");
+	const char *data = cfg_str(cfg, "AUTOPATCH_DATA_DIR");
 	char path[PATH_MAX], real[PATH_MAX];
 	int64_t v;
 	int rc;
@@ -173,8 +149,8 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 		    owner);
 	if (owner)
 		snprintf(e->owner, sizeof(e->owner), "%s", owner);
-	else if ((rc = sbx__default_owner(cfg_get_or(cfg, "AUTOPATCH_DB", "./autopatch.db"),
-					  e->owner, sizeof(e->owner))))
+	else if ((rc =
+		      sbx__default_owner(cfg_str(cfg, "AUTOPATCH_DB"), e->owner, sizeof(e->owner))))
 		return rc;
 	e->image = strdup(image);
 	e->runtime = strdup(runtime);
@@ -183,29 +159,26 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 	d->version = SBX_SPEC_VERSION;
 	d->image = e->image;
 	d->runtime = e->runtime;
-	if ((rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_MEMORY", SBX_DEF_MEMORY, 16LL << 20,
-				1LL << 40, &d->memory_bytes)) ||
+	if ((rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_MEMORY", 16LL << 20, 1LL << 40,
+			    &d->memory_bytes)) ||
 	    (rc = parse_cpus(cfg, &d->nano_cpus)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_PIDS", 16, 1 << 22, &d->pids)) ||
 	    (rc =
-		 cfg_get_int(cfg, "AUTOPATCH_SANDBOX_PIDS", SBX_DEF_PIDS, 16, 1 << 22, &d->pids)) ||
-	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_TMP_SIZE", SBX_DEF_TMP_BYTES, 1 << 20,
-				1LL << 40, &d->tmp_bytes)) ||
-	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_WORKSPACE_SIZE", SBX_DEF_WORKSPACE, 1 << 20,
-				1LL << 40, &d->workspace_bytes)) ||
-	    (rc = cfg_get_int(cfg, "AUTOPATCH_SANDBOX_NOFILE", SBX_DEF_NOFILE, 64, 1 << 20,
-			      &d->nofile)) ||
-	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_FSIZE", SBX_DEF_FSIZE, 1 << 20, 1LL << 40,
-				&d->fsize_bytes)))
+		 cfg_bytes(cfg, "AUTOPATCH_SANDBOX_TMP_SIZE", 1 << 20, 1LL << 40, &d->tmp_bytes)) ||
+	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_WORKSPACE_SIZE", 1 << 20, 1LL << 40,
+			    &d->workspace_bytes)) ||
+	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_VOLUME_SIZE", 1 << 20, 1LL << 40,
+			    &d->volume_bytes)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_NOFILE", 64, 1 << 20, &d->nofile)) ||
+	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_FSIZE", 1 << 20, 1LL << 40, &d->fsize_bytes)))
 		return rc;
-	if ((rc = cfg_get_int(cfg, "AUTOPATCH_SANDBOX_WALL_SECONDS", SBX_DEF_WALL_SECONDS, 5,
-			      7 * 24 * 3600, &v)))
+	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_WALL_SECONDS", 5, 7 * 24 * 3600, &v)))
 		return rc;
 	d->wall_seconds = (int)v;
-	if ((rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_OUTPUT_CAP", SBX_DEF_OUTPUT_CAP, 1024,
-				256LL << 20, &v)))
+	if ((rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_OUTPUT_CAP", 1024, 256LL << 20, &v)))
 		return rc;
 	e->output_cap = (size_t)v;
-	if ((rc = cfg_get_int(cfg, "AUTOPATCH_SANDBOX_POOL", SBX_DEF_POOL, 0, SBX_POOL_MAX, &v)))
+	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_POOL", 0, SBX_POOL_MAX, &v)))
 		return rc;
 	e->pool_size = (int)v;
 	d->network = SBX_NET_NONE;
@@ -243,6 +216,7 @@ void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out)
 	DEF(pids);
 	DEF(tmp_bytes);
 	DEF(workspace_bytes);
+	DEF(volume_bytes);
 	DEF(nofile);
 	DEF(fsize_bytes);
 	DEF(wall_seconds);
@@ -257,6 +231,20 @@ const char *sbx__owner(const sbx_engine *e)
 const char *sbx_owner_id(const sbx_engine *e)
 {
 	return e->owner;
+}
+
+const char *sbx_engine_image(const sbx_engine *e)
+{
+	return e->image;
+}
+
+int sbx_image_present(sbx_engine *e, const char *image)
+{
+	cJSON *info = NULL;
+	int rc = dk_image_inspect(e->dk, image ? image : e->image, SBX_PROBE_TIMEOUT_MS, &info);
+
+	cJSON_Delete(info);
+	return rc;
 }
 
 /* --- create ----------------------------------------------------------------------------- */
@@ -275,8 +263,8 @@ static cJSON *ulimit(const char *name, int64_t v)
 }
 
 int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
-		     const char *network_mode, const char *const *extra_env, bool podman,
-		     cJSON **out)
+		     const char *network_mode, const char *const *extra_env,
+		     const char *const *volumes, bool podman, cJSON **out)
 {
 	cJSON *b = cJSON_CreateObject(), *hc, *arr, *obj, *item;
 	char tmp[PATH_MAX + 16];
@@ -380,6 +368,15 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 		 (long long)s->workspace_bytes);
 	if (!cJSON_AddStringToObject(obj, "/tmp/workspace", tmp))
 		goto err_nomem;
+	/* The image's VOLUMEs: a tmpfs at the same path makes the daemon skip the anonymous
+	 * volume it would otherwise create on host disk, uncapped. */
+	snprintf(tmp, sizeof(tmp),
+		 podman ? "rw,nosuid,nodev,noexec,size=%lld,mode=0755,U"
+			: "rw,nosuid,nodev,noexec,size=%lld,mode=0755,uid=10001,gid=10001",
+		 (long long)s->volume_bytes);
+	for (const char *const *v = volumes; v && *v; v++)
+		if (!cJSON_AddStringToObject(obj, *v, tmp))
+			goto err_nomem;
 	obj = cJSON_AddObjectToObject(hc, "LogConfig");
 	if (!obj || !cJSON_AddStringToObject(obj, "Type", "none"))
 		goto err_nomem;
@@ -411,20 +408,190 @@ err_rc:
 	return rc;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* --- image volumes --------------------------------------------------------------------- */
+
+/* Is p the directory dir or below it? */
+static bool path_within(const char *p, const char *dir)
 {
-	(void)st;
-	(void)ftw;
-	if (flag == FTW_DP || flag == FTW_D)
-		rmdir(path);
-	else
-		unlink(path);
+	size_t n = strlen(dir);
+
+	return strncmp(p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/' || n == 1);
+}
+
+/* Clean an image VOLUME path the way the daemon does (no empty components, no trailing
+ * slash), refusing what autopatch does not mount. *why is a static reason on failure. */
+static int clean_volume(const char *in, char out[PATH_MAX], const char **why)
+{
+	size_t o = 0;
+
+	if (in[0] != '/') {
+		*why = "it is not an absolute path";
+		return AP_EDENIED;
+	}
+	for (const char *p = in; *p;) {
+		size_t n;
+
+		while (*p == '/')
+			p++;
+		n = strcspn(p, "/");
+		if (n == 0)
+			break;
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
+			*why = "it has a \".\" or \"..\" component";
+			return AP_EDENIED;
+		}
+		for (size_t i = 0; i < n; i++) {
+			if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+				    "._-@+=",
+				    p[i])) {
+				*why = "it has characters other than letters, digits and ._-@+=";
+				return AP_EDENIED;
+			}
+		}
+		if (o + 1 + n >= PATH_MAX) {
+			*why = "it is too long";
+			return AP_EDENIED;
+		}
+		out[o++] = '/';
+		memcpy(out + o, p, n);
+		o += n;
+		p += n;
+	}
+	if (o == 0)
+		out[o++] = '/';
+	out[o] = '\0';
 	return 0;
 }
 
-static void rm_tree(const char *path)
+/* A path from the image or the daemon, for a sentence: at most 200 bytes, every byte outside
+ * letters, digits and "/._-+=" shown as '?'. */
+static const char *shown_path(char out[208], const char *p)
 {
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	size_t i = 0;
+
+	for (; p[i] && i < 200; i++)
+		out[i] = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+				"/._-+=",
+				p[i])
+			     ? p[i]
+			     : '?';
+	out[i] = '\0';
+	return out;
+}
+
+/* Why a box cannot have a tmpfs at the cleaned path p, or NULL if it can. */
+static const char *volume_conflict(const char *p)
+{
+	static const char *const kernel[] = {"/proc", "/sys", "/dev"};
+
+	if (strcmp(p, "/") == 0)
+		return "a tmpfs at / would replace the box's whole read-only root filesystem";
+	for (size_t i = 0; i < sizeof(kernel) / sizeof(kernel[0]); i++)
+		if (path_within(p, kernel[i]))
+			return "it is inside a kernel or device filesystem of the box";
+	if (path_within(p, "/repo") || path_within("/repo", p))
+		return "it would cover or hide the read-only repository at /repo";
+	if (path_within(p, "/tmp/workspace") || path_within("/tmp/workspace", p))
+		return "it would cover or hide the workspace at /tmp/workspace";
+	return NULL;
+}
+
+void sbx__volumes_free(char **volumes)
+{
+	for (char **v = volumes; v && *v; v++)
+		free(*v);
+	free(volumes);
+}
+
+int sbx__image_volumes(const cJSON *image, const char *name, char ***out)
+{
+	const cJSON *vols = cJSON_GetObjectItemCaseSensitive(
+	    cJSON_GetObjectItemCaseSensitive(image, "Config"), "Volumes");
+	const cJSON *v;
+	char path[PATH_MAX], shown[208];
+	const char *why = NULL;
+	char **list = NULL;
+	size_t n = 0;
+	int rc;
+
+	*out = NULL;
+	if (!vols || cJSON_IsNull(vols))
+		return 0;
+	if (!cJSON_IsObject(vols))
+		return ap_error_set(AP_EDENIED,
+				    "the sandbox image %.200s has a Config.Volumes that is not an "
+				    "object; autopatch refuses it",
+				    name);
+	list = calloc(SBX_MAX_VOLUMES + 1, sizeof(*list));
+	if (!list)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	cJSON_ArrayForEach(v, vols)
+	{
+		bool dup = false;
+
+		rc = clean_volume(v->string, path, &why);
+		if (!rc && strcmp(path, "/tmp") == 0)
+			continue; /* the box's /tmp is a capped tmpfs already */
+		if (!rc)
+			why = volume_conflict(path);
+		if (rc || why) {
+			rc =
+			    ap_error_set(AP_EDENIED,
+					 "the sandbox image %.200s declares VOLUME %.200s, which a "
+					 "box cannot have: %s (rebuild the image without it)",
+					 name, shown_path(shown, v->string), why);
+			goto err_free;
+		}
+		for (size_t i = 0; i < n && !dup; i++)
+			dup = strcmp(list[i], path) == 0;
+		if (dup)
+			continue;
+		if (n == SBX_MAX_VOLUMES) {
+			rc = ap_error_set(AP_EDENIED,
+					  "the sandbox image %.200s declares more than %d VOLUMEs; "
+					  "autopatch covers at most %d",
+					  name, SBX_MAX_VOLUMES, SBX_MAX_VOLUMES);
+			goto err_free;
+		}
+		list[n] = strdup(path);
+		if (!list[n]) {
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto err_free;
+		}
+		n++;
+	}
+	if (n == 0) {
+		free(list);
+		return 0;
+	}
+	*out = list;
+	return 0;
+err_free:
+	sbx__volumes_free(list);
+	return rc;
+}
+
+int sbx__check_mounts(const cJSON *container, const char *name)
+{
+	const cJSON *m;
+	char shown_t[208], shown_d[208];
+
+	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(container, "Mounts"))
+	{
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "Type");
+		const cJSON *dest = cJSON_GetObjectItemCaseSensitive(m, "Destination");
+		const char *t = cJSON_IsString(type) ? type->valuestring : "?";
+		const char *d = cJSON_IsString(dest) ? dest->valuestring : "?";
+
+		if (strcmp(t, "tmpfs") == 0 || (strcmp(t, "bind") == 0 && strcmp(d, "/repo") == 0))
+			continue;
+		return ap_error_set(
+		    AP_EDENIED,
+		    "the Docker daemon mounted a %.40s at %s into a box of the "
+		    "image %.200s; only /repo and tmpfs mounts are allowed in a box",
+		    shown_path(shown_t, t), shown_path(shown_d, d), name);
+	}
+	return 0;
 }
 
 /* The per-box host dir: <data>/sandbox/<name>; the repo is its "repo" subdir. */
@@ -435,7 +602,7 @@ static int make_repo_dir(sbx_box *b)
 	if (snprintf(path, sizeof(path), "%s/%s/repo", b->e->data_dir, b->name) >=
 	    (int)sizeof(path))
 		return ap_error_set(AP_EINVAL, "data dir path too long");
-	if (mkdir_p(path))
+	if (fs_mkdir_p(path, 0755))
 		return AP_EIO;
 	chmod(path, 0755);
 	b->repo_dir = strdup(path);
@@ -445,14 +612,20 @@ static int make_repo_dir(sbx_box *b)
 	return 0;
 }
 
+/* Also called on error paths: a failure is logged and the caller's message kept. */
 static void remove_box_dir(const sbx_engine *e, const char *name)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], kept[1024];
 
 	if (!label_safe(name, 90))
 		return;
-	if (snprintf(path, sizeof(path), "%s/%s", e->data_dir, name) < (int)sizeof(path))
-		rm_tree(path);
+	if (snprintf(path, sizeof(path), "%s/%s", e->data_dir, name) >= (int)sizeof(path))
+		return;
+	snprintf(kept, sizeof(kept), "%s", ap_error_last());
+	if (fs_rm_rf(path) != 0) {
+		ap_warn("sandbox: %s", ap_error_last());
+		ap_error_set(0, "%s", kept);
+	}
 }
 
 static void box_free(sbx_box *b)
@@ -503,6 +676,47 @@ static void log_warnings(const char *name, const cJSON *resp)
 	}
 }
 
+/* What a box of image name needs: the image's id (the box is created from exactly the image
+ * inspected, even if the name is re-tagged meanwhile) and the VOLUME paths to cover. */
+static int image_plan(sbx_engine *e, const char *name, char id[80], char ***volumes)
+{
+	cJSON *img = NULL, *iid;
+	int rc;
+
+	*volumes = NULL;
+	rc = dk_image_inspect(e->dk, name, SBX_API_TIMEOUT, &img);
+	if (rc)
+		return rc;
+	iid = cJSON_GetObjectItemCaseSensitive(img, "Id");
+	if (!cJSON_IsString(iid) || strlen(iid->valuestring) >= 80 ||
+	    strspn(iid->valuestring, "0123456789abcdef:sha256") != strlen(iid->valuestring) ||
+	    !iid->valuestring[0]) {
+		rc = ap_error_set(AP_EIO, "docker image inspect %.200s: no image id in the answer",
+				  name);
+		goto out;
+	}
+	snprintf(id, 80, "%s", iid->valuestring);
+	rc = sbx__image_volumes(img, name, volumes);
+out:
+	cJSON_Delete(img);
+	return rc;
+}
+
+/* The created container has nothing mounted but /repo and tmpfs (no anonymous volume). */
+static int verify_mounts(sbx_engine *e, const sbx_box *b, const char *image)
+{
+	char path[160];
+	cJSON *info = NULL;
+	int rc;
+
+	snprintf(path, sizeof(path), "/containers/%s/json", b->id);
+	rc = dk_request(e->dk, "GET", path, NULL, SBX_API_TIMEOUT, NULL, &info);
+	if (!rc)
+		rc = sbx__check_mounts(info, image);
+	cJSON_Delete(info);
+	return rc;
+}
+
 /* Create and start a box from a resolved spec. job names the label; pool boxes sleep forever
  * (the pool destroys them), others live wall_seconds. */
 static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool pool, sbx_box **out)
@@ -510,7 +724,8 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	sbx_box *b;
 	sbx_spec s = *spec;
 	cJSON *body = NULL, *resp = NULL, *id;
-	char path[256], why[1024];
+	char path[256], why[1024], image_id[80];
+	char **volumes = NULL;
 	unsigned char rnd[6];
 	int rc;
 
@@ -519,6 +734,10 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	if (!b)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	b->e = e;
+	rc = image_plan(e, spec->image, image_id, &volumes);
+	if (rc)
+		goto err_free_box;
+	s.image = image_id;
 	snprintf(b->job, sizeof(b->job), "%s", s.job_label ? s.job_label : "");
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
 		rc = ap_error_set(AP_EIO, "getrandom: %s", strerror(errno));
@@ -549,7 +768,8 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	}
 	rc = sbx__create_body(&s, e->owner, pool ? 0 : s.wall_seconds,
 			      b->eg ? sbx_egress_network(b->eg) : "none",
-			      b->eg ? sbx_egress_env(b->eg) : NULL, dk_is_podman(e->dk), &body);
+			      b->eg ? sbx_egress_env(b->eg) : NULL, (const char *const *)volumes,
+			      dk_is_podman(e->dk), &body);
 	if (rc)
 		goto err_egress_down;
 	snprintf(path, sizeof(path), "/containers/create?name=%s", b->name);
@@ -563,6 +783,9 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	}
 	snprintf(b->id, sizeof(b->id), "%s", id->valuestring);
 	log_warnings(b->name, resp);
+	rc = verify_mounts(e, b, spec->image);
+	if (rc)
+		goto err_remove_container;
 	snprintf(path, sizeof(path), "/containers/%s/start", b->id);
 	rc = dk_request(e->dk, "POST", path, NULL, SBX_API_TIMEOUT, NULL, NULL);
 	if (rc)
@@ -570,6 +793,7 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	b->deadline_ms = dk_now_ms() + (long long)s.wall_seconds * 1000;
 	cJSON_Delete(body);
 	cJSON_Delete(resp);
+	sbx__volumes_free(volumes);
 	*out = b;
 	return 0;
 err_remove_container:
@@ -588,6 +812,7 @@ err_remove_dir:
 err_free_box:
 	cJSON_Delete(body);
 	cJSON_Delete(resp);
+	sbx__volumes_free(volumes);
 	box_free(b);
 	return rc;
 }
@@ -1317,7 +1542,7 @@ int sbx_engine_new(sbx_engine **out, const ap_config *cfg)
 	rc = read_settings(e, cfg);
 	if (rc)
 		goto err_free_engine;
-	rc = dk_client_new(&e->dk, cfg_get(cfg, "DOCKER_HOST"));
+	rc = dk_client_new(&e->dk, cfg_str(cfg, "DOCKER_HOST"));
 	if (rc)
 		goto err_free_engine;
 	*out = e;

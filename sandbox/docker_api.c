@@ -2,6 +2,8 @@
 /* sandbox/docker_api.c - Docker Engine API client over the unix socket (see docker_api.h). */
 #include "sandbox/docker_api.h"
 #include "common/err.h"
+#include "common/fs.h"
+#include "common/httpc.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -18,21 +20,12 @@
 
 #define DK_RESPONSE_CAP (8u << 20)
 #define DK_HEAD_CAP	(16u << 10)
-#define DK_DEFAULT_SOCK "/var/run/docker.sock"
 
 struct dk_client {
 	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* socket path */
 	char version[16];					/* "1.41" */
 	bool podman;						/* Podman's compat service */
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static int curl_init_rc;
-
-static void curl_init(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
 
 long long dk_now_ms(void)
 {
@@ -42,48 +35,10 @@ long long dk_now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* What one request collects: the body (capped) and the Api-Version header. */
-struct reply {
-	ap_buf body;
-	char api_version[16];
-	bool libpod; /* the answer carried Libpod-Api-Version: Podman's compat service */
+/* The answer headers dk_client_new() reads from /_ping. */
+static const char *const ping_headers[] = {
+    "Api-Version", "Libpod-Api-Version", /* only Podman's compat service sends it */
 };
-
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
-{
-	struct reply *r = ud;
-
-	if (ap_buf_add(&r->body, p, size * n))
-		return 0; /* abort the transfer: over the cap */
-	return size * n;
-}
-
-static size_t on_header(char *p, size_t size, size_t n, void *ud)
-{
-	struct reply *r = ud;
-	size_t len = size * n, vlen;
-	const char *name = "Api-Version:";
-	size_t nlen = strlen(name);
-
-	if (len > 19 && strncasecmp(p, "Libpod-Api-Version:", 19) == 0)
-		r->libpod = true;
-	if (len > nlen && strncasecmp(p, name, nlen) == 0) {
-		p += nlen;
-		len -= nlen;
-		while (len && (*p == ' ' || *p == '\t')) {
-			p++;
-			len--;
-		}
-		vlen = 0;
-		while (vlen < len && p[vlen] != '\r' && p[vlen] != '\n')
-			vlen++;
-		if (vlen < sizeof(r->api_version)) {
-			memcpy(r->api_version, p, vlen);
-			r->api_version[vlen] = '\0';
-		}
-	}
-	return size * n;
-}
 
 /* The daemon's {"message": ...} from an error body, or the raw text, or "". */
 static const char *error_message(const ap_buf *body, cJSON **parsed)
@@ -111,11 +66,13 @@ static int http_error(const char *method, const char *path, long status, const a
 	return rc;
 }
 
-/* One request with an explicit version prefix ("" for unversioned). */
+/* One request with an explicit version prefix ("" for unversioned). The answer body goes to
+ * resp (capped); answer, when not NULL, collects answer headers. */
 static int do_request(const dk_client *c, const char *prefix, const char *method, const char *path,
-		      const cJSON *body, long timeout_ms, long *status, cJSON **out,
-		      struct reply *r)
+		      const cJSON *body, long timeout_ms, long *status, cJSON **out, ap_buf *resp,
+		      httpc_headers *answer)
 {
+	httpc_body sink = HTTPC_BODY_INIT(resp);
 	CURL *h = NULL;
 	struct curl_slist *hdrs = NULL;
 	char *json = NULL;
@@ -128,9 +85,9 @@ static int do_request(const dk_client *c, const char *prefix, const char *method
 		*status = 0;
 	if (out)
 		*out = NULL;
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc)
-		return ap_error_set(AP_ENOMEM, "libcurl failed to initialise");
+	rc = httpc_global_init();
+	if (rc)
+		return rc;
 	if (snprintf(url, sizeof(url), "http://docker%s%s", prefix, path) >= (int)sizeof(url))
 		return ap_error_set(AP_EINVAL, "docker request path too long");
 	h = curl_easy_init();
@@ -142,10 +99,9 @@ static int do_request(const dk_client *c, const char *prefix, const char *method
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 120000L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+	httpc_body_sink(h, &sink);
+	if (answer)
+		httpc_headers_sink(h, answer);
 	if (strcmp(method, "HEAD") == 0)
 		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	if (body) {
@@ -166,9 +122,11 @@ static int do_request(const dk_client *c, const char *prefix, const char *method
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	if (status)
 		*status = code;
-	if (cc == CURLE_WRITE_ERROR && r->body.len + CURL_MAX_WRITE_SIZE > r->body.cap) {
-		rc = ap_error_set(AP_ETOOBIG, "docker %s %s: answer larger than %u bytes", method,
-				  path, DK_RESPONSE_CAP);
+	if (sink.rc) {
+		rc = sink.rc != AP_ETOOBIG
+			 ? sink.rc
+			 : ap_error_set(AP_ETOOBIG, "docker %s %s: answer larger than %zu bytes",
+					method, path, resp->cap);
 		goto out_free_handle;
 	}
 	if (cc == CURLE_OPERATION_TIMEDOUT) {
@@ -189,11 +147,11 @@ static int do_request(const dk_client *c, const char *prefix, const char *method
 		goto out_free_handle;
 	}
 	if (code < 200 || code > 299) {
-		rc = http_error(method, path, code, &r->body);
+		rc = http_error(method, path, code, resp);
 		goto out_free_handle;
 	}
-	if (out && r->body.len) {
-		*out = cJSON_ParseWithLength(r->body.data, r->body.len);
+	if (out && resp->len) {
+		*out = cJSON_ParseWithLength(resp->data, resp->len);
 		if (!*out)
 			rc = ap_error_set(AP_EIO, "docker %s %s: the answer is not JSON", method,
 					  path);
@@ -208,13 +166,41 @@ out_free_handle:
 int dk_request(dk_client *c, const char *method, const char *path, const cJSON *body,
 	       long timeout_ms, long *status, cJSON **out)
 {
-	struct reply r = {AP_BUF_INIT(DK_RESPONSE_CAP), "", false};
+	ap_buf resp = AP_BUF_INIT(DK_RESPONSE_CAP);
 	char prefix[24];
 	int rc;
 
 	snprintf(prefix, sizeof(prefix), "/v%s", c->version);
-	rc = do_request(c, prefix, method, path, body, timeout_ms, status, out, &r);
-	ap_buf_release(&r.body);
+	rc = do_request(c, prefix, method, path, body, timeout_ms, status, out, &resp, NULL);
+	ap_buf_release(&resp);
+	return rc;
+}
+
+int dk_image_inspect(dk_client *c, const char *name, long timeout_ms, cJSON **out)
+{
+	char path[300], why[1024];
+	size_t n = strlen(name);
+	int rc;
+
+	*out = NULL;
+	if (n == 0 || n > 255 || name[0] == '/' || name[0] == '-' ||
+	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:@") !=
+		n)
+		return ap_error_set(AP_EINVAL, "\"%.80s\" is not an image name", name);
+	snprintf(path, sizeof(path), "/images/%s/json", name);
+	rc = dk_request(c, "GET", path, NULL, timeout_ms, NULL, out);
+	if (rc == AP_ENOTFOUND) {
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		return ap_error_set(rc,
+				    "%s (the sandbox image must be on the Docker host: autopatch "
+				    "never pulls; pull or build %s first)",
+				    why, name);
+	}
+	if (rc == 0 && !cJSON_IsObject(*out)) {
+		cJSON_Delete(*out);
+		*out = NULL;
+		return ap_error_set(AP_EIO, "docker GET %s: not a JSON object", path);
+	}
 	return rc;
 }
 
@@ -231,21 +217,21 @@ static int parse_version(const char *v)
 
 int dk_client_new(dk_client **out, const char *docker_host)
 {
-	struct reply r = {AP_BUF_INIT(4096), "", false};
+	ap_buf resp = AP_BUF_INIT(4096);
+	httpc_headers hdrs;
 	dk_client *c;
-	const char *path = DK_DEFAULT_SOCK;
+	const char *path, *api;
 	char why[512];
 	int rc, v;
 
 	*out = NULL;
-	if (docker_host && *docker_host) {
-		if (strncmp(docker_host, "unix://", 7) != 0)
-			return ap_error_set(AP_EINVAL,
-					    "DOCKER_HOST=%s is not supported: use a unix socket "
-					    "(unix:///var/run/docker.sock)",
-					    docker_host);
-		path = docker_host + 7;
-	}
+	httpc_headers_init(&hdrs, ping_headers, sizeof(ping_headers) / sizeof(ping_headers[0]), 64);
+	if (strncmp(docker_host, "unix://", 7) != 0)
+		return ap_error_set(AP_EINVAL,
+				    "DOCKER_HOST=%s is not supported: use a unix socket "
+				    "(unix:///var/run/docker.sock)",
+				    docker_host);
+	path = docker_host + 7;
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return ap_error_set(AP_ENOMEM, "out of memory");
@@ -254,7 +240,7 @@ int dk_client_new(dk_client **out, const char *docker_host)
 		goto err_free_client;
 	}
 	strcpy(c->sock, path);
-	rc = do_request(c, "", "GET", "/_ping", NULL, 10000, NULL, NULL, &r);
+	rc = do_request(c, "", "GET", "/_ping", NULL, 10000, NULL, NULL, &resp, &hdrs);
 	if (rc) {
 		snprintf(why, sizeof(why), "%s", ap_error_last());
 		if (rc == AP_EHTTP || rc == AP_ENOTFOUND)
@@ -267,7 +253,8 @@ int dk_client_new(dk_client **out, const char *docker_host)
 					  c->sock, why);
 		goto err_free_client;
 	}
-	v = parse_version(r.api_version);
+	api = httpc_header(&hdrs, "Api-Version");
+	v = parse_version(api ? api : "");
 	if (v < 0) {
 		rc = ap_error_set(AP_EUNAVAIL,
 				  "the daemon at unix://%s did not say its API version in /_ping",
@@ -279,18 +266,20 @@ int dk_client_new(dk_client **out, const char *docker_host)
 		    AP_EUNAVAIL,
 		    "the Docker daemon at unix://%s speaks API %s; autopatch needs 1.41 "
 		    "or newer (Docker 20.10+, Podman 3+)",
-		    c->sock, r.api_version);
+		    c->sock, api);
 		goto err_free_client;
 	}
 	if (v > DK_API_MAX)
 		v = DK_API_MAX;
 	snprintf(c->version, sizeof(c->version), "%d.%d", v / 1000, v % 1000);
-	c->podman = r.libpod;
-	ap_buf_release(&r.body);
+	c->podman = httpc_header(&hdrs, "Libpod-Api-Version") != NULL;
+	ap_buf_release(&resp);
+	httpc_headers_clear(&hdrs);
 	*out = c;
 	return 0;
 err_free_client:
-	ap_buf_release(&r.body);
+	ap_buf_release(&resp);
+	httpc_headers_clear(&hdrs);
 	free(c);
 	return rc;
 }
@@ -320,7 +309,8 @@ char *dk_escape(const char *s)
 	CURL *h;
 	char *e, *copy;
 
-	pthread_once(&curl_once, curl_init);
+	if (httpc_global_init())
+		return NULL;
 	h = curl_easy_init();
 	if (!h)
 		return NULL;
@@ -491,26 +481,26 @@ int dk_labels_add(cJSON *labels, const char *owner, const char *job)
 /* Field 22 of /proc/PID/stat: start time in clock ticks since boot; 0 when unreadable. */
 static unsigned long long start_time(long pid)
 {
-	char path[64], buf[1024], *p;
+	ap_buf text = AP_BUF_INIT(4096);
+	char path[64];
+	const char *p;
 	unsigned long long t = 0;
-	FILE *f;
-	size_t n;
 	int field;
 
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+	if (fs_read_file(&text, path, 0) != 0) {
+		ap_error_clear();
+		goto out_release;
+	}
+	p = strrchr(ap_buf_str(&text), ')'); /* the command name may hold spaces and parentheses */
 	if (!p)
-		return 0;
+		goto out_release;
 	for (field = 2; *p && field < 22; p++)
 		if (*p == ' ')
 			field++;
 	sscanf(p, "%llu", &t);
+out_release:
+	ap_buf_release(&text);
 	return t;
 }
 

@@ -31,10 +31,9 @@ typedef struct dk_client dk_client;
 #define DK_LABEL_JOB	 "autopatch.job"
 #define DK_LABEL_CREATOR "autopatch.creator" /* "<pid>:<start time>" of the creating process */
 
-/* Connect to docker_host ("unix:///path"; NULL or "" means unix:///var/run/docker.sock) and
- * negotiate the API version. AP_EUNAVAIL with one sentence when the daemon is unreachable or
- * too old, AP_EINVAL for a DOCKER_HOST that is not a unix socket. *out is freed with
- * dk_client_free(). */
+/* Connect to docker_host ("unix:///path": cfg_str() of DOCKER_HOST, never NULL) and negotiate
+ * the API version. AP_EUNAVAIL with one sentence when the daemon is unreachable or too old,
+ * AP_EINVAL for a DOCKER_HOST that is not a unix socket. *out is freed with dk_client_free(). */
 int dk_client_new(dk_client **out, const char *docker_host);
 
 /* Accepts NULL. */
@@ -63,6 +62,13 @@ const char *dk_socket_path(const dk_client *c);
  */
 int dk_request(dk_client *c, const char *method, const char *path, const cJSON *body,
 	       long timeout_ms, long *status, cJSON **out);
+
+/* GET /images/{name}/json within timeout_ms (0: 120 s): the image's inspect answer (Id,
+ * Config.Volumes, ...) in *out (caller frees with cJSON_Delete). name must be an image
+ * reference (letters, digits and "._-/:@", at most 255 bytes): AP_EINVAL otherwise, before
+ * any request. AP_ENOTFOUND with a sentence saying autopatch never pulls when the daemon does
+ * not have it; else like dk_request. */
+int dk_image_inspect(dk_client *c, const char *name, long timeout_ms, cJSON **out);
 
 /* URL-encode s for a query string. Caller frees with free(); NULL on ENOMEM. */
 char *dk_escape(const char *s);

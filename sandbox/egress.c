@@ -17,6 +17,7 @@
 #include "common/buf.h"
 #include "sandbox/egress_policy.h"
 #include "common/err.h"
+#include "common/httpc.h"
 #include "common/log.h"
 
 #include <cjson/cJSON.h>
@@ -95,7 +96,7 @@ int sbx_egress_opts_load(sbx_egress_opts *opts, const ap_config *cfg)
 	int rc;
 
 	*opts = (sbx_egress_opts)SBX_EGRESS_OPTS_INIT;
-	v = cfg_get(cfg, "AUTOPATCH_EGRESS_PROXY_BIN");
+	v = cfg_str(cfg, "AUTOPATCH_EGRESS_PROXY_BIN");
 	if (v) {
 		if ((rc = copy_setting(opts->proxy_bin, sizeof(opts->proxy_bin),
 				       "AUTOPATCH_EGRESS_PROXY_BIN", v)))
@@ -103,16 +104,16 @@ int sbx_egress_opts_load(sbx_egress_opts *opts, const ap_config *cfg)
 	} else {
 		default_proxy_bin(opts->proxy_bin, sizeof(opts->proxy_bin));
 	}
-	v = cfg_get(cfg, "AUTOPATCH_EGRESS_IMAGE");
+	v = cfg_str(cfg, "AUTOPATCH_EGRESS_IMAGE");
 	if (!v)
-		v = cfg_get_or(cfg, "AUTOPATCH_SANDBOX_IMAGE", "autopatch-sandbox:latest");
+		v = cfg_str(cfg, "AUTOPATCH_SANDBOX_IMAGE");
 	if ((rc = copy_setting(opts->image, sizeof(opts->image), "AUTOPATCH_EGRESS_IMAGE", v)))
 		return rc;
-	v = cfg_get_or(cfg, "AUTOPATCH_EGRESS_NETWORK", "bridge");
+	v = cfg_str(cfg, "AUTOPATCH_EGRESS_NETWORK");
 	if ((rc = copy_setting(opts->outer_network, sizeof(opts->outer_network),
 			       "AUTOPATCH_EGRESS_NETWORK", v)))
 		return rc;
-	v = cfg_get(cfg, "AUTOPATCH_EGRESS_ALLOW_NETS");
+	v = cfg_str(cfg, "AUTOPATCH_EGRESS_ALLOW_NETS");
 	if (!v)
 		return 0;
 	if ((rc = copy_setting(list, sizeof(list), "AUTOPATCH_EGRESS_ALLOW_NETS", v)))
@@ -311,17 +312,6 @@ err:
 	return NULL;
 }
 
-struct fetch {
-	ap_buf *out;
-};
-
-static size_t on_log_bytes(char *p, size_t size, size_t n, void *ud)
-{
-	struct fetch *f = ud;
-
-	return ap_buf_add(f->out, p, size * n) == 0 ? size * n : 0;
-}
-
 /* Whole seconds of an RFC 3339 UTC timestamp, 0 when there is none: lines of that second
  * are fetched again and skipped by relay_line, earlier ones are not fetched at all. */
 static long long since_seconds(const char *ts)
@@ -340,7 +330,7 @@ static long long since_seconds(const char *ts)
 static int logs_fetch(sbx_egress *eg, ap_buf *raw)
 {
 	char url[512], err[CURL_ERROR_SIZE] = "";
-	struct fetch f = {raw};
+	httpc_body sink = HTTPC_BODY_INIT(raw);
 	CURL *h = curl_easy_init();
 	long status = 0;
 	CURLcode cc;
@@ -354,16 +344,14 @@ static int logs_fetch(sbx_egress *eg, ap_buf *raw)
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, EG_API_TIMEOUT);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_log_bytes);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &f);
+	httpc_body_sink(h, &sink);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, err);
 	cc = curl_easy_perform(h);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	curl_easy_cleanup(h);
 	if (cc != CURLE_OK)
-		return ap_error_set(cc == CURLE_WRITE_ERROR ? AP_ETOOBIG : AP_EUNAVAIL,
-				    "docker logs %s: %s", eg->proxy_name,
-				    err[0] ? err : curl_easy_strerror(cc));
+		return ap_error_set(sink.rc ? sink.rc : AP_EUNAVAIL, "docker logs %s: %s",
+				    eg->proxy_name, err[0] ? err : curl_easy_strerror(cc));
 	if (status != 200)
 		return ap_error_set(AP_EHTTP, "docker logs %s: HTTP %ld", eg->proxy_name, status);
 	return 0;

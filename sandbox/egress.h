@@ -41,7 +41,7 @@ typedef struct sbx_egress_opts {
 				   * default: autopatch-egress-proxy next to /proc/self/exe, or in
 				   * its sandbox/ subdirectory (the build tree) */
 	char image[256];	  /* AUTOPATCH_EGRESS_IMAGE: image the proxy runs in (needs glibc);
-				   * default AUTOPATCH_SANDBOX_IMAGE or autopatch-sandbox:latest */
+				   * default: AUTOPATCH_SANDBOX_IMAGE */
 	char outer_network[128];  /* AUTOPATCH_EGRESS_NETWORK: the network the proxy reaches the
 				   * mirror through; default "bridge" */
 	char allow_nets[SBX_EGRESS_MAX_NETS][64]; /* AUTOPATCH_EGRESS_ALLOW_NETS: comma-separated

@@ -481,3 +481,263 @@ int egp_parse_request_line(egp_target *out, const char *line, size_t len, const 
 		return parse_authority(out, auth, (size_t)(p - auth), 80, reason);
 	}
 }
+
+/* --- the server name of a TLS ClientHello ------------------------------------------------ */
+
+#define TLS_RECORD_HANDSHAKE	   22
+#define TLS_RECORD_MAX		   16384 /* largest TLSPlaintext fragment */
+#define TLS_HANDSHAKE_CLIENT_HELLO 1
+#define TLS_EXT_SERVER_NAME	   0x0000
+#define TLS_EXT_ECH		   0xfe0d /* encrypted_client_hello */
+#define TLS_EXT_ESNI		   0xffce /* encrypted_server_name (draft) */
+#define TLS_SNI_HOST_NAME	   0
+
+/* Reads the reassembled handshake message: have bytes arrived, pos of them read. Invariant:
+ * pos <= have, and pos <= every limit passed in. */
+struct hello_rd {
+	const uint8_t *p;
+	size_t have;
+	size_t pos;
+};
+
+/* Take n bytes that must end at or before limit (the end an enclosing length declared):
+ * MALFORMED when they would not, NEED_MORE when they have not arrived yet. */
+static enum egp_sni_status rd_take(struct hello_rd *r, size_t n, size_t limit, const uint8_t **out)
+{
+	if (n > limit - r->pos)
+		return EGP_SNI_MALFORMED;
+	if (n > r->have - r->pos)
+		return EGP_SNI_NEED_MORE;
+	*out = r->p + r->pos;
+	r->pos += n;
+	return EGP_SNI_OK;
+}
+
+/* A big-endian number of k (1..3) bytes. */
+static enum egp_sni_status rd_num(struct hello_rd *r, size_t k, size_t limit, size_t *v)
+{
+	const uint8_t *b;
+	enum egp_sni_status st = rd_take(r, k, limit, &b);
+
+	*v = 0;
+	for (size_t i = 0; st == EGP_SNI_OK && i < k; i++)
+		*v = *v << 8 | b[i];
+	return st;
+}
+
+/* A length of k bytes and the block it announces, which must fit below limit: *end. */
+static enum egp_sni_status rd_block(struct hello_rd *r, size_t k, size_t limit, size_t *end)
+{
+	size_t n;
+	enum egp_sni_status st = rd_num(r, k, limit, &n);
+
+	if (st != EGP_SNI_OK)
+		return st;
+	if (n > limit - r->pos)
+		return EGP_SNI_MALFORMED;
+	*end = r->pos + n;
+	return EGP_SNI_OK;
+}
+
+/* The server_name extension's body, [r->pos, end): a ServerNameList with exactly one
+ * host_name entry. */
+static enum egp_sni_status rd_server_name(struct hello_rd *r, size_t end, const uint8_t **name,
+					  size_t *name_len)
+{
+	size_t list_end, name_end, type;
+	enum egp_sni_status st;
+
+	*name = NULL;
+	if ((st = rd_block(r, 2, end, &list_end)) != EGP_SNI_OK)
+		return st;
+	if (list_end != end || r->pos == list_end)
+		return EGP_SNI_MALFORMED;
+	while (r->pos < list_end) {
+		const uint8_t *b;
+
+		if ((st = rd_num(r, 1, list_end, &type)) != EGP_SNI_OK)
+			return st;
+		if (type != TLS_SNI_HOST_NAME)
+			return EGP_SNI_MALFORMED;
+		if ((st = rd_block(r, 2, list_end, &name_end)) != EGP_SNI_OK)
+			return st;
+		*name_len = name_end - r->pos;
+		if ((st = rd_take(r, *name_len, name_end, &b)) != EGP_SNI_OK)
+			return st;
+		if (*name || *name_len == 0 || *name_len > EGP_HOST_MAX)
+			return EGP_SNI_MALFORMED; /* a second entry, or not a host name */
+		for (size_t i = 0; i < *name_len; i++)
+			if (b[i] <= 0x20 || b[i] >= 0x7f)
+				return EGP_SNI_MALFORMED;
+		*name = b;
+	}
+	return EGP_SNI_OK;
+}
+
+/* The ClientHello body after its 4-byte handshake header, up to limit. */
+static enum egp_sni_status rd_client_hello(struct hello_rd *r, size_t limit, const uint8_t **name,
+					   size_t *name_len)
+{
+	uint8_t seen[65536 / 8];
+	const uint8_t *b;
+	size_t end, ext_end, type;
+	bool ech = false;
+	enum egp_sni_status st;
+
+	*name = NULL;
+	if ((st = rd_take(r, 2, limit, &b)) != EGP_SNI_OK)
+		return st;
+	if (b[0] != 3)
+		return EGP_SNI_MALFORMED;		    /* legacy_version 3.x */
+	if ((st = rd_take(r, 32, limit, &b)) != EGP_SNI_OK) /* random */
+		return st;
+	if ((st = rd_block(r, 1, limit, &end)) != EGP_SNI_OK)
+		return st;
+	if (end - r->pos > 32)
+		return EGP_SNI_MALFORMED;
+	if ((st = rd_take(r, end - r->pos, end, &b)) != EGP_SNI_OK) /* session id */
+		return st;
+	if ((st = rd_block(r, 2, limit, &end)) != EGP_SNI_OK)
+		return st;
+	if (end - r->pos < 2 || (end - r->pos) % 2 != 0)
+		return EGP_SNI_MALFORMED;
+	if ((st = rd_take(r, end - r->pos, end, &b)) != EGP_SNI_OK) /* cipher suites */
+		return st;
+	if ((st = rd_block(r, 1, limit, &end)) != EGP_SNI_OK)
+		return st;
+	if (end == r->pos)
+		return EGP_SNI_MALFORMED;
+	if ((st = rd_take(r, end - r->pos, end, &b)) != EGP_SNI_OK) /* compression methods */
+		return st;
+	if (r->pos == limit)
+		return EGP_SNI_MISSING; /* no extensions at all */
+	if ((st = rd_block(r, 2, limit, &ext_end)) != EGP_SNI_OK)
+		return st;
+	if (ext_end != limit)
+		return EGP_SNI_MALFORMED; /* nothing may follow the extensions */
+	memset(seen, 0, sizeof(seen));
+	while (r->pos < ext_end) {
+		if ((st = rd_num(r, 2, ext_end, &type)) != EGP_SNI_OK ||
+		    (st = rd_block(r, 2, ext_end, &end)) != EGP_SNI_OK)
+			return st;
+		if (seen[type / 8] & (1u << (type % 8)))
+			return EGP_SNI_MALFORMED; /* the same extension twice */
+		seen[type / 8] |= (uint8_t)(1u << (type % 8));
+		if (type == TLS_EXT_ECH || type == TLS_EXT_ESNI)
+			ech = true;
+		if (type == TLS_EXT_SERVER_NAME)
+			st = rd_server_name(r, end, name, name_len);
+		else
+			st = rd_take(r, end - r->pos, end, &b);
+		if (st != EGP_SNI_OK)
+			return st;
+	}
+	if (ech)
+		return EGP_SNI_ECH;
+	return *name ? EGP_SNI_OK : EGP_SNI_MISSING;
+}
+
+enum egp_sni_status egp_sni_from_client_hello(const uint8_t *buf, size_t len, char *out,
+					      size_t outcap)
+{
+	uint8_t hs[EGP_HELLO_MAX];
+	size_t pos = 0, records = 0, declared = 0, hs_have = 0, hs_need = 0, name_len = 0;
+	const uint8_t *name = NULL;
+	struct hello_rd r;
+	enum egp_sni_status st;
+
+	if (outcap == 0)
+		return EGP_SNI_MALFORMED;
+	out[0] = '\0';
+	if (outcap < EGP_HOST_MAX + 1)
+		return EGP_SNI_MALFORMED;
+	/* The records: gather their payloads until the handshake message is complete. Only the
+	 * very first bytes decide "not TLS"; after them a wrong byte is a malformed hello. */
+	while (pos < len && (hs_need == 0 || hs_have < hs_need)) {
+		enum egp_sni_status wrong = pos == 0 ? EGP_SNI_NOT_TLS : EGP_SNI_MALFORMED;
+		size_t rlen, take;
+
+		if (buf[pos] != TLS_RECORD_HANDSHAKE)
+			return wrong;
+		if (len - pos < 2)
+			break;
+		if (buf[pos + 1] != 3)
+			return wrong;
+		if (len - pos < 3)
+			break;
+		if (buf[pos + 2] > 4)
+			return wrong;
+		if (len - pos < 5)
+			break;
+		rlen = (size_t)buf[pos + 3] << 8 | buf[pos + 4];
+		if (rlen == 0 || rlen > TLS_RECORD_MAX)
+			return EGP_SNI_MALFORMED;
+		records++;
+		declared += rlen;
+		if (records * 5 + declared > EGP_HELLO_MAX)
+			return EGP_SNI_TOO_BIG;
+		pos += 5;
+		take = rlen < len - pos ? rlen : len - pos;
+		memcpy(hs + hs_have, buf + pos, take); /* hs_have + take <= declared: fits */
+		hs_have += take;
+		pos += take;
+		if (hs_have >= 1 && hs[0] != TLS_HANDSHAKE_CLIENT_HELLO)
+			return records == 1 ? EGP_SNI_NOT_TLS : EGP_SNI_MALFORMED;
+		if (hs_need == 0 && hs_have >= 4) {
+			hs_need = 4 + ((size_t)hs[1] << 16 | (size_t)hs[2] << 8 | hs[3]);
+			if (hs_need == 4)
+				return EGP_SNI_MALFORMED;
+		}
+		if (hs_need && declared > hs_need)
+			return EGP_SNI_MALFORMED; /* a record carries more than the ClientHello */
+		if (hs_need && records * 5 + hs_need > EGP_HELLO_MAX)
+			return EGP_SNI_TOO_BIG;
+	}
+	if (hs_need == 0)
+		return EGP_SNI_NEED_MORE;
+	r = (struct hello_rd){.p = hs, .have = hs_have, .pos = 4};
+	st = rd_client_hello(&r, hs_need, &name, &name_len);
+	if (st != EGP_SNI_OK)
+		return st;
+	memcpy(out, name, name_len);
+	out[name_len] = '\0';
+	return EGP_SNI_OK;
+}
+
+const char *egp_sni_status_reason(enum egp_sni_status st)
+{
+	switch (st) {
+	case EGP_SNI_OK:
+		return "the TLS ClientHello names the CONNECT host";
+	case EGP_SNI_NEED_MORE:
+		return "no complete TLS ClientHello arrived in time";
+	case EGP_SNI_NOT_TLS:
+		return "the tunnel did not start with a TLS ClientHello (CONNECT carries TLS only)";
+	case EGP_SNI_MALFORMED:
+		return "malformed TLS ClientHello";
+	case EGP_SNI_MISSING:
+		return "the TLS ClientHello names no server (SNI missing)";
+	case EGP_SNI_ECH:
+		return "the TLS ClientHello hides its server name (encrypted ClientHello)";
+	case EGP_SNI_TOO_BIG:
+		return "TLS ClientHello larger than 16 KiB";
+	}
+	return "malformed TLS ClientHello";
+}
+
+bool egp_sni_matches(const char *sni, const char *host)
+{
+	size_t i = 0;
+
+	for (; sni[i] && host[i]; i++) {
+		unsigned char a = (unsigned char)sni[i], b = (unsigned char)host[i];
+
+		if (a >= 'A' && a <= 'Z')
+			a = (unsigned char)(a - 'A' + 'a');
+		if (b >= 'A' && b <= 'Z')
+			b = (unsigned char)(b - 'A' + 'a');
+		if (a != b)
+			return false;
+	}
+	return sni[i] == '\0' && host[i] == '\0' && i > 0;
+}

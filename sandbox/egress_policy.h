@@ -14,7 +14,10 @@
  *      (169.254/16 with the cloud metadata address, fe80::/10), multicast, unspecified and
  *      broadcast are always refused; private (RFC 1918, fec0::/10), CGNAT (100.64/10), IPv6 ULA
  *      (fc00::/7) and reserved/documentation ranges are refused unless the operator listed a
- *      network containing the address (a package mirror on the LAN).
+ *      network containing the address (a package mirror on the LAN);
+ *   4. a CONNECT tunnel, on any port, starts with a TLS ClientHello whose server name (SNI)
+ *      is the CONNECT host (egp_sni_from_client_hello, egp_sni_matches): no domain fronting
+ *      through an allowed address, no other protocol in the tunnel.
  */
 #ifndef AP_EGRESS_POLICY_H
 #define AP_EGRESS_POLICY_H
@@ -107,5 +110,56 @@ int egp_addr_allowed(const struct sockaddr *sa, const egp_net *nets, size_t n, e
  * unsupported form (origin-form, https:// absolute-URI, userinfo), AP_EDENIED for an IP literal;
  * *reason then points to a static sentence. */
 int egp_parse_request_line(egp_target *out, const char *line, size_t len, const char **reason);
+
+/*
+ * The server name a TLS ClientHello asks for (SNI), so the proxy can check that a CONNECT
+ * tunnel goes to the host it was opened for and not to another site behind the same address
+ * (domain fronting). buf[0..len) is what the client sent after the tunnel opened, possibly
+ * only its beginning.
+ *
+ * The parser reads the TLS records (type 22, version 3.x, 1..16384 bytes each; a ClientHello
+ * may be fragmented across several), reassembles the handshake message, and walks it:
+ * handshake header (type 1), legacy version, random, session id (<= 32), cipher suites (even,
+ * >= 2), compression methods (>= 1), extensions (their block ends exactly where the message
+ * does, which ends exactly where a record does; no extension type twice). The server_name
+ * extension must hold exactly one entry, of type host_name, 1..253 printable ASCII bytes
+ * other than a space. Every length is checked against the one that encloses it before
+ * anything is read, and against what has arrived.
+ *
+ * Returns:
+ *   EGP_SNI_OK        *out holds the name (NUL-terminated, as sent: not lower-cased);
+ *   EGP_SNI_NEED_MORE buf is a proper prefix of what could still be a valid ClientHello;
+ *                     every proper prefix of a valid ClientHello gives this;
+ *   EGP_SNI_NOT_TLS   the first bytes are not a TLS handshake record starting a ClientHello;
+ *   EGP_SNI_MALFORMED a length lies, a field is out of range, or the name is not a name;
+ *   EGP_SNI_MISSING   a valid ClientHello without a server_name extension;
+ *   EGP_SNI_ECH       it carries encrypted_client_hello (or the ESNI draft), whose hidden
+ *                     inner name the proxy cannot check;
+ *   EGP_SNI_TOO_BIG   the ClientHello would need more than EGP_HELLO_MAX bytes.
+ * out must hold at least EGP_HOST_MAX + 1 bytes (outcap smaller: EGP_SNI_MALFORMED); it is ""
+ * unless the result is EGP_SNI_OK. Pure function: no allocation, ~24 KiB of stack.
+ */
+#define EGP_HELLO_MAX 16384 /* bytes of records a ClientHello may take, headers included */
+
+enum egp_sni_status {
+	EGP_SNI_OK,
+	EGP_SNI_NEED_MORE,
+	EGP_SNI_NOT_TLS,
+	EGP_SNI_MALFORMED,
+	EGP_SNI_MISSING,
+	EGP_SNI_ECH,
+	EGP_SNI_TOO_BIG,
+};
+
+enum egp_sni_status egp_sni_from_client_hello(const uint8_t *buf, size_t len, char *out,
+					      size_t outcap);
+
+/* A sentence for a refusal status ("the tunnel did not start with a TLS ClientHello", ...). */
+const char *egp_sni_status_reason(enum egp_sni_status st);
+
+/* Does the ClientHello's server name equal the CONNECT host (normalised, egp_host_normalize)?
+ * ASCII case is ignored; nothing else is: a trailing dot, an IP literal or any other byte
+ * difference is a mismatch. */
+bool egp_sni_matches(const char *sni, const char *host);
 
 #endif

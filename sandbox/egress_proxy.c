@@ -17,13 +17,18 @@
  * policy code with the host, is tested directly by the unit tests, and writes one JSON line
  * per decision that autopatch relays to its own log. See docs/egress.md.
  *
- * Protocol: "CONNECT host:port" opens a tunnel (the client does TLS end to end); "METHOD
- * http://host[:port]/path" forwards exactly one request (rewritten to origin-form, Host set to
- * the allowed name, hop-by-hop headers removed, "Connection: close") and relays the response.
+ * Protocol: "CONNECT host:port" opens a tunnel for TLS, on every allowed port: the client's
+ * first bytes must be a TLS ClientHello whose server name (SNI) is the CONNECT host, checked
+ * (egp_sni_from_client_hello) before they are forwarded unchanged, so a tunnel to an allowed
+ * address cannot reach another site behind it (domain fronting) or carry another protocol;
+ * TLS then stays end to end. "METHOD http://host[:port]/path" forwards exactly one request
+ * (rewritten to origin-form, Host set to the allowed name, hop-by-hop headers removed,
+ * "Connection: close") and relays the response.
  * Everything else gets 400 or 403 with the reason in the body and one JSON line on stderr.
  *
  * Usage: autopatch-egress-proxy (--listen-net CIDR | --listen ADDR) [--port N]
  *            [--allow host:port]... [--allow-net CIDR]... [--max-conns N]
+ *            [--hello-timeout-ms N]
  */
 #include "sandbox/egress_policy.h"
 #include "common/err.h"
@@ -51,6 +56,7 @@
 #define HEAD_CAP	   (16 * 1024)	     /* request line + headers */
 #define BODY_CAP	   (8 * 1024 * 1024) /* plain-HTTP request body */
 #define HEAD_TIMEOUT_S	   30
+#define HELLO_TIMEOUT_MS   10000 /* for the TLS ClientHello after "200 Connection established" */
 #define CONNECT_TIMEOUT_MS 10000
 #define IDLE_TIMEOUT_MS	   (300 * 1000)
 #define MAX_RULES	   256
@@ -61,6 +67,7 @@ static size_t n_rules;
 static egp_net nets[MAX_NETS];
 static size_t n_nets;
 static int max_conns = 128;
+static int hello_timeout_ms = HELLO_TIMEOUT_MS;
 static egp_net client_net; /* --listen-net: only clients on the job's network are served */
 static bool have_client_net;
 static atomic_int active_conns;
@@ -414,12 +421,67 @@ out_close:
 	close(ufd);
 }
 
+/* Read the client's first bytes in a tunnel (buf[0..len) already arrived with the CONNECT
+ * head) until they hold a whole TLS ClientHello, at most EGP_HELLO_MAX bytes within
+ * --hello-timeout-ms (10 s), and check its server name against the CONNECT host. Returns how many
+ * bytes buf holds (all to be forwarded unchanged), or -1 after logging the denial (the
+ * tunnel is then closed: the client already has its 200, so no HTTP answer is possible). */
+static ssize_t check_client_hello(struct conn *c, const egp_target *t, const char *target,
+				  uint8_t *buf, size_t len)
+{
+	struct timespec now;
+	long long deadline;
+	char sni[EGP_HOST_MAX + 1], why[EGP_HOST_MAX + 128];
+	enum egp_sni_status st = egp_sni_from_client_hello(buf, len, sni, sizeof(sni));
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	deadline = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000 + hello_timeout_ms;
+	while (st == EGP_SNI_NEED_MORE && len < EGP_HELLO_MAX) {
+		struct pollfd p = {c->fd, POLLIN, 0};
+		long long left;
+		ssize_t r;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = deadline - ((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+		if (left <= 0)
+			break;
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		r = recv(c->fd, buf + len, EGP_HELLO_MAX - len, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+		st = egp_sni_from_client_hello(buf, len, sni, sizeof(sni));
+	}
+	if (st == EGP_SNI_OK && egp_sni_matches(sni, t->host))
+		return (ssize_t)len;
+	if (st == EGP_SNI_OK)
+		snprintf(why, sizeof(why),
+			 "the TLS server name (SNI) %s is not the CONNECT host (domain fronting)",
+			 sni);
+	else if (st == EGP_SNI_NEED_MORE && len == EGP_HELLO_MAX)
+		snprintf(why, sizeof(why), "%s", egp_sni_status_reason(EGP_SNI_TOO_BIG));
+	else if (st == EGP_SNI_NEED_MORE)
+		snprintf(why, sizeof(why), "no complete TLS ClientHello within %d ms",
+			 hello_timeout_ms);
+	else
+		snprintf(why, sizeof(why), "%s", egp_sni_status_reason(st));
+	log_event("warn", "egress denied", c->client, t->method, target, "reason", why);
+	return -1;
+}
+
 static void *serve(void *arg)
 {
 	struct conn *c = arg;
 	struct timeval tv = {HEAD_TIMEOUT_S, 0};
 	char *head = NULL, target[300] = "", *eol;
-	ssize_t head_len;
+	uint8_t *hello = NULL;
+	ssize_t head_len, hello_len = -1;
 	size_t extra = 0;
 	egp_target t;
 	const char *reason;
@@ -458,17 +520,33 @@ static void *serve(void *arg)
 		forward_http(c, &t, target, head, (size_t)head_len, extra);
 		goto out;
 	}
+	/* A tunnel carries TLS to the CONNECT host, on every port: its ClientHello must name
+	 * that host (no domain fronting, no other protocol), checked before one byte of it goes
+	 * upstream. Bytes sent early, with the CONNECT head, count as the hello's start. */
+	if (extra > EGP_HELLO_MAX) {
+		deny(c, 400, t.method, target, "too many bytes sent before the tunnel opened");
+		goto out;
+	}
 	ufd = open_upstream(c, &t, target);
 	if (ufd < 0)
 		goto out;
-	log_event("info", "egress allowed", c->client, t.method, target, NULL, NULL);
 	tv.tv_sec = 0;
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (write_all(c->fd, "HTTP/1.1 200 Connection established\r\n\r\n", 39) == 0 &&
-	    write_all(ufd, head + head_len, extra) == 0)
-		relay(c->fd, ufd, true);
+	if (write_all(c->fd, "HTTP/1.1 200 Connection established\r\n\r\n", 39) == 0) {
+		hello = malloc(EGP_HELLO_MAX);
+		if (hello) {
+			memcpy(hello, head + head_len, extra);
+			hello_len = check_client_hello(c, &t, target, hello, extra);
+		}
+	}
+	if (hello_len >= 0) {
+		log_event("info", "egress allowed", c->client, t.method, target, NULL, NULL);
+		if (write_all(ufd, (const char *)hello, (size_t)hello_len) == 0)
+			relay(c->fd, ufd, true);
+	}
 	close(ufd);
 out:
+	free(hello);
 	free(head);
 	close(c->fd);
 	free(c);
@@ -524,7 +602,7 @@ static int usage(const char *msg)
 	fprintf(stderr,
 		"autopatch-egress-proxy: %s\nusage: autopatch-egress-proxy (--listen-net "
 		"CIDR | --listen ADDR) [--port N] [--allow host:port]... [--allow-net "
-		"CIDR]... [--max-conns N]\n",
+		"CIDR]... [--max-conns N] [--hello-timeout-ms N]\n",
 		msg);
 	return 2;
 }
@@ -553,6 +631,8 @@ int main(int argc, char **argv)
 			port = strtol(v, NULL, 10);
 		} else if (strcmp(a, "--max-conns") == 0) {
 			max_conns = atoi(v);
+		} else if (strcmp(a, "--hello-timeout-ms") == 0) {
+			hello_timeout_ms = atoi(v);
 		} else if (strcmp(a, "--allow") == 0) {
 			if (n_rules == MAX_RULES || egp_rule_parse(&rules[n_rules++], v) < 0)
 				return usage(ap_error_last()[0] ? ap_error_last()
@@ -565,8 +645,9 @@ int main(int argc, char **argv)
 			return usage("unknown option");
 		}
 	}
-	if (port < 0 || port > 65535 || max_conns < 1)
-		return usage("bad --port or --max-conns");
+	if (port < 0 || port > 65535 || max_conns < 1 || hello_timeout_ms < 1 ||
+	    hello_timeout_ms > 600000)
+		return usage("bad --port, --max-conns or --hello-timeout-ms");
 	if (listen_net && egp_net_parse(&client_net, listen_net) == 0)
 		have_client_net = true;
 	if (listen_net ? find_listen_addr(listen_net, &ss, &slen) < 0

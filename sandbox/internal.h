@@ -11,31 +11,50 @@
 /* uid:gid every command runs as (the image's "sandbox" user). */
 #define SBX_USER "10001:10001"
 
-/* Defaults of the AUTOPATCH_SANDBOX_* settings (docs/sandbox.md). */
-#define SBX_DEF_IMAGE	     "autopatch-sandbox:latest"
-#define SBX_DEF_RUNTIME	     "runc"
-#define SBX_DEF_MEMORY	     (2LL << 30)
-#define SBX_DEF_NANO_CPUS    2000000000LL
-#define SBX_DEF_PIDS	     512
-#define SBX_DEF_TMP_BYTES    (256LL << 20)
-#define SBX_DEF_WORKSPACE    (1LL << 30)
-#define SBX_DEF_NOFILE	     4096
-#define SBX_DEF_FSIZE	     (1LL << 30)
-#define SBX_DEF_WALL_SECONDS 3600
-#define SBX_DEF_OUTPUT_CAP   (1 << 20)
-#define SBX_DEF_POOL	     1
+/* The defaults of the AUTOPATCH_SANDBOX_* settings are in the table of common/config.c
+ * (docs/sandbox.md). */
+
+/* Most VOLUMEs an image may declare. */
+#define SBX_MAX_VOLUMES 16
 
 /*
  * The body of POST /containers/create for a fully resolved spec (no zero fields): every
  * hardening field is set here and only here. owner labels the container; cmd_seconds is the
  * life of PID 1 (0: sleep forever, for warm-pool boxes that the host destroys). network_mode
  * is "none" or the name of the job's internal network; extra_env (NULL-terminated, may be
- * NULL) adds entries such as the egress proxy's address. podman selects Podman's spelling of
- * the workspace owner option ("U" instead of uid=/gid=). *out is freed with cJSON_Delete.
+ * NULL) adds entries such as the egress proxy's address. volumes (NULL-terminated, may be
+ * NULL: from sbx__image_volumes) are the image's VOLUME paths, each covered by a tmpfs of
+ * spec->volume_bytes owned by the box user, so the daemon creates no volume on host disk.
+ * podman selects Podman's spelling of the owner option ("U" instead of uid=/gid=). *out is
+ * freed with cJSON_Delete.
  */
 int sbx__create_body(const sbx_spec *spec, const char *owner, int cmd_seconds,
-		     const char *network_mode, const char *const *extra_env, bool podman,
-		     cJSON **out);
+		     const char *network_mode, const char *const *extra_env,
+		     const char *const *volumes, bool podman, cJSON **out);
+
+/*
+ * The VOLUME paths a box of this image must cover, from the daemon's answer to GET
+ * /images/{name}/json (its Config.Volumes): each cleaned the way the daemon cleans it
+ * ("/data/" and "//data" are "/data"), duplicates dropped, "/tmp" dropped (the box's /tmp is
+ * a capped tmpfs already). Refused with AP_EDENIED and a sentence naming the image (name, for
+ * messages) and the path: "/", paths under /proc, /sys or /dev, paths that cover or lie
+ * inside /repo or /tmp/workspace, relative paths or paths with "." or ".." components,
+ * characters other than letters, digits and "._-@+=", more than SBX_MAX_VOLUMES, or a
+ * Config.Volumes that is not an object; AP_ENOMEM. *out is NULL-terminated (NULL when there is none
+ * to cover) and freed with sbx__volumes_free.
+ */
+int sbx__image_volumes(const cJSON *image, const char *name, char ***out);
+
+/* Accepts NULL. */
+void sbx__volumes_free(char **volumes);
+
+/*
+ * Check what the daemon mounted into a created container (GET /containers/{id}/json,
+ * its Mounts): only the read-only bind at /repo and tmpfs mounts are allowed. Anything else,
+ * such as an anonymous volume for an image VOLUME, is AP_EDENIED with a sentence naming the
+ * mount and the image (name, for messages).
+ */
+int sbx__check_mounts(const cJSON *container, const char *name);
 
 /* Fill the zero fields of spec from the engine's settings. Strings stay borrowed. */
 void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out);

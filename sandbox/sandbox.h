@@ -27,7 +27,7 @@ enum sbx_network { SBX_NET_NONE, SBX_NET_ALLOWLIST };
 /* What a box looks like. Strings are borrowed for the duration of sbx_create(). */
 typedef struct sbx_spec {
 	int version;
-	const char *image;	  /* default AUTOPATCH_SANDBOX_IMAGE or autopatch-sandbox:latest */
+	const char *image;	  /* default: AUTOPATCH_SANDBOX_IMAGE */
 	const char *runtime;	  /* "runc" (default) or "runsc" */
 	const char *repo_dir;	  /* host directory bound read-only at /repo; NULL: none */
 	const char *job_label;	  /* value of the autopatch.job label */
@@ -36,6 +36,7 @@ typedef struct sbx_spec {
 	int64_t pids;		  /* pids limit */
 	int64_t tmp_bytes;	  /* tmpfs size of /tmp */
 	int64_t workspace_bytes;  /* tmpfs size of /tmp/workspace */
+	int64_t volume_bytes;	  /* tmpfs size of each VOLUME the image declares */
 	int64_t nofile;		  /* RLIMIT_NOFILE */
 	int64_t fsize_bytes;	  /* RLIMIT_FSIZE */
 	int wall_seconds;	  /* life of the box; the host kills it after this */
@@ -141,6 +142,16 @@ int sbx_pool_start(sbx_engine *e);
 
 /* How many ready boxes the pool holds right now (tests, metrics). */
 int sbx_pool_ready(sbx_engine *e);
+
+/* The image boxes run unless their spec names another (AUTOPATCH_SANDBOX_IMAGE). Owned by e. */
+const char *sbx_engine_image(const sbx_engine *e);
+
+/* Whether image (NULL: sbx_engine_image()) is present in the backend, without pulling it and
+ * within SBX_PROBE_TIMEOUT_MS. 0 when present, AP_ENOTFOUND when absent; otherwise the
+ * backend's error (AP_EUNAVAIL, AP_ETIMEOUT, AP_EHTTP, ...) with a sentence. */
+int sbx_image_present(sbx_engine *e, const char *image);
+
+#define SBX_PROBE_TIMEOUT_MS 10000L
 
 /* This engine's owner id (AUTOPATCH_OWNER_ID or the default hash; see docs/sandbox.md). */
 const char *sbx_owner_id(const sbx_engine *e);

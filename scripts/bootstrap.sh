@@ -12,7 +12,7 @@ APT_PACKAGES=(
   libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libssl-dev libgit2-dev libsqlite3-dev
   libyaml-dev libpcre2-dev libcmocka-dev
   python3 python3-pytest git sqlite3 openssl curl ca-certificates
-  docker.io runsc mmdebstrap iptables wrk nodejs npm
+  docker.io runsc mmdebstrap iptables wrk nginx nodejs npm
 )
 
 need_apt=()

@@ -1,16 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* server/http.c - libmicrohttpd front end (see http.h). */
+/* server/http.c - libmicrohttpd front end: the public and the admin listener (see http.h). */
 #include "server/http.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "server/deadline.h"
 #include "server/metrics.h"
 #include "server/queue.h"
 
-#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -19,17 +18,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 /* Rows on the status page. */
 #define STATUS_JOBS 25
 #define PAGE_CAP    (1024 * 1024)
+/* libmicrohttpd's idle timeout (s); the deadlines of http_limits are the tighter bound. */
+#define IDLE_TIMEOUT_S 30
+/* How often the deadline watcher looks at every connection. */
+#define DEADLINE_TICK_MS 100
+
+/* One listener: its own daemon (and polling thread) and its own database reader. */
+struct listener {
+	http_server *s;
+	bool admin;	/* the admin listener: status page and metrics, no webhooks */
+	listen_spec at; /* where it listens; the unix socket file is removed at stop */
+	struct MHD_Daemon *d;
+	queue *rq; /* reader connection for the GET endpoints (this polling thread only) */
+};
 
 struct http_server {
 	http_config cfg;
-	struct MHD_Daemon *d;
-	queue *rq;	      /* reader connection for the GET endpoints (polling thread only) */
+	struct listener pub, adm;
+	dl_tracker *dl;	      /* the header and body deadlines of every connection */
 	atomic_int inflight;  /* webhook requests begun and not yet completed */
 	atomic_int suspended; /* of those, waiting for the ingest writer's COMMIT */
 };
@@ -39,6 +50,7 @@ enum req_state { REQ_BODY, REQ_WAIT, REQ_DONE };
 struct req {
 	http_server *s;
 	struct MHD_Connection *conn;
+	dl_conn *dc; /* the connection's deadline (NULL only if it is untracked) */
 	int64_t start_ns;
 	bool is_hook;
 	enum req_state state;
@@ -47,14 +59,6 @@ struct req {
 	wh_decision dec;
 	ing_item item;
 };
-
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static enum MHD_Result respond(struct MHD_Connection *c, int status, const char *type,
 			       const char *body, size_t len)
@@ -126,7 +130,7 @@ static enum MHD_Result finish_hook(struct req *r, int status, const char *outcom
 
 	ret = respond_json(r->conn, status, msg, job);
 	metrics_delivery(event, outcome);
-	metrics_latency((double)(mono_ns() - r->start_ns) / 1e9);
+	metrics_latency((double)(dl_now_ns() - r->start_ns) / 1e9);
 	r->state = REQ_DONE;
 	return ret;
 }
@@ -187,6 +191,8 @@ static enum MHD_Result hook_complete(struct req *r)
 	};
 	q_delivery *d = &r->item.d;
 
+	/* The whole request is in: what remains is the server's work, not the client's. */
+	dl_arm(r->dc, DL_BODY, 0);
 	wh_handle(&s->cfg.wh, &wreq, &r->dec);
 	if (r->dec.action == WH_REJECT) {
 		ap_log(AP_LOG_INFO,
@@ -223,11 +229,14 @@ static enum MHD_Result hook_complete(struct req *r)
 	return MHD_YES;
 }
 
-static enum MHD_Result on_hook(struct req *r, const char *method, const char *upload,
-			       size_t *upload_size)
+static enum MHD_Result on_hook(struct req *r, const char *upload, size_t *upload_size)
 {
 	if (r->state == REQ_WAIT)
 		return answer_stored(r);
+	/* A body that outlives its deadline closes the connection (the watcher also cuts it
+	 * when no byte arrives at all). */
+	if (dl_enforce(r->s->dl, r->dc, dl_now_ns()))
+		return MHD_NO;
 	if (r->state == REQ_DONE)
 		return MHD_YES;
 	if (*upload_size) {
@@ -239,7 +248,6 @@ static enum MHD_Result on_hook(struct req *r, const char *method, const char *up
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	(void)method;
 	return hook_complete(r);
 }
 
@@ -275,14 +283,14 @@ static const char *jstr(const cJSON *o, const char *k)
 	return cJSON_IsString(v) ? v->valuestring : "";
 }
 
-static enum MHD_Result status_page(http_server *s, struct MHD_Connection *c)
+static enum MHD_Result status_page(struct listener *l, struct MHD_Connection *c)
 {
 	ap_buf b = AP_BUF_INIT(PAGE_CAP);
 	cJSON *jobs = NULL, *j;
 	q_stats st;
 	enum MHD_Result ret;
 
-	if (q_get_stats(s->rq, &st) || q_jobs_json(s->rq, 0, STATUS_JOBS, &jobs))
+	if (q_get_stats(l->rq, &st) || q_jobs_json(l->rq, 0, STATUS_JOBS, &jobs))
 		return respond_json(c, 500, "database unavailable", 0);
 	ap_buf_addf(&b,
 		    "<!doctype html><html><head><meta charset=\"utf-8\"><title>autopatch</title>"
@@ -294,7 +302,7 @@ static enum MHD_Result status_page(http_server *s, struct MHD_Connection *c)
 		    "<th>state</th><th>stage</th><th>attempts</th><th>updated</th>"
 		    "<th>result or error</th></tr>",
 		    (long long)st.queued, (long long)st.running, (long long)st.succeeded,
-		    (long long)st.failed, (long long)st.cancelled, s->cfg.workers);
+		    (long long)st.failed, (long long)st.cancelled, l->s->cfg.workers);
 	cJSON_ArrayForEach(j, jobs)
 	{
 		const char *res = *jstr(j, "result") ? jstr(j, "result") : jstr(j, "error");
@@ -321,12 +329,13 @@ static enum MHD_Result status_page(http_server *s, struct MHD_Connection *c)
 	return ret;
 }
 
-static enum MHD_Result healthz(http_server *s, struct MHD_Connection *c)
+static enum MHD_Result healthz(struct listener *l, struct MHD_Connection *c)
 {
+	http_server *s = l->s;
 	char body[256];
 	q_stats st;
 
-	if (q_get_stats(s->rq, &st))
+	if (q_get_stats(l->rq, &st))
 		return respond(c, 503, "application/json",
 			       "{\"ok\":false,\"message\":\"database unavailable\"}", 45);
 	snprintf(body, sizeof(body),
@@ -335,13 +344,14 @@ static enum MHD_Result healthz(http_server *s, struct MHD_Connection *c)
 	return respond(c, 200, "application/json", body, strlen(body));
 }
 
-static enum MHD_Result metrics_page(http_server *s, struct MHD_Connection *c)
+static enum MHD_Result metrics_page(struct listener *l, struct MHD_Connection *c)
 {
+	http_server *s = l->s;
 	ap_buf b = AP_BUF_INIT(PAGE_CAP);
 	q_stats st;
 	enum MHD_Result ret;
 
-	if (q_get_stats(s->rq, &st) || metrics_render(&b, &st, s->cfg.workers, wk_busy(s->cfg.pool),
+	if (q_get_stats(l->rq, &st) || metrics_render(&b, &st, s->cfg.workers, wk_busy(s->cfg.pool),
 						      ing_max_batch(s->cfg.ing))) {
 		ap_buf_release(&b);
 		return respond(c, 500, "text/plain", "metrics unavailable\n", 20);
@@ -351,94 +361,111 @@ static enum MHD_Result metrics_page(http_server *s, struct MHD_Connection *c)
 	return ret;
 }
 
-bool http_is_local(const struct sockaddr *sa)
-{
-	static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-	if (!sa)
-		return false;
-	if (sa->sa_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-	if (sa->sa_family == AF_INET6) {
-		const unsigned char *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-
-		if (IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)a))
-			return true;
-		return memcmp(a, mapped, sizeof(mapped)) == 0 && a[12] == 127;
-	}
-	return false;
-}
-
-static bool client_is_local(struct MHD_Connection *c)
+/* The deadline of c's connection (set when it was accepted). */
+static dl_conn *conn_of(struct MHD_Connection *c)
 {
 	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
-	return ci && http_is_local(ci->client_addr);
+	return ci ? ci->socket_context : NULL;
+}
+
+static int64_t after_s(int seconds)
+{
+	return dl_now_ns() + (int64_t)seconds * 1000000000;
+}
+
+/* True when the request announces a body (the headers are in when this is asked). */
+static bool has_body(struct MHD_Connection *c)
+{
+	const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+	return header(c, MHD_HTTP_HEADER_TRANSFER_ENCODING) || (cl && strtoull(cl, NULL, 10) > 0);
+}
+
+/* The first call for a request to the webhook path: the headers are in. */
+static enum MHD_Result hook_begin(http_server *s, struct MHD_Connection *c, const char *method,
+				  void **con_cls)
+{
+	const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	struct req *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return MHD_NO;
+	r->s = s;
+	r->conn = c;
+	r->dc = conn_of(c);
+	r->is_hook = true;
+	r->start_ns = dl_now_ns();
+	r->dec = (wh_decision)WH_DECISION_INIT;
+	ap_buf_init(&r->body, WH_BODY_MAX);
+	*con_cls = r;
+	atomic_fetch_add(&s->inflight, 1);
+	dl_arm(r->dc, DL_BODY, after_s(s->cfg.lim.body_s));
+	if (strcmp(method, "POST") != 0)
+		return finish_hook(r, 405, "method_not_allowed", "only POST is accepted here", 0);
+	/* Refuse an announced oversize body before reading any of it. */
+	if (cl && strtoull(cl, NULL, 10) > WH_BODY_MAX)
+		return finish_hook(r, 413, "too_large", "payload is larger than 25 MiB", 0);
+	return MHD_YES;
+}
+
+/* The admin listener's pages. */
+static enum MHD_Result admin_route(struct listener *l, struct MHD_Connection *c, const char *url,
+				   bool get)
+{
+	if (strcmp(url, "/healthz") == 0)
+		return get ? healthz(l, c) : respond_json(c, 405, "use GET", 0);
+	if (strcmp(url, "/metrics") == 0)
+		return get ? metrics_page(l, c) : respond_json(c, 405, "use GET", 0);
+	if (strcmp(url, "/") == 0)
+		return get ? status_page(l, c) : respond_json(c, 405, "use GET", 0);
+	return respond_json(c, 404, "not found", 0);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
 				  const char *method, const char *version, const char *upload,
 				  size_t *upload_size, void **con_cls)
 {
-	http_server *s = cls;
+	struct listener *l = cls;
+	http_server *s = l->s;
 	struct req *r = *con_cls;
 	bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
 
 	(void)version;
 	if (r)
-		return on_hook(r, method, upload, upload_size);
-	if (strcmp(url, s->cfg.path) == 0) {
-		const char *cl = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
-
-		r = calloc(1, sizeof(*r));
-		if (!r)
-			return MHD_NO;
-		r->s = s;
-		r->conn = c;
-		r->is_hook = true;
-		r->start_ns = mono_ns();
-		r->dec = (wh_decision)WH_DECISION_INIT;
-		ap_buf_init(&r->body, WH_BODY_MAX);
-		*con_cls = r;
-		atomic_fetch_add(&s->inflight, 1);
-		if (strcmp(method, "POST") != 0)
-			return finish_hook(r, 405, "method_not_allowed",
-					   "only POST is accepted here", 0);
-		/* Refuse an announced oversize body before reading any of it. */
-		if (cl && strtoull(cl, NULL, 10) > WH_BODY_MAX)
-			return finish_hook(r, 413, "too_large", "payload is larger than 25 MiB", 0);
-		return MHD_YES;
-	}
+		return on_hook(r, upload, upload_size);
+	if (!l->admin && strcmp(url, s->cfg.path) == 0)
+		return hook_begin(s, c, method, con_cls);
 	if (*upload_size) { /* a body sent to a GET endpoint: drain it */
+		if (dl_enforce(s->dl, conn_of(c), dl_now_ns()))
+			return MHD_NO;
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	/* Answered from the headers alone; a body still announced must arrive in time. */
+	if (has_body(c))
+		dl_arm(conn_of(c), DL_BODY, after_s(s->cfg.lim.body_s));
+	else
+		dl_arm(conn_of(c), DL_BODY, 0);
+	if (l->admin)
+		return admin_route(l, c, url, get);
+	/* Public: the webhook path and the health check, nothing else. */
 	if (strcmp(url, "/healthz") == 0)
-		return get ? healthz(s, c) : respond_json(c, 405, "use GET", 0);
-	if (strcmp(url, "/metrics") == 0)
-		return get ? metrics_page(s, c) : respond_json(c, 405, "use GET", 0);
-	if (strcmp(url, "/") == 0) {
-		if (!get)
-			return respond_json(c, 405, "use GET", 0);
-		if (!s->cfg.status_public && !client_is_local(c))
-			return respond_json(c, 403,
-					    "the status page is served to local clients only; set "
-					    "AUTOPATCH_STATUS_PUBLIC=true to serve it to everyone",
-					    0);
-		return status_page(s, c);
-	}
+		return get ? healthz(l, c) : respond_json(c, 405, "use GET", 0);
 	return respond_json(c, 404, "not found", 0);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	http_server *s = cls;
+	struct listener *l = cls;
+	http_server *s = l->s;
 	struct req *r = *con_cls;
 
-	(void)c;
 	(void)toe;
+	/* A kept-alive connection owes the next request's headers within the deadline. */
+	dl_arm(conn_of(c), DL_HEADERS, after_s(s->cfg.lim.headers_s));
 	if (!r)
 		return;
 	wh_decision_release(&r->dec);
@@ -446,6 +473,34 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	free(r);
 	*con_cls = NULL;
 	atomic_fetch_sub(&s->inflight, 1);
+}
+
+/* Accepted: track the connection with its header deadline. Closed (before libmicrohttpd
+ * closes the socket): forget it. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct listener *l = cls;
+	http_server *s = l->s;
+	const union MHD_ConnectionInfo *ci;
+
+	if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+		dl_untrack(s->dl, *socket_context);
+		*socket_context = NULL;
+		return;
+	}
+	ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci)
+		return;
+	*socket_context =
+	    dl_track(s->dl, ci->connect_fd, DL_HEADERS, after_s(s->cfg.lim.headers_s));
+	if (!*socket_context) /* out of memory: no connection without a deadline */
+		shutdown(ci->connect_fd, SHUT_RDWR);
+}
+
+static void on_cut(enum dl_phase phase)
+{
+	metrics_deadline_cut(phase == DL_BODY);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
@@ -464,52 +519,95 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	ap_log(AP_LOG_DEBUG, NULL, 0, "http: %s", msg);
 }
 
-int http_start(http_server **out, const http_config *cfg)
+/* Open l->at and start its daemon. fix is the sentence's advice when the socket cannot be
+ * opened. The admin listener has its own connection cap and no per-address limit. */
+static int listener_start(struct listener *l, const char *fix)
 {
-	struct sockaddr_storage ss;
+	const http_limits *lim = &l->s->cfg.lim;
 	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
 			     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	int fd, rc;
+
+	if ((rc = q_open(&l->rq, l->s->cfg.db_path, Q_OPEN_CREATE)))
+		return rc;
+	if ((rc = listen_open(&fd, &l->at, fix)))
+		return rc;
+	if (l->at.kind == LISTEN_TCP && l->at.addr.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	l->d = MHD_start_daemon(
+	    flags, 0, NULL, NULL, on_request, l, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned int)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned int)(l->admin ? HTTP_ADMIN_CONNECTIONS : lim->max_connections),
+	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)(l->admin ? 0 : lim->per_ip),
+	    MHD_OPTION_END);
+	if (!l->d) {
+		/* The socket is not closed here: libmicrohttpd may have closed it already, and
+		 * start-up is failing anyway. */
+		listen_remove(&l->at);
+		return ap_error_set(AP_EIO, "cannot start the HTTP server on %s: %s", l->at.text,
+				    fix);
+	}
+	return 0;
+}
+
+/* Stop accepting on l (its listening socket is closed; kept connections still finish). */
+static void listener_quiesce(struct listener *l)
+{
+	MHD_socket fd;
+
+	if (!l->d)
+		return;
+	fd = MHD_quiesce_daemon(l->d);
+	if (fd != MHD_INVALID_SOCKET)
+		close(fd);
+}
+
+static void listener_stop(struct listener *l)
+{
+	if (l->d)
+		MHD_stop_daemon(l->d);
+	l->d = NULL;
+	listen_remove(&l->at);
+	q_close(l->rq);
+	l->rq = NULL;
+}
+
+/* Stop both daemons (their close notifications untrack every connection) and free. */
+static void teardown(http_server *s)
+{
+	listener_stop(&s->adm);
+	listener_stop(&s->pub);
+	dl_free(s->dl);
+	free(s);
+}
+
+int http_start(http_server **out, const http_config *cfg)
+{
 	http_server *s;
 	int rc;
 
 	*out = NULL;
-	memset(&ss, 0, sizeof(ss));
-	if (inet_pton(AF_INET, cfg->bind, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
-		((struct sockaddr_in *)&ss)->sin_family = AF_INET;
-		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)cfg->port);
-	} else if (inet_pton(AF_INET6, cfg->bind, &((struct sockaddr_in6 *)&ss)->sin6_addr) == 1) {
-		((struct sockaddr_in6 *)&ss)->sin6_family = AF_INET6;
-		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)cfg->port);
-		flags |= MHD_USE_IPv6;
-	} else {
-		return ap_error_set(AP_EINVAL,
-				    "AUTOPATCH_BIND=\"%s\" is not a numeric IP address: use e.g. "
-				    "0.0.0.0 or 127.0.0.1",
-				    cfg->bind);
-	}
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	s->cfg = *cfg;
-	if ((rc = q_open(&s->rq, cfg->db_path, Q_OPEN_CREATE)))
+	s->pub = (struct listener){.s = s, .admin = false, .at = cfg->public_at};
+	s->adm = (struct listener){.s = s, .admin = true, .at = cfg->admin_at};
+	if ((rc = dl_new(&s->dl, DEADLINE_TICK_MS, on_cut)))
 		goto fail;
-	s->d = MHD_start_daemon(
-	    flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-	    (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30, MHD_OPTION_CONNECTION_LIMIT,
-	    (unsigned int)1000, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
-	if (!s->d) {
-		rc = ap_error_set(AP_EIO,
-				  "cannot listen on %s port %d (in use or not permitted): set PORT "
-				  "or AUTOPATCH_BIND",
-				  cfg->bind, cfg->port);
+	if ((rc = listener_start(&s->pub, "set PORT or AUTOPATCH_BIND to a free address")))
 		goto fail;
-	}
+	if (s->adm.at.kind != LISTEN_OFF &&
+	    (rc = listener_start(&s->adm,
+				 "set AUTOPATCH_ADMIN_LISTEN to a free ADDRESS:PORT, to unix:PATH "
+				 "in a directory autopatch can write, or to off")))
+		goto fail;
 	*out = s;
 	return 0;
 fail:
-	q_close(s->rq);
-	free(s);
+	teardown(s);
 	return rc;
 }
 
@@ -518,14 +616,12 @@ void http_stop(http_server *s, int64_t wait_ms)
 	/* libmicrohttpd aborts if stopped with a suspended connection, and those only wait for
 	 * the writer, which always answers (a COMMIT or, after the busy timeout, a failure). */
 	const int64_t suspended_max_ms = 30000;
-	MHD_socket fd;
 	int64_t waited = 0;
 
 	if (!s)
 		return;
-	fd = MHD_quiesce_daemon(s->d);
-	if (fd != MHD_INVALID_SOCKET)
-		close(fd);
+	listener_quiesce(&s->pub);
+	listener_quiesce(&s->adm);
 	for (; waited < suspended_max_ms; waited += 10) {
 		if (atomic_load(&s->suspended) == 0 &&
 		    (atomic_load(&s->inflight) == 0 || waited >= wait_ms))
@@ -533,12 +629,11 @@ void http_stop(http_server *s, int64_t wait_ms)
 		usleep(10000);
 	}
 	if (atomic_load(&s->suspended) > 0) {
-		/* The writer is wedged: leave the daemon to the exiting process. */
+		/* The writer is wedged: leave the daemons to the exiting process. */
 		ap_err("%d request(s) still wait for the database; not stopping HTTP cleanly",
 		       atomic_load(&s->suspended));
+		listen_remove(&s->adm.at);
 		return;
 	}
-	MHD_stop_daemon(s->d);
-	q_close(s->rq);
-	free(s);
+	teardown(s);
 }

@@ -1,45 +1,66 @@
 /* SPDX-License-Identifier: MIT */
-/* server/http.h - the HTTP front end on libmicrohttpd: the webhook endpoint, /healthz,
- * /metrics and the status page.
+/* server/http.h - the HTTP front end on libmicrohttpd: two listeners.
  *
- * One polling thread (epoll) serves every connection. A webhook request is verified and
- * routed on that thread (webhook.c), then its connection is suspended while the ingest writer
- * commits it; the writer resumes it and the answer goes out only after the COMMIT.
+ * The public listener (AUTOPATCH_BIND and PORT: what GitHub or a reverse proxy reaches)
+ * serves the webhook path (POST) and GET /healthz; every other path is a JSON 404 there. The
+ * admin listener (AUTOPATCH_ADMIN_LISTEN: loopback by default, a unix socket, or off) serves
+ * the status page GET /, GET /metrics and GET /healthz, never the webhook path. No decision
+ * depends on the client's address or on forwarded headers: what is private is simply not
+ * served on the public listener.
+ *
+ * Each listener has one polling thread (epoll). A webhook request is verified and routed on
+ * that thread (webhook.c), then its connection is suspended while the ingest writer commits
+ * it; the writer resumes it and the answer goes out only after the COMMIT.
+ *
+ * Flood limits: the public listener holds at most max_connections at once and at most
+ * per_ip from one address (further connections are closed at once). On both listeners a
+ * request must deliver its request line and headers within headers_s of the connection's
+ * start (or of the previous request's end on a kept-alive connection) and its body within
+ * body_s after the headers, or the connection is closed (deadline.h). libmicrohttpd's own
+ * 30 s timeout is an idle timeout, which a client sending a byte every few seconds defeats.
  */
 #ifndef AP_HTTP_H
 #define AP_HTTP_H
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/socket.h>
 
 #include "server/ingest.h"
+#include "server/listen.h"
 #include "server/webhook.h"
 #include "server/workers.h"
 
+/* The admin listener's connection cap (it serves operators and a metrics scraper). */
+#define HTTP_ADMIN_CONNECTIONS 64
+
 typedef struct http_server http_server;
 
+typedef struct http_limits {
+	int max_connections; /* public listener, every client together (>= 1) */
+	int per_ip;	     /* public listener, one client address; 0 = no limit */
+	int headers_s;	     /* deadline for the request line and headers (>= 1) */
+	int body_s;	     /* deadline for the body, counted from the headers (>= 1) */
+} http_limits;
+
 typedef struct http_config {
-	const char *bind; /* numeric IPv4 or IPv6 address */
-	int port;
-	const char *path; /* WEBHOOK_PATH */
-	wh_config wh;	  /* secrets and label; strings must outlive the server */
+	listen_spec public_at; /* LISTEN_TCP */
+	listen_spec admin_at;  /* LISTEN_TCP, LISTEN_UNIX or LISTEN_OFF */
+	const char *path;      /* WEBHOOK_PATH */
+	wh_config wh;	       /* secrets and label; strings must outlive the server */
 	const char *db_path;
 	ingest *ing;
 	wk_pool *pool; /* may be NULL (AUTOPATCH_WORKERS=0) */
 	int workers;
-	bool status_public; /* serve GET / (repository names, errors) to any client */
+	http_limits lim;
 } http_config;
 
-/* True for a loopback client (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104). The status page,
- * which names repositories, is served only to those unless status_public is set. */
-bool http_is_local(const struct sockaddr *sa);
-
-/* Listen and serve. Fails (AP_EIO with a sentence) when the address cannot be bound. */
+/* Open both listeners and serve. Fails with AP_EIO and one sentence naming the listener's
+ * address, the cause and the setting to change when a socket cannot be opened (address in use,
+ * directory missing, permission denied); nothing is left listening then. */
 int http_start(http_server **out, const http_config *cfg);
 
-/* Stop accepting new connections, wait up to wait_ms for requests in flight, then stop and
- * free. Accepts NULL. */
+/* Stop accepting new connections, wait up to wait_ms for requests in flight, then stop, remove
+ * the admin unix socket file and free. Accepts NULL. */
 void http_stop(http_server *s, int64_t wait_ms);
 
 #endif

@@ -4,6 +4,7 @@
 #include "common/err.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -32,6 +33,7 @@ static uint64_t deliveries[N_EVENTS][N_OUTCOMES];
 static uint64_t hist[N_BUCKETS];
 static uint64_t hist_count;
 static double hist_sum;
+static uint64_t cut_headers, cut_body;
 
 static size_t index_of(const char **set, size_t n, const char *s, size_t fallback)
 {
@@ -59,6 +61,16 @@ void metrics_latency(double seconds)
 			hist[i]++;
 	hist_count++;
 	hist_sum += seconds;
+	pthread_mutex_unlock(&lock);
+}
+
+void metrics_deadline_cut(bool body)
+{
+	pthread_mutex_lock(&lock);
+	if (body)
+		cut_body++;
+	else
+		cut_headers++;
 	pthread_mutex_unlock(&lock);
 }
 
@@ -91,6 +103,13 @@ int metrics_render(ap_buf *out, const q_stats *s, int workers, int busy, size_t 
 			  "autopatch_http_request_duration_seconds_sum %.6f\n"
 			  "autopatch_http_request_duration_seconds_count %llu\n",
 			  (unsigned long long)hist_count, hist_sum, (unsigned long long)hist_count);
+	rc |= ap_buf_addf(out,
+			  "# HELP autopatch_http_deadline_closed_total Connections closed because "
+			  "their headers or body took longer than the deadline.\n"
+			  "# TYPE autopatch_http_deadline_closed_total counter\n"
+			  "autopatch_http_deadline_closed_total{phase=\"headers\"} %llu\n"
+			  "autopatch_http_deadline_closed_total{phase=\"body\"} %llu\n",
+			  (unsigned long long)cut_headers, (unsigned long long)cut_body);
 	pthread_mutex_unlock(&lock);
 
 	rc |= ap_buf_addf(out,

@@ -7,6 +7,8 @@
 #ifndef AP_METRICS_H
 #define AP_METRICS_H
 
+#include <stdbool.h>
+
 #include "common/buf.h"
 #include "server/queue.h"
 
@@ -17,8 +19,13 @@ void metrics_delivery(const char *event, const char *outcome);
 /* Observe one request's latency in seconds (first byte handled to response queued). */
 void metrics_latency(double seconds);
 
+/* Count one connection closed by its deadline: while its body (body) or its request line
+ * and headers were awaited. */
+void metrics_deadline_cut(bool body);
+
 /* Append the exposition text: deliveries by event and outcome, jobs by state (from stats),
- * workers configured and busy, the latency histogram, the largest group-commit batch. */
+ * workers configured and busy, the latency histogram, connections closed by a deadline,
+ * the largest group-commit batch. */
 int metrics_render(ap_buf *out, const q_stats *stats, int workers, int busy, size_t max_batch);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "agents/llm.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/redact.h"
 
 static const llm_tool TOOLS[] = {
@@ -197,10 +198,12 @@ static void test_settings(void **state)
 	cfg_set(cfg, "AUTOPATCH_LLM_MODEL", "claude-x");
 	assert_int_equal(llm_new(&m, cfg), 0);
 	assert_string_equal(llm_describe(m), "anthropic/claude-x");
+	assert_string_equal(llm_models_url(m), "https://api.anthropic.com/v1/models");
 	llm_free(m);
 	cfg_set(cfg, "AUTOPATCH_LLM_PROVIDER", "openai");
 	cfg_set(cfg, "AUTOPATCH_LLM_BASE_URL", "http://127.0.0.1:1/v1");
 	assert_int_equal(llm_new(&m, cfg), 0); /* local server: no key needed */
+	assert_string_equal(llm_models_url(m), "http://127.0.0.1:1/v1/models");
 	llm_free(m);
 	cfg_free(cfg);
 }
@@ -220,13 +223,11 @@ static void test_trajectory_is_redacted_jsonl(void **state)
 	traj_event(t, "tool_result", o);
 	traj_event(t, "end", NULL);
 	traj_free(t);
-	char buf[4096] = {0};
-	FILE *f = fopen(path, "r");
-	assert_non_null(f);
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
+	ap_buf text = AP_BUF_INIT(1 << 20);
+	assert_int_equal(fs_read_file(&text, path, 0), 0);
 	unlink(path);
-	assert_true(n > 0);
+	assert_true(text.len > 0);
+	char *buf = text.data;
 	assert_null(strstr(buf, "hunter2-very-secret"));
 	assert_non_null(strstr(buf, "the key is ***, ok"));
 	char *nl = strchr(buf, '\n');
@@ -240,6 +241,7 @@ static void test_trajectory_is_redacted_jsonl(void **state)
 	cJSON *end = cJSON_Parse(nl + 1);
 	assert_string_equal(cJSON_GetObjectItem(end, "type")->valuestring, "end");
 	cJSON_Delete(end);
+	ap_buf_release(&text);
 	redact_clear();
 }
 

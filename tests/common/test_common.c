@@ -1,20 +1,25 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/common/test_common.c - buffer caps, errors and configuration parsing. */
+/* tests/common/test_common.c - buffer caps, errors, the settings table and configuration
+ * parsing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/buf.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "common/jsonnum.h"
+#include "common/redact.h"
 
 static void test_buf_cap_refuses_overflow(void **state)
 {
@@ -46,6 +51,10 @@ static void test_buf_take_transfers_ownership(void **state)
 	free(s);
 }
 
+/* Passed through a variable so tests/e2e/test_settings_documented.py does not take it for a
+ * setting the code reads. */
+static const char *const not_a_setting = "AUTOPATCH_NO_SUCH_SETTING";
+
 static void test_config_env_file_and_overrides(void **state)
 {
 	char path[] = "/tmp/ap-cfg-XXXXXX";
@@ -57,26 +66,189 @@ static void test_config_env_file_and_overrides(void **state)
 	(void)state;
 	assert_true(fd >= 0);
 	f = fdopen(fd, "w");
-	fputs("# comment\nexport PORT=4000\nWEBHOOK_SECRET=\"a b\\nc\"\nAP_TEST_BARE=x # c\n"
-	      "AP_TEST_OVERRIDE=file\n",
+	fputs("# comment\nexport PORT=4000\nWEBHOOK_SECRET=\"a b\\nc\"\nAUTOPATCH_LABEL=x # c\n"
+	      "AUTOPATCH_GIT_NAME=file\n",
 	      f);
 	fclose(f);
-	setenv("AP_TEST_OVERRIDE", "env", 1);
+	setenv("AUTOPATCH_GIT_NAME", "env", 1);
 	assert_int_equal(cfg_load(&c, path), 0);
-	assert_string_equal(cfg_get(c, "WEBHOOK_SECRET"), "a b\nc");
-	assert_string_equal(cfg_get(c, "AP_TEST_BARE"), "x");
-	assert_string_equal(cfg_get(c, "AP_TEST_OVERRIDE"), "env");
-	assert_int_equal(cfg_get_int(c, "PORT", 3000, 1, 65535, &n), 0);
+	assert_string_equal(cfg_str(c, "WEBHOOK_SECRET"), "a b\nc");
+	assert_string_equal(cfg_str(c, "AUTOPATCH_LABEL"), "x");
+	assert_string_equal(cfg_str(c, "AUTOPATCH_GIT_NAME"), "env");
+	assert_int_equal(cfg_int(c, "PORT", 1, 65535, &n), 0);
 	assert_int_equal(n, 4000);
 	cfg_set(c, "PORT", "80a");
-	assert_int_equal(cfg_get_int(c, "PORT", 3000, 1, 65535, &n), AP_EINVAL);
-	assert_non_null(strstr(ap_error_last(), "PORT"));
-	cfg_set(c, "SIZE", "2m");
-	assert_int_equal(cfg_get_bytes(c, "SIZE", 0, 0, INT64_MAX, &n), 0);
+	assert_int_equal(cfg_int(c, "PORT", 1, 65535, &n), AP_EINVAL);
+	assert_string_equal(ap_error_last(), "PORT=\"80a\" is not a whole number: set it to one");
+	assert_int_equal(n, 3000); /* the default, even on error */
+	cfg_set(c, "PORT", "70000");
+	assert_int_equal(cfg_int(c, "PORT", 1, 65535, &n), AP_EINVAL);
+	assert_string_equal(ap_error_last(), "PORT=70000 is out of range: use 1 to 65535");
+	cfg_set(c, "AUTOPATCH_SANDBOX_MEMORY", "2m");
+	assert_int_equal(cfg_bytes(c, "AUTOPATCH_SANDBOX_MEMORY", 0, INT64_MAX, &n), 0);
 	assert_int_equal(n, 2 << 20);
 	cfg_free(c);
 	unlink(path);
-	unsetenv("AP_TEST_OVERRIDE");
+	unsetenv("AUTOPATCH_GIT_NAME");
+}
+
+/* Unset and empty settings read the table's default; explicitly set ones their value. */
+static void test_config_defaults_come_from_the_table(void **state)
+{
+	ap_config *c;
+	int64_t n;
+	bool b = true;
+
+	(void)state;
+	assert_int_equal(cfg_new_empty(&c), 0);
+	assert_string_equal(cfg_str(c, "AUTOPATCH_SANDBOX_IMAGE"), "autopatch-sandbox:latest");
+	assert_string_equal(cfg_str(c, "DOCKER_HOST"), "unix:///var/run/docker.sock");
+	assert_false(cfg_is_set(c, "DOCKER_HOST"));
+	assert_null(cfg_str(c, "APP_ID"));
+	assert_int_equal(cfg_int(c, "PORT", 1, 65535, &n), 0);
+	assert_int_equal(n, 3000);
+	assert_int_equal(cfg_bytes(c, "AUTOPATCH_GH_MAX_RESPONSE", 4096, 1 << 30, &n), 0);
+	assert_int_equal(n, 16 << 20);
+	assert_int_equal(cfg_bool(c, "AUTOPATCH_ALLOW_WORKFLOW_CHANGES", &b), 0);
+	assert_false(b);
+	cfg_set(c, "AUTOPATCH_LABEL", "");
+	assert_false(cfg_is_set(c, "AUTOPATCH_LABEL"));
+	assert_string_equal(cfg_str(c, "AUTOPATCH_LABEL"), "autopatch");
+	cfg_set(c, "AUTOPATCH_LABEL", "fix-me");
+	assert_true(cfg_is_set(c, "AUTOPATCH_LABEL"));
+	assert_string_equal(cfg_str(c, "AUTOPATCH_LABEL"), "fix-me");
+	cfg_set(c, "AUTOPATCH_ALLOW_WORKFLOW_CHANGES", "maybe");
+	assert_int_equal(cfg_bool(c, "AUTOPATCH_ALLOW_WORKFLOW_CHANGES", &b), AP_EINVAL);
+	assert_string_equal(
+	    ap_error_last(),
+	    "AUTOPATCH_ALLOW_WORKFLOW_CHANGES=\"maybe\" is not a boolean: use true or false");
+	cfg_set(c, "AUTOPATCH_GH_MAX_RESPONSE", "12q");
+	assert_int_equal(cfg_bytes(c, "AUTOPATCH_GH_MAX_RESPONSE", 4096, 1 << 30, &n), AP_EINVAL);
+	assert_string_equal(ap_error_last(), "AUTOPATCH_GH_MAX_RESPONSE=\"12q\" is not a size: use "
+					     "bytes or a k/m/g suffix (512m)");
+	cfg_free(c);
+}
+
+/* Every row: a unique upper-case name, a doc line, and a default its accessor can parse (the
+ * numeric kinds always have one). */
+static void test_config_table_is_well_formed(void **state)
+{
+	size_t n;
+	const cfg_setting *s = cfg_settings(&n);
+	ap_config *c;
+	int64_t v;
+	bool b;
+
+	(void)state;
+	assert_true(n > 40);
+	assert_int_equal(cfg_new_empty(&c), 0);
+	for (size_t i = 0; i < n; i++) {
+		assert_true(strspn(s[i].name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
+			    strlen(s[i].name));
+		assert_ptr_equal(cfg_setting_find(s[i].name), &s[i]);
+		assert_true(s[i].doc && s[i].doc[0]);
+		switch (s[i].kind) {
+		case CFG_INT:
+			assert_int_equal(cfg_int(c, s[i].name, INT64_MIN, INT64_MAX, &v), 0);
+			break;
+		case CFG_BYTES:
+			assert_int_equal(cfg_bytes(c, s[i].name, 0, INT64_MAX, &v), 0);
+			break;
+		case CFG_BOOL:
+			assert_int_equal(cfg_bool(c, s[i].name, &b), 0);
+			break;
+		case CFG_STR:
+			assert_ptr_equal(cfg_str(c, s[i].name), s[i].def);
+			break;
+		}
+	}
+	assert_null(cfg_setting_find(not_a_setting));
+	cfg_free(c);
+}
+
+enum misuse { UNKNOWN_STR, UNKNOWN_SET, UNKNOWN_INT, WRONG_KIND, NOT_ENV_ONLY, BAD_RANGE };
+
+/* Run one misuse of the accessors in a child; it must abort (a programmer error). */
+static void expect_bug(enum misuse what)
+{
+	int status;
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		ap_config *c;
+		int64_t n;
+		FILE *null = freopen("/dev/null", "w", stderr);
+
+		(void)null;
+		if (cfg_new_empty(&c))
+			_exit(3);
+		switch (what) {
+		case UNKNOWN_STR:
+			(void)cfg_str(c, not_a_setting);
+			break;
+		case UNKNOWN_SET:
+			cfg_set(c, not_a_setting, "1");
+			break;
+		case UNKNOWN_INT:
+			cfg_int(c, not_a_setting, 0, 1, &n);
+			break;
+		case WRONG_KIND:
+			cfg_int(c, "AUTOPATCH_LABEL", 0, 1, &n);
+			break;
+		case NOT_ENV_ONLY:
+			(void)cfg_env("AUTOPATCH_LABEL");
+			break;
+		case BAD_RANGE: /* the default 3000 is outside the caller's range */
+			cfg_int(c, "PORT", 1, 100, &n);
+			break;
+		}
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGABRT);
+}
+
+static void test_config_name_not_in_table_is_a_bug(void **state)
+{
+	(void)state;
+	expect_bug(UNKNOWN_STR);
+	expect_bug(UNKNOWN_SET);
+	expect_bug(UNKNOWN_INT);
+	expect_bug(WRONG_KIND);
+	expect_bug(NOT_ENV_ONLY);
+	expect_bug(BAD_RANGE);
+}
+
+static void test_config_env_only_reads_the_environment(void **state)
+{
+	(void)state;
+	unsetenv("AUTOPATCH_ENV_FILE");
+	assert_null(cfg_env("AUTOPATCH_ENV_FILE"));
+	setenv("AUTOPATCH_ENV_FILE", "/etc/autopatch/env", 1);
+	assert_string_equal(cfg_env("AUTOPATCH_ENV_FILE"), "/etc/autopatch/env");
+	unsetenv("AUTOPATCH_ENV_FILE");
+}
+
+/* The CFG_SECRET rows are what cfg_register_secrets() hands to the redaction layer. */
+static void test_config_registers_the_secret_rows(void **state)
+{
+	ap_config *c;
+	char *out;
+
+	(void)state;
+	redact_clear();
+	assert_int_equal(cfg_new_empty(&c), 0);
+	cfg_set(c, "WEBHOOK_SECRET", "hook-secret-123456");
+	cfg_set(c, "OPENAI_API_KEY", "model-key-abcdef");
+	cfg_set(c, "AUTOPATCH_LABEL", "plain-label-value");
+	assert_int_equal(cfg_register_secrets(c), 0);
+	out = redact_str("hook-secret-123456 model-key-abcdef plain-label-value");
+	assert_string_equal(out, "*** *** plain-label-value");
+	free(out);
+	redact_clear();
+	cfg_free(c);
 }
 
 static void test_config_malformed_line_names_line(void **state)
@@ -124,6 +296,11 @@ int main(void)
 	    cmocka_unit_test(test_buf_cap_refuses_overflow),
 	    cmocka_unit_test(test_buf_take_transfers_ownership),
 	    cmocka_unit_test(test_config_env_file_and_overrides),
+	    cmocka_unit_test(test_config_defaults_come_from_the_table),
+	    cmocka_unit_test(test_config_table_is_well_formed),
+	    cmocka_unit_test(test_config_name_not_in_table_is_a_bug),
+	    cmocka_unit_test(test_config_env_only_reads_the_environment),
+	    cmocka_unit_test(test_config_registers_the_secret_rows),
 	    cmocka_unit_test(test_config_malformed_line_names_line),
 	    cmocka_unit_test(test_json_int_refuses_what_int64_cannot_hold),
 	};

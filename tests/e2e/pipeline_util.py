@@ -101,6 +101,7 @@ class Rig:
             "GITHUB_API_URL": self.gh.url,
             "PORT": str(self.port),
             "AUTOPATCH_BIND": "127.0.0.1",
+            "AUTOPATCH_ADMIN_LISTEN": "off",
             "AUTOPATCH_DB": str(self.tmp / "autopatch.db"),
             "AUTOPATCH_DATA_DIR": str(self.tmp / "data"),
             "AUTOPATCH_WORKERS": str(self.workers),

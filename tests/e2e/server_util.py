@@ -1,5 +1,6 @@
 """Helpers for the server's end-to-end tests: start `autopatch serve` on a private database,
-sign and post deliveries like GitHub does, read jobs back through `autopatch jobs --json`."""
+sign and post deliveries like GitHub does, read jobs back through `autopatch jobs --json`,
+fetch the admin listener's pages (status page, /metrics) over TCP or a unix socket."""
 import hashlib
 import hmac
 import http.client
@@ -39,19 +40,54 @@ def clean_env(tmp, **overrides):
     env = {k: v for k, v in os.environ.items() if not k.startswith(_OURS)}
     (tmp / "empty.env").touch()  # no .env: everything comes from the environment
     env["AUTOPATCH_ENV_FILE"] = str(tmp / "empty.env")
+    # The admin listener's default port is shared by every test on the machine: off unless a
+    # test asks for one.
+    env["AUTOPATCH_ADMIN_LISTEN"] = "off"
     env.update({k: str(v) for k, v in overrides.items()})
     return env
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """http.client over an AF_UNIX stream socket (the admin listener's unix: form)."""
+
+    def __init__(self, path, timeout=30):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.unix_path)
+
+
+def http_request(conn, method, path, body=None, headers=None):
+    """One request on a fresh connection: (status, content type, body bytes)."""
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, r.getheader("Content-Type"), r.read()
+    finally:
+        conn.close()
+
+
 class Server:
-    """One `autopatch serve` process with its own database and port."""
+    """One `autopatch serve` process with its own database, public port and admin listener
+    (a free loopback port unless AUTOPATCH_ADMIN_LISTEN is given)."""
 
     def __init__(self, binary, tmp, port, **settings):
         self.binary, self.tmp, self.port = binary, tmp, port
         self.db = settings.pop("AUTOPATCH_DB", str(tmp / "autopatch.db"))
         self.settings = dict(WEBHOOK_SECRET=SECRET, PORT=port, AUTOPATCH_BIND="127.0.0.1",
-                             AUTOPATCH_DB=self.db, AUTOPATCH_WORKERS=0)
+                             AUTOPATCH_DB=self.db, AUTOPATCH_WORKERS=0,
+                             AUTOPATCH_ADMIN_LISTEN=f"127.0.0.1:{free_port()}")
         self.settings.update(settings)
+        self.admin = str(self.settings["AUTOPATCH_ADMIN_LISTEN"])
         self.proc = None
         self.log = tmp / f"serve-{port}.log"
 
@@ -82,21 +118,32 @@ class Server:
             self.logf.close()
         return self.proc.returncode if self.proc else None
 
-    def request(self, method, path, body=None, headers=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        try:
-            c.request(method, path, body=body, headers=headers or {})
-            r = c.getresponse()
-            return r.status, r.getheader("Content-Type"), r.read()
-        finally:
-            c.close()
+    def request(self, method, path, body=None, headers=None, port=None, source=None):
+        """On the public listener (or another port, e.g. a proxy's), optionally from a source
+        address such as 127.0.0.2."""
+        conn = http.client.HTTPConnection("127.0.0.1", port or self.port, timeout=30,
+                                          source_address=(source, 0) if source else None)
+        return http_request(conn, method, path, body, headers)
 
     def get(self, path):
         status, _, body = self.request("GET", path)
         return status, body
 
+    def admin_request(self, method, path):
+        """On the admin listener (ADDRESS:PORT or unix:PATH)."""
+        if self.admin.startswith("unix:"):
+            conn = UnixHTTPConnection(self.admin[5:])
+        else:
+            host, port = self.admin.rsplit(":", 1)
+            conn = http.client.HTTPConnection(host.strip("[]"), int(port), timeout=30)
+        return http_request(conn, method, path)
+
+    def admin_get(self, path):
+        status, _, body = self.admin_request("GET", path)
+        return status, body
+
     def post(self, payload, event="issues", delivery=None, secret=SECRET, headers=None,
-             drop=()):
+             drop=(), port=None, source=None):
         """Sign and post like GitHub; returns (status, parsed JSON body)."""
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         h = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
@@ -105,7 +152,7 @@ class Server:
         h.update(headers or {})
         for name in drop:
             h.pop(name, None)
-        status, ctype, raw = self.request("POST", HOOK, body, h)
+        status, ctype, raw = self.request("POST", HOOK, body, h, port=port, source=source)
         assert ctype and ctype.startswith("application/json"), (status, ctype, raw)
         return status, json.loads(raw)
 

@@ -87,7 +87,7 @@ CASES = [
      ["Start dockerd (or point DOCKER_HOST at it)"]),
     ("no-image", {"AUTOPATCH_SANDBOX_IMAGE": "autopatch-no-such-image:never"},
      "sandbox image present", ["autopatch-no-such-image:never is not in Docker",
-                               "docker build -t autopatch-no-such-image:never"]),
+                               "deploy/sandbox-image/build.sh"]),
     ("model-key", {"AUTOPATCH_LLM_API_KEY": "sk-wrong-key-000000"}, "model endpoint reachable",
      ["refused the API key (HTTP 401)", "Set AUTOPATCH_LLM_API_KEY"]),
     ("model-down", {"AUTOPATCH_LLM_BASE_URL": "CLOSED"}, "model endpoint reachable",

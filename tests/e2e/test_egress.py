@@ -38,11 +38,27 @@ class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 for port in (8080, 8081):
     threading.Thread(target=S(("0.0.0.0", port), H).serve_forever).start()
+# 8443 stands in for a TLS server: it reads one TLS record (the ClientHello) and answers with
+# its length and SHA-256, so the probe can tell it arrived unchanged.
+import hashlib
+class T(socketserver.BaseRequestHandler):
+    def handle(self):
+        buf = b""
+        while len(buf) < 5 or len(buf) < 5 + int.from_bytes(buf[3:5], "big"):
+            d = self.request.recv(65536)
+            if not d:
+                break
+            buf += d
+        self.request.sendall(b"hello-ok %d %s" % (len(buf), hashlib.sha256(buf).hexdigest().encode()))
+class TS(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+threading.Thread(target=TS(("0.0.0.0", 8443), T).serve_forever).start()
 """
 
 # Runs inside the sandbox. argv: mirror ip, then addresses that must be unreachable directly.
 PROBE = r"""
-import concurrent.futures, json, os, socket, sys, urllib.error, urllib.request
+import concurrent.futures, hashlib, json, os, socket, ssl, sys, urllib.error, urllib.request
 mirror_ip, direct = sys.argv[1], sys.argv[2:]
 proxy = os.environ["HTTP_PROXY"]
 ph, pp = proxy[len("http://"):].rsplit(":", 1)
@@ -69,7 +85,22 @@ def http_get(url):
     s.sendall(("GET %s HTTP/1.1\r\nHost: evil.example\r\n\r\n" % url).encode())
     return split(read_all(s))
 
-def tunnel(target):
+def client_hello(sni):
+    # the first flight of Python's TLS client naming sni (what pip or urllib send)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    out = ssl.MemoryBIO()
+    obj = ctx.wrap_bio(ssl.MemoryBIO(), out, server_hostname=sni)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+HELLO = client_hello("mirror.autopatch.test")
+
+def tunnel(target, payload=b"GET /tunnel HTTP/1.0\r\nHost: mirror.autopatch.test\r\n\r\n"):
     s = socket.create_connection((ph, pp), timeout=10)
     s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
     buf = b""
@@ -80,10 +111,8 @@ def tunnel(target):
         buf += d
     status, rest = split(buf)
     if status == 200:
-        s.sendall(b"GET /tunnel HTTP/1.0\r\nHost: mirror.autopatch.test\r\n\r\n")
-        rest = read_all(s, rest.encode()).decode(errors="replace")
-    else:
-        rest = read_all(s, rest.encode()).decode(errors="replace")
+        s.sendall(payload)
+    rest = read_all(s, rest.encode()).decode(errors="replace")
     return [status, rest]
 
 def env_get(url):
@@ -120,7 +149,13 @@ with concurrent.futures.ThreadPoolExecutor(len(targets)) as pool:
 print(json.dumps({
     "env_get": env_get("http://mirror.autopatch.test:8080/env"),
     "http_allowed": http_get("http://mirror.autopatch.test:8080/pkg?x=1"),
-    "connect_allowed": tunnel("mirror.autopatch.test:8080"),
+    "connect_allowed": tunnel("mirror.autopatch.test:8443", HELLO),
+    "hello_sent": "hello-ok %d %s" % (len(HELLO), hashlib.sha256(HELLO).hexdigest()),
+    # the allowed address, another name in the ClientHello: domain fronting
+    "connect_fronted": tunnel("mirror.autopatch.test:8443",
+                              client_hello("other.autopatch.test")),
+    # not TLS at all, on a port that is not 443 either
+    "connect_not_tls": tunnel("mirror.autopatch.test:8080"),
     "not_listed": tunnel("other.autopatch.test:8080"),
     "not_listed_http": http_get("http://other.autopatch.test:8080/"),
     "wrong_port": tunnel("mirror.autopatch.test:8081"),
@@ -137,7 +172,8 @@ print(json.dumps({
 """
 
 DENIALS = ["not_listed", "not_listed_http", "wrong_port", "ip_literal", "ip_literal_http",
-           "ip_literal_decimal", "metadata", "private", "loopback"]
+           "ip_literal_decimal", "metadata", "private", "loopback", "connect_fronted",
+           "connect_not_tls"]
 
 
 def docker(*args, check=True, timeout=60):
@@ -222,7 +258,7 @@ def world(tmp_path_factory):
         started = time.monotonic()
         driver = subprocess.Popen(
             [str(DRIVER), "--job", "egress-e2e", "mirror.autopatch.test:8080",
-             "private.autopatch.test:8080", "localhost:8080"],
+             "mirror.autopatch.test:8443", "private.autopatch.test:8080", "localhost:8080"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=env)
         up_line = driver.stdout.readline()
@@ -300,8 +336,16 @@ def test_allowed_host_port_works_through_the_proxy(world):
     # plain HTTP: origin-form upstream, the client's Host header replaced by the allowed name
     assert p["http_allowed"][0] == 200
     assert p["http_allowed"][1] == "mirror-ok /pkg?x=1 host=mirror.autopatch.test:8080\n"
-    assert p["connect_allowed"][0] == 200
-    assert "mirror-ok /tunnel" in p["connect_allowed"][1]
+    # CONNECT: the ClientHello names the CONNECT host and reaches the server byte for byte
+    assert p["connect_allowed"] == [200, p["hello_sent"]]
+
+
+def test_tunnel_must_carry_tls_naming_the_connect_host(world):
+    """Domain fronting (allowed host, other SNI) and a tunnel that is not TLS (port 8080) are
+    closed right after the 200, before anything reaches the mirror."""
+    p = world["probe"]
+    assert p["connect_fronted"] == [200, ""]
+    assert p["connect_not_tls"] == [200, ""]
 
 
 def test_not_listed_host_or_port_is_refused_with_reason(world):
@@ -352,6 +396,11 @@ def test_each_denial_is_logged(world):
     assert any("CONNECT other.autopatch.test:8080" in m and "allow-list" in m for m in denied)
     assert any("private address" in m for m in denied)
     assert any("169.254.169.254" in m for m in denied)
+    assert any("CONNECT mirror.autopatch.test:8443" in m and
+               "TLS server name (SNI) other.autopatch.test is not the CONNECT host" in m
+               for m in denied)
+    assert any("CONNECT mirror.autopatch.test:8080" in m and "did not start with a TLS" in m
+               for m in denied)
     allowed = [l["msg"] for l in lines if l["msg"].startswith("egress allowed")]
     assert len(allowed) == 3
 

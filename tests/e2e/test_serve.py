@@ -1,8 +1,8 @@
 """`autopatch serve` as a process: durability across SIGKILL, clean SIGTERM, start-up errors,
-a worker running the pipeline, /healthz, /metrics, the status page and `autopatch jobs`."""
+a worker running the pipeline, /healthz, /metrics and the status page (admin listener) and
+`autopatch jobs`. tests/e2e/test_listeners.py covers the two listeners and the flood limits."""
 import concurrent.futures
 import copy
-import http.client
 import json
 import signal
 import socket
@@ -151,16 +151,19 @@ def test_healthz_metrics_and_status_page(autopatch_bin, tmp_path, port):
         health = json.loads(body)
         assert status == 200 and health["ok"] is True
         assert health["queue_depth"] == 1 and health["workers"] == 0
-        status, body = s.get("/metrics")
+        status, body = s.admin_get("/metrics")
         text = body.decode()
         assert status == 200
         assert 'autopatch_webhook_deliveries_total{event="issues",outcome="queued"} 1' in text
         assert 'autopatch_webhook_deliveries_total{event="issues",outcome="bad_request"} 1' in text
         assert 'autopatch_jobs{state="queued"} 1' in text
         assert 'autopatch_http_request_duration_seconds_count 2' in text
-        status, ctype, page = s.request("GET", "/")
+        status, ctype, page = s.admin_request("GET", "/")
         assert status == 200 and ctype.startswith("text/html")
         assert b"e2e/&lt;b&gt;page&lt;/b&gt;" in page and b"<b>page" not in page
+        assert s.admin_get("/nope")[0] == 404
+        # none of it on the public listener
+        assert s.get("/metrics")[0] == 404 and s.get("/")[0] == 404
         assert s.get("/nope")[0] == 404
     finally:
         s.stop()
@@ -200,55 +203,3 @@ def test_jobs_command_table_id_and_trajectory(autopatch_bin, tmp_path, port):
                           env=clean_env(tmp_path, AUTOPATCH_DB=tmp_path / "none.db"),
                           capture_output=True, text=True)
     assert nodb.returncode == 1 and "no database" in nodb.stderr
-
-
-def non_loopback_address():
-    """An address of this machine that is not loopback (the route to a documentation
-    address picks one), or None."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("192.0.2.123", 9))
-        except OSError:
-            return None
-        addr = s.getsockname()[0]
-    return None if addr.startswith("127.") else addr
-
-
-def docker_bridge_address():
-    """dockerd's bridge address (docker0), which the test suite's engine always has."""
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "docker0"], capture_output=True,
-                         text=True)
-    for word in out.stdout.split():
-        if "/" in word and word[0].isdigit():
-            return word.split("/")[0]
-    return None
-
-
-@pytest.mark.parametrize("public", [False, True])
-def test_status_page_is_local_only_unless_public(autopatch_bin, tmp_path, port, public):
-    addr = non_loopback_address() or docker_bridge_address()
-    assert addr, "no non-loopback IPv4 address to test from (not even dockerd's bridge)"
-    settings = {"AUTOPATCH_BIND": "0.0.0.0", "AUTOPATCH_LABEL": "bug"}
-    if public:
-        settings["AUTOPATCH_STATUS_PUBLIC"] = "true"
-    s = Server(autopatch_bin, tmp_path, port, **settings).start()
-    try:
-        assert s.post(labeled("e2e/secret-repo", 1))[0] == 202
-        assert s.get("/")[0] == 200
-        c = http.client.HTTPConnection(addr, port, timeout=10)
-        c.request("GET", "/")
-        r = c.getresponse()
-        body = r.read()
-        c.close()
-        if public:
-            assert r.status == 200 and b"e2e/secret-repo" in body
-        else:
-            assert r.status == 403 and b"secret-repo" not in body
-            assert "AUTOPATCH_STATUS_PUBLIC" in json.loads(body)["message"]
-        # the webhook endpoint itself answers everyone
-        c = http.client.HTTPConnection(addr, port, timeout=10)
-        c.request("GET", "/healthz")
-        assert c.getresponse().status == 200
-        c.close()
-    finally:
-        s.stop()

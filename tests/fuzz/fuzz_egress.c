@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz_egress.c - libFuzzer target over the egress proxy's parsers, which read bytes
- * the sandbox controls: the request line, host names, allow-list entries and CIDRs.
+ * the sandbox controls: the request line, host names, allow-list entries, CIDRs and the TLS
+ * ClientHello's server name (SNI).
  *
  * Checked invariants: an accepted request names a normalised, non-literal host with a port,
- * and its path lies inside the line; an accepted entry round-trips through the matcher.
+ * and its path lies inside the line; an accepted entry round-trips through the matcher. The
+ * SNI parser returns a known status, a name of 1..253 printable bytes only with OK (and ""
+ * otherwise), and is consistent as bytes arrive: once a prefix gets a verdict, the whole
+ * input gets one too, and an OK prefix gives the same OK (the proxy parses a growing buffer).
  */
 #include <ctype.h>
 #include <stddef.h>
@@ -24,6 +28,34 @@ static void check_host(const char *h)
 			abort();
 }
 
+static void check_sni(const uint8_t *data, size_t size)
+{
+	char name[EGP_HOST_MAX + 1], early[EGP_HOST_MAX + 1];
+	size_t cut = size ? size * data[size - 1] / 256 : 0;
+	enum egp_sni_status st = egp_sni_from_client_hello(data, size, name, sizeof(name));
+	enum egp_sni_status st_cut = egp_sni_from_client_hello(data, cut, early, sizeof(early));
+
+	if ((unsigned)st > EGP_SNI_TOO_BIG || (unsigned)st_cut > EGP_SNI_TOO_BIG)
+		abort();
+	if (st == EGP_SNI_OK) {
+		size_t n = strlen(name);
+
+		if (n == 0 || n > EGP_HOST_MAX || !egp_sni_matches(name, name))
+			abort();
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)name[i] <= 0x20 || (unsigned char)name[i] >= 0x7f)
+				abort();
+	} else if (name[0] != '\0') {
+		abort();
+	}
+	if (st_cut != EGP_SNI_NEED_MORE && st == EGP_SNI_NEED_MORE)
+		abort(); /* more bytes undid a verdict */
+	if (st_cut == EGP_SNI_OK && (st != EGP_SNI_OK || strcmp(name, early) != 0))
+		abort(); /* more bytes changed an accepted name */
+	if (st_cut != EGP_SNI_NEED_MORE && st_cut != EGP_SNI_OK && st == EGP_SNI_OK)
+		abort(); /* more bytes turned a refusal into an accepted name */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *s = malloc(size + 1);
@@ -33,6 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	egp_rule r;
 	egp_net n;
 
+	check_sni(data, size);
 	if (!s)
 		return 0;
 	memcpy(s, data, size);

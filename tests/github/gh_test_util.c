@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/httpc.h"
 
 int gh_sh(char **out, const char *fmt, ...)
 {
@@ -104,26 +105,23 @@ void gh_stub_stop(gh_stub *s)
 		gh_sh(NULL, "rm -rf %s", s->dir);
 }
 
-static size_t collect(char *p, size_t size, size_t n, void *ud)
-{
-	return ap_buf_add(ud, p, size * n) ? 0 : size * n;
-}
-
 long gh_stub_http(const gh_stub *s, const char *method, const char *path, const char *json,
 		  char **body)
 {
 	ap_buf b = AP_BUF_INIT(64 << 20);
+	httpc_body sink = HTTPC_BODY_INIT(&b);
 	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
 	char url[512];
 	long status = -1;
-	CURL *c = curl_easy_init();
+	CURL *c;
 
+	httpc_global_init(); /* a failure shows as curl_easy_perform's */
+	c = curl_easy_init();
 	snprintf(url, sizeof(url), "%s%s", s->url, path);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	httpc_body_sink(c, &sink);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
 	if (json)
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);

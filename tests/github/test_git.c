@@ -17,6 +17,7 @@
 
 #include "common/config.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "github/app.h"
 #include "github/git.h"
 #include "gh_test_util.h"
@@ -102,11 +103,17 @@ static int fx_teardown(void **state)
 	return 0;
 }
 
+/* The whole file at path; the caller frees it. */
 static char *read_all(const char *path)
 {
-	char *out = NULL;
+	ap_buf b = AP_BUF_INIT(16 << 20);
+	char *out;
 
-	gh_sh(&out, "cat '%s' 2>/dev/null", path);
+	if (fs_read_file(&b, path, 0) != 0)
+		fail_msg("%s", ap_error_last());
+	out = ap_buf_take(&b);
+	assert_non_null(out);
+	ap_buf_release(&b);
 	return out;
 }
 

@@ -406,8 +406,8 @@ int main(int argc, char **argv)
 				"background | bomb SECONDS\n");
 		return 2;
 	}
-	if (cfg_load(&cfg, getenv("AUTOPATCH_ENV_FILE")) || sbx_engine_new(&e, cfg) ||
-	    dk_client_new(&dk, cfg_get(cfg, "DOCKER_HOST"))) {
+	if (cfg_load(&cfg, cfg_env("AUTOPATCH_ENV_FILE")) || sbx_engine_new(&e, cfg) ||
+	    dk_client_new(&dk, cfg_str(cfg, "DOCKER_HOST"))) {
 		fail("setup");
 		goto out;
 	}

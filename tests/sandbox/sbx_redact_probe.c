@@ -56,7 +56,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: AP_CANARY=<40 bytes> sbx_redact_probe CAP\n");
 		return 2;
 	}
-	if (redact_add_secret(canary) || cfg_load(&cfg, getenv("AUTOPATCH_ENV_FILE")) ||
+	if (redact_add_secret(canary) || cfg_load(&cfg, cfg_env("AUTOPATCH_ENV_FILE")) ||
 	    sbx_engine_new(&e, cfg)) {
 		fprintf(stderr, "sbx_redact_probe: %s\n", ap_error_last());
 		goto out_free;

@@ -50,12 +50,14 @@ int main(int argc, char **argv)
 		else
 			allow[n++] = argv[i];
 	}
-	if (!allow || cfg_load(&cfg, getenv("AUTOPATCH_ENV_FILE")) ||
-	    sbx_egress_opts_load(&opts, cfg) || dk_client_new(&dk, cfg_get(cfg, "DOCKER_HOST"))) {
+	if (!allow || cfg_load(&cfg, cfg_env("AUTOPATCH_ENV_FILE")) ||
+	    sbx_egress_opts_load(&opts, cfg) || dk_client_new(&dk, cfg_str(cfg, "DOCKER_HOST"))) {
 		fprintf(stderr, "egress-e2e-driver: %s\n", ap_error_last());
 		goto out;
 	}
-	owner = cfg_get_or(cfg, "AUTOPATCH_OWNER_ID", "egress-e2e");
+	owner = cfg_str(cfg, "AUTOPATCH_OWNER_ID"); /* no default in the table */
+	if (!owner)
+		owner = "egress-e2e";
 	if (sbx_egress_up(dk, &opts, owner, job, runtime, allow, &eg)) {
 		fprintf(stderr, "egress-e2e-driver: %s\n", ap_error_last());
 		goto out;

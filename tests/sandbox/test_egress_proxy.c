@@ -2,7 +2,13 @@
 /* tests/sandbox/test_egress_proxy.c - the real proxy program on the host's loopback: every
  * kind of request it must refuse gets 403/400 with a reason and one "egress denied" JSON line,
  * and a listed name that resolves to loopback never reaches the server listening there.
- * (The allowed path needs a public or operator-listed address: tests/e2e/test_egress.py.) */
+ *
+ * The allowed path needs a name that resolves to an operator-listed address: the last group
+ * runs in network and mount namespaces of its own (root, or an unprivileged user namespace;
+ * skipped where neither is possible) with 10.199.0.1 on its loopback device and /etc/hosts
+ * naming it allowed.example and other.example, and an upstream server listening there. It
+ * checks the TLS ClientHello rule of CONNECT tunnels: SNI = CONNECT host is forwarded byte
+ * for byte; another name, none, or not TLS at all is refused before anything is forwarded. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,13 +17,18 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,26 +79,29 @@ static int listen_loopback(int *port)
 	return fd;
 }
 
-static int setup(void **state)
+/* Start the proxy listening on 127.0.0.1 (any port) with these further arguments (at most
+ * 16, NULL-terminated) and wait until it says where it listens. */
+static void start_proxy(const char *const *args)
 {
 	const char *root = getenv("AP_BUILD_ROOT");
-	char bin[4096], allow_lo[64], *p;
+	const char *argv[24] = {NULL, "--listen", "127.0.0.1", "--port", "0"};
+	char bin[4096], *p;
+	size_t n = 5;
 	int errp[2];
 
-	(void)state;
 	assert_non_null(root);
 	snprintf(bin, sizeof(bin), "%s/sandbox/autopatch-egress-proxy", root);
-	px.target_fd = listen_loopback(&px.target_port);
-	fcntl(px.target_fd, F_SETFL, O_NONBLOCK);
-	snprintf(allow_lo, sizeof(allow_lo), "localhost:%d", px.target_port);
+	argv[0] = bin;
+	for (; *args && n + 1 < sizeof(argv) / sizeof(argv[0]); args++)
+		argv[n++] = *args;
+	px.log_len = 0;
 	assert_int_equal(pipe(errp), 0);
 	px.pid = fork();
 	assert_true(px.pid >= 0);
 	if (px.pid == 0) {
 		dup2(errp[1], 2);
 		close(errp[0]);
-		execl(bin, bin, "--listen", "127.0.0.1", "--port", "0", "--allow", allow_lo,
-		      "--allow", "mirror.example:443", "--allow-net", "10.0.0.0/8", (char *)NULL);
+		execv(bin, (char *const *)argv);
 		_exit(127);
 	}
 	close(errp[1]);
@@ -97,6 +111,19 @@ static int setup(void **state)
 	assert_non_null(p);
 	px.port = atoi(p + strlen("\"addr\":\"127.0.0.1:"));
 	assert_true(px.port > 0);
+}
+
+static int setup(void **state)
+{
+	char allow_lo[64];
+	const char *args[] = {"--allow",     allow_lo,	   "--allow", "mirror.example:443",
+			      "--allow-net", "10.0.0.0/8", NULL};
+
+	(void)state;
+	px.target_fd = listen_loopback(&px.target_port);
+	fcntl(px.target_fd, F_SETFL, O_NONBLOCK);
+	snprintf(allow_lo, sizeof(allow_lo), "localhost:%d", px.target_port);
+	start_proxy(args);
 	return 0;
 }
 
@@ -288,6 +315,304 @@ static void test_listen_net_refuses_other_clients(void **state)
 	assert_non_null(strstr(ans, "the client is not on the job's network"));
 }
 
+/* --- CONNECT tunnels and the TLS ClientHello, in namespaces of their own ------------------- */
+
+#define UPSTREAM_ADDR "10.199.0.1"
+
+static bool have_netns;	    /* the namespaces are set up: else every tunnel test skips */
+static int upstream_fd;	    /* listens on UPSTREAM_ADDR:443 */
+static int upstream_alt_fd; /* listens on UPSTREAM_ADDR:8443 */
+
+static bool write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* New network + mount namespaces (as root, else inside a user namespace), loopback up with
+ * UPSTREAM_ADDR on it, and /etc/hosts replaced by one naming it. */
+static bool enter_namespaces(void)
+{
+	char hosts[] = "/tmp/ap-egress-hosts-XXXXXX", map[64];
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	struct ifreq ifr;
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ifr.ifr_addr;
+	int fd, sk;
+	bool ok;
+
+	if (unshare(CLONE_NEWNS | CLONE_NEWNET) != 0) {
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET) != 0)
+			return false;
+		write_file("/proc/self/setgroups", "deny");
+		snprintf(map, sizeof(map), "0 %u 1", (unsigned)uid);
+		if (!write_file("/proc/self/uid_map", map))
+			return false;
+		snprintf(map, sizeof(map), "0 %u 1", (unsigned)gid);
+		if (!write_file("/proc/self/gid_map", map))
+			return false;
+	}
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return false;
+	fd = mkstemp(hosts);
+	if (fd < 0)
+		return false;
+	ok = write(fd, UPSTREAM_ADDR " allowed.example other.example\n",
+		   strlen(UPSTREAM_ADDR " allowed.example other.example\n")) > 0;
+	close(fd);
+	ok = ok && mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL) == 0;
+	unlink(hosts);
+	sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	ok = ok && sk >= 0 && ioctl(sk, SIOCGIFFLAGS, &ifr) == 0;
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	ok = ok && ioctl(sk, SIOCSIFFLAGS, &ifr) == 0;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo:1");
+	sin->sin_family = AF_INET;
+	inet_pton(AF_INET, UPSTREAM_ADDR, &sin->sin_addr);
+	ok = ok && ioctl(sk, SIOCSIFADDR, &ifr) == 0;
+	inet_pton(AF_INET, "255.255.255.255", &sin->sin_addr);
+	ok = ok && ioctl(sk, SIOCSIFNETMASK, &ifr) == 0;
+	if (sk >= 0)
+		close(sk);
+	return ok;
+}
+
+static int listen_upstream(int port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	inet_pton(AF_INET, UPSTREAM_ADDR, &sa.sin_addr);
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	return fd;
+}
+
+static int setup_tunnels(void **state)
+{
+	static const char *const args[] = {"--allow",
+					   "allowed.example:443",
+					   "--allow",
+					   "allowed.example:8443",
+					   "--allow-net",
+					   "10.199.0.0/24",
+					   "--hello-timeout-ms",
+					   "700",
+					   NULL};
+
+	(void)state;
+	have_netns = enter_namespaces();
+	if (!have_netns)
+		return 0;
+	upstream_fd = listen_upstream(443);
+	upstream_alt_fd = listen_upstream(8443);
+	start_proxy(args);
+	return 0;
+}
+
+static int teardown_tunnels(void **state)
+{
+	(void)state;
+	if (!have_netns)
+		return 0;
+	kill(px.pid, SIGTERM);
+	waitpid(px.pid, NULL, 0);
+	close(px.err_fd);
+	close(upstream_fd);
+	close(upstream_alt_fd);
+	return 0;
+}
+
+/* The first flight of an OpenSSL client naming sni (NULL: no server name). */
+static size_t client_hello(const char *sni, unsigned char *buf, size_t cap)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL *ssl = ctx ? SSL_new(ctx) : NULL;
+	int n;
+
+	assert_non_null(ssl);
+	SSL_set_bio(ssl, BIO_new(BIO_s_mem()), BIO_new(BIO_s_mem()));
+	if (sni)
+		assert_int_equal(SSL_set_tlsext_host_name(ssl, sni), 1);
+	SSL_set_connect_state(ssl);
+	SSL_do_handshake(ssl);
+	n = BIO_read(SSL_get_wbio(ssl), buf, (int)cap);
+	assert_true(n > 0);
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	return (size_t)n;
+}
+
+/* Read from fd until n bytes, EOF or 3 s; returns the count. */
+static size_t read_some(int fd, unsigned char *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		struct pollfd p = {fd, POLLIN, 0};
+		ssize_t r;
+
+		if (poll(&p, 1, 3000) != 1)
+			break;
+		r = read(fd, buf + got, n - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	return got;
+}
+
+/* Open a tunnel: CONNECT target, then early (may be NULL) in the same write. Returns the
+ * client socket with the proxy's "200 Connection established" read. */
+static int open_tunnel(const char *target, const unsigned char *early, size_t early_len)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)px.port)};
+	unsigned char req[8192], ans[64];
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int n = snprintf((char *)req, sizeof(req), "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n",
+			 target, target);
+
+	assert_true(early_len <= sizeof(req) - (size_t)n);
+	if (early)
+		memcpy(req + n, early, early_len);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(write(fd, req, (size_t)n + early_len), (ssize_t)((size_t)n + early_len));
+	assert_int_equal(read_some(fd, ans, sizeof(ok) - 1), sizeof(ok) - 1);
+	assert_memory_equal(ans, ok, sizeof(ok) - 1);
+	return fd;
+}
+
+/* The upstream side of the tunnel the proxy opened (it connects before answering 200). */
+static int accept_upstream(int lfd)
+{
+	struct pollfd p = {lfd, POLLIN, 0};
+
+	assert_int_equal(poll(&p, 1, 3000), 1);
+	return accept(lfd, NULL, NULL);
+}
+
+/* A tunnel the proxy must refuse: after the 200, it closes the client without forwarding a
+ * byte upstream, and logs one denial with reason. */
+static void assert_tunnel_refused(const char *target, int lfd, const unsigned char *bytes, size_t n,
+				  const char *reason)
+{
+	unsigned char buf[256];
+	char line[300];
+	size_t before = px.log_len;
+	int fd = open_tunnel(target, NULL, 0), up;
+
+	up = accept_upstream(lfd);
+	assert_true(up >= 0);
+	if (n)
+		assert_int_equal(write(fd, bytes, n), (ssize_t)n);
+	assert_int_equal(read_some(fd, buf, sizeof(buf)), 0); /* closed, nothing came back */
+	assert_int_equal(read_some(up, buf, sizeof(buf)), 0); /* nothing went upstream */
+	close(up);
+	close(fd);
+	snprintf(line, sizeof(line), "\"reason\":\"%s", reason);
+	if (!log_wait(line, before))
+		fail_msg("no denial with reason \"%s\" in: %s", reason, px.log + before);
+	assert_non_null(strstr(px.log + before, "\"msg\":\"egress denied\""));
+	assert_null(strstr(px.log + before, "\"msg\":\"egress allowed\""));
+}
+
+/* A tunnel the proxy must forward: the hello arrives upstream byte for byte, and bytes flow
+ * back. early: send the hello in the CONNECT's own write; split: in two writes 100 ms apart. */
+static void assert_tunnel_forwarded(const char *target, int lfd, const char *sni, bool early,
+				    bool split)
+{
+	unsigned char hello[4096], got[4096];
+	size_t n = client_hello(sni, hello, sizeof(hello)), before = px.log_len;
+	int fd, up;
+
+	fd = open_tunnel(target, early ? hello : NULL, early ? n : 0);
+	up = accept_upstream(lfd);
+	assert_true(up >= 0);
+	if (!early && split) {
+		assert_int_equal(write(fd, hello, 20), 20);
+		usleep(100 * 1000);
+		assert_int_equal(write(fd, hello + 20, n - 20), (ssize_t)(n - 20));
+	} else if (!early) {
+		assert_int_equal(write(fd, hello, n), (ssize_t)n);
+	}
+	assert_int_equal(read_some(up, got, n), n);
+	assert_memory_equal(got, hello, n);
+	assert_int_equal(write(up, "pong", 4), 4);
+	assert_int_equal(read_some(fd, got, 4), 4);
+	assert_memory_equal(got, "pong", 4);
+	close(up);
+	close(fd);
+	assert_true(log_wait("\"msg\":\"egress allowed\"", before));
+	assert_null(strstr(px.log + before, "egress denied"));
+}
+
+static void test_tunnel_with_matching_sni_is_forwarded(void **state)
+{
+	(void)state;
+	if (!have_netns)
+		skip();
+	assert_tunnel_forwarded("allowed.example:443", upstream_fd, "allowed.example", false,
+				false);
+	assert_tunnel_forwarded("allowed.example:443", upstream_fd, "ALLOWED.Example", false, true);
+	assert_tunnel_forwarded("Allowed.Example.:443", upstream_fd, "allowed.example", true,
+				false);
+	assert_tunnel_forwarded("allowed.example:8443", upstream_alt_fd, "allowed.example", false,
+				false);
+}
+
+static void test_tunnel_with_other_sni_is_refused(void **state)
+{
+	unsigned char hello[4096];
+	size_t n;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	n = client_hello("other.example", hello, sizeof(hello));
+	assert_tunnel_refused("allowed.example:443", upstream_fd, hello, n,
+			      "the TLS server name (SNI) other.example is not the CONNECT host");
+	n = client_hello("allowed.example.", hello, sizeof(hello));
+	assert_tunnel_refused("allowed.example:443", upstream_fd, hello, n,
+			      "the TLS server name (SNI) allowed.example. is not the CONNECT host");
+	n = client_hello(NULL, hello, sizeof(hello));
+	assert_tunnel_refused("allowed.example:443", upstream_fd, hello, n,
+			      "the TLS ClientHello names no server (SNI missing)");
+}
+
+/* Not TLS: refused on 443 and on every other allowed port alike (docs/egress.md). */
+static void test_tunnel_without_tls_is_refused_on_every_port(void **state)
+{
+	static const char get[] = "GET / HTTP/1.1\r\nHost: other.example\r\n\r\n";
+	unsigned char hello[4096];
+	size_t n;
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	assert_tunnel_refused("allowed.example:443", upstream_fd, (const unsigned char *)get,
+			      sizeof(get) - 1, "the tunnel did not start with a TLS ClientHello");
+	assert_tunnel_refused("allowed.example:8443", upstream_alt_fd, (const unsigned char *)get,
+			      sizeof(get) - 1, "the tunnel did not start with a TLS ClientHello");
+	/* half a hello, then silence: the deadline (700 ms here) refuses it */
+	n = client_hello("allowed.example", hello, sizeof(hello));
+	assert_tunnel_refused("allowed.example:443", upstream_fd, hello, n / 2,
+			      "no complete TLS ClientHello within 700 ms");
+	/* and nothing at all */
+	assert_tunnel_refused("allowed.example:443", upstream_fd, NULL, 0,
+			      "no complete TLS ClientHello within 700 ms");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -301,8 +626,15 @@ int main(void)
 	const struct CMUnitTest alone[] = {
 	    cmocka_unit_test(test_listen_net_refuses_other_clients),
 	};
+	/* last: it moves this process into namespaces of its own */
+	const struct CMUnitTest tunnels[] = {
+	    cmocka_unit_test(test_tunnel_with_matching_sni_is_forwarded),
+	    cmocka_unit_test(test_tunnel_with_other_sni_is_refused),
+	    cmocka_unit_test(test_tunnel_without_tls_is_refused_on_every_port),
+	};
 
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, setup, teardown) |
-	       cmocka_run_group_tests(alone, NULL, NULL);
+	       cmocka_run_group_tests(alone, NULL, NULL) |
+	       cmocka_run_group_tests(tunnels, setup_tunnels, teardown_tunnels);
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@ static sbx_spec full_spec(void)
 	s.pids = 99;
 	s.tmp_bytes = 64LL << 20;
 	s.workspace_bytes = 512LL << 20;
+	s.volume_bytes = 8LL << 20;
 	s.nofile = 1234;
 	s.fsize_bytes = 77LL << 20;
 	s.wall_seconds = 321;
@@ -73,7 +75,7 @@ static void test_spec_every_hardening_field(void **state)
 	const cJSON *u, *e;
 
 	(void)state;
-	assert_int_equal(sbx__create_body(&s, "owner-x", 321, "none", NULL, false, &b), 0);
+	assert_int_equal(sbx__create_body(&s, "owner-x", 321, "none", NULL, NULL, false, &b), 0);
 	assert_string_equal(str(b, "Image"), "img:1");
 	assert_string_equal(str(b, "User"), "10001:10001");
 	assert_string_equal(str(b, "WorkingDir"), "/tmp/workspace");
@@ -150,7 +152,7 @@ static void test_spec_no_repo_and_pool_sleep(void **state)
 
 	(void)state;
 	s.repo_dir = NULL;
-	assert_int_equal(sbx__create_body(&s, "o", 0, "none", NULL, false, &b), 0);
+	assert_int_equal(sbx__create_body(&s, "o", 0, "none", NULL, NULL, false, &b), 0);
 	assert_int_equal(cJSON_GetArraySize(get(get(b, "HostConfig"), "Binds")), 0);
 	assert_string_equal(cJSON_GetArrayItem(get(b, "Cmd"), 1)->valuestring, "infinity");
 	cJSON_Delete(b);
@@ -163,7 +165,7 @@ static void test_spec_podman_spelling(void **state)
 	const char *ws;
 
 	(void)state;
-	assert_int_equal(sbx__create_body(&s, "o", 5, "none", NULL, true, &b), 0);
+	assert_int_equal(sbx__create_body(&s, "o", 5, "none", NULL, NULL, true, &b), 0);
 	ws = str(get(get(b, "HostConfig"), "Tmpfs"), "/tmp/workspace");
 	assert_non_null(strstr(ws, ",U"));
 	assert_null(strstr(ws, "uid="));
@@ -177,12 +179,171 @@ static void test_spec_refuses_bad_repo_paths(void **state)
 
 	(void)state;
 	s.repo_dir = "relative/dir";
-	assert_int_equal(sbx__create_body(&s, "o", 1, "none", NULL, false, &b), AP_EINVAL);
+	assert_int_equal(sbx__create_body(&s, "o", 1, "none", NULL, NULL, false, &b), AP_EINVAL);
 	assert_null(b);
 	/* A ':' would let the path add bind options (or a second target). */
 	s.repo_dir = "/a:/var/run/docker.sock";
-	assert_int_equal(sbx__create_body(&s, "o", 1, "none", NULL, false, &b), AP_EINVAL);
+	assert_int_equal(sbx__create_body(&s, "o", 1, "none", NULL, NULL, false, &b), AP_EINVAL);
 	assert_null(b);
+}
+
+/* An image's VOLUMEs become tmpfs mounts owned by the box user, capped, noexec. */
+static void test_spec_covers_image_volumes(void **state)
+{
+	static const char *const vols[] = {"/data", "/var/cache/app", NULL};
+	sbx_spec s = full_spec();
+	cJSON *b = NULL, *tmpfs;
+
+	(void)state;
+	assert_int_equal(sbx__create_body(&s, "o", 5, "none", NULL, vols, false, &b), 0);
+	tmpfs = get(get(b, "HostConfig"), "Tmpfs");
+	assert_int_equal(cJSON_GetArraySize(tmpfs), 4);
+	for (const char *const *v = vols; *v; v++) {
+		const char *o = str(tmpfs, *v);
+
+		assert_non_null(strstr(o, "size=8388608"));
+		assert_non_null(strstr(o, "uid=10001,gid=10001"));
+		assert_non_null(strstr(o, "noexec"));
+		assert_non_null(strstr(o, "nosuid"));
+		assert_non_null(strstr(o, "nodev"));
+		assert_non_null(strstr(o, "mode=0755"));
+	}
+	assert_null(cJSON_GetObjectItemCaseSensitive(get(b, "HostConfig"), "Mounts"));
+	cJSON_Delete(b);
+	assert_int_equal(sbx__create_body(&s, "o", 5, "none", NULL, vols, true, &b), 0);
+	assert_non_null(strstr(str(get(get(b, "HostConfig"), "Tmpfs"), "/data"), ",U"));
+	cJSON_Delete(b);
+}
+
+/* An inspect answer with these VOLUME paths (NULL-terminated). */
+static cJSON *image_with(const char *const *paths)
+{
+	cJSON *img = cJSON_CreateObject(), *cfg = cJSON_AddObjectToObject(img, "Config"), *vols;
+
+	cJSON_AddStringToObject(img, "Id", "sha256:0123");
+	vols = cJSON_AddObjectToObject(cfg, "Volumes");
+	for (; *paths; paths++)
+		cJSON_AddItemToObject(vols, *paths, cJSON_CreateObject());
+	return img;
+}
+
+static void test_image_volumes_are_cleaned(void **state)
+{
+	static const char *const paths[] = {"/data/", "//data", "/tmp", "/var//lib/x/", NULL};
+	static const char *const none[] = {NULL};
+	cJSON *img = image_with(paths);
+	char **out = NULL;
+
+	(void)state;
+	assert_int_equal(sbx__image_volumes(img, "img:1", &out), 0);
+	assert_non_null(out);
+	assert_string_equal(out[0], "/data");
+	assert_string_equal(out[1], "/var/lib/x");
+	assert_null(out[2]);
+	sbx__volumes_free(out);
+	cJSON_Delete(img);
+	/* nothing declared, or only /tmp (the box's capped /tmp covers it) */
+	img = image_with(none);
+	assert_int_equal(sbx__image_volumes(img, "img:1", &out), 0);
+	assert_null(out);
+	cJSON_Delete(img);
+	img = cJSON_Parse("{\"Id\":\"sha256:1\",\"Config\":{\"Volumes\":null}}");
+	assert_int_equal(sbx__image_volumes(img, "img:1", &out), 0);
+	assert_null(out);
+	cJSON_Delete(img);
+	img = cJSON_Parse("{\"Id\":\"sha256:1\",\"Config\":{\"Volumes\":{\"/tmp/\":{}}}}");
+	assert_int_equal(sbx__image_volumes(img, "img:1", &out), 0);
+	assert_null(out);
+	cJSON_Delete(img);
+}
+
+static void test_image_volumes_refused_with_a_sentence(void **state)
+{
+	static const struct {
+		const char *path, *why;
+	} bad[] = {
+	    {"/", "replace the box's whole read-only root filesystem"},
+	    {"//", "replace the box's whole read-only root filesystem"},
+	    {"/repo", "the read-only repository at /repo"},
+	    {"/repo/sub", "the read-only repository at /repo"},
+	    {"/tmp/workspace", "the workspace at /tmp/workspace"},
+	    {"/tmp/workspace/node_modules", "the workspace at /tmp/workspace"},
+	    {"/proc", "kernel or device filesystem"},
+	    {"/dev/shm", "kernel or device filesystem"},
+	    {"/sys/fs/cgroup", "kernel or device filesystem"},
+	    {"data", "not an absolute path"},
+	    {"/a/../repo", "\"..\" component"},
+	    {"/a/./b", "\"..\" component"},
+	    {"/a:b", "characters other than"}, /* shown as /a?b */
+	};
+	char **out = NULL, many[SBX_MAX_VOLUMES + 1][16];
+	const char *paths[SBX_MAX_VOLUMES + 2];
+	cJSON *img;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *one[] = {"/fine", bad[i].path, NULL};
+
+		img = image_with(one);
+		assert_int_equal(sbx__image_volumes(img, "repo/img:2", &out), AP_EDENIED);
+		assert_null(out);
+		if (!strstr(ap_error_last(), bad[i].why) ||
+		    !strstr(ap_error_last(), strchr(bad[i].path, ':') ? "/a?b" : bad[i].path) ||
+		    !strstr(ap_error_last(), "the sandbox image repo/img:2 declares VOLUME"))
+			fail_msg("%s: %s", bad[i].path, ap_error_last());
+		cJSON_Delete(img);
+	}
+	/* what the image wrote is shown tamed: no newline, no markup, no mention */
+	{
+		const char *one[] = {"/a b\n**@x**", NULL};
+
+		img = image_with(one);
+		assert_int_equal(sbx__image_volumes(img, "img", &out), AP_EDENIED);
+		assert_non_null(strstr(ap_error_last(), "declares VOLUME /a?b????x??, which"));
+		cJSON_Delete(img);
+	}
+	for (int i = 0; i <= SBX_MAX_VOLUMES; i++) {
+		snprintf(many[i], sizeof(many[i]), "/v%d", i);
+		paths[i] = many[i];
+	}
+	paths[SBX_MAX_VOLUMES + 1] = NULL;
+	img = image_with(paths);
+	assert_int_equal(sbx__image_volumes(img, "img", &out), AP_EDENIED);
+	assert_non_null(strstr(ap_error_last(), "more than 16 VOLUMEs"));
+	cJSON_Delete(img);
+	paths[SBX_MAX_VOLUMES] = NULL; /* exactly the maximum is fine */
+	img = image_with(paths);
+	assert_int_equal(sbx__image_volumes(img, "img", &out), 0);
+	sbx__volumes_free(out);
+	cJSON_Delete(img);
+	img = cJSON_Parse("{\"Config\":{\"Volumes\":[\"/data\"]}}");
+	assert_int_equal(sbx__image_volumes(img, "img", &out), AP_EDENIED);
+	cJSON_Delete(img);
+}
+
+static void test_created_container_mounts_are_checked(void **state)
+{
+	cJSON *c;
+
+	(void)state;
+	c = cJSON_Parse("{\"Mounts\":[]}");
+	assert_int_equal(sbx__check_mounts(c, "img"), 0);
+	cJSON_Delete(c);
+	c = cJSON_Parse("{\"Mounts\":[{\"Type\":\"bind\",\"Destination\":\"/repo\"},"
+			"{\"Type\":\"tmpfs\",\"Destination\":\"/data\"}]}");
+	assert_int_equal(sbx__check_mounts(c, "img"), 0);
+	cJSON_Delete(c);
+	c = cJSON_Parse("{\"Mounts\":[{\"Type\":\"volume\",\"Name\":\"b7c6\","
+			"\"Source\":\"/var/lib/docker/volumes/b7c6/_data\","
+			"\"Destination\":\"/data\"}]}");
+	assert_int_equal(sbx__check_mounts(c, "img:3"), AP_EDENIED);
+	assert_non_null(strstr(ap_error_last(), "mounted a volume at /data"));
+	assert_non_null(strstr(ap_error_last(), "img:3"));
+	cJSON_Delete(c);
+	c = cJSON_Parse("{\"Mounts\":[{\"Type\":\"bind\","
+			"\"Destination\":\"/var/run/docker.sock\"}]}");
+	assert_int_equal(sbx__check_mounts(c, "img"), AP_EDENIED);
+	cJSON_Delete(c);
 }
 
 static void test_default_owner_is_stable(void **state)
@@ -214,6 +375,10 @@ int main(void)
 	    cmocka_unit_test(test_spec_no_repo_and_pool_sleep),
 	    cmocka_unit_test(test_spec_refuses_bad_repo_paths),
 	    cmocka_unit_test(test_spec_podman_spelling),
+	    cmocka_unit_test(test_spec_covers_image_volumes),
+	    cmocka_unit_test(test_image_volumes_are_cleaned),
+	    cmocka_unit_test(test_image_volumes_refused_with_a_sentence),
+	    cmocka_unit_test(test_created_container_mounts_are_checked),
 	    cmocka_unit_test(test_default_owner_is_stable),
 	    cmocka_unit_test(test_creator_identity),
 	};
