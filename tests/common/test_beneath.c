@@ -115,6 +115,13 @@ static void each_mode(void (*body)(struct tree *t), struct tree *t)
 	beneath__force_walk(false);
 }
 
+/* A test case that runs body under both implementations. */
+#define BOTH_MODES(test, body)                                                                     \
+	static void test(void **state)                                                             \
+	{                                                                                          \
+		each_mode(body, *state);                                                           \
+	}
+
 /* Read rel (at most max bytes) and expect code; a refusal leaves the buffer as it was and never
  * holds CANARY. */
 static void expect_read(struct tree *t, const char *rel, size_t max, int code)
@@ -146,10 +153,7 @@ static void body_normal_file(struct tree *t)
 	expect_read(t, "ok/big.txt", 100, 0);
 }
 
-static void test_normal_file_is_read(void **state)
-{
-	each_mode(body_normal_file, *state);
-}
+BOTH_MODES(test_normal_file_is_read, body_normal_file)
 
 static void body_dir_symlink(struct tree *t)
 {
@@ -159,10 +163,7 @@ static void body_dir_symlink(struct tree *t)
 	expect_read(t, "inside/file.txt", 4096, AP_EDENIED);
 }
 
-static void test_directory_symlink_in_the_middle_is_refused(void **state)
-{
-	each_mode(body_dir_symlink, *state);
-}
+BOTH_MODES(test_directory_symlink_in_the_middle_is_refused, body_dir_symlink)
 
 static void body_last_symlink(struct tree *t)
 {
@@ -170,20 +171,14 @@ static void body_last_symlink(struct tree *t)
 	expect_read(t, "abs.txt", 4096, AP_EDENIED);
 }
 
-static void test_symlink_as_last_component_is_refused(void **state)
-{
-	each_mode(body_last_symlink, *state);
-}
+BOTH_MODES(test_symlink_as_last_component_is_refused, body_last_symlink)
 
 static void body_over_cap(struct tree *t)
 {
 	expect_read(t, "ok/big.txt", 99, AP_ETOOBIG);
 }
 
-static void test_over_the_cap_is_refused(void **state)
-{
-	each_mode(body_over_cap, *state);
-}
+BOTH_MODES(test_over_the_cap_is_refused, body_over_cap)
 
 static void body_bad_paths(struct tree *t)
 {
@@ -202,10 +197,7 @@ static void body_bad_paths(struct tree *t)
 	expect_read(t, "ok", 4096, AP_EDENIED);
 }
 
-static void test_bad_paths_and_kinds(void **state)
-{
-	each_mode(body_bad_paths, *state);
-}
+BOTH_MODES(test_bad_paths_and_kinds, body_bad_paths)
 
 static void body_open_dir(struct tree *t)
 {
@@ -220,10 +212,7 @@ static void body_open_dir(struct tree *t)
 	assert_int_equal(beneath_open(&fd, t->root, "ok/file.txt", O_RDONLY | O_CREAT), AP_EINVAL);
 }
 
-static void test_open_directories(void **state)
-{
-	each_mode(body_open_dir, *state);
-}
+BOTH_MODES(test_open_directories, body_open_dir)
 
 /* The first case really exercised openat2 where the kernel has it (else both runs walked). */
 static void test_kernel_has_openat2_or_skip(void **state)
