@@ -42,7 +42,10 @@ Control endpoints (for tests; not part of GitHub):
   GET  /_stub/state           repos, issues, comments, labels, reactions, PRs, tokens, pushes
   POST /_stub/fail            {"path": regex, "method": "POST"|null, "status": 503, "times": 1,
                                "retry_after": 1, "headers": {...}, "message": "...",
-                               "body": {...}} — answer matching requests with that instead
+                               "body": {...}, "drop": false, "after": false} — answer matching
+                               requests with that instead (drop: close the connection without
+                               an answer); with "after": true the request is applied first and
+                               only its answer is lost (GitHub did it, the client cannot tell)
   POST /_stub/fail/clear      forget every injected failure
   POST /_stub/config          {"token_ttl": s, "clock_offset": s, "app_id": "1",
                                "installations": [1, 2]}
@@ -387,8 +390,11 @@ class Handler(BaseHTTPRequestHandler):
                 handler, _ = route(self.CONTROL, self.command, req.path)
                 return handler(self, data)
             self.record(req.path, req.qs, req.body)
-            if self.injected_failure(req.path):
-                return
+            f = self.take_failure(req.path)
+            if f and f.get("after"):
+                return self.apply_then_fail(f, req)
+            if f:
+                return self.send_failure(f)
             handler, m = route(self.ROUTES, self.command, req.path)
             handler(self, m, req)
         except HttpError as e:
@@ -416,7 +422,8 @@ class Handler(BaseHTTPRequestHandler):
                     body.decode("utf-8", "replace") if body and len(body) < 4096 else None),
             })
 
-    def injected_failure(self, path):
+    def take_failure(self, path):
+        """The injected failure this request meets (its count taken), else None."""
         with self.st.lock:
             for f in self.st.failures:
                 if f["times"] <= 0:
@@ -426,14 +433,27 @@ class Handler(BaseHTTPRequestHandler):
                 if not re.search(f["path"], path):
                     continue
                 f["times"] -= 1
-                break
-            else:
-                return False
+                return f
+        return None
+
+    def apply_then_fail(self, f, req):
+        """An "after" failure: GitHub applied the request, then its answer was lost."""
+        self.send = lambda *a, **kw: None  # the real answer goes nowhere
+        try:
+            handler, m = route(self.ROUTES, self.command, req.path)
+            handler(self, m, req)
+        except HttpError:
+            pass
+        finally:
+            del self.send
+        return self.send_failure(f)
+
+    def send_failure(self, f):
         if f.get("drop"):
             self.close_connection = True
             self.wfile.flush()
             self.connection.shutdown(2)
-            return True
+            return
         headers = dict(f.get("headers") or {})
         if f.get("retry_after") is not None:
             headers["Retry-After"] = str(f["retry_after"])
@@ -443,7 +463,6 @@ class Handler(BaseHTTPRequestHandler):
             429: "You have exceeded a secondary rate limit.",
         }.get(f["status"], "Server Error"), "documentation_url": DOCS}
         self.send(f["status"], body, headers)
-        return True
 
     # ---- control (CONTROL routes: handler(self, data), data = the parsed JSON body) ------
     def stub_requests(self, data):
@@ -1025,12 +1044,12 @@ class GitHubStub:
                     for i in kw["installations"]}
 
     def fail(self, path, status=503, times=1, method=None, retry_after=None, headers=None,
-             message=None, body=None, drop=False):
+             message=None, body=None, drop=False, after=False):
         with self.state.lock:
             self.state.failures.append({"path": path, "status": status, "times": times,
                                         "method": method, "retry_after": retry_after,
                                         "headers": headers, "message": message, "body": body,
-                                        "drop": drop})
+                                        "drop": drop, "after": after})
 
 
 def main(argv=None):
