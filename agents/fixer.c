@@ -187,6 +187,7 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 		goto out;
 	tester_set_max_diff_lines(a.tester, max_diff);
 	tester_set_cancel(a.tester, a.tools.cancel);
+	tester_set_patch_check(a.tester, opts->patch_check, opts->patch_check_ud);
 	if (!(issue = issue_text(opts))) {
 		rc = AP_ENOMEM;
 		goto out;

@@ -11,6 +11,7 @@
 #include "agents/fixer.h"
 #include "common/redact.h"
 #include "job/environment.h"
+#include "job/patch_policy.h"
 #include "job/repo_config.h"
 #include "sandbox/sandbox.h"
 
@@ -162,6 +163,7 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	const char *test_cmd;
 	char repo_abs[PATH_MAX], gitdir[PATH_MAX + 8];
 	repo_config *rcfg = NULL;
+	patch_policy policy;
 	sbx_engine *engine = NULL;
 	sbx_box *box = NULL;
 	fixer_result res = FIXER_RESULT_INIT;
@@ -246,6 +248,11 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	}
 	if (rcfg->from_file)
 		print_settings(rcfg, test_arg, setup_arg, max_iter);
+	/* The pipeline's policy, on the bytes, against the repository's HEAD. */
+	if (patch_policy_init(&policy, cfg, rcfg, repo_abs) != 0) {
+		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
+		goto out;
+	}
 	test_cmd = test_arg ? test_arg : rcfg->test;
 	if (test_arg)
 		printf("test command: %s (from --test)\n", test_cmd);
@@ -342,6 +349,8 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	fo.trajectory_path = traj_path;
 	fo.progress = progress;
 	fo.should_stop = should_stop;
+	fo.patch_check = patch_policy_fixer_check;
+	fo.patch_check_ud = &policy;
 	rc = fixer_run(&fo, &res);
 
 	if (traj_path)
@@ -350,9 +359,11 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	printf("\nmodel: %s, %d model calls, %lld tokens in, %lld tokens out, %d round(s)\n",
 	       res.model ? res.model : "?", res.model_calls, (long long)res.tokens_in,
 	       (long long)res.tokens_out, res.iterations);
-	/* paths.allow / paths.deny: the pipeline refuses to publish such a patch; so does fix. */
+	/* The Tester's hook already judged these bytes; the pipeline checks again before it
+	 * applies them, and so does fix before it calls them proven. */
 	if (rc == 0 && res.proven &&
-	    repo_config_check_paths(rcfg, res.files_changed ? res.files_changed : "") != 0) {
+	    patch_policy_check(&policy, res.diff ? res.diff : "",
+			       res.diff ? strlen(res.diff) : 0) != 0) {
 		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
 		printf("REFUSED: %s\n", ap_error_last());
 		code = 1;

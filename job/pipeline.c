@@ -12,6 +12,7 @@
 #include "agents/fixer.h"
 #include "job/comment.h"
 #include "job/environment.h"
+#include "job/patch_policy.h"
 #include "job/progress.h"
 #include "job/repo_config.h"
 #include "common/buf.h"
@@ -20,6 +21,7 @@
 #include "github/api.h"
 #include "github/app.h"
 #include "github/git.h"
+#include "github/patch.h"
 #include "github/rest.h"
 #include "common/log.h"
 #include "common/redact.h"
@@ -369,7 +371,9 @@ struct work {
 	repo_config *rc;
 	env_choice choice; /* the image the job's box runs */
 	env_setup_result env;
+	patch_policy policy; /* what the Tester's hook and publish() judge the patch by */
 	fixer_result res;
+	char *files; /* "Files changed", from the pushed commit (gh_git_changed_files) */
 };
 
 static void work_release(struct work *w)
@@ -377,6 +381,7 @@ static void work_release(struct work *w)
 	int rc;
 
 	fixer_result_release(&w->res);
+	free(w->files);
 	repo_config_free(w->rc);
 	/* The custom box binds the first box's repo dir: destroy it first. */
 	rc = sbx_destroy(w->custom);
@@ -624,6 +629,13 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	o.progress = on_progress;
 	o.should_stop = on_should_stop;
 	o.ud = r;
+	/* The Tester tests only a diff the host's policy accepts, judged on the bytes against
+	 * the host checkout (the box's /repo). */
+	rc = patch_policy_init(&w->policy, r->p->cfg, w->rc, sbx_box_repo_dir(w->box));
+	if (rc)
+		return rc;
+	o.patch_check = patch_policy_fixer_check;
+	o.patch_check_ud = &w->policy;
 	if (iterate) {
 		o.feedback =
 		    r->job->feedback && *r->job->feedback ? r->job->feedback : "(no feedback text)";
@@ -645,21 +657,26 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	return rc;
 }
 
-/* "what was tried" for a failure comment. */
+/* "what was tried" for a failure comment. The files are libgit2's reading of the last diff
+ * (gh_patch_files()), never the box's own list. */
 static void describe_tried(struct run *r, const fixer_result *res)
 {
-	char *s = NULL;
+	char *s = NULL, *files = NULL;
+	int n;
 
 	if (res->model_calls == 0 && res->iterations == 0)
 		return;
-	if (asprintf(&s,
+	if (res->diff && *res->diff && gh_patch_files(res->diff, strlen(res->diff), &files) != 0)
+		ap_error_clear();
+	n = asprintf(&s,
 		     "%d Builder/Tester round%s with %d model call%s (%s, %" PRId64
 		     " tokens in, %" PRId64 " out)%s%s",
 		     res->iterations, res->iterations == 1 ? "" : "s", res->model_calls,
 		     res->model_calls == 1 ? "" : "s", res->model ? res->model : "model",
 		     res->tokens_in, res->tokens_out,
-		     res->files_changed ? "; last patch touched " : "",
-		     res->files_changed ? res->files_changed : "") < 0)
+		     files && *files ? "; last patch touched " : "", files && *files ? files : "");
+	free(files);
+	if (n < 0)
 		return;
 	for (char *c = s; *c; c++)
 		if (*c == '\n')
@@ -676,7 +693,7 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->cause = w->res.cause;
 	in->repro_test = w->res.repro_test;
 	in->evidence = w->res.evidence;
-	in->files_changed = w->res.files_changed;
+	in->files_changed = w->files;
 	in->test_note = r->test_note;
 	in->model = w->res.model;
 	in->tokens_in = w->res.tokens_in;
@@ -826,11 +843,13 @@ static int publish(struct run *r, struct work *w, bool iterate)
 	int64_t waited = 0;
 	int rc;
 
-	rc = repo_config_check_paths(w->rc, w->res.files_changed ? w->res.files_changed : "");
-	if (rc)
-		return rc;
 	if (!w->res.diff || !*w->res.diff)
 		return ap_error_set(AP_EINVAL, "the fixer reported success but produced no diff");
+	/* The whole policy again on the bytes about to be applied (the Tester's hook saw the
+	 * same bytes; this does not depend on it having run). */
+	rc = patch_policy_check(&w->policy, w->res.diff, strlen(w->res.diff));
+	if (rc)
+		return rc;
 	/* The patch leaves the server in a push: a credential in it (the model may have copied
 	 * one from a log) must not, and masking it would change the proven code. */
 	{
@@ -861,6 +880,11 @@ static int publish(struct run *r, struct work *w, bool iterate)
 	free(msg);
 	if (rc)
 		goto out;
+	/* "Files changed" is what the pushed commit changes, as the host's libgit2 reads it. */
+	if (gh_git_changed_files(r->p->git, repo_dir, sha, &w->files) != 0) {
+		ap_warn("cannot list the files of commit %.12s: %s", sha, ap_error_last());
+		ap_error_clear();
+	}
 	if ((rc = checkpoint(r)))
 		goto out;
 	rc = gh_app_token(r->p->app, r->job->installation_id, &token);

@@ -533,8 +533,8 @@ int repo_config_load(repo_config **out, const char *repo_dir)
 	int rc;
 
 	*out = NULL;
-	/* FS_READ_NOFOLLOW: a symlink in an untrusted checkout must not make the host read
-	 * another file. */
+	/* Beneath the checkout, through no symlink in any component (common/beneath.h): a
+	 * `.github -> /etc` in an untrusted checkout must not make the host read a host file. */
 	rc = fs_read_file_at(&b, repo_dir, REPO_CONFIG_PATH, FS_READ_NOFOLLOW);
 	if (rc == AP_ENOTFOUND) {
 		ap_error_clear();
@@ -650,80 +650,21 @@ bool repo_config_glob(const char *pattern, const char *path)
 	return glob_at(pattern, path, 0);
 }
 
-static bool path_is_safe(const char *path)
+const char *repo_config_path_refusal(const repo_config *c, const char *path, char *buf, size_t cap)
 {
-	const char *seg;
-
-	if (!*path || path[0] == '/')
-		return false;
-	for (seg = path; seg; seg = strchr(seg, '/') ? strchr(seg, '/') + 1 : NULL)
-		if (strncmp(seg, "..", 2) == 0 && (seg[2] == '/' || seg[2] == '\0'))
-			return false;
-	return true;
-}
-
-/* Which rule refuses path: NULL when allowed. */
-static const char *refusal(const repo_config *c, const char *path, const char **glob)
-{
-	*glob = NULL;
-	if (!path_is_safe(path))
-		return "is outside the repository";
-	/* The config decides how a patch is proven (test, image, network, paths): a patch
-	 * must never rewrite the rules it is judged by, whatever paths.allow says. */
-	if (strcasecmp(path, REPO_CONFIG_PATH) == 0 ||
-	    strcasecmp(path, ".github/autopatch.yaml") == 0)
-		return "is autopatch's own configuration, which a patch may never change";
 	for (char **d = c->deny; d && *d; d++)
 		if (repo_config_glob(*d, path)) {
-			*glob = *d;
-			return "is refused by the paths.deny glob";
+			snprintf(buf, cap, "is refused by the paths.deny glob `%s` in %s", *d,
+				 REPO_CONFIG_PATH);
+			return buf;
 		}
 	if (!c->allow || !c->allow[0])
 		return NULL;
 	for (char **a = c->allow; *a; a++)
 		if (repo_config_glob(*a, path))
 			return NULL;
-	return "matches no paths.allow glob in " REPO_CONFIG_PATH;
-}
-
-bool repo_config_path_allowed(const repo_config *c, const char *path)
-{
-	const char *g;
-
-	return refusal(c, path, &g) == NULL;
-}
-
-int repo_config_check_paths(const repo_config *c, const char *paths_nl)
-{
-	const char *p = paths_nl, *eol;
-	char path[4096];
-
-	while (p && *p) {
-		const char *why, *g;
-		size_t n;
-
-		eol = strchr(p, '\n');
-		n = eol ? (size_t)(eol - p) : strlen(p);
-		if (n >= sizeof(path))
-			return ap_error_set(AP_EDENIED,
-					    "the patch touches a path longer than %zu bytes",
-					    sizeof(path) - 1);
-		memcpy(path, p, n);
-		path[n] = '\0';
-		p = eol ? eol + 1 : NULL;
-		if (n == 0)
-			continue;
-		why = refusal(c, path, &g);
-		if (why && g)
-			return ap_error_set(
-			    AP_EDENIED,
-			    "the patch changes `%s`, which %s `%s` in " REPO_CONFIG_PATH, path, why,
-			    g);
-		if (why)
-			return ap_error_set(AP_EDENIED, "the patch changes `%s`, which %s", path,
-					    why);
-	}
-	return 0;
+	snprintf(buf, cap, "matches no paths.allow glob in %s", REPO_CONFIG_PATH);
+	return buf;
 }
 
 void repo_config_free(repo_config *c)

@@ -312,8 +312,10 @@ def test_invalid_repo_config_fails_with_the_line_quoted(rig_factory):
 
 
 def test_patch_outside_the_allowed_paths_is_not_pushed(rig_factory):
-    # An explicit image makes the job create its own box (besides the warm one it took).
+    # An explicit image makes the job create its own box (besides the warm one it took). The
+    # Tester's policy hook refuses the diff before testing it; one round, so that ends the job.
     rig = rig_factory(files={".github/autopatch.yml": "image: autopatch-sandbox:latest\n"
+                                                      "max_iterations: 1\n"
                                                       "paths:\n  allow: [\"tests/**\"]\n"})
     assert rig.label() == 202
     rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
@@ -321,7 +323,8 @@ def test_patch_outside_the_allowed_paths_is_not_pushed(rig_factory):
     assert rig.pulls() == []
     assert rig.gh.state_dump()["pushes"] == [], "nothing may be pushed"
     text = progress_comments(rig)[0]["body"]
-    assert "`calc.py`" in text and "paths.allow" in text
+    assert ("the patch changes `calc.py`: `calc.py` matches no paths.allow glob in "
+            ".github/autopatch.yml") in text, text
     assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
     assert len(rig.job_boxes(1)) == 2, "the configured image did not get its own box"
     rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
@@ -467,7 +470,8 @@ def test_patch_to_the_autopatch_config_is_never_pushed(rig_factory):
     script["builder"].insert(0, {"tool_calls": [{"name": "write_file", "arguments": {
         "path": ".github/autopatch.yml", "content": "test: 'true'\n"}}]})
     rig = rig_factory(script=script, files={
-        ".github/autopatch.yml": "test: python3 -m pytest -q\npaths:\n  allow: [\"**\"]\n"})
+        ".github/autopatch.yml": "test: python3 -m pytest -q\nmax_iterations: 1\n"
+                                 "paths:\n  allow: [\"**\"]\n"})
     assert rig.label() == 202
     rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
     assert rig.jobs()[0]["state"] == "failed", job_events(rig, 1)
