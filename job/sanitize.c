@@ -349,9 +349,10 @@ static void read_units(const uint32_t *cps, size_t ncp, struct unit *u, size_t *
 		u[(*n)++] = (struct unit){.cp = c};
 		i++;
 	}
-	/* A plain '&' before something that could complete a reference once written out. */
+	/* A plain '&' before something that could complete a reference once written out: '#' or
+	 * a letter (a named reference starts with a letter, so `2>&1` stays as written). */
 	for (size_t k = 0; k + 1 < *n; k++)
-		if (u[k].cp == '&' && !u[k].esc && (u[k + 1].cp == '#' || is_alnum(u[k + 1].cp)))
+		if (u[k].cp == '&' && !u[k].esc && (u[k + 1].cp == '#' || is_alpha(u[k + 1].cp)))
 			u[k].esc = true;
 }
 
