@@ -158,6 +158,13 @@ static const cfg_setting settings[] = {
     {"AUTOPATCH_REPEAT_LIMIT", CFG_INT, "3", 0,
      "the same tool call this often without progress gets a nudge, then a stop"},
     {"AUTOPATCH_MAX_DIFF_LINES", CFG_INT, "500", 0, "the Tester refuses larger patches"},
+    /* Costs and daily budgets */
+    {"AUTOPATCH_PRICES", CFG_STR, NULL, 0,
+     "USD per million input/output tokens: MODEL=IN/OUT,... (* = any other model)"},
+    {"AUTOPATCH_DAILY_BUDGET_USD", CFG_STR, "0", 0,
+     "spending of all jobs per UTC day (0: no limit); a job that could exceed it is refused"},
+    {"AUTOPATCH_REPO_DAILY_BUDGET_USD", CFG_STR, "0", 0,
+     "spending per repository per UTC day (0: no limit); same rule"},
     /* Logging */
     {"AUTOPATCH_LOG_LEVEL", CFG_STR, "info", 0,
      "debug adds debug lines; any other value logs info and up"},

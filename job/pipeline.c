@@ -9,6 +9,7 @@
  */
 #include "job/pipeline.h"
 #include "common/jsonnum.h"
+#include "agents/cost.h"
 #include "agents/fixer.h"
 #include "job/comment.h"
 #include "job/progress.h"
@@ -50,6 +51,7 @@ struct pipeline {
 	int64_t comment_interval_ms;
 	int64_t ratelimit_wait_s;     /* the first wait when GitHub names none; doubles */
 	int64_t ratelimit_max_wait_s; /* total a job waits out rate limits before re-queueing */
+	cost_plan plan;		      /* prices and daily budgets */
 };
 
 /* One running job. */
@@ -68,6 +70,7 @@ struct run {
 	char *failure; /* why the job failed or stopped */
 	char *tried;
 	enum progress_state state;
+	bool spending; /* the run holds a row in the spending ledger (close it at the end) */
 };
 
 static const char *const stage_names[] = {"preparing", "planning", "building", "testing",
@@ -118,6 +121,9 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 	if (rc)
 		goto out_free;
 	rc = cfg_int(cfg, "AUTOPATCH_RATELIMIT_MAX_WAIT_S", 0, 86400, &p->ratelimit_max_wait_s);
+	if (rc)
+		goto out_free;
+	rc = cost_plan_from_cfg(cfg, &p->plan);
 	if (rc)
 		goto out_free;
 	if (mkdir(p->data_dir, 0700) != 0 && errno != EEXIST) {
@@ -305,6 +311,61 @@ static void on_progress(void *ud, const char *stage_name, const char *line)
 			return;
 		}
 	event(r, line);
+}
+
+static job_usage usage_of(const fixer_result *res)
+{
+	job_usage u = {res->cost_micro, res->tokens_in, res->tokens_out, res->model_calls};
+
+	return u;
+}
+
+/* After every model call: the ledger learns the run's spending as it happens. */
+static void on_usage(void *ud, const fixer_result *so_far)
+{
+	struct run *r = ud;
+	job_usage u = usage_of(so_far);
+
+	if (r->spending && job_ctl_spend_record(r->ctl, &u, false) != 0) {
+		ap_log(AP_LOG_WARN, r->job->delivery, r->job->id, "recording spending: %s",
+		       ap_error_last());
+		ap_error_clear();
+	}
+}
+
+/* Before anything that costs: hold the most this run can cost against the daily budgets, or
+ * refuse to start (AP_EBUDGET, the failure says which budget and the sums). */
+static int open_spending(struct run *r)
+{
+	const cost_plan *pl = &r->p->plan;
+	job_spend_req req = {pl->priced, pl->max_micro, pl->global_cap, pl->repo_cap};
+	job_spend_verdict v = {0};
+	char spent[32], cap[32], most[32], *msg = NULL;
+	int rc;
+
+	rc = job_ctl_spend_open(r->ctl, &req, &v);
+	if (rc)
+		return rc;
+	if (!v.refused) {
+		r->spending = true;
+		return 0;
+	}
+	cost_format_usd(v.spent_micro, spent, sizeof(spent));
+	cost_format_usd(v.cap_micro, cap, sizeof(cap));
+	cost_format_usd(pl->max_micro, most, sizeof(most));
+	if (asprintf(&msg,
+		     "not started: the daily budget %s%s (%s per UTC day) could be exceeded: %s "
+		     "is spent or held today and this job may cost up to %s (AUTOPATCH_MAX_TOKENS "
+		     "= %" PRId64 " tokens of %s at its dearer price); it was not run, no model "
+		     "was called",
+		     v.repo ? "of " : "for all repositories", v.repo ? r->job->repo : "", cap,
+		     spent, most, pl->max_tokens, pl->model) < 0)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	set_str(&r->failure, msg);
+	event(r, msg);
+	rc = ap_error_set(AP_EBUDGET, "%s", msg);
+	free(msg);
+	return rc;
 }
 
 static bool on_should_stop(void *ud)
@@ -499,6 +560,10 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	o.trajectory_path = r->trajectory;
 	o.progress = on_progress;
 	o.should_stop = on_should_stop;
+	o.usage = on_usage;
+	/* With a budget, the run must stay within what it holds. */
+	if (r->p->plan.global_cap || r->p->plan.repo_cap)
+		o.cost_cap_micro = r->p->plan.max_micro;
 	o.ud = r;
 	if (iterate) {
 		o.feedback =
@@ -517,16 +582,20 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 /* "what was tried" for a failure comment. */
 static void describe_tried(struct run *r, const fixer_result *res)
 {
-	char *s = NULL;
+	char *s = NULL, cost[48] = "";
 
 	if (res->model_calls == 0 && res->iterations == 0)
 		return;
+	if (res->priced) {
+		memcpy(cost, ", ", 3);
+		cost_format_usd(res->cost_micro, cost + 2, sizeof(cost) - 2);
+	}
 	if (asprintf(&s,
 		     "%d Builder/Tester round%s with %d model call%s (%s, %" PRId64
-		     " tokens in, %" PRId64 " out)%s%s",
+		     " tokens in, %" PRId64 " out%s)%s%s",
 		     res->iterations, res->iterations == 1 ? "" : "s", res->model_calls,
 		     res->model_calls == 1 ? "" : "s", res->model ? res->model : "model",
-		     res->tokens_in, res->tokens_out,
+		     res->tokens_in, res->tokens_out, cost,
 		     res->files_changed ? "; last patch touched " : "",
 		     res->files_changed ? res->files_changed : "") < 0)
 		return;
@@ -552,6 +621,9 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->tokens_out = w->res.tokens_out;
 	in->model_calls = w->res.model_calls;
 	in->iterations = w->res.iterations;
+	in->priced = w->res.priced;
+	in->cost_micro = w->res.cost_micro;
+	in->estimated_calls = w->res.estimated_calls;
 }
 
 static int find_or_create_pr(struct run *r, struct work *w, const char *body)
@@ -853,6 +925,8 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	/* A job cancelled while it waited for a retry comes here only to say so in its comment. */
 	if ((rc = checkpoint(&r)))
 		goto out;
+	if ((rc = open_spending(&r)))
+		goto out;
 	stage(&r, STAGE_PREPARING, job->attempts > 1 ? "resuming after an interruption" : NULL);
 	if ((rc = checkpoint(&r)))
 		goto out;
@@ -890,6 +964,15 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	add_event(&r, -1, iterate ? "replied on the pull request" : "draft pull request ready");
 	comment_final(&r);
 out:
+	if (r.spending) {
+		job_usage u = usage_of(&w.res);
+
+		if (job_ctl_spend_record(ctl, &u, true) != 0) {
+			ap_log(AP_LOG_WARN, job->delivery, job->id, "closing spending: %s",
+			       ap_error_last());
+			ap_error_clear();
+		}
+	}
 	if (rc) {
 		char *why;
 

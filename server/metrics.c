@@ -34,6 +34,7 @@ static uint64_t hist[N_BUCKETS];
 static uint64_t hist_count;
 static double hist_sum;
 static uint64_t cut_headers, cut_body;
+static uint64_t refused_global, refused_repo;
 
 static size_t index_of(const char **set, size_t n, const char *s, size_t fallback)
 {
@@ -74,6 +75,16 @@ void metrics_deadline_cut(bool body)
 	pthread_mutex_unlock(&lock);
 }
 
+void metrics_budget_refusal(bool repo)
+{
+	pthread_mutex_lock(&lock);
+	if (repo)
+		refused_repo++;
+	else
+		refused_global++;
+	pthread_mutex_unlock(&lock);
+}
+
 int metrics_render(ap_buf *out, const q_stats *s, int workers, int busy, size_t max_batch)
 {
 	int rc = 0;
@@ -110,6 +121,13 @@ int metrics_render(ap_buf *out, const q_stats *s, int workers, int busy, size_t 
 			  "autopatch_http_deadline_closed_total{phase=\"headers\"} %llu\n"
 			  "autopatch_http_deadline_closed_total{phase=\"body\"} %llu\n",
 			  (unsigned long long)cut_headers, (unsigned long long)cut_body);
+	rc |= ap_buf_addf(out,
+			  "# HELP autopatch_budget_refusals_total Job runs not started because a "
+			  "daily budget could be exceeded.\n"
+			  "# TYPE autopatch_budget_refusals_total counter\n"
+			  "autopatch_budget_refusals_total{budget=\"global\"} %llu\n"
+			  "autopatch_budget_refusals_total{budget=\"repository\"} %llu\n",
+			  (unsigned long long)refused_global, (unsigned long long)refused_repo);
 	pthread_mutex_unlock(&lock);
 
 	rc |= ap_buf_addf(out,

@@ -23,6 +23,9 @@ void metrics_latency(double seconds);
  * and headers were awaited. */
 void metrics_deadline_cut(bool body);
 
+/* Count one run refused by a daily budget: the repository's (repo) or the global one. */
+void metrics_budget_refusal(bool repo);
+
 /* Append the exposition text: deliveries by event and outcome, jobs by state (from stats),
  * workers configured and busy, the latency histogram, connections closed by a deadline,
  * the largest group-commit batch. */

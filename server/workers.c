@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/redact.h"
+#include "server/metrics.h"
 #include "server/queue.h"
 
 #include <errno.h>
@@ -33,6 +34,8 @@ struct worker {
 struct run_ctx {
 	struct worker *w;
 	int64_t job;
+	const char *repo;
+	int64_t spend_row; /* this run's row in the spending ledger, 0 before spend_open */
 };
 
 struct wk_pool {
@@ -119,6 +122,29 @@ static char *ctl_state_get(void *ctx, const char *key)
 	return v;
 }
 
+static int ctl_spend_open(void *ctx, const job_spend_req *req, job_spend_verdict *out)
+{
+	struct run_ctx *c = ctx;
+	int rc;
+
+	if (c->spend_row)
+		return ap_error_set(AP_EINVAL, "job %lld: spending already open",
+				    (long long)c->job);
+	rc = q_spend_open(c->w->q, c->job, c->repo, req, q_now_ms(), &c->spend_row, out);
+	if (rc == 0 && out->refused)
+		metrics_budget_refusal(out->repo);
+	return rc;
+}
+
+static int ctl_spend_record(void *ctx, const job_usage *u, bool final)
+{
+	struct run_ctx *c = ctx;
+
+	if (!c->spend_row)
+		return 0;
+	return q_spend_record(c->w->q, c->spend_row, u, final);
+}
+
 static const job_ops pool_ops = {
     .stage = ctl_stage,
     .event = ctl_event,
@@ -126,6 +152,8 @@ static const job_ops pool_ops = {
     .cancelled = ctl_cancelled,
     .state_set = ctl_state_set,
     .state_get = ctl_state_get,
+    .spend_open = ctl_spend_open,
+    .spend_record = ctl_spend_record,
 };
 
 /* --- workers --------------------------------------------------------------------------- */
@@ -193,7 +221,7 @@ static void record(struct worker *w, const job_info *job, const job_outcome *o)
 static void run_one(struct worker *w, job_info *job)
 {
 	wk_pool *p = w->pool;
-	struct run_ctx rc_ctx = {w, job->id};
+	struct run_ctx rc_ctx = {w, job->id, job->repo, 0};
 	job_ctl ctl = {&pool_ops, &rc_ctx};
 	job_outcome o = JOB_OUTCOME_INIT;
 	char *clean = NULL;
