@@ -58,13 +58,16 @@ def _example(event, action):
 
 
 class Rig:
-    def __init__(self, tmp, autopatch_bin, script=None, env=None, workers=1, files=None):
+    def __init__(self, tmp, autopatch_bin, script=None, env=None, workers=1, files=None,
+                 issues=1, omit_usage=False):
         self.tmp = pathlib.Path(tmp)
         self.bin = str(autopatch_bin)
         self.script = script if script is not None else happy_script()
         self.extra_env = dict(env or {})
         self.workers = workers
         self.files = files or {}
+        self.n_issues = issues  # issues #1..#n, all the same calc bug
+        self.omit_usage = omit_usage
         self.owner = "pipe-" + secrets.token_hex(6)
         self.webhook_secret = "canary-webhook-" + secrets.token_hex(12)
         self.model_key = "canary-model-key-" + secrets.token_hex(12)
@@ -84,8 +87,8 @@ class Rig:
         self.gh = GitHubStub(str(self.tmp / "github"), app_key_pub=str(pub), app_id="1").start()
         self.gh.seed_repo(REPO, source_dir=str(ROOT / "examples" / "calc"), files=self.files,
                           issues=[{"title": self.title, "body": self.body,
-                                   "labels": ["autopatch"]}])
-        self.model = StubServer(self.script).start()
+                                   "labels": ["autopatch"]}] * self.n_issues)
+        self.model = StubServer(self.script, omit_usage=self.omit_usage).start()
         if serve:
             self.start_serve()
         return self
