@@ -46,8 +46,10 @@ static const cfg_setting settings[] = {
     {"WEBHOOK_SECRET", CFG_STR, NULL, CFG_SECRET, "the webhook secret given to GitHub"},
     {"WEBHOOK_SECRET_PREVIOUS", CFG_STR, NULL, CFG_SECRET,
      "the previous webhook secret, still accepted while rotating"},
-    {"GITHUB_API_URL", CFG_STR, "https://api.github.com", 0,
-     "GitHub's REST API (GitHub Enterprise Server: https://HOST/api/v3)"},
+    {"GITHUB_URL", CFG_STR, NULL, 0,
+     "GitHub's web and git host; default: https://github.com, or derived from GITHUB_API_URL"},
+    {"GITHUB_API_URL", CFG_STR, NULL, 0,
+     "GitHub's REST API; default: https://api.github.com, or GITHUB_URL/api/v3 (Enterprise)"},
     /* The HTTP server */
     {"PORT", CFG_INT, "3000", 0, "TCP port of the webhook server"},
     {"WEBHOOK_PATH", CFG_STR, "/api/github/webhooks", 0, "path GitHub posts webhooks to"},

@@ -21,6 +21,7 @@
 #include "github/app.h"
 #include "github/git.h"
 #include "github/rest.h"
+#include "github/urls.h"
 #include "common/log.h"
 #include "common/redact.h"
 #include "sandbox/sandbox.h"
@@ -52,6 +53,7 @@ struct pipeline {
 	int64_t ratelimit_wait_s;     /* the first wait when GitHub names none; doubles */
 	int64_t ratelimit_max_wait_s; /* total a job waits out rate limits before re-queueing */
 	cost_plan plan;		      /* prices and daily budgets */
+	gh_urls urls;		      /* GITHUB_URL (git goes there) and GITHUB_API_URL */
 };
 
 /* One running job. */
@@ -124,6 +126,9 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 	if (rc)
 		goto out_free;
 	rc = cost_plan_from_cfg(cfg, &p->plan);
+	if (rc)
+		goto out_free;
+	rc = gh_urls_get(cfg, &p->urls);
 	if (rc)
 		goto out_free;
 	if (mkdir(p->data_dir, 0700) != 0 && errno != EEXIST) {
@@ -381,12 +386,13 @@ static bool on_should_stop(void *ud)
 struct work {
 	gh_repo repo;
 	gh_issue issue;
-	gh_pull pull;	  /* iteration: the PR being changed */
-	int64_t issue_no; /* the issue being fixed */
-	char *branch;	  /* autopatch/issue-N */
-	char *base_ref;	  /* checkout ref */
-	sbx_box *box;	  /* warm-pool box whose repo dir holds the checkout */
-	sbx_box *custom;  /* a second box when the repo config asks for another image/network */
+	gh_pull pull;			/* iteration: the PR being changed */
+	int64_t issue_no;		/* the issue being fixed */
+	char git_url[GH_URL_MAX + 256]; /* GITHUB_URL/owner/name.git: clone and push */
+	char *branch;			/* autopatch/issue-N */
+	char *base_ref;			/* checkout ref */
+	sbx_box *box;			/* warm-pool box whose repo dir holds the checkout */
+	sbx_box *custom; /* a second box when the repo config asks for another image/network */
 	repo_config *rc;
 	fixer_result res;
 };
@@ -450,7 +456,7 @@ static int load_default_branch_config(struct run *r, struct work *w, const char 
 	/* A crashed earlier attempt's copy; what cannot go, the checkout reports. */
 	if (fs_rm_rf(dir) != 0)
 		ap_error_clear();
-	rc = gh_git_checkout(r->p->git, w->repo.clone_url, token, ref, dir, NULL);
+	rc = gh_git_checkout(r->p->git, w->git_url, token, ref, dir, NULL);
 	if (rc == 0)
 		rc = repo_config_load(&w->rc, dir);
 	snprintf(kept, sizeof(kept), "%s", ap_error_last());
@@ -469,6 +475,10 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 
 	snprintf(label, sizeof(label), "job-%" PRId64, r->job->id);
 	rc = gh_repo_get(r->rest, r->job->repo, &w->repo);
+	if (rc)
+		return rc;
+	/* Git goes to the configured web host, never to a URL an API answer names. */
+	rc = gh_urls_git(&r->p->urls, w->repo.full_name, w->git_url, sizeof(w->git_url));
 	if (rc)
 		return rc;
 	if (iterate) {
@@ -500,7 +510,7 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	rc = gh_app_token(r->p->app, r->job->installation_id, &token);
 	if (rc)
 		return rc;
-	rc = gh_git_checkout(r->p->git, w->repo.clone_url, token, w->base_ref, repo_dir, &sha);
+	rc = gh_git_checkout(r->p->git, w->git_url, token, w->base_ref, repo_dir, &sha);
 	if (rc == 0 && iterate)
 		rc = load_default_branch_config(r, w, token);
 	free(token);
@@ -774,7 +784,7 @@ static int publish(struct run *r, struct work *w, bool iterate)
 		goto out;
 	/* A first run owns the branch (force: a retry after a crash rewrites it); an iteration
 	 * adds a commit on top of the PR's head, so a plain push. */
-	rc = gh_git_push(r->p->git, repo_dir, w->repo.clone_url, token, w->branch, !iterate);
+	rc = gh_git_push(r->p->git, repo_dir, w->git_url, token, w->branch, !iterate);
 	free(token);
 	if (rc)
 		goto out;
