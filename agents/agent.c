@@ -4,6 +4,7 @@
 #include "agents/agent.h"
 #include "common/err.h"
 #include "common/redact.h"
+#include "common/stats.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -70,6 +71,8 @@ static bool cancelled(agent_ctx *a)
 /* Add one call's usage to the budgets and the result, and tell the caller. */
 static void charge(agent_ctx *a, int64_t tokens_in, int64_t tokens_out, bool estimated)
 {
+	int64_t before = a->res->cost_micro;
+
 	budget_after_call(&a->bud, tokens_in, tokens_out);
 	a->res->model_calls = (int)a->bud.calls;
 	a->res->tokens_in = a->bud.tokens_in;
@@ -79,6 +82,11 @@ static void charge(agent_ctx *a, int64_t tokens_in, int64_t tokens_out, bool est
 	if (a->plan.priced)
 		a->res->cost_micro =
 		    cost_micro(&a->plan.price, a->bud.tokens_in, a->bud.tokens_out);
+	ap_stat_add(AP_STAT_MODEL_CALLS, 1);
+	ap_stat_add(AP_STAT_MODEL_CALLS_ESTIMATED, estimated ? 1 : 0);
+	ap_stat_add(AP_STAT_MODEL_TOKENS_IN, tokens_in);
+	ap_stat_add(AP_STAT_MODEL_TOKENS_OUT, tokens_out);
+	ap_stat_add(AP_STAT_MODEL_COST_MICRO, a->res->cost_micro - before);
 	if (a->opts->usage)
 		a->opts->usage(a->opts->ud, a->res);
 }
@@ -107,6 +115,7 @@ int agent_chat(agent_ctx *a, llm_conv *conv, enum tool_set set)
 	rc = llm_chat(a->model, conv, tools, ntools, &r);
 	if (rc) {
 		char *msg = strdup(ap_error_last());
+		ap_stat_add(AP_STAT_MODEL_ERRORS, 1);
 		/* An answer arrived (and was billed) but cannot be used: never free. */
 		if (rc == AP_EINVAL || rc == AP_ETOOBIG)
 			charge(a, bound_in, bound_out, true);

@@ -36,7 +36,16 @@ struct run_ctx {
 	int64_t job;
 	const char *repo;
 	int64_t spend_row; /* this run's row in the spending ledger, 0 before spend_open */
+	int stage;	   /* the current stage (enum job_stage), -1 before the first */
+	int64_t stage_ms;  /* when it started */
 };
+
+/* The current stage ended at now: observe its duration. */
+static void stage_end(struct run_ctx *c, int64_t now)
+{
+	if (c->stage >= 0)
+		metrics_stage_done((enum job_stage)c->stage, (double)(now - c->stage_ms) / 1000.0);
+}
 
 struct wk_pool {
 	wk_config cfg;
@@ -71,7 +80,14 @@ static int ctl_stage(void *ctx, enum job_stage stage, const char *msg)
 	struct run_ctx *c = ctx;
 	struct worker *w = c->w;
 	char *clean = msg ? redact_str(msg) : NULL;
+	int64_t now = q_now_ms();
 	int rc;
+
+	if ((int)stage != c->stage) {
+		stage_end(c, now);
+		c->stage = (int)stage;
+		c->stage_ms = now;
+	}
 
 	rc = q_event(w->q, c->job, q_stage_name(stage), clean ? clean : "", q_now_ms());
 	free(clean);
@@ -176,27 +192,30 @@ static const char *kind_name(enum job_outcome_kind k)
 /* Record the outcome of one run: the pool's retry policy lives here alone. Called with the pool
  * lock NOT held; takes it so a shutdown that already re-queued the job (abandoned) is not
  * overwritten. */
-static void record(struct worker *w, const job_info *job, const job_outcome *o)
+static const char *record(struct worker *w, const job_info *job, const job_outcome *o)
 {
 	wk_pool *p = w->pool;
 	int64_t now = q_now_ms();
-	const char *text = o->summary ? o->summary : kind_name(o->kind);
+	const char *text = o->summary ? o->summary : kind_name(o->kind), *what;
 	int wrc;
 
 	pthread_mutex_lock(&p->lock);
 	if (p->abandoned) {
 		pthread_mutex_unlock(&p->lock);
-		return;
+		return "interrupted";
 	}
 	if (o->kind == JOB_SUCCEEDED) {
 		wrc = q_finish(w->q, job->id, w->owner, "succeeded", text, now);
+		what = "succeeded";
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job succeeded: %s", text);
 	} else if (o->kind == JOB_CANCELLED && !atomic_load(&w->cancel) &&
 		   atomic_load(&p->stopping)) {
 		wrc = q_release(w->q, job->id, w->owner, now, "interrupted by shutdown", true, now);
+		what = "interrupted";
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job re-queued: server shutting down");
 	} else if (o->kind == JOB_CANCELLED) {
 		wrc = q_finish(w->q, job->id, w->owner, "cancelled", text, now);
+		what = "cancelled";
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job cancelled");
 	} else if (o->kind == JOB_RETRY && job->attempts < p->cfg.max_attempts) {
 		int64_t at = now + q_backoff_ms(p->cfg.retry_base_ms, job->attempts);
@@ -204,11 +223,13 @@ static void record(struct worker *w, const job_info *job, const job_outcome *o)
 		if (o->not_before_ms > at)
 			at = o->not_before_ms;
 		wrc = q_release(w->q, job->id, w->owner, at, text, false, now);
+		what = "retry";
 		ap_log(AP_LOG_WARN, job->delivery, job->id,
 		       "job attempt %d failed, retry in %lld ms: %s", job->attempts,
 		       (long long)(at - now), text);
 	} else {
 		wrc = q_finish(w->q, job->id, w->owner, "failed", text, now);
+		what = "failed";
 		ap_log(AP_LOG_WARN, job->delivery, job->id, "job failed: %s", text);
 	}
 	if (wrc)
@@ -216,16 +237,19 @@ static void record(struct worker *w, const job_info *job, const job_outcome *o)
 		       ap_error_last());
 	w->job_id = 0;
 	pthread_mutex_unlock(&p->lock);
+	return what;
 }
 
 static void run_one(struct worker *w, job_info *job)
 {
 	wk_pool *p = w->pool;
-	struct run_ctx rc_ctx = {w, job->id, job->repo, 0};
+	struct run_ctx rc_ctx = {w, job->id, job->repo, 0, -1, 0};
 	job_ctl ctl = {&pool_ops, &rc_ctx};
 	job_outcome o = JOB_OUTCOME_INIT;
 	char *clean = NULL;
+	const char *outcome;
 	bool cancelled = false;
+	int64_t t0;
 
 	pthread_mutex_lock(&p->lock);
 	w->job_id = job->id;
@@ -241,12 +265,15 @@ static void run_one(struct worker *w, job_info *job)
 	ap_log(AP_LOG_INFO, job->delivery, job->id, "job started: %s#%lld attempt %d", job->repo,
 	       (long long)job->issue, job->attempts);
 
+	t0 = q_now_ms();
 	p->cfg.run(job, &ctl, p->cfg.ud, &o);
 	if (o.summary && (clean = redact_str(o.summary))) {
 		free(o.summary);
 		o.summary = clean;
 	}
-	record(w, job, &o);
+	outcome = record(w, job, &o);
+	stage_end(&rc_ctx, q_now_ms());
+	metrics_job_done(outcome, (double)(q_now_ms() - t0) / 1000.0);
 	free(o.summary);
 }
 
