@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* server/metrics.c - counters and the latency histogram (see metrics.h). */
+/* server/metrics.c - counters and histograms rendered for GET /metrics (see metrics.h). */
 #include "server/metrics.h"
 #include "common/err.h"
 #include "common/stats.h"
@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *events[] = {"issues", "issue_comment", "pull_request_review_comment", "ping",
@@ -33,11 +34,15 @@ static const double buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05
 static const double dur_buckets[] = {1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600};
 #define N_DUR (sizeof(dur_buckets) / sizeof(dur_buckets[0]))
 
-typedef struct dur_hist {
-	uint64_t b[N_DUR];
+/* One histogram series over a bucket list (le[], nle <= HIST_MAX_BUCKETS). */
+#define HIST_MAX_BUCKETS 16
+typedef struct hist {
+	const double *le;
+	size_t nle;
+	uint64_t b[HIST_MAX_BUCKETS];
 	uint64_t count;
 	double sum;
-} dur_hist;
+} hist;
 
 static const char *job_outcomes[] = {"succeeded", "failed", "cancelled", "retry", "interrupted"};
 #define N_JOB_OUTCOMES (sizeof(job_outcomes) / sizeof(job_outcomes[0]))
@@ -45,11 +50,14 @@ static const char *stages[] = {"preparing", "planning", "building", "testing", "
 #define N_STAGES (sizeof(stages) / sizeof(stages[0]))
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static dur_hist job_hist[N_JOB_OUTCOMES], stage_hist[N_STAGES];
+#define DUR_HIST                                                                                   \
+	{                                                                                          \
+		dur_buckets, N_DUR, {0}, 0, 0                                                      \
+	}
+static hist job_hist[N_JOB_OUTCOMES] = {DUR_HIST, DUR_HIST, DUR_HIST, DUR_HIST, DUR_HIST};
+static hist stage_hist[N_STAGES] = {DUR_HIST, DUR_HIST, DUR_HIST, DUR_HIST, DUR_HIST};
 static uint64_t deliveries[N_EVENTS][N_OUTCOMES];
-static uint64_t hist[N_BUCKETS];
-static uint64_t hist_count;
-static double hist_sum;
+static hist latency = {buckets, N_BUCKETS, {0}, 0, 0};
 static uint64_t cut_headers, cut_body;
 static uint64_t refused_global, refused_repo;
 
@@ -71,14 +79,21 @@ void metrics_delivery(const char *event, const char *outcome)
 	pthread_mutex_unlock(&lock);
 }
 
+static void hist_observe(hist *h, double seconds)
+{
+	if (seconds < 0)
+		seconds = 0;
+	for (size_t i = 0; i < h->nle; i++)
+		if (seconds <= h->le[i])
+			h->b[i]++;
+	h->count++;
+	h->sum += seconds;
+}
+
 void metrics_latency(double seconds)
 {
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < N_BUCKETS; i++)
-		if (seconds <= buckets[i])
-			hist[i]++;
-	hist_count++;
-	hist_sum += seconds;
+	hist_observe(&latency, seconds);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -92,23 +107,12 @@ void metrics_deadline_cut(bool body)
 	pthread_mutex_unlock(&lock);
 }
 
-static void dur_observe(dur_hist *h, double seconds)
-{
-	if (seconds < 0)
-		seconds = 0;
-	for (size_t i = 0; i < N_DUR; i++)
-		if (seconds <= dur_buckets[i])
-			h->b[i]++;
-	h->count++;
-	h->sum += seconds;
-}
-
 void metrics_job_done(const char *outcome, double seconds)
 {
 	size_t o = index_of(job_outcomes, N_JOB_OUTCOMES, outcome, 1);
 
 	pthread_mutex_lock(&lock);
-	dur_observe(&job_hist[o], seconds);
+	hist_observe(&job_hist[o], seconds);
 	pthread_mutex_unlock(&lock);
 }
 
@@ -117,27 +121,33 @@ void metrics_stage_done(enum job_stage stage, double seconds)
 	if ((unsigned)stage >= N_STAGES)
 		return;
 	pthread_mutex_lock(&lock);
-	dur_observe(&stage_hist[stage], seconds);
+	hist_observe(&stage_hist[stage], seconds);
 	pthread_mutex_unlock(&lock);
 }
 
-/* One histogram family: a series per label value, each with every bucket, _sum and _count. */
-static int dur_render(ap_buf *out, const char *name, const char *help, const char *label,
-		      const char **values, const dur_hist *h, size_t n)
+/* One histogram family: n series (label = values[v]; label NULL: one series without labels),
+ * each with every bucket, +Inf, _sum and _count. */
+static int hist_render(ap_buf *out, const char *name, const char *help, const char *label,
+		       const char **values, const hist *h, size_t n)
 {
 	int rc = ap_buf_addf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
 
 	for (size_t v = 0; v < n; v++) {
-		for (size_t i = 0; i < N_DUR; i++)
-			rc |= ap_buf_addf(out, "%s_bucket{%s=\"%s\",le=\"%g\"} %llu\n", name, label,
-					  values[v], dur_buckets[i], (unsigned long long)h[v].b[i]);
+		char sel[96] = "", le_sep[100] = "{";
+
+		if (label) {
+			snprintf(sel, sizeof(sel), "{%s=\"%s\"}", label, values[v]);
+			snprintf(le_sep, sizeof(le_sep), "{%s=\"%s\",", label, values[v]);
+		}
+		for (size_t i = 0; i < h[v].nle; i++)
+			rc |= ap_buf_addf(out, "%s_bucket%sle=\"%g\"} %llu\n", name, le_sep,
+					  h[v].le[i], (unsigned long long)h[v].b[i]);
 		rc |= ap_buf_addf(out,
-				  "%s_bucket{%s=\"%s\",le=\"+Inf\"} %llu\n"
-				  "%s_sum{%s=\"%s\"} %.3f\n"
-				  "%s_count{%s=\"%s\"} %llu\n",
-				  name, label, values[v], (unsigned long long)h[v].count, name,
-				  label, values[v], h[v].sum, name, label, values[v],
-				  (unsigned long long)h[v].count);
+				  "%s_bucket%sle=\"+Inf\"} %llu\n"
+				  "%s_sum%s %.6f\n"
+				  "%s_count%s %llu\n",
+				  name, le_sep, (unsigned long long)h[v].count, name, sel, h[v].sum,
+				  name, sel, (unsigned long long)h[v].count);
 	}
 	return rc;
 }
@@ -222,19 +232,9 @@ int metrics_render(ap_buf *out, const q_stats *s, int workers, int busy, size_t 
 						  "outcome=\"%s\"} %llu\n",
 						  events[e], outcomes[o],
 						  (unsigned long long)deliveries[e][o]);
-	rc |= ap_buf_adds(out, "# HELP autopatch_http_request_duration_seconds Webhook request "
-			       "latency until the response is queued.\n"
-			       "# TYPE autopatch_http_request_duration_seconds histogram\n");
-	for (size_t i = 0; i < N_BUCKETS; i++)
-		rc |= ap_buf_addf(out,
-				  "autopatch_http_request_duration_seconds_bucket{le=\"%g\"} "
-				  "%llu\n",
-				  buckets[i], (unsigned long long)hist[i]);
-	rc |= ap_buf_addf(out,
-			  "autopatch_http_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n"
-			  "autopatch_http_request_duration_seconds_sum %.6f\n"
-			  "autopatch_http_request_duration_seconds_count %llu\n",
-			  (unsigned long long)hist_count, hist_sum, (unsigned long long)hist_count);
+	rc |= hist_render(out, "autopatch_http_request_duration_seconds",
+			  "Webhook request latency until the response is queued.", NULL, NULL,
+			  &latency, 1);
 	rc |= ap_buf_addf(out,
 			  "# HELP autopatch_http_deadline_closed_total Connections closed because "
 			  "their headers or body took longer than the deadline.\n"
@@ -249,12 +249,12 @@ int metrics_render(ap_buf *out, const q_stats *s, int workers, int busy, size_t 
 			  "autopatch_budget_refusals_total{budget=\"global\"} %llu\n"
 			  "autopatch_budget_refusals_total{budget=\"repository\"} %llu\n",
 			  (unsigned long long)refused_global, (unsigned long long)refused_repo);
-	rc |= dur_render(out, "autopatch_job_duration_seconds",
-			 "Wall time of one run of a job, lease to outcome, by outcome.", "outcome",
-			 job_outcomes, job_hist, N_JOB_OUTCOMES);
-	rc |= dur_render(out, "autopatch_stage_duration_seconds",
-			 "Wall time of one job stage, by stage.", "stage", stages, stage_hist,
-			 N_STAGES);
+	rc |= hist_render(out, "autopatch_job_duration_seconds",
+			  "Wall time of one run of a job, lease to outcome, by outcome.", "outcome",
+			  job_outcomes, job_hist, N_JOB_OUTCOMES);
+	rc |= hist_render(out, "autopatch_stage_duration_seconds",
+			  "Wall time of one job stage, by stage.", "stage", stages, stage_hist,
+			  N_STAGES);
 	pthread_mutex_unlock(&lock);
 	rc |= stats_render(out);
 
