@@ -3,6 +3,7 @@
 #include "agents/cost.h"
 #include "agents/llm.h"
 #include "common/err.h"
+#include "common/money.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -28,50 +29,12 @@ void cost_table_free(cost_table *t)
 	free(t);
 }
 
-/* A decimal "12", "0.15", "2.500000" of [s, end) scaled by 1e6, at most max * 1e6. */
-static int parse_decimal(const char *s, const char *end, int64_t max, int64_t *out)
-{
-	int64_t whole = 0, frac = 0;
-	int digits = 0, decimals = -1;
-
-	if (s == end)
-		return AP_EINVAL;
-	for (const char *p = s; p < end; p++) {
-		if (*p == '.') {
-			if (decimals >= 0 || digits == 0)
-				return AP_EINVAL;
-			decimals = 0;
-			continue;
-		}
-		if (!isdigit((unsigned char)*p))
-			return AP_EINVAL;
-		if (decimals >= 0) {
-			if (++decimals > 6)
-				return AP_EINVAL;
-			frac = frac * 10 + (*p - '0');
-		} else {
-			if (whole > max)
-				return AP_EINVAL;
-			whole = whole * 10 + (*p - '0');
-			digits++;
-		}
-	}
-	if (decimals == 0 || whole > max)
-		return AP_EINVAL;
-	for (int i = decimals < 0 ? 0 : decimals; i < 6; i++)
-		frac *= 10;
-	if (whole == max && frac)
-		return AP_EINVAL;
-	*out = whole * 1000000 + frac;
-	return 0;
-}
-
 int cost_parse_usd(const char *s, int64_t *micro)
 {
 	*micro = 0;
 	if (!s)
 		return AP_EINVAL;
-	return parse_decimal(s, s + strlen(s), COST_USD_MAX, micro);
+	return ap_money_parse(s, strlen(s), COST_USD_MAX, micro);
 }
 
 static const char *skip_space(const char *p, const char *end)
@@ -116,8 +79,10 @@ static int parse_entry(cost_table *t, const char *s, const char *end)
 					    (int)(m_end - s), s);
 	eq = skip_space(eq + 1, end);
 	slash = memchr(eq, '/', (size_t)(end - eq));
-	if (!slash || parse_decimal(eq, trim_end(eq, slash), COST_PRICE_MAX_USD, &p.in) ||
-	    parse_decimal(skip_space(slash + 1, end), end, COST_PRICE_MAX_USD, &p.out))
+	if (!slash ||
+	    ap_money_parse(eq, (size_t)(trim_end(eq, slash) - eq), COST_PRICE_MAX_USD, &p.in) ||
+	    ap_money_parse(skip_space(slash + 1, end), (size_t)(end - skip_space(slash + 1, end)),
+			   COST_PRICE_MAX_USD, &p.out))
 		return ap_error_set(AP_EINVAL,
 				    "AUTOPATCH_PRICES: the price of %.*s must be IN/OUT, two "
 				    "decimals in USD per million tokens such as 2.5/10 (at most "
@@ -204,21 +169,7 @@ int64_t cost_micro(const cost_price *p, int64_t tokens_in, int64_t tokens_out)
 
 char *cost_format_usd(int64_t micro, char *buf, size_t n)
 {
-	char frac[8];
-	int len;
-
-	if (micro < 0)
-		micro = 0;
-	snprintf(frac, sizeof(frac), "%06lld", (long long)(micro % 1000000));
-	len = 6;
-	while (len > 2 && frac[len - 1] == '0')
-		len--;
-	frac[len] = '\0';
-	if (micro % 1000000 == 0 && micro >= 1000000000)
-		snprintf(buf, n, "$%lld", (long long)(micro / 1000000));
-	else
-		snprintf(buf, n, "$%lld.%s", (long long)(micro / 1000000), frac);
-	return buf;
+	return ap_money_format(micro, buf, n);
 }
 
 static int budget_setting(const ap_config *cfg, const char *name, int64_t *out)

@@ -158,6 +158,7 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 				    "fixer_run needs a box, a config and a test command");
 	if (opts->trajectory_path && (rc = traj_open(&a.traj, opts->trajectory_path)))
 		return rc;
+	a.tools.traj = a.traj;
 	stop_watch_start(&watch, opts->should_stop, opts->ud);
 	if (watch.started)
 		a.tools.cancel = &watch.flag;
@@ -217,6 +218,10 @@ out:
 			cJSON_AddNumberToObject(o, "cost_usd", (double)res->cost_micro / 1e6);
 		cJSON_AddNumberToObject(o, "estimated_calls", res->estimated_calls);
 		cJSON_AddNumberToObject(o, "iterations", res->iterations);
+		if (res->diff)
+			cJSON_AddStringToObject(o, "diff", res->diff);
+		if (res->evidence)
+			cJSON_AddStringToObject(o, "evidence", res->evidence);
 		traj_event(a.traj, "end", o);
 	}
 	free(issue);

@@ -263,23 +263,8 @@ static int run_cmd(tester *t, const char *workdir, const char *shell_cmd, int ti
 {
 	const char *argv[] = {"env", "PYTHONDONTWRITEBYTECODE=1", "sh", "-c", shell_cmd, NULL};
 	int rc = run(t, workdir, argv, timeout_s, r);
-	if (!rc && t->traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "dir", workdir);
-		cJSON_AddStringToObject(o, "command", shell_cmd);
-		cJSON_AddNumberToObject(o, "exit", r->exit_code);
-		cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
-		cJSON_AddNumberToObject(o, "millis", (double)r->millis);
-		char *tail = tools_head_tail(r->out ? r->out : "", r->out_len, 4000);
-		if (tail)
-			cJSON_AddStringToObject(o, "stdout", tail);
-		free(tail);
-		tail = tools_head_tail(r->err ? r->err : "", r->err_len, 2000);
-		if (tail)
-			cJSON_AddStringToObject(o, "stderr", tail);
-		free(tail);
-		traj_event(t->traj, "tester_run", o);
-	}
+	if (!rc && t->traj)
+		tools_traj_command(t->traj, "tester_run", shell_cmd, workdir, r);
 	return rc;
 }
 
@@ -371,6 +356,20 @@ static int run_suite(tester *t, const char *dir, sbx_result *r, test_outcomes *o
 		    (rc = tester_parse_junit(x.out, o)))
 			goto out;
 		sbx_result_release(&x);
+	}
+	if (t->traj && o->n) {
+		cJSON *e = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(e, "tests");
+		cJSON_AddStringToObject(e, "dir", dir);
+		for (size_t i = 0; list && i < o->n; i++) {
+			cJSON *one = cJSON_CreateObject();
+			cJSON_AddStringToObject(one, "name", o->names[i]);
+			cJSON_AddStringToObject(one, "status",
+						o->status[i] == 'P'   ? "passed"
+						: o->status[i] == 'F' ? "failed"
+								      : "error");
+			cJSON_AddItemToArray(list, one);
+		}
+		traj_event(t->traj, "tester_tests", e);
 	}
 	if (strcmp(dir, WORKSPACE) == 0)
 		rc = run(t, dir, after, 60, &x);

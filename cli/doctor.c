@@ -18,6 +18,9 @@
 #include "github/urls.h"
 #include "sandbox/sandbox.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -259,6 +262,90 @@ static void check_model(struct report *r, ap_config *cfg)
 	llm_free(m);
 }
 
+/* An address GitHub cannot reach from the internet: loopback, private, link-local, shared
+ * (CGNAT), unspecified, IPv6 unique-local. */
+static bool unreachable_from_outside(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+
+		return (a >> 24) == 127 || (a >> 24) == 10 || (a >> 24) == 0 ||
+		       (a >> 20) == (172u << 4 | 1) || (a >> 16) == (192u << 8 | 168) ||
+		       (a >> 16) == (169u << 8 | 254) || (a >> 22) == (100u << 2 | 1);
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
+		       IN6_IS_ADDR_LINKLOCAL(a) || (a->s6_addr[0] & 0xfe) == 0xfc ||
+		       (IN6_IS_ADDR_V4MAPPED(a) && (a->s6_addr[12] == 127 || a->s6_addr[12] == 10));
+	}
+	return false;
+}
+
+/* Whether GitHub can deliver to AUTOPATCH_PUBLIC_URL, as far as this host can tell: the URL's
+ * host must resolve, and to at least one address that is not loopback or private. A check
+ * from inside cannot prove the outside reaches it (firewalls, NAT), only rule it out. */
+static void check_public_url(struct report *r, ap_config *cfg)
+{
+	const char *url = cfg_str(cfg, "AUTOPATCH_PUBLIC_URL"), *h, *end;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL, *ai;
+	char host[256], addr[INET6_ADDRSTRLEN] = "";
+	bool outside = false;
+	int rc;
+
+	if (!url)
+		return; /* only the registration at /setup needs it */
+	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) {
+		fail(r, "public URL",
+		     "AUTOPATCH_PUBLIC_URL=%s is not an http(s) URL. Set it to the URL GitHub "
+		     "reaches this server at (https://autopatch.example.org).",
+		     url);
+		return;
+	}
+	h = strstr(url, "://") + 3;
+	if (*h == '[') {
+		end = strchr(++h, ']');
+	} else {
+		end = h + strcspn(h, ":/?#");
+	}
+	if (!end || end == h || (size_t)(end - h) >= sizeof(host)) {
+		fail(r, "public URL", "AUTOPATCH_PUBLIC_URL=%s has no host name.", url);
+		return;
+	}
+	snprintf(host, sizeof(host), "%.*s", (int)(end - h), h);
+	rc = getaddrinfo(host, NULL, &hints, &res);
+	if (rc != 0) {
+		fail(r, "public URL",
+		     "%s (from AUTOPATCH_PUBLIC_URL) does not resolve here (%s), so GitHub "
+		     "cannot reach it either. Fix the name or its DNS record.",
+		     host, gai_strerror(rc));
+		return;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		if (!unreachable_from_outside(ai->ai_addr))
+			outside = true;
+		else if (!addr[0])
+			getnameinfo(ai->ai_addr, ai->ai_addrlen, addr, sizeof(addr), NULL, 0,
+				    NI_NUMERICHOST);
+	}
+	freeaddrinfo(res);
+	if (!outside)
+		fail(r, "public URL",
+		     "%s (from AUTOPATCH_PUBLIC_URL) resolves to %s, a loopback or private "
+		     "address: GitHub cannot deliver webhooks there from outside. Publish the "
+		     "server (a reverse proxy with a public name), or on a laptop forward a "
+		     "smee.io channel with smee-client (README \"Webhooks on a laptop\").",
+		     host, addr);
+	else if (strncmp(url, "http://", 7) == 0)
+		pass(r, "public URL",
+		     "%s resolves to a public address (GitHub sends the secret's signature over "
+		     "plain HTTP: prefer https)",
+		     host);
+	else
+		pass(r, "public URL", "%s resolves to a public address", host);
+}
+
 int doctor_main(int argc, char **argv, ap_config *cfg)
 {
 	struct report r = {0};
@@ -277,6 +364,7 @@ int doctor_main(int argc, char **argv, ap_config *cfg)
 		cfg_set(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", "5");
 
 	check_config(&r, cfg);
+	check_public_url(&r, cfg);
 	key_ok = check_key(&r, cfg);
 	check_github(&r, cfg, key_ok && cfg_is_set(cfg, "APP_ID"));
 	check_docker(&r, cfg);

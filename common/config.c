@@ -50,6 +50,13 @@ static const cfg_setting settings[] = {
      "GitHub's web and git host; default: https://github.com, or derived from GITHUB_API_URL"},
     {"GITHUB_API_URL", CFG_STR, NULL, 0,
      "GitHub's REST API; default: https://api.github.com, or GITHUB_URL/api/v3 (Enterprise)"},
+    {"GITHUB_CLIENT_ID", CFG_STR, NULL, 0,
+     "the App's OAuth client ID (Iv...), for \"Sign in with GitHub\" on the console"},
+    {"GITHUB_CLIENT_SECRET", CFG_STR, NULL, CFG_SECRET, "the App's OAuth client secret"},
+    {"AUTOPATCH_CREDENTIALS_FILE", CFG_STR, "./autopatch-credentials.env", 0,
+     "written by the registration page (/setup), read after .env (the environment wins)"},
+    {"AUTOPATCH_PUBLIC_URL", CFG_STR, NULL, 0,
+     "where GitHub reaches this server (https://autopatch.example.org): the App's webhook"},
     /* The HTTP server */
     {"PORT", CFG_INT, "3000", 0, "TCP port of the webhook server"},
     {"WEBHOOK_PATH", CFG_STR, "/api/github/webhooks", 0, "path GitHub posts webhooks to"},
@@ -58,6 +65,13 @@ static const cfg_setting settings[] = {
      "the admin listener (status page, /metrics): ADDRESS:PORT, unix:PATH or off"},
     {"AUTOPATCH_ADMIN_SOCKET_MODE", CFG_STR, "0600", 0,
      "mode of the admin listener's unix socket file: 0600 or 0660"},
+    {"AUTOPATCH_CONSOLE_URL", CFG_STR, NULL, 0,
+     "the console as your browser reaches it; default: http:// + AUTOPATCH_ADMIN_LISTEN"},
+    {"AUTOPATCH_CONSOLE_SIGN_IN", CFG_STR, "auto", 0,
+     "auto (sign-in unless the admin listener is loopback or unix) or always"},
+    {"AUTOPATCH_CONSOLE_USERS", CFG_STR, NULL, 0,
+     "GitHub logins (comma-separated) that see every job; others see repos they push to"},
+    {"AUTOPATCH_SESSION_HOURS", CFG_INT, "8", 0, "a console sign-in lasts this long"},
     {"AUTOPATCH_STATUS_PUBLIC", CFG_STR, NULL, 0,
      "removed (setting it stops start-up): the status page is on AUTOPATCH_ADMIN_LISTEN"},
     {"AUTOPATCH_MAX_CONNECTIONS", CFG_INT, "512", 0,
@@ -347,8 +361,11 @@ static int parse_env_file(ap_config *c, const char *path, bool required)
 	return rc;
 }
 
+static const char *raw(const ap_config *c, const char *name);
+
 int cfg_load(ap_config **out, const char *env_file)
 {
+	const char *creds;
 	ap_config *c;
 	int rc;
 
@@ -357,6 +374,14 @@ int cfg_load(ap_config **out, const char *env_file)
 	if (rc)
 		return rc;
 	rc = parse_env_file(c, env_file ? env_file : ".env", env_file != NULL);
+	if (rc)
+		goto fail;
+	/* What the registration page wrote: after .env, before the environment. */
+	creds = getenv("AUTOPATCH_CREDENTIALS_FILE");
+	if (!creds || !*creds)
+		creds = raw(c, "AUTOPATCH_CREDENTIALS_FILE");
+	rc = parse_env_file(c, creds ? creds : cfg_setting_find("AUTOPATCH_CREDENTIALS_FILE")->def,
+			    false);
 	if (rc)
 		goto fail;
 	for (char **e = environ; *e; e++) {

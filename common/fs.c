@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -220,4 +221,67 @@ int fs_read_file_at(ap_buf *out, const char *dir, const char *rel, unsigned flag
 	}
 	close(dfd);
 	return read_fd(out, fd, rel, flags);
+}
+
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+	char tmp[PATH_MAX], dir[PATH_MAX];
+	const char *p = data, *slash;
+	size_t done = 0;
+	int fd, dfd, rc = 0;
+
+	if (!path || !*path || strlen(path) + 16 > sizeof(tmp))
+		return ap_error_set(AP_EINVAL, "cannot write \"%.200s\": not a usable path",
+				    path ? path : "");
+	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path);
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		return ap_error_set(AP_EIO, "cannot create a file beside %s: %s", path,
+				    strerror(errno));
+	if (fchmod(fd, mode) != 0) {
+		rc = ap_error_set(AP_EIO, "cannot set the mode of %s: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	while (done < len) {
+		ssize_t n = write(fd, p + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = ap_error_set(AP_EIO, "cannot write %s: %s", tmp, strerror(errno));
+			goto out_unlink;
+		}
+		done += (size_t)n;
+	}
+	if (fsync(fd) != 0) {
+		rc = ap_error_set(AP_EIO, "cannot sync %s: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	if (close(fd) != 0) {
+		fd = -1;
+		rc = ap_error_set(AP_EIO, "cannot close %s: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	fd = -1;
+	if (rename(tmp, path) != 0) {
+		rc = ap_error_set(AP_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+		goto out_unlink;
+	}
+	/* The rename itself is durable once the directory is synced. */
+	slash = strrchr(path, '/');
+	if (slash)
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	else
+		snprintf(dir, sizeof(dir), ".");
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+out_unlink:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return rc;
 }

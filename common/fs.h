@@ -51,4 +51,11 @@ int fs_read_file(ap_buf *out, const char *path, unsigned flags);
  * is AP_EINVAL. */
 int fs_read_file_at(ap_buf *out, const char *dir, const char *rel, unsigned flags);
 
+/* Replace the file at path with data[0..len) atomically: a temporary file beside it gets the
+ * data and mode (not reduced by the umask), is synced, then renamed over path and the
+ * directory synced, so a reader sees the old or the new contents, never a mix, and a crash
+ * leaves one of the two. AP_EINVAL for an unusable path, AP_EIO (naming the file) when a
+ * step fails; the temporary file is removed then. */
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+
 #endif

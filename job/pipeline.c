@@ -42,6 +42,7 @@
 #define BRANCH_PREFIX	 "autopatch/issue-"
 #define FAILED_LABEL	 "autopatch: failed"
 #define PREV_SUMMARY_MAX 6000
+#define PR_CREATE_ROUNDS 3 /* creates of the PR when GitHub may have applied the last one */
 
 struct pipeline {
 	const ap_config *cfg;
@@ -54,6 +55,7 @@ struct pipeline {
 	int64_t ratelimit_max_wait_s; /* total a job waits out rate limits before re-queueing */
 	cost_plan plan;		      /* prices and daily budgets */
 	gh_urls urls;		      /* GITHUB_URL (git goes there) and GITHUB_API_URL */
+	int64_t gh_backoff_ms;	      /* before looking for a PR whose create got a 5xx */
 };
 
 /* One running job. */
@@ -129,6 +131,10 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 	if (rc)
 		goto out_free;
 	rc = gh_urls_get(cfg, &p->urls);
+	if (rc)
+		goto out_free;
+	/* The REST client's first backoff for 5xx (see github/rest.h). */
+	rc = cfg_int(cfg, "AUTOPATCH_GH_BACKOFF_MS", 1, 600000, &p->gh_backoff_ms);
 	if (rc)
 		goto out_free;
 	if (mkdir(p->data_dir, 0700) != 0 && errno != EEXIST) {
@@ -586,6 +592,13 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	}
 	rc = fixer_run(&o, &w->res);
 	free(prev);
+	{ /* for the console's job list */
+		char tokens[32];
+
+		snprintf(tokens, sizeof(tokens), "%lld",
+			 (long long)(w->res.tokens_in + w->res.tokens_out));
+		job_ctl_state_set(r->ctl, "tokens", tokens);
+	}
 	return rc;
 }
 
@@ -636,53 +649,97 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->estimated_calls = w->res.estimated_calls;
 }
 
+/* Sleep ms, in slices, checking for a stop: 0, or AP_ECANCELLED when the job was stopped. */
+static int nap(struct run *r, int64_t ms)
+{
+	int64_t until = now_ms() + ms;
+
+	while (now_ms() < until) {
+		int64_t left = until - now_ms();
+		struct timespec ts = {0, (left > 250 ? 250 : left) * 1000000L};
+
+		if (checkpoint(r))
+			return AP_ECANCELLED;
+		nanosleep(&ts, NULL);
+	}
+	return checkpoint(r);
+}
+
+/* The PR of the job's branch, created with body or, when it exists, updated to it. A retried
+ * job must never open a second PR, so the PR is looked up first (by the number in the state,
+ * else by the head branch) and looked up again before every further create: after a 422
+ * ("already exists": a create whose answer was lost, or a race) and after a create that GitHub
+ * may have applied (a 5xx or a cut connection, which the REST client does not repeat). */
 static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 {
 	gh_pull_new req = GH_PULL_NEW_INIT;
 	gh_pull pr = {0};
-	char *title = NULL, *stored, numbuf[32];
+	char *title = NULL, *stored, numbuf[32], why[1100] = "";
 	int64_t number = 0;
 	int rc;
 
-	/* A retried job must never open a second PR: the state, then the branch, then create. */
 	stored = job_ctl_state_get(r->ctl, "pr_number");
 	if (stored) {
 		number = strtoll(stored, NULL, 10);
 		free(stored);
 	}
-	if (number > 0)
-		rc = gh_pull_get(r->rest, r->job->repo, number, &pr);
-	else
-		rc = gh_pull_find_by_head(r->rest, r->job->repo, w->branch, "open", &pr);
-	if (rc == 0) {
-		rc = gh_pull_update(r->rest, r->job->repo, pr.number, NULL, body, NULL, NULL);
-	} else if (rc == AP_ENOTFOUND) {
+	for (int round = 0;; round++) {
+		if (number > 0)
+			rc = gh_pull_get(r->rest, r->job->repo, number, &pr);
+		else
+			rc = gh_pull_find_by_head(r->rest, r->job->repo, w->branch, "open", &pr);
+		number = 0;
+		if (rc == 0) {
+			rc = gh_pull_update(r->rest, r->job->repo, pr.number, NULL, body, NULL,
+					    NULL);
+			break;
+		}
+		if (rc != AP_ENOTFOUND)
+			break;
 		ap_error_clear();
+		if (why[0]) { /* a 422 that no PR of ours explains: GitHub's message stands */
+			rc = ap_error_set(AP_EHTTP, "%s", why);
+			break;
+		}
+		if (round >= PR_CREATE_ROUNDS) {
+			rc = ap_error_set(AP_EUNAVAIL,
+					  "GitHub did not confirm the pull request after %d tries",
+					  PR_CREATE_ROUNDS);
+			break;
+		}
 		if ((rc = checkpoint(r)))
-			return rc;
-		rc = progress_render_pr_title(w->issue_no, w->issue.title, &title);
-		if (rc)
-			return rc;
+			break;
+		if (!title) {
+			rc = progress_render_pr_title(w->issue_no, w->issue.title, &title);
+			if (rc)
+				break;
+		}
 		req.title = title;
 		req.head = w->branch;
 		req.base = w->repo.default_branch ? w->repo.default_branch : "main";
 		req.body = body;
 		req.draft = true;
 		rc = gh_pull_create(r->rest, r->job->repo, &req, &pr);
-		free(title);
+		if (rc == 0)
+			break;
 		if (rc == AP_EHTTP) {
-			/* 422 "already exists": a create that succeeded but whose answer was lost.
-			 */
-			int rc2 =
-			    gh_pull_find_by_head(r->rest, r->job->repo, w->branch, "open", &pr);
-
-			if (rc2 == 0)
-				rc = 0;
+			snprintf(why, sizeof(why), "%s", ap_error_last());
+			continue;
 		}
+		if (!gh_rest_maybe_applied(r->rest))
+			break;
+		ap_log(AP_LOG_WARN, r->job->delivery, r->job->id,
+		       "%s; looking for the pull request before trying again", ap_error_last());
+		ap_error_clear();
+		if ((rc = nap(r, r->p->gh_backoff_ms << round)))
+			break;
 	}
+	free(title);
 	if (rc == 0) {
 		snprintf(numbuf, sizeof(numbuf), "%" PRId64, pr.number);
 		job_ctl_state_set(r->ctl, "pr_number", numbuf);
+		if (pr.html_url)
+			job_ctl_state_set(r->ctl, "pr_url", pr.html_url);
 		set_str(&r->pr_url, pr.html_url);
 	}
 	gh_pull_release(&pr);
@@ -712,7 +769,7 @@ static int64_t rate_limit_wait_ms(const struct run *r, int n)
  * waiting. */
 static int wait_rate_limit(struct run *r, int n, int64_t *waited_ms)
 {
-	int64_t ms = rate_limit_wait_ms(r, n), until;
+	int64_t ms = rate_limit_wait_ms(r, n);
 	char msg[160];
 
 	if (*waited_ms + ms > r->p->ratelimit_max_wait_s * 1000)
@@ -722,16 +779,7 @@ static int wait_rate_limit(struct run *r, int n, int64_t *waited_ms)
 		 (long long)((ms + 999) / 1000));
 	event(r, msg);
 	ap_error_clear();
-	until = now_ms() + ms;
-	while (now_ms() < until) {
-		int64_t left = until - now_ms();
-		struct timespec ts = {0, (left > 250 ? 250 : left) * 1000000L};
-
-		if (checkpoint(r))
-			return AP_ECANCELLED;
-		nanosleep(&ts, NULL);
-	}
-	return checkpoint(r);
+	return nap(r, ms);
 }
 
 static int publish(struct run *r, struct work *w, bool iterate)
@@ -793,8 +841,13 @@ static int publish(struct run *r, struct work *w, bool iterate)
 	if (iterate) {
 		set_str(&r->pr_url, w->pull.html_url);
 		rc = progress_render_reply(&in, 1, sha, NULL, &body);
+		/* Posted once: found by its marker first (a re-run of this job, or a post that
+		 * GitHub answered with a 5xx, may have made it already). */
 		for (int n = 0; rc == 0; n++) {
-			rc = gh_comment_create(r->rest, r->job->repo, r->job->issue, body, NULL);
+			int64_t reply_id;
+
+			rc = comment_create_once(r->rest, r->job->repo, r->job->issue, REPLY_MARKER,
+						 r->job->id, body, true, &reply_id);
 			if (rc != AP_ERATELIMIT || (rc = wait_rate_limit(r, n, &waited)))
 				break;
 		}
@@ -805,7 +858,7 @@ static int publish(struct run *r, struct work *w, bool iterate)
 		goto out;
 	if ((rc = checkpoint(r)))
 		goto out;
-	/* find_or_create_pr is idempotent: a retry finds a PR whose creation was cut off. */
+	/* find_or_create_pr is idempotent: it finds a PR whose creation was cut off. */
 	for (int n = 0;; n++) {
 		rc = find_or_create_pr(r, w, body);
 		if (rc != AP_ERATELIMIT || (rc = wait_rate_limit(r, n, &waited)))

@@ -2,6 +2,7 @@
 /* server/queue.c - the SQLite job queue (see queue.h and docs/internals/queue.md). */
 #include "server/queue.h"
 #include "common/err.h"
+#include "common/money.h"
 #include "server/webhook.h"
 
 #include <assert.h>
@@ -1054,19 +1055,21 @@ static void add_text_or_null(cJSON *o, const char *key, sqlite3_stmt *st, int i)
 		cJSON_AddNullToObject(o, key);
 }
 
-static int add_events(queue *q, cJSON *job, int64_t id)
+/* Append the events of job id above event id after (at most limit; <= 0: all) to arr, each
+ * {time, stage, message} and, with with_id, its id; *last gets the newest id. Under q->lock. */
+static int events_into(queue *q, cJSON *arr, int64_t id, int64_t after, int limit, bool with_id,
+		       int64_t *last)
 {
 	sqlite3_stmt *st;
-	cJSON *arr = cJSON_AddArrayToObject(job, "events");
 	int rc;
 
-	if (!arr)
-		return ap_error_set(AP_ENOMEM, "out of memory");
 	if ((rc = prep(q, &st,
-		       "SELECT time, stage, message FROM job_events WHERE job=? "
-		       "ORDER BY id")))
+		       "SELECT id, time, stage, message FROM job_events WHERE job=? AND id>? "
+		       "ORDER BY id LIMIT ?")))
 		return rc;
 	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, after);
+	sqlite3_bind_int64(st, 3, limit > 0 ? limit : -1);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		cJSON *e = cJSON_CreateObject();
 
@@ -1075,12 +1078,25 @@ static int add_events(queue *q, cJSON *job, int64_t id)
 			sqlite3_reset(st);
 			return ap_error_set(AP_ENOMEM, "out of memory");
 		}
-		add_time(e, "time", sqlite3_column_int64(st, 0));
-		add_text_or_null(e, "stage", st, 1);
-		add_text_or_null(e, "message", st, 2);
+		*last = sqlite3_column_int64(st, 0);
+		if (with_id)
+			cJSON_AddNumberToObject(e, "id", (double)*last);
+		add_time(e, "time", sqlite3_column_int64(st, 1));
+		add_text_or_null(e, "stage", st, 2);
+		add_text_or_null(e, "message", st, 3);
 	}
 	sqlite3_reset(st);
 	return rc == SQLITE_DONE ? 0 : db_fail(q, "read events");
+}
+
+static int add_events(queue *q, cJSON *job, int64_t id)
+{
+	cJSON *arr = cJSON_AddArrayToObject(job, "events");
+	int64_t last = 0;
+
+	if (!arr)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return events_into(q, arr, id, 0, 0, false, &last);
 }
 
 int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
@@ -1100,7 +1116,9 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 		       "SELECT j.id, j.delivery, j.repo, j.issue, j.trigger, j.state, j.stage, "
 		       "j.attempts, j.created, j.updated, j.result, j.error, j.feedback, "
 		       "j.cancel_requested, j.not_before, s.spent, s.tin, s.tout, s.calls, "
-		       "s.priced FROM jobs j LEFT JOIN (SELECT job, sum(spent) AS spent, "
+		       "s.priced, (SELECT value FROM job_state t WHERE t.job=j.id AND "
+		       "t.key='tokens'), (SELECT value FROM job_state t WHERE t.job=j.id AND "
+		       "t.key='pr_url') FROM jobs j LEFT JOIN (SELECT job, sum(spent) AS spent, "
 		       "sum(tokens_in) AS tin, sum(tokens_out) AS tout, sum(calls) AS calls, "
 		       "max(priced) AS priced FROM spend WHERE (?1 = 0 OR job = ?1) GROUP BY "
 		       "job) s ON s.job = j.id WHERE (?1 = 0 OR j.id = ?1) ORDER BY j.id DESC "
@@ -1130,14 +1148,29 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 		add_text_or_null(o, "error", st, 11);
 		add_text_or_null(o, "feedback", st, 12);
 		cJSON_AddBoolToObject(o, "cancel_requested", sqlite3_column_int(st, 13) != 0);
+		cJSON_AddNumberToObject(o, "created_ms", (double)sqlite3_column_int64(st, 8));
 		cJSON_AddNumberToObject(o, "model_calls", (double)sqlite3_column_int64(st, 18));
 		cJSON_AddNumberToObject(o, "tokens_in", (double)sqlite3_column_int64(st, 16));
 		cJSON_AddNumberToObject(o, "tokens_out", (double)sqlite3_column_int64(st, 17));
-		if (sqlite3_column_int(st, 19))
+		/* The ledger's totals; a job from before it keeps the count its run stored. */
+		if (sqlite3_column_type(st, 15) != SQLITE_NULL)
+			cJSON_AddNumberToObject(
+			    o, "tokens",
+			    (double)(sqlite3_column_int64(st, 16) + sqlite3_column_int64(st, 17)));
+		else if (sqlite3_column_type(st, 20) != SQLITE_NULL)
+			cJSON_AddNumberToObject(o, "tokens", (double)sqlite3_column_int64(st, 20));
+		if (sqlite3_column_int(st, 19)) {
+			char usd[32];
+
 			cJSON_AddNumberToObject(o, "cost_usd",
 						(double)sqlite3_column_int64(st, 15) / 1e6);
-		else
+			ap_money_format(sqlite3_column_int64(st, 15), usd, sizeof(usd));
+			cJSON_AddStringToObject(o, "cost", usd);
+		} else {
 			cJSON_AddNullToObject(o, "cost_usd");
+		}
+		if (sqlite3_column_type(st, 21) != SQLITE_NULL)
+			add_text_or_null(o, "pr_url", st, 21);
 		if (id > 0 && (rc = add_events(q, o, id)))
 			goto out_end;
 	}
@@ -1153,4 +1186,86 @@ out:
 	}
 	*out = arr;
 	return 0;
+}
+
+int q_retry(queue *q, int64_t id, const char *why, int64_t now)
+{
+	sqlite3_stmt *st;
+	int rc, step;
+
+	pthread_mutex_lock(&q->lock);
+	if ((rc = exec(q, "BEGIN IMMEDIATE")))
+		goto out;
+	if ((rc = prep(q, &st,
+		       "UPDATE jobs SET state='queued', attempts=0, not_before=?1, result=NULL, "
+		       "error=NULL, cancel_requested=0, lease_owner=NULL, lease_until=NULL, "
+		       "updated=?1 WHERE id=?2 AND state IN ('failed','cancelled')")))
+		goto out_rollback;
+	sqlite3_bind_int64(st, 1, now);
+	sqlite3_bind_int64(st, 2, id);
+	step = sqlite3_step(st);
+	sqlite3_reset(st);
+	if (step == SQLITE_CONSTRAINT) {
+		rc = ap_error_set(AP_EDUPLICATE, "job %lld's issue already has an active job",
+				  (long long)id);
+		goto out_rollback;
+	}
+	if (step != SQLITE_DONE) {
+		rc = db_fail(q, "retry job");
+		goto out_rollback;
+	}
+	if (sqlite3_changes(q->db) == 0) {
+		rc = ap_error_set(AP_EINVAL, "job %lld is not failed or cancelled", (long long)id);
+		goto out_rollback;
+	}
+	if ((rc = add_event(q, id, NULL, why ? why : "retried", now)) || (rc = exec(q, "COMMIT")))
+		goto out_rollback;
+	goto out;
+out_rollback:
+	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+out:
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int q_events_since(queue *q, int64_t id, int64_t after, int limit, cJSON **out, int64_t *last)
+{
+	cJSON *arr = cJSON_CreateArray();
+	int rc;
+
+	*out = NULL;
+	if (!arr)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	pthread_mutex_lock(&q->lock);
+	rc = events_into(q, arr, id, after, limit, true, last);
+	pthread_mutex_unlock(&q->lock);
+	if (rc) {
+		cJSON_Delete(arr);
+		return rc;
+	}
+	*out = arr;
+	return 0;
+}
+
+int q_job_state(queue *q, int64_t id, char *state, size_t cap)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (cap)
+		state[0] = '\0';
+	pthread_mutex_lock(&q->lock);
+	if ((rc = prep(q, &st, "SELECT state FROM jobs WHERE id=?")))
+		goto out;
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		snprintf(state, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+	sqlite3_reset(st);
+	rc = rc == SQLITE_ROW	 ? 0
+	     : rc == SQLITE_DONE ? ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id)
+				 : db_fail(q, "read job state");
+out:
+	pthread_mutex_unlock(&q->lock);
+	return rc;
 }

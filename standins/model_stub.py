@@ -41,8 +41,9 @@ Script format (JSON file or object):
       "retry_after": 1,             #   with this retry-after header (seconds)
       "repeat": true,               # optional: replay this step forever (never consumed);
                                     #   "{n}" in argument strings becomes a counter 1, 2, ...
-      "usage": {"in": 100, "out": 20}   # optional token counts (else estimated from sizes);
+      "usage": {"in": 100, "out": 20},  # optional token counts (else estimated from sizes);
                                         #   "omit" sends a reply without any usage
+      "delay_s": 2                  # optional: wait this long before answering (a slow model)
     }
 
     A script may also say "omit_usage": true (every reply without usage, like servers that
@@ -205,6 +206,8 @@ class StubServer:
                 if step is None:
                     self._send(500, _error(provider, 500, "script exhausted for role " + role))
                     return
+                if step.get("delay_s"):
+                    time.sleep(float(step["delay_s"]))
                 if step.get("status"):
                     st = int(step["status"])
                     hdrs = {}

@@ -249,7 +249,9 @@ def test_feedback_on_the_pr_pushes_a_second_commit(rig_factory, via):
         assert any(r["content"] == "eyes" and r["kind"] == "comment" and r["target"] == cid
                    for r in rig.state()["reactions"]), rig.state()["reactions"]
     on_pr = rig.bot_comments(pr["number"])
-    replies = [c for c in on_pr if c["body"].startswith("**autopatch** pushed a new commit")]
+    # The reply's first line is its marker (a retry finds it by that), then what it says.
+    replies = [c for c in on_pr if c["body"].startswith("<!-- autopatch:reply (job 2) -->\n"
+                                                        "**autopatch** pushed a new commit")]
     assert len(replies) == 1, on_pr
     progress = [c for c in on_pr if MARKER in c["body"]]
     assert len(progress) == 1 and "pushed a proven update" in progress[0]["body"]
