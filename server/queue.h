@@ -160,7 +160,8 @@ int q_get_stats(queue *q, q_stats *out);
  * stage, attempts, created, updated (RFC 3339), created_ms, result, error, pr_url when the
  * job recorded it, and from the spending ledger, over all runs: model_calls, tokens_in,
  * tokens_out, tokens (their sum), cost_usd and cost as text ("$0.0123"; null and absent when
- * no run had a price)). id > 0 selects one job and adds its "events" array. limit <= 0 means no limit. *out is freed with cJSON_Delete. */
+ * no run had a price)). id > 0 selects one job and adds its "events" array. limit <= 0 means
+ * no limit. *out is freed with cJSON_Delete. */
 int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out);
 
 /* Put a failed or cancelled job back in the queue as new (attempts 0, due now), with the
