@@ -16,6 +16,7 @@
 #include "github/jwt.h"
 #include "github/rest.h"
 #include "github/urls.h"
+#include "job/environment.h"
 #include "sandbox/sandbox.h"
 
 #include <arpa/inet.h>
@@ -202,6 +203,76 @@ out:
 	gh_app_free(app);
 }
 
+/* The commands a flavour's image must have (docs/environments.md). */
+static const char *flavor_tools(const char *flavor)
+{
+	static const struct {
+		const char *flavor, *tools;
+	} t[] = {
+	    {"python", "python3 pip3 pytest"}, {"node", "node npm"}, {"go", "go"},
+	    {"rust", "cargo rustc"},	       {"java", "java mvn"}, {"c", "gcc make cmake"},
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (strcmp(t[i].flavor, flavor) == 0)
+			return t[i].tools;
+	return "sh";
+}
+
+/* Every flavour that is built must run a box with its toolchain; one not built is only
+ * named (it is built on first use or by build.sh --flavor NAME). */
+static void check_flavors(struct report *r, const ap_config *cfg, sbx_engine *e)
+{
+	for (size_t i = 0; env_flavors[i]; i++) {
+		const char *fl = env_flavors[i], *tools = flavor_tools(fl);
+		char image[256], name[64], script[256];
+		const char *argv[] = {"sh", "-c", script, NULL};
+		sbx_spec spec = SBX_SPEC_INIT;
+		sbx_cmd cmd = SBX_CMD_INIT;
+		sbx_result res = SBX_RESULT_INIT;
+		sbx_box *b = NULL;
+		int rc;
+
+		env_flavor_image(cfg, fl, image, sizeof(image));
+		snprintf(name, sizeof(name), "flavour %s", fl);
+		rc = sbx_image_present(e, image);
+		if (rc == AP_ENOTFOUND) {
+			ap_error_clear();
+			printf("- %s: %s not built (deploy/sandbox-image/build.sh --flavor %s)\n",
+			       name, image, fl);
+			continue;
+		}
+		if (rc) {
+			fail(r, name, "asking Docker about %s failed (%s).", image, last_error());
+			continue;
+		}
+		snprintf(
+		    script, sizeof(script),
+		    "for t in %s; do command -v \"$t\" >/dev/null || { echo \"$t\"; exit 1; }; "
+		    "done",
+		    tools);
+		spec.image = image;
+		spec.job_label = "doctor";
+		cmd.argv = argv;
+		cmd.timeout_s = CHECK_TIMEOUT_S;
+		rc = sbx_create(e, &spec, &b);
+		if (rc == 0)
+			rc = sbx_exec(b, &cmd, &res);
+		if (rc)
+			fail(r, name, "a box of %s did not start (%s).", image, last_error());
+		else if (res.exit_code != 0)
+			fail(r, name,
+			     "%s lacks `%.40s`. Rebuild it: deploy/sandbox-image/build.sh --flavor "
+			     "%s.",
+			     image, res.out && res.out[0] ? strtok(res.out, "\n") : "?", fl);
+		else
+			pass(r, name, "%s (%s)", image, tools);
+		sbx_result_release(&res);
+		if (sbx_destroy(b) != 0)
+			ap_error_clear();
+	}
+}
+
 static void check_docker(struct report *r, ap_config *cfg)
 {
 	sbx_engine *e = NULL;
@@ -231,6 +302,7 @@ static void check_docker(struct report *r, ap_config *cfg)
 		fail(r, "sandbox image present",
 		     "asking Docker about %s failed (%s). Check that dockerd is healthy.", image,
 		     last_error());
+	check_flavors(r, cfg, e);
 	sbx_engine_free(e);
 }
 

@@ -12,6 +12,7 @@
 #include "agents/cost.h"
 #include "agents/fixer.h"
 #include "job/comment.h"
+#include "job/environment.h"
 #include "job/progress.h"
 #include "job/repo_config.h"
 #include "common/buf.h"
@@ -73,6 +74,9 @@ struct run {
 	char *pr_url;
 	char *failure; /* why the job failed or stopped */
 	char *tried;
+	char *environment; /* image and setup, for the comment */
+	char *blocked;	   /* refused connections, for the comment */
+	ssize_t live_ev;   /* index of the live setup step, -1 when none */
 	enum progress_state state;
 	bool spending; /* the run holds a row in the spending ledger (close it at the end) */
 };
@@ -199,6 +203,8 @@ static void run_release(struct run *r)
 	free(r->pr_url);
 	free(r->failure);
 	free(r->tried);
+	free(r->environment);
+	free(r->blocked);
 }
 
 static void add_event(struct run *r, int stage, const char *msg)
@@ -239,6 +245,8 @@ static int render_comment(struct run *r, char **out)
 	v.trajectory = r->state == PROGRESS_FAILED ? r->trajectory : NULL;
 	v.now_ms = now_ms();
 	v.iteration = r->job->trigger == JOB_TRIGGER_PR_FEEDBACK;
+	v.environment = r->environment;
+	v.blocked = r->blocked;
 	return progress_render_comment(&v, out);
 }
 
@@ -289,6 +297,32 @@ static void event(struct run *r, const char *msg)
 	job_ctl_event(r->ctl, msg);
 	add_event(r, -1, msg);
 	comment_sync(r);
+}
+
+/* The setup phase's one live step: added once, then its message replaced. */
+static void live_event(struct run *r, const char *msg)
+{
+	if (r->live_ev >= 0 && (size_t)r->live_ev < r->n_ev && !r->ev[r->live_ev].stage) {
+		free((char *)r->ev[r->live_ev].message);
+		r->ev[r->live_ev].message = redact_str(msg);
+		comment_sync(r);
+		return;
+	}
+	event(r, msg);
+	r->live_ev = (ssize_t)r->n_ev - 1;
+}
+
+static void env_note_cb(void *ud, const char *msg)
+{
+	struct run *r = ud;
+
+	r->live_ev = -1; /* a new line after the live step */
+	event(r, msg);
+}
+
+static void env_live_cb(void *ud, const char *msg)
+{
+	live_event(ud, msg);
 }
 
 static int checkpoint(struct run *r)
@@ -400,6 +434,8 @@ struct work {
 	sbx_box *box;			/* warm-pool box whose repo dir holds the checkout */
 	sbx_box *custom; /* a second box when the repo config asks for another image/network */
 	repo_config *rc;
+	env_choice choice; /* the image the job's box runs */
+	env_setup_result env;
 	fixer_result res;
 };
 
@@ -473,6 +509,21 @@ static int load_default_branch_config(struct run *r, struct work *w, const char 
 	return rc;
 }
 
+/* The warm-pool box runs the default image with no network: `image:`, a detected flavour
+ * whose image is another (by id), or an allow-list for setup, needs a box of its own. */
+static bool needs_own_box(struct run *r, const struct work *w)
+{
+	char def[80];
+
+	if (w->rc->network[0] || w->rc->image)
+		return true;
+	if (sbx_image_id(r->p->sbx, NULL, def, sizeof(def)) != 0) {
+		ap_error_clear();
+		return true;
+	}
+	return strcmp(def, w->choice.image_id) != 0;
+}
+
 static int prepare(struct run *r, struct work *w, bool iterate)
 {
 	char *token = NULL, *sha = NULL, msg[256], label[32];
@@ -537,10 +588,22 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	if (!w->rc->test)
 		return ap_error_set(AP_EINVAL, "%s; add `test: <command>` to %s",
 				    w->rc->test_source, REPO_CONFIG_PATH);
-	if (w->rc->image || w->rc->network[0]) {
+	rc = env_choose_image(&w->choice, r->p->cfg, repo_dir, w->rc->image,
+			      iterate ? REPO_CONFIG_PATH " on the default branch"
+				      : REPO_CONFIG_PATH);
+	if (rc)
+		return rc;
+	env_describe_choice(&w->choice, msg, sizeof(msg));
+	set_str(&r->environment, msg);
+	event(r, msg);
+	/* A missing image ends the job here, with how to make it available. */
+	rc = env_check_image(r->p->sbx, r->p->cfg, &w->choice, env_note_cb, r);
+	if (rc)
+		return rc;
+	if (needs_own_box(r, w)) {
 		sbx_spec spec = {.version = SBX_SPEC_VERSION};
 
-		spec.image = w->rc->image;
+		spec.image = w->choice.image;
 		spec.repo_dir = repo_dir;
 		spec.job_label = label;
 		if (w->rc->network[0]) {
@@ -551,13 +614,67 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 		if (rc)
 			return rc;
 		snprintf(msg, sizeof(msg), "sandbox %.12s ready (%.100s%s)", sbx_box_id(w->custom),
-			 w->rc->image ? w->rc->image : "default image",
-			 w->rc->network[0] ? ", egress allow-list" : "");
+			 w->choice.image, w->rc->network[0] ? ", egress allow-list for setup" : "");
 		event(r, msg);
 	}
 	if ((rc = checkpoint(r)))
 		return rc;
-	return sbx_prepare(w->custom ? w->custom : w->box);
+	if ((rc = sbx_prepare(w->custom ? w->custom : w->box)))
+		return rc;
+	/* A toolchain command the image lacks: say which flavour has it, before any model call. */
+	return env_check_tools(w->custom ? w->custom : w->box, &w->choice,
+			       (const char *const *)w->rc->setup_steps, w->rc->test);
+}
+
+/* The setup phase (docs/environments.md): restore the cached environment or run `setup:`,
+ * then the network goes off for the agent phase. */
+static int setup_env(struct run *r, struct work *w)
+{
+	env_setup_opts o = ENV_SETUP_OPTS_INIT;
+	char *s = NULL;
+	int rc;
+
+	o.cfg = r->p->cfg;
+	o.box = w->custom ? w->custom : w->box;
+	o.image = &w->choice;
+	o.repo_id = r->job->repo;
+	o.repo_dir = sbx_box_repo_dir(w->box);
+	o.setup_steps = (const char *const *)w->rc->setup_steps;
+	o.setup_script = w->rc->setup;
+	o.cache_key_globs = (const char *const *)w->rc->cache_key;
+	o.had_network = w->rc->network[0] != NULL;
+	o.agent_network = w->rc->agent_network;
+	o.note = env_note_cb;
+	o.live = env_live_cb;
+	o.ud = r;
+	rc = env_setup(&o, &w->env);
+	r->live_ev = -1;
+	if (rc == AP_ETIMEOUT) /* a setup past its deadline is the repository's, not passing */
+		rc = ap_error_set(AP_EINVAL, "%s", ap_error_last());
+	if (w->env.summary[0] &&
+	    asprintf(&s, "%s; %s", r->environment ? r->environment : "", w->env.summary) >= 0) {
+		free(r->environment);
+		r->environment = s;
+	}
+	return rc;
+}
+
+/* The refused connections so far, for the comment. */
+static void collect_blocked(struct run *r, struct work *w)
+{
+	sbx_box *b = w->custom ? w->custom : w->box;
+	char *rep = NULL, kept[2048];
+
+	/* The job's error stays what it was. */
+	snprintf(kept, sizeof(kept), "%s", ap_error_last());
+	if (b && env_blocked_report(b, &rep) == 0 && rep) {
+		free(r->blocked);
+		r->blocked = rep;
+	}
+	if (kept[0])
+		ap_error_set(AP_EIO, "%s", kept);
+	else
+		ap_error_clear();
 }
 
 static int run_fixer(struct run *r, struct work *w, bool iterate)
@@ -571,7 +688,8 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	o.issue_title = w->issue.title ? w->issue.title : "";
 	o.issue_body = w->issue.body ? w->issue.body : "";
 	o.test_cmd = w->rc->test;
-	o.setup_cmd = w->rc->setup;
+	/* Setup ran (or was restored) before the fixer; it only prepares other trees from it. */
+	o.setup_cmd = w->env.have_products ? ENV_PREPARE_TREE_CMD : NULL;
 	o.max_iterations = w->rc->max_iterations;
 	o.trajectory_path = r->trajectory;
 	o.progress = on_progress;
@@ -972,6 +1090,7 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	r.job = job;
 	r.ctl = ctl;
 	r.last_stage = -1;
+	r.live_ev = -1;
 	r.state = PROGRESS_RUNNING;
 	snprintf(path, sizeof(path), "%s/trajectories/job-%" PRId64 ".jsonl", p->data_dir, job->id);
 	r.trajectory = strdup(path);
@@ -1008,8 +1127,16 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 		goto out;
 	if ((rc = checkpoint(&r)))
 		goto out;
+	rc = setup_env(&r, &w);
+	if (rc) {
+		collect_blocked(&r, &w);
+		goto out;
+	}
+	if ((rc = checkpoint(&r)))
+		goto out;
 	stage(&r, STAGE_PLANNING, NULL);
 	rc = run_fixer(&r, &w, iterate);
+	collect_blocked(&r, &w);
 	if (rc)
 		goto out;
 	if (!w.res.proven) {

@@ -15,12 +15,13 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_STEP_LINES 12
-#define MAX_STEP_CHARS 200
-#define MAX_PROSE      4000
-#define MAX_EVIDENCE   30000
-#define MAX_FILES      100
-#define BUILD_CAP      (PROGRESS_MAX_BODY + 4096)
+#define MAX_BLOCKED_LINES 20
+#define MAX_STEP_LINES	  12
+#define MAX_STEP_CHARS	  200
+#define MAX_PROSE	  4000
+#define MAX_EVIDENCE	  30000
+#define MAX_FILES	  100
+#define BUILD_CAP	  (PROGRESS_MAX_BODY + 4096)
 
 static const char *const stages[] = {"preparing", "planning", "building", "testing", "publishing"};
 static const char *const stage_titles[] = {"Preparing", "Planning", "Building", "Testing",
@@ -361,6 +362,30 @@ int progress_render_comment(const progress_view *v, char **out)
 		add_prose(&b, v->test_note, 600);
 		ap_buf_adds(&b, "\n\n");
 	}
+	if (v->environment) {
+		ap_buf_adds(&b, "**Environment:** ");
+		add_prose(&b, v->environment, 800);
+		ap_buf_adds(&b, "\n\n");
+	}
+	if (v->blocked) {
+		const char *p = v->blocked, *eol;
+		int n = 0;
+
+		ap_buf_adds(&b, "**Blocked network connections** (refused by the egress proxy):\n");
+		while (*p && n++ < MAX_BLOCKED_LINES) {
+			char line[1200];
+			size_t len;
+
+			eol = strchr(p, '\n');
+			len = eol ? (size_t)(eol - p) : strlen(p);
+			snprintf(line, sizeof(line), "%.*s", (int)len, p);
+			ap_buf_adds(&b, "- ");
+			add_inline(&b, line, 600);
+			ap_buf_adds(&b, "\n");
+			p = eol ? eol + 1 : p + len;
+		}
+		ap_buf_adds(&b, "\n");
+	}
 	if (verdict) {
 		ap_buf_adds(&b, "**Latest Tester verdict:** ");
 		add_inline(&b, verdict, 300);
@@ -369,8 +394,21 @@ int progress_render_comment(const progress_view *v, char **out)
 	if (v->state == PROGRESS_FAILED || v->state == PROGRESS_CANCELLED) {
 		ap_buf_adds(&b, v->state == PROGRESS_FAILED ? "**Why it failed:** "
 							    : "**Why it stopped:** ");
-		add_prose(&b, v->failure ? v->failure : "no reason was recorded", 2000);
-		ap_buf_adds(&b, "\n\n");
+		{
+			/* A first line of prose; what follows (a command's output) fenced. */
+			const char *f = v->failure ? v->failure : "no reason was recorded";
+			const char *nl = strchr(f, '\n');
+			char first_line[2100];
+
+			snprintf(first_line, sizeof(first_line), "%.*s",
+				 (int)(nl ? (size_t)(nl - f) : strlen(f)), f);
+			add_prose(&b, first_line, 2000);
+			ap_buf_adds(&b, "\n\n");
+			if (nl && nl[1]) {
+				add_fenced(&b, nl + 1, 3000);
+				ap_buf_adds(&b, "\n");
+			}
+		}
 		if (v->tried) {
 			ap_buf_adds(&b, "**What was tried:** ");
 			add_prose(&b, v->tried, 2000);

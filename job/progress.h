@@ -37,13 +37,15 @@ typedef struct progress_view {
 	enum progress_state state;
 	const progress_event *events;
 	size_t n_events;
-	const char *test_note;	/* which test command and why ("detected `make test`: ...") */
-	const char *pr_url;	/* the PR, once it exists */
-	const char *failure;	/* why it failed or was cancelled */
-	const char *tried;	/* what was tried (iterations, last verdict, budgets) */
-	const char *trajectory; /* where the operator finds the trajectory (host path) */
-	int64_t now_ms;		/* for the running stage's elapsed time; 0: omit it */
-	bool iteration;		/* the job changes an existing PR after review feedback */
+	const char *test_note;	 /* which test command and why ("detected `make test`: ...") */
+	const char *pr_url;	 /* the PR, once it exists */
+	const char *failure;	 /* why it failed or was cancelled */
+	const char *tried;	 /* what was tried (iterations, last verdict, budgets) */
+	const char *trajectory;	 /* where the operator finds the trajectory (host path) */
+	int64_t now_ms;		 /* for the running stage's elapsed time; 0: omit it */
+	bool iteration;		 /* the job changes an existing PR after review feedback */
+	const char *environment; /* image and setup ("sandbox image ...; setup ran (12 s)") */
+	const char *blocked;	 /* connections the egress proxy refused, one per line */
 } progress_view;
 
 #define PROGRESS_VIEW_VERSION 1

@@ -5,14 +5,19 @@
  * strictly validated (unknown keys are rejected, types are checked), and every error names the
  * line, quotes it and says what is wrong, because that sentence becomes the job's comment.
  *
- *   image: python:3.12-slim          # sandbox image (default: the server's)
- *   setup: pip install -e .          # run once in the box before anything
+ *   image: node                      # a flavour (python node go rust java c) or any image
+ *                                    # reference (default: a flavour chosen from the checkout)
+ *   setup: pip install -e .          # a command or a list of them, run once before anything
+ *                                    # (the setup phase: docs/environments.md)
  *   test: python3 -m pytest -q       # the repository's test command
  *   max_iterations: 3                # Builder/Tester rounds, 1..20
  *   paths:
  *     allow: [GLOB, ...]             # the diff may only touch these (default: everything)
  *     deny: [GLOB, ...]              # ... and never these
- *   network: ["pypi.org:443"]        # egress allow-list (default: no network)
+ *   network: ["pypi.org:443"]        # egress allow-list of the setup phase (default: none)
+ *   agent_network: true              # keep the allow-list after setup too (default: false)
+ *   cache_key: ["requirements/dev.txt"] # files whose content keys the environment cache
+ *                                    # (default: the usual lockfiles and manifests)
  *
  * Both `autopatch serve` (job/pipeline.c) and `autopatch fix` (cli/fix.c) load it with
  * repo_config_load(). Without a `test:` the test command is detected from the checkout by
@@ -34,7 +39,9 @@
 typedef struct repo_config {
 	bool from_file;	    /* .github/autopatch.yml existed */
 	char *image;	    /* NULL: the server's default image */
-	char *setup;	    /* NULL: no setup step */
+	char *setup;	    /* NULL: no setup; else setup_steps as one sh script (one step as it
+			     * is; several one per line after "set -e") */
+	char **setup_steps; /* the `setup:` commands in order; empty: none */
 	char *test;	    /* NULL: none configured and none detected */
 	char *test_source;  /* one sentence: "from .github/autopatch.yml" or what detection chose */
 	char *test_why;	    /* NULL: `test` is from the file; else what the detector decided
@@ -43,6 +50,8 @@ typedef struct repo_config {
 	char **allow;	    /* path globs the diff may touch; empty: everything */
 	char **deny;	    /* path globs the diff must not touch */
 	char **network;	    /* "host:port" entries; empty: no network */
+	bool agent_network; /* the allow-list stays on after setup (opt-in) */
+	char **cache_key;   /* globs of files keying the environment cache; empty: defaults */
 } repo_config;
 
 /* Parse the text of an autopatch.yml. On success *out is a new config (repo_config_free()).

@@ -67,6 +67,12 @@ if [[ $pw_have != "$pw_want" ]]; then
   (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# A real npm registry (verdaccio) for tests/e2e/test_environments.py, pinned by its lockfile.
+if [[ ! -x standins/verdaccio/node_modules/.bin/verdaccio ]]; then
+  log "installing the verdaccio stand-in"
+  (cd standins/verdaccio && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 log "building"
 if [[ -f build/build.ninja ]]; then ninja -C build >/dev/null; else meson setup build >/dev/null && ninja -C build >/dev/null; fi
 log "ready"

@@ -87,6 +87,13 @@ else
   fail_setup=$((fail_setup + 1))
 fi
 
+step "sandbox flavours the end-to-end tests run in"
+# tests/e2e/test_environments.py runs projects in the python and node flavours; each build is
+# skipped when its content-hash tag exists (a first build takes a few minutes).
+for flavor in python node; do
+  deploy/sandbox-image/build.sh --flavor "$flavor" || fail_setup=$((fail_setup + 1))
+done
+
 step "end-to-end tests (pytest)"
 if [[ -x build/autopatch ]]; then
   AP_BUILD_DIR="$root/build" timeout 4500 /usr/bin/python3 -m pytest tests/e2e -rA -p no:cacheprovider \
