@@ -4,6 +4,7 @@
 #include "agents/agent.h"
 #include "common/err.h"
 #include "common/redact.h"
+#include "common/stats.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -67,12 +68,36 @@ static bool cancelled(agent_ctx *a)
 	       (a->opts->should_stop && a->opts->should_stop(a->opts->ud));
 }
 
+/* Add one call's usage to the budgets and the result, and tell the caller. */
+static void charge(agent_ctx *a, int64_t tokens_in, int64_t tokens_out, bool estimated)
+{
+	int64_t before = a->res->cost_micro;
+
+	budget_after_call(&a->bud, tokens_in, tokens_out);
+	a->res->model_calls = (int)a->bud.calls;
+	a->res->tokens_in = a->bud.tokens_in;
+	a->res->tokens_out = a->bud.tokens_out;
+	if (estimated)
+		a->res->estimated_calls++;
+	if (a->plan.priced)
+		a->res->cost_micro =
+		    cost_micro(&a->plan.price, a->bud.tokens_in, a->bud.tokens_out);
+	ap_stat_add(AP_STAT_MODEL_CALLS, 1);
+	ap_stat_add(AP_STAT_MODEL_CALLS_ESTIMATED, estimated ? 1 : 0);
+	ap_stat_add(AP_STAT_MODEL_TOKENS_IN, tokens_in);
+	ap_stat_add(AP_STAT_MODEL_TOKENS_OUT, tokens_out);
+	ap_stat_add(AP_STAT_MODEL_COST_MICRO, a->res->cost_micro - before);
+	if (a->opts->usage)
+		a->opts->usage(a->opts->ud, a->res);
+}
+
 int agent_chat(agent_ctx *a, llm_conv *conv, enum tool_set set)
 {
 	const char *which = NULL;
 	llm_reply r = LLM_REPLY_INIT;
 	size_t ntools;
 	const llm_tool *tools = tools_offered(set, &ntools);
+	int64_t bound_in = 0, bound_out = 0;
 	int rc;
 	if (cancelled(a))
 		return ap_error_set(AP_ECANCELLED, "the job was cancelled");
@@ -81,9 +106,19 @@ int agent_chat(agent_ctx *a, llm_conv *conv, enum tool_set set)
 		snprintf(what, sizeof(what), "%s", which);
 		return agent_stop(a, what);
 	}
+	if ((rc = llm_call_bound(a->model, conv, tools, ntools, &bound_in, &bound_out)))
+		return rc;
+	if (a->plan.priced && a->opts->cost_cap_micro > 0 &&
+	    a->res->cost_micro + cost_micro(&a->plan.price, bound_in, bound_out) >
+		a->opts->cost_cap_micro)
+		return agent_stop(a, "cost");
 	rc = llm_chat(a->model, conv, tools, ntools, &r);
 	if (rc) {
 		char *msg = strdup(ap_error_last());
+		ap_stat_add(AP_STAT_MODEL_ERRORS, 1);
+		/* An answer arrived (and was billed) but cannot be used: never free. */
+		if (rc == AP_EINVAL || rc == AP_ETOOBIG)
+			charge(a, bound_in, bound_out, true);
 		free(a->res->failure);
 		if (asprintf(&a->res->failure, "model call failed during %s: %s", a->stage,
 			     msg ? msg : "") < 0)
@@ -91,10 +126,7 @@ int agent_chat(agent_ctx *a, llm_conv *conv, enum tool_set set)
 		free(msg);
 		return rc;
 	}
-	budget_after_call(&a->bud, r.tokens_in, r.tokens_out);
-	a->res->model_calls = (int)a->bud.calls;
-	a->res->tokens_in = a->bud.tokens_in;
-	a->res->tokens_out = a->bud.tokens_out;
+	charge(a, r.tokens_in, r.tokens_out, r.usage_estimated);
 	rc = llm_conv_add_reply(conv, &r);
 	llm_reply_release(&r);
 	return rc;

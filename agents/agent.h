@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "agents/budget.h"
+#include "agents/cost.h"
 #include "agents/fixer_types.h"
 #include "agents/llm.h"
 #include "agents/tester.h"
@@ -20,6 +21,7 @@ typedef struct agent_ctx {
 	llm *model;
 	traj *traj;
 	budget bud;
+	cost_plan plan; /* the model's price (AUTOPATCH_PRICES) */
 	tool_ctx tools;
 	tester *tester;
 	const char *stage; /* "planning", "building", "testing" */
@@ -32,10 +34,11 @@ typedef struct agent_ctx {
 void agent_progress(agent_ctx *a, const char *stage, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* One model call under the budgets and the cancellation check; records usage in res. Returns
- * 0, AP_EBUDGET (res->failure names the budget and how far the job got), AP_ECANCELLED, or the
- * provider's error. The reply is added to conv on success (its calls stay readable in
- * conv->msgs[conv->n - 1]). */
+/* One model call under the budgets and the cancellation check; records usage and cost in res
+ * and reports them to opts->usage. A call the model answered but whose answer could not be
+ * used (malformed, over the cap) is charged the most it could have used. Returns 0, AP_EBUDGET
+ * (res->failure names the budget and how far the job got), AP_ECANCELLED, or the provider's error.
+ * The reply is added to conv on success (its calls stay readable in conv->msgs[conv->n - 1]). */
 int agent_chat(agent_ctx *a, llm_conv *conv, enum tool_set set);
 
 /* Run one tool call (repeat detection, trajectory, progress). Unless it was a valid `finish`,

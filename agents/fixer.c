@@ -164,6 +164,9 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 		a.tools.cancel = &watch.flag;
 	if ((rc = budget_init(&a.bud, opts->cfg, traj_millis(a.traj))))
 		goto out;
+	if ((rc = cost_plan_from_cfg(opts->cfg, &a.plan)))
+		goto out;
+	res->priced = a.plan.priced;
 	if ((rc = llm_new(&a.model, opts->cfg)))
 		goto out;
 	llm_set_trajectory(a.model, a.traj);
@@ -212,6 +215,9 @@ out:
 		cJSON_AddNumberToObject(o, "model_calls", res->model_calls);
 		cJSON_AddNumberToObject(o, "tokens_in", (double)res->tokens_in);
 		cJSON_AddNumberToObject(o, "tokens_out", (double)res->tokens_out);
+		if (res->priced)
+			cJSON_AddNumberToObject(o, "cost_usd", (double)res->cost_micro / 1e6);
+		cJSON_AddNumberToObject(o, "estimated_calls", res->estimated_calls);
 		cJSON_AddNumberToObject(o, "iterations", res->iterations);
 		if (res->diff)
 			cJSON_AddStringToObject(o, "diff", res->diff);

@@ -18,6 +18,11 @@ typedef void (*fixer_progress_fn)(void *ud, const char *stage, const char *line)
  * sandbox command runs (a true answer kills the command with its box): it must be cheap and
  * thread-safe. Return true to stop (AP_ECANCELLED). */
 typedef bool (*fixer_stop_fn)(void *ud);
+struct fixer_result;
+/* Usage callback: called on the fixer's thread after every model call with the result so far
+ * (model_calls, tokens_in/out, cost_micro, estimated_calls are current), so the caller can
+ * record spending as it happens. */
+typedef void (*fixer_usage_fn)(void *ud, const struct fixer_result *so_far);
 
 typedef struct fixer_opts {
 	int version;
@@ -33,6 +38,10 @@ typedef struct fixer_opts {
 	const char *trajectory_path;  /* JSONL file to write (redacted); NULL = none */
 	fixer_progress_fn progress;
 	fixer_stop_fn should_stop;
+	fixer_usage_fn usage;	/* may be NULL */
+	int64_t cost_cap_micro; /* when > 0 and the model is priced: no model call is made that
+				 * could take the run's cost above this (the budget reservation
+				 * the caller holds); the run stops with the "cost" budget */
 	void *ud;
 	/* The host's policy over a patch, called by the Tester on the exact diff bytes it fetched
 	 * from the workspace, before anything is tested: 0 = test it; AP_EDENIED = refused, with
@@ -62,6 +71,9 @@ typedef struct fixer_result {
 	int64_t tokens_in, tokens_out;
 	int model_calls;
 	int iterations;
+	bool priced;	     /* AUTOPATCH_PRICES has the model's price: cost_micro is meaningful */
+	int64_t cost_micro;  /* what the calls cost (micro-dollars), rounded up */
+	int estimated_calls; /* calls whose usage the provider did not report (charged at most) */
 } fixer_result;
 
 #define FIXER_RESULT_INIT                                                                          \

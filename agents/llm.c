@@ -334,6 +334,23 @@ static int64_t num_of(const cJSON *o, const char *key)
 	return n >= 0 ? n : 0;
 }
 
+/* A token count the provider reported: key (plus the optional extra keys, which count only
+ * when present), or -1 when key is missing, not a number, or 0 (no real call uses no tokens:
+ * a server that sends zeros did not count). */
+static int64_t reported(const cJSON *usage, const char *key, const char *extra1, const char *extra2)
+{
+	int64_t n;
+
+	if (!cJSON_IsObject(usage) || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(usage, key)))
+		return -1;
+	n = num_of(usage, key);
+	if (extra1)
+		n += num_of(usage, extra1);
+	if (extra2)
+		n += num_of(usage, extra2);
+	return n > 0 ? n : -1;
+}
+
 static int add_call(llm_reply *out, const char *id, const char *name, const char *args)
 {
 	if (out->ncalls >= LLM_MAX_CALLS_PER_REPLY)
@@ -398,8 +415,8 @@ static int parse_openai(const cJSON *root, llm_reply *out)
 		i++;
 	}
 	const cJSON *usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
-	out->tokens_in = num_of(usage, "prompt_tokens");
-	out->tokens_out = num_of(usage, "completion_tokens");
+	out->tokens_in = reported(usage, "prompt_tokens", NULL, NULL);
+	out->tokens_out = reported(usage, "completion_tokens", NULL, NULL);
 	return 0;
 }
 
@@ -444,9 +461,9 @@ static int parse_anthropic(const cJSON *root, llm_reply *out)
 	if (text.len)
 		out->text = ap_buf_take(&text);
 	const cJSON *usage = cJSON_GetObjectItemCaseSensitive(root, "usage");
-	out->tokens_in = num_of(usage, "input_tokens") + num_of(usage, "cache_read_input_tokens") +
-			 num_of(usage, "cache_creation_input_tokens");
-	out->tokens_out = num_of(usage, "output_tokens");
+	out->tokens_in = reported(usage, "input_tokens", "cache_read_input_tokens",
+				  "cache_creation_input_tokens");
+	out->tokens_out = reported(usage, "output_tokens", NULL, NULL);
 out:
 	ap_buf_release(&text);
 	return rc;
@@ -655,9 +672,20 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 			;
 	}
 	out->millis = traj_millis(m->traj) - t0;
+	/* A provider that reports no usage is charged the most the call could have used: every
+	 * byte of the request as an input token, and the whole output cap. */
+	if (rc == 0 && out->tokens_in < 0) {
+		out->tokens_in = (int64_t)strlen(body);
+		out->usage_estimated = true;
+	}
+	if (rc == 0 && out->tokens_out < 0) {
+		out->tokens_out = m->max_tokens;
+		out->usage_estimated = true;
+	}
 	free(body);
 	if (rc == 0 && m->traj) {
 		cJSON *o = cJSON_CreateObject();
+		cJSON_AddBoolToObject(o, "estimated", out->usage_estimated);
 		cJSON_AddNumberToObject(o, "tokens_in", (double)out->tokens_in);
 		cJSON_AddNumberToObject(o, "tokens_out", (double)out->tokens_out);
 		cJSON_AddNumberToObject(o, "millis", (double)out->millis);
@@ -675,6 +703,33 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 }
 
 /* ---- setup ----------------------------------------------------------------------------- */
+
+const char *llm_model_of(const ap_config *cfg)
+{
+	const char *model = cfg_str(cfg, "AUTOPATCH_LLM_MODEL");
+
+	if (model)
+		return model;
+	return strcmp(cfg_str(cfg, "AUTOPATCH_LLM_PROVIDER"), "anthropic") == 0
+		   ? "claude-sonnet-4-20250514"
+		   : "gpt-4o";
+}
+
+int llm_call_bound(const llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
+		   int64_t *tokens_in, int64_t *tokens_out)
+{
+	char *body =
+	    llm_build_request(m->provider, m->model, (int)m->max_tokens, conv, tools, ntools);
+
+	*tokens_in = 0;
+	*tokens_out = 0;
+	if (!body)
+		return ap_error_set(AP_ENOMEM, "cannot build the model request");
+	*tokens_in = (int64_t)strlen(body);
+	*tokens_out = m->max_tokens;
+	free(body);
+	return 0;
+}
 
 static bool is_local(const char *url)
 {
@@ -698,12 +753,10 @@ int llm_new(llm **out, const ap_config *cfg)
 		return AP_ENOMEM;
 	/* The provider-specific defaults of these three (the table has none): here only. */
 	const char *base = cfg_str(cfg, "AUTOPATCH_LLM_BASE_URL");
-	const char *model = cfg_str(cfg, "AUTOPATCH_LLM_MODEL");
+	const char *model = llm_model_of(cfg);
 	const char *key = cfg_str(cfg, "AUTOPATCH_LLM_API_KEY");
 	if (!base)
 		base = anthropic ? "https://api.anthropic.com" : "https://api.openai.com/v1";
-	if (!model)
-		model = anthropic ? "claude-sonnet-4-20250514" : "gpt-4o";
 	if (!key)
 		key = cfg_str(cfg, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
 	if (!key && !is_local(base)) {

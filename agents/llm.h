@@ -68,11 +68,14 @@ typedef struct llm_reply {
 	char *text; /* NULL when the model sent only tool calls */
 	llm_tool_call *calls;
 	size_t ncalls;
-	char *stop; /* provider's stop/finish reason as sent */
-	int64_t tokens_in;
-	int64_t tokens_out;
-	int64_t millis; /* wall time including retries */
-	int attempts;	/* HTTP requests made (1 without retries) */
+	char *stop;	      /* provider's stop/finish reason as sent */
+	int64_t tokens_in;    /* as reported; llm_parse_response: -1 when not reported */
+	int64_t tokens_out;   /* as reported; llm_parse_response: -1 when not reported */
+	bool usage_estimated; /* llm_chat: the provider reported no usage (or zeros), so the
+			       * missing counts are the most the call could have used: the
+			       * request's size in bytes as input, max_tokens as output */
+	int64_t millis;	      /* wall time including retries */
+	int attempts;	      /* HTTP requests made (1 without retries) */
 } llm_reply;
 
 #define LLM_REPLY_INIT                                                                             \
@@ -109,6 +112,16 @@ int llm_probe(llm *m, int timeout_s, long *status);
 int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools, llm_reply *out);
 void llm_reply_release(llm_reply *r);
 
+/* The model the settings name: AUTOPATCH_LLM_MODEL, else the provider's default (gpt-4o,
+ * claude-sonnet-4-20250514). Borrowed from cfg or static. */
+const char *llm_model_of(const ap_config *cfg);
+
+/* The most the next llm_chat() with these arguments can use: *tokens_in = the request's size
+ * in bytes (no tokenizer makes more tokens than bytes), *tokens_out = the output cap. 0 or
+ * AP_ENOMEM. */
+int llm_call_bound(const llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
+		   int64_t *tokens_in, int64_t *tokens_out);
+
 /* Conversation building. Strings are copied. */
 int llm_conv_set_system(llm_conv *c, const char *system);
 int llm_conv_add_user(llm_conv *c, const char *text);
@@ -119,7 +132,8 @@ int llm_conv_add_tool_result(llm_conv *c, const char *call_id, const char *name,
 void llm_conv_release(llm_conv *c);
 
 /* Wire format, exposed for unit tests: build the request body for a provider ("openai" or
- * "anthropic"; malloc'd JSON text) and parse a response body into *out. */
+ * "anthropic"; malloc'd JSON text) and parse a response body into *out (a token count the
+ * response does not report, or reports as 0, is -1 there). */
 char *llm_build_request(const char *provider, const char *model, int max_tokens,
 			const llm_conv *conv, const llm_tool *tools, size_t ntools);
 int llm_parse_response(const char *provider, const char *body, size_t len, llm_reply *out);

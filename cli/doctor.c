@@ -15,6 +15,7 @@
 #include "github/app.h"
 #include "github/jwt.h"
 #include "github/rest.h"
+#include "github/urls.h"
 #include "job/environment.h"
 #include "sandbox/sandbox.h"
 
@@ -81,8 +82,8 @@ static const char *last_error(void)
 static void check_config(struct report *r, ap_config *cfg)
 {
 	const char *id = cfg_str(cfg, "APP_ID");
-	const char *url = cfg_str(cfg, "GITHUB_API_URL");
 	ap_buf why = AP_BUF_INIT(4096);
+	gh_urls urls;
 
 	if (!id)
 		ap_buf_adds(&why, " APP_ID is not set. Set APP_ID in .env to the App ID shown on "
@@ -100,15 +101,15 @@ static void check_config(struct report *r, ap_config *cfg)
 		ap_buf_adds(&why, " WEBHOOK_SECRET is not set. Set it to the webhook secret "
 				  "entered on the GitHub App's settings page (generate one with: "
 				  "openssl rand -hex 32).");
-	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)
+	if (gh_urls_get(cfg, &urls))
 		ap_buf_addf(&why,
-			    " GITHUB_API_URL=%s is not a URL. Use https://api.github.com, or "
-			    "https://HOST/api/v3 for GitHub Enterprise Server.",
-			    url);
+			    " %s. Leave GITHUB_URL and GITHUB_API_URL unset for github.com; for "
+			    "GitHub Enterprise Server set GITHUB_URL=https://HOST.",
+			    ap_error_last());
 	if (why.len)
 		fail(r, "configuration", "%s", ap_buf_str(&why) + 1);
 	else
-		pass(r, "configuration", "APP_ID %s, API %s", id, url);
+		pass(r, "configuration", "APP_ID %s, GitHub %s, API %s", id, urls.web, urls.api);
 	ap_buf_release(&why);
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* cli/jobs.c - `autopatch jobs [--json] [--id N] [--trajectory] [--limit N]`: a view of
  * the queue database (jobs, and with --id one job's events). */
+#include "agents/cost.h"
 #include "common/buf.h"
 #include "common/jsonnum.h"
 #include "common/err.h"
@@ -47,17 +48,25 @@ static void print_table(const cJSON *jobs)
 {
 	const cJSON *j;
 
-	printf("%-5s %-38s %-28s %-6s %-11s %-9s %-10s %-3s %-24s %-24s %s\n", "ID", "DELIVERY",
-	       "REPOSITORY", "ISSUE", "TRIGGER", "STATE", "STAGE", "ATT", "CREATED", "UPDATED",
-	       "RESULT/ERROR");
+	printf("%-5s %-38s %-28s %-6s %-11s %-9s %-10s %-3s %-24s %-24s %-9s %-10s %s\n", "ID",
+	       "DELIVERY", "REPOSITORY", "ISSUE", "TRIGGER", "STATE", "STAGE", "ATT", "CREATED",
+	       "UPDATED", "TOKENS", "COST", "RESULT/ERROR");
 	cJSON_ArrayForEach(j, jobs)
 	{
 		const char *res = *str(j, "result") ? str(j, "result") : str(j, "error");
+		const cJSON *usd = cJSON_GetObjectItemCaseSensitive(j, "cost_usd");
+		char cost[32] = "-";
 
-		printf("%-5lld %-38s %-28s %-6lld %-11s %-9s %-10s %-3lld %-24s %-24s ",
-		       num(j, "id"), str(j, "delivery"), str(j, "repo"), num(j, "issue"),
-		       str(j, "trigger"), str(j, "state"), *str(j, "stage") ? str(j, "stage") : "-",
-		       num(j, "attempts"), str(j, "created"), str(j, "updated"));
+		/* The JSON carries dollars; the table shows the ledger's micro-dollars again. */
+		if (cJSON_IsNumber(usd))
+			cost_format_usd((int64_t)(usd->valuedouble * 1e6 + 0.5), cost,
+					sizeof(cost));
+		printf(
+		    "%-5lld %-38s %-28s %-6lld %-11s %-9s %-10s %-3lld %-24s %-24s %-9lld %-10s ",
+		    num(j, "id"), str(j, "delivery"), str(j, "repo"), num(j, "issue"),
+		    str(j, "trigger"), str(j, "state"), *str(j, "stage") ? str(j, "stage") : "-",
+		    num(j, "attempts"), str(j, "created"), str(j, "updated"),
+		    num(j, "tokens_in") + num(j, "tokens_out"), cost);
 		cell(res, 100);
 		putchar('\n');
 	}

@@ -5,6 +5,7 @@
  * stop or re-queue them). */
 #include "job/pipeline.h"
 #include "common/err.h"
+#include "github/urls.h"
 #include "github/oauth.h"
 #include "common/log.h"
 #include "cli/commands.h"
@@ -201,6 +202,7 @@ int serve_run(ap_config *cfg, bool registration)
 {
 	struct serve_opts o;
 	struct serve_ctx ctx = {NULL};
+	gh_urls urls;
 	http_config hc;
 	http_server *http = NULL;
 	pipeline *pipe = NULL;
@@ -258,6 +260,10 @@ int serve_run(ap_config *cfg, bool registration)
 			goto out;
 		}
 	}
+	if (gh_urls_get(cfg, &urls)) {
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+		goto out;
+	}
 	hc = (http_config){
 	    .public_at = o.public_at,
 	    .admin_at = o.admin_at,
@@ -272,7 +278,7 @@ int serve_run(ap_config *cfg, bool registration)
 		{
 		    .public_url = cfg_str(cfg, "AUTOPATCH_PUBLIC_URL"),
 		    .console_url = o.console_url[0] ? o.console_url : NULL,
-		    .web_url = cfg_str(cfg, "GITHUB_URL"),
+		    .web_url = urls.web,
 		    .webhook_path = o.path,
 		    .credentials_file = cfg_str(cfg, "AUTOPATCH_CREDENTIALS_FILE"),
 		    .client_id = cfg_str(cfg, "GITHUB_CLIENT_ID"),

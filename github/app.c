@@ -2,6 +2,7 @@
 /* github/app.c - App identity: JWT signing with skew correction and the installation-token
  * cache (see app.h). */
 #include "github/app.h"
+#include "github/urls.h"
 
 #include "common/err.h"
 #include "github/jwt.h"
@@ -44,7 +45,7 @@ static void creds_set_server_time(void *ud, int64_t server_now);
 int gh_app_new(gh_app **out, const ap_config *cfg)
 {
 	const char *id = cfg_str(cfg, "APP_ID");
-	const char *url = cfg_str(cfg, "GITHUB_API_URL");
+	gh_urls urls;
 	gh_app *a;
 	size_t n;
 	int rc;
@@ -53,9 +54,8 @@ int gh_app_new(gh_app **out, const ap_config *cfg)
 	if (!id)
 		return ap_error_set(AP_EINVAL, "set APP_ID to the App ID shown on the GitHub App's "
 					       "settings page");
-	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)
-		return ap_error_set(AP_EINVAL, "GITHUB_API_URL must start with https:// (for "
-					       "GitHub Enterprise: https://HOST/api/v3)");
+	if ((rc = gh_urls_get(cfg, &urls)))
+		return rc;
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return ap_error_set(AP_ENOMEM, "out of memory");
@@ -69,7 +69,7 @@ int gh_app_new(gh_app **out, const ap_config *cfg)
 	if (rc)
 		goto err_free;
 	a->app_id = strdup(id);
-	a->api_url = strdup(url);
+	a->api_url = strdup(urls.api);
 	if (!a->app_id || !a->api_url) {
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 		goto err_free;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* github/oauth.c - manifest conversion and user sign-in (see oauth.h). */
 #include "github/oauth.h"
+#include "github/urls.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/httpc.h"
@@ -92,7 +93,8 @@ int gh_oauth_exchange(const ap_config *cfg, const char *client_id, const char *c
 	       resp = AP_BUF_INIT(OAUTH_RESPONSE_CAP);
 	httpc_body sink = HTTPC_BODY_INIT(&resp);
 	struct curl_slist *hl = NULL;
-	const char *web = cfg_str(cfg, "GITHUB_URL");
+	const char *web;
+	gh_urls urls;
 	cJSON *o = NULL;
 	CURL *h = NULL;
 	CURLcode cc;
@@ -102,6 +104,9 @@ int gh_oauth_exchange(const ap_config *cfg, const char *client_id, const char *c
 	*token = NULL;
 	if (!code_ok(code) || !client_id || !client_secret)
 		return ap_error_set(AP_EINVAL, "the sign-in code is not one GitHub issues");
+	if ((rc = gh_urls_get(cfg, &urls)))
+		return rc;
+	web = urls.web;
 	if ((rc = httpc_global_init()))
 		return rc;
 	h = curl_easy_init();

@@ -2,6 +2,7 @@
 /* github/rest.c - GitHub REST client: auth, retries, rate limits, spacing, pagination (see
  * rest.h for the policy). */
 #include "github/rest.h"
+#include "github/urls.h"
 
 #include "common/buf.h"
 #include "common/err.h"
@@ -219,9 +220,14 @@ int gh_rest_new(gh_rest **out, const ap_config *cfg, const gh_creds *creds, int6
 
 int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token)
 {
+	gh_urls urls;
 	int rc;
 
-	rc = rest_alloc(out, cfg, cfg_str(cfg, "GITHUB_API_URL"));
+	*out = NULL;
+	rc = gh_urls_get(cfg, &urls);
+	if (rc)
+		return rc;
+	rc = rest_alloc(out, cfg, urls.api);
 	if (rc)
 		return rc;
 	(*out)->fixed_token = strdup(token);

@@ -6,6 +6,7 @@
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "common/stats.h"
 #include "job/repo_config.h"
 
 #include <dirent.h>
@@ -928,6 +929,7 @@ static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_res
 	/* Used now: the LRU clock is the archive's mtime. */
 	utimensat(AT_FDCWD, tar, NULL, 0);
 	res->restored = true;
+	ap_stat_add(AP_STAT_ENV_CACHE_HITS, 1);
 	res->have_products = true;
 	res->archive_bytes = st.st_size;
 	res->setup_ms = now_ms() - start;
@@ -1128,6 +1130,8 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 			return rc;
 	}
 	res->ran = true;
+	if (res->key[0])
+		ap_stat_add(AP_STAT_ENV_CACHE_MISSES, 1); /* a cacheable setup ran afresh */
 	res->setup_ms = now_ms() - start;
 	return 0;
 }

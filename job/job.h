@@ -34,6 +34,28 @@ typedef struct job_info {
 
 enum job_stage { STAGE_PREPARING, STAGE_PLANNING, STAGE_BUILDING, STAGE_TESTING, STAGE_PUBLISHING };
 
+/* Spending (costs and daily budgets, docs/agents.md): what a run asks of the pool's ledger. */
+typedef struct job_spend_req {
+	bool priced;	       /* the model has a price; else costs are 0 and no budget applies */
+	int64_t reserve_micro; /* the most this run can cost (micro-dollars), held until closed */
+	int64_t global_cap_micro; /* daily budget of all jobs (UTC day), 0 = none */
+	int64_t repo_cap_micro;	  /* daily budget of the job's repository, 0 = none */
+} job_spend_req;
+
+/* The answer to a spend_open. */
+typedef struct job_spend_verdict {
+	bool refused;	     /* a budget would be exceeded: nothing is held, do not start */
+	bool repo;	     /* refused by the repository's budget (else the global one) */
+	int64_t spent_micro; /* refused: what that budget carries today (spent + held by others) */
+	int64_t cap_micro;   /* refused: that budget */
+} job_spend_verdict;
+
+/* A run's usage so far. */
+typedef struct job_usage {
+	int64_t cost_micro, tokens_in, tokens_out;
+	int calls;
+} job_usage;
+
 /* What the pool offers a running job. Every function is called on the job's own thread with
  * the handle's ctx; should_stop and cancelled are also safe from other threads (they read
  * flags). Messages are redacted by the pool before they are stored. */
@@ -52,6 +74,18 @@ typedef struct job_ops {
 	int (*state_set)(void *ctx, const char *key, const char *value);
 	/* A malloc'd copy (caller frees), or NULL when unset. */
 	char *(*state_get)(void *ctx, const char *key);
+	/* Check the daily budgets and hold req->reserve_micro against them for this run, as one
+	 * atomic step across workers and servers: of two runs racing for the last dollars at
+	 * most one is let through. "Would exceed" = today's spending (finished runs' costs plus,
+	 * for runs still open, the larger of their hold and their spending) + the reserve > a
+	 * budget. 0 with out->refused set when refused; a negative code when the ledger cannot
+	 * be read (the run must not start then either). Called at most once per run, before any
+	 * model call. May be NULL (then a run with a budget is refused). */
+	int (*spend_open)(void *ctx, const job_spend_req *req, job_spend_verdict *out);
+	/* Record the run's usage so far (after spend_open only); final closes it, releasing the
+	 * hold, so the day carries what was spent. A run that never closes (its process died)
+	 * keeps charging the larger of hold and spending. May be NULL. */
+	int (*spend_record)(void *ctx, const job_usage *u, bool final);
 } job_ops;
 
 typedef struct job_ctl {
@@ -82,6 +116,22 @@ static inline int job_ctl_state_set(const job_ctl *c, const char *key, const cha
 static inline char *job_ctl_state_get(const job_ctl *c, const char *key)
 {
 	return c->ops->state_get(c->ctx, key);
+}
+
+static inline int job_ctl_spend_open(const job_ctl *c, const job_spend_req *req,
+				     job_spend_verdict *out)
+{
+	if (c->ops->spend_open)
+		return c->ops->spend_open(c->ctx, req, out);
+	out->refused = req->global_cap_micro > 0 || req->repo_cap_micro > 0;
+	out->repo = req->global_cap_micro <= 0;
+	out->spent_micro = 0;
+	out->cap_micro = out->repo ? req->repo_cap_micro : req->global_cap_micro;
+	return 0;
+}
+static inline int job_ctl_spend_record(const job_ctl *c, const job_usage *u, bool final)
+{
+	return c->ops->spend_record ? c->ops->spend_record(c->ctx, u, final) : 0;
 }
 
 enum job_outcome_kind {

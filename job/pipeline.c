@@ -9,6 +9,7 @@
  */
 #include "job/pipeline.h"
 #include "common/jsonnum.h"
+#include "agents/cost.h"
 #include "agents/fixer.h"
 #include "job/comment.h"
 #include "job/environment.h"
@@ -23,6 +24,7 @@
 #include "github/git.h"
 #include "github/patch.h"
 #include "github/rest.h"
+#include "github/urls.h"
 #include "common/log.h"
 #include "common/redact.h"
 #include "sandbox/sandbox.h"
@@ -54,6 +56,8 @@ struct pipeline {
 	int64_t comment_interval_ms;
 	int64_t ratelimit_wait_s;     /* the first wait when GitHub names none; doubles */
 	int64_t ratelimit_max_wait_s; /* total a job waits out rate limits before re-queueing */
+	cost_plan plan;		      /* prices and daily budgets */
+	gh_urls urls;		      /* GITHUB_URL (git goes there) and GITHUB_API_URL */
 	int64_t gh_backoff_ms;	      /* before looking for a PR whose create got a 5xx */
 };
 
@@ -76,6 +80,7 @@ struct run {
 	char *blocked;	   /* refused connections, for the comment */
 	ssize_t live_ev;   /* index of the live setup step, -1 when none */
 	enum progress_state state;
+	bool spending; /* the run holds a row in the spending ledger (close it at the end) */
 };
 
 static const char *const stage_names[] = {"preparing", "planning", "building", "testing",
@@ -126,6 +131,12 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 	if (rc)
 		goto out_free;
 	rc = cfg_int(cfg, "AUTOPATCH_RATELIMIT_MAX_WAIT_S", 0, 86400, &p->ratelimit_max_wait_s);
+	if (rc)
+		goto out_free;
+	rc = cost_plan_from_cfg(cfg, &p->plan);
+	if (rc)
+		goto out_free;
+	rc = gh_urls_get(cfg, &p->urls);
 	if (rc)
 		goto out_free;
 	/* The REST client's first backoff for 5xx (see github/rest.h). */
@@ -349,6 +360,61 @@ static void on_progress(void *ud, const char *stage_name, const char *line)
 	event(r, line);
 }
 
+static job_usage usage_of(const fixer_result *res)
+{
+	job_usage u = {res->cost_micro, res->tokens_in, res->tokens_out, res->model_calls};
+
+	return u;
+}
+
+/* After every model call: the ledger learns the run's spending as it happens. */
+static void on_usage(void *ud, const fixer_result *so_far)
+{
+	struct run *r = ud;
+	job_usage u = usage_of(so_far);
+
+	if (r->spending && job_ctl_spend_record(r->ctl, &u, false) != 0) {
+		ap_log(AP_LOG_WARN, r->job->delivery, r->job->id, "recording spending: %s",
+		       ap_error_last());
+		ap_error_clear();
+	}
+}
+
+/* Before anything that costs: hold the most this run can cost against the daily budgets, or
+ * refuse to start (AP_EBUDGET, the failure says which budget and the sums). */
+static int open_spending(struct run *r)
+{
+	const cost_plan *pl = &r->p->plan;
+	job_spend_req req = {pl->priced, pl->max_micro, pl->global_cap, pl->repo_cap};
+	job_spend_verdict v = {0};
+	char spent[32], cap[32], most[32], *msg = NULL;
+	int rc;
+
+	rc = job_ctl_spend_open(r->ctl, &req, &v);
+	if (rc)
+		return rc;
+	if (!v.refused) {
+		r->spending = true;
+		return 0;
+	}
+	cost_format_usd(v.spent_micro, spent, sizeof(spent));
+	cost_format_usd(v.cap_micro, cap, sizeof(cap));
+	cost_format_usd(pl->max_micro, most, sizeof(most));
+	if (asprintf(&msg,
+		     "not started: the daily budget %s%s (%s per UTC day) could be exceeded: %s "
+		     "is spent or held today and this job may cost up to %s (AUTOPATCH_MAX_TOKENS "
+		     "= %" PRId64 " tokens of %s at its dearer price); it was not run, no model "
+		     "was called",
+		     v.repo ? "of " : "for all repositories", v.repo ? r->job->repo : "", cap,
+		     spent, most, pl->max_tokens, pl->model) < 0)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	set_str(&r->failure, msg);
+	event(r, msg);
+	rc = ap_error_set(AP_EBUDGET, "%s", msg);
+	free(msg);
+	return rc;
+}
+
 static bool on_should_stop(void *ud)
 {
 	struct run *r = ud;
@@ -362,12 +428,13 @@ static bool on_should_stop(void *ud)
 struct work {
 	gh_repo repo;
 	gh_issue issue;
-	gh_pull pull;	  /* iteration: the PR being changed */
-	int64_t issue_no; /* the issue being fixed */
-	char *branch;	  /* autopatch/issue-N */
-	char *base_ref;	  /* checkout ref */
-	sbx_box *box;	  /* warm-pool box whose repo dir holds the checkout */
-	sbx_box *custom;  /* a second box when the repo config asks for another image/network */
+	gh_pull pull;			/* iteration: the PR being changed */
+	int64_t issue_no;		/* the issue being fixed */
+	char git_url[GH_URL_MAX + 256]; /* GITHUB_URL/owner/name.git: clone and push */
+	char *branch;			/* autopatch/issue-N */
+	char *base_ref;			/* checkout ref */
+	sbx_box *box;			/* warm-pool box whose repo dir holds the checkout */
+	sbx_box *custom; /* a second box when the repo config asks for another image/network */
 	repo_config *rc;
 	env_choice choice; /* the image the job's box runs */
 	env_setup_result env;
@@ -436,7 +503,7 @@ static int load_default_branch_config(struct run *r, struct work *w, const char 
 	/* A crashed earlier attempt's copy; what cannot go, the checkout reports. */
 	if (fs_rm_rf(dir) != 0)
 		ap_error_clear();
-	rc = gh_git_checkout(r->p->git, w->repo.clone_url, token, ref, dir, NULL);
+	rc = gh_git_checkout(r->p->git, w->git_url, token, ref, dir, NULL);
 	if (rc == 0)
 		rc = repo_config_load(&w->rc, dir);
 	snprintf(kept, sizeof(kept), "%s", ap_error_last());
@@ -472,6 +539,10 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	rc = gh_repo_get(r->rest, r->job->repo, &w->repo);
 	if (rc)
 		return rc;
+	/* Git goes to the configured web host, never to a URL an API answer names. */
+	rc = gh_urls_git(&r->p->urls, w->repo.full_name, w->git_url, sizeof(w->git_url));
+	if (rc)
+		return rc;
 	if (iterate) {
 		rc = load_pull(r, w);
 		if (rc)
@@ -501,7 +572,7 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	rc = gh_app_token(r->p->app, r->job->installation_id, &token);
 	if (rc)
 		return rc;
-	rc = gh_git_checkout(r->p->git, w->repo.clone_url, token, w->base_ref, repo_dir, &sha);
+	rc = gh_git_checkout(r->p->git, w->git_url, token, w->base_ref, repo_dir, &sha);
 	if (rc == 0 && iterate)
 		rc = load_default_branch_config(r, w, token);
 	free(token);
@@ -628,6 +699,10 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	o.trajectory_path = r->trajectory;
 	o.progress = on_progress;
 	o.should_stop = on_should_stop;
+	o.usage = on_usage;
+	/* With a budget, the run must stay within what it holds. */
+	if (r->p->plan.global_cap || r->p->plan.repo_cap)
+		o.cost_cap_micro = r->p->plan.max_micro;
 	o.ud = r;
 	/* The Tester tests only a diff the host's policy accepts, judged on the bytes against
 	 * the host checkout (the box's /repo). */
@@ -661,19 +736,23 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
  * (gh_patch_files()), never the box's own list. */
 static void describe_tried(struct run *r, const fixer_result *res)
 {
-	char *s = NULL, *files = NULL;
+	char *s = NULL, *files = NULL, cost[48] = "";
 	int n;
 
 	if (res->model_calls == 0 && res->iterations == 0)
 		return;
+	if (res->priced) {
+		memcpy(cost, ", ", 3);
+		cost_format_usd(res->cost_micro, cost + 2, sizeof(cost) - 2);
+	}
 	if (res->diff && *res->diff && gh_patch_files(res->diff, strlen(res->diff), &files) != 0)
 		ap_error_clear();
 	n = asprintf(&s,
 		     "%d Builder/Tester round%s with %d model call%s (%s, %" PRId64
-		     " tokens in, %" PRId64 " out)%s%s",
+		     " tokens in, %" PRId64 " out%s)%s%s",
 		     res->iterations, res->iterations == 1 ? "" : "s", res->model_calls,
 		     res->model_calls == 1 ? "" : "s", res->model ? res->model : "model",
-		     res->tokens_in, res->tokens_out,
+		     res->tokens_in, res->tokens_out, cost,
 		     files && *files ? "; last patch touched " : "", files && *files ? files : "");
 	free(files);
 	if (n < 0)
@@ -700,6 +779,9 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->tokens_out = w->res.tokens_out;
 	in->model_calls = w->res.model_calls;
 	in->iterations = w->res.iterations;
+	in->priced = w->res.priced;
+	in->cost_micro = w->res.cost_micro;
+	in->estimated_calls = w->res.estimated_calls;
 }
 
 /* Sleep ms, in slices, checking for a stop: 0, or AP_ECANCELLED when the job was stopped. */
@@ -892,7 +974,7 @@ static int publish(struct run *r, struct work *w, bool iterate)
 		goto out;
 	/* A first run owns the branch (force: a retry after a crash rewrites it); an iteration
 	 * adds a commit on top of the PR's head, so a plain push. */
-	rc = gh_git_push(r->p->git, repo_dir, w->repo.clone_url, token, w->branch, !iterate);
+	rc = gh_git_push(r->p->git, repo_dir, w->git_url, token, w->branch, !iterate);
 	free(token);
 	if (rc)
 		goto out;
@@ -1049,6 +1131,8 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	/* A job cancelled while it waited for a retry comes here only to say so in its comment. */
 	if ((rc = checkpoint(&r)))
 		goto out;
+	if ((rc = open_spending(&r)))
+		goto out;
 	stage(&r, STAGE_PREPARING, job->attempts > 1 ? "resuming after an interruption" : NULL);
 	if ((rc = checkpoint(&r)))
 		goto out;
@@ -1094,6 +1178,15 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	add_event(&r, -1, iterate ? "replied on the pull request" : "draft pull request ready");
 	comment_final(&r);
 out:
+	if (r.spending) {
+		job_usage u = usage_of(&w.res);
+
+		if (job_ctl_spend_record(ctl, &u, true) != 0) {
+			ap_log(AP_LOG_WARN, job->delivery, job->id, "closing spending: %s",
+			       ap_error_last());
+			ap_error_clear();
+		}
+	}
 	if (rc) {
 		char *why;
 

@@ -2,6 +2,7 @@
 /* job/progress.c - markdown for the progress comment, the PR body and the iteration reply
  * (see progress.h). Pure: no I/O, no clock. */
 #include "job/progress.h"
+#include "agents/cost.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/redact.h"
@@ -503,6 +504,16 @@ static void add_model_line(ap_buf *b, const pr_body_input *in)
 	ap_buf_addf(b, " · tokens: %" PRId64 " in, %" PRId64 " out", in->tokens_in, in->tokens_out);
 	if (in->model_calls)
 		ap_buf_addf(b, " · %d model calls", in->model_calls);
+	if (in->priced) {
+		char usd[32];
+
+		ap_buf_addf(b, " · cost: %s", cost_format_usd(in->cost_micro, usd, sizeof(usd)));
+		if (in->estimated_calls)
+			ap_buf_addf(b,
+				    " (%d call%s without reported usage counted at the most "
+				    "they could have used)",
+				    in->estimated_calls, in->estimated_calls == 1 ? "" : "s");
+	}
 	if (in->iterations)
 		ap_buf_addf(b, " · %d Builder/Tester round%s", in->iterations,
 			    in->iterations == 1 ? "" : "s");

@@ -76,6 +76,9 @@ typedef struct pr_body_input {
 	int64_t tokens_in, tokens_out;
 	int model_calls;
 	int iterations;
+	bool priced;	     /* cost_micro is known (AUTOPATCH_PRICES has the model) */
+	int64_t cost_micro;  /* micro-dollars */
+	int estimated_calls; /* calls the provider reported no usage for (charged at most) */
 } pr_body_input;
 
 #define PR_BODY_INPUT_VERSION 1

@@ -9,6 +9,7 @@
  */
 #include "sandbox/docker_api.h"
 #include "sandbox/egress.h"
+#include "common/stats.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "sandbox/internal.h"
@@ -813,6 +814,8 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	if (rc)
 		goto err_remove_container;
 	b->deadline_ms = dk_now_ms() + (long long)s.wall_seconds * 1000;
+	ap_stat_add(AP_STAT_BOXES_CREATED, 1);
+	ap_stat_add(AP_STAT_BOXES_ACTIVE, 1);
 	cJSON_Delete(body);
 	cJSON_Delete(resp);
 	sbx__volumes_free(volumes);
@@ -948,6 +951,8 @@ int sbx_destroy(sbx_box *b)
 	}
 	if (b->own_repo_dir)
 		remove_box_dir(b->e, b->name);
+	ap_stat_add(AP_STAT_BOXES_REMOVED, 1);
+	ap_stat_add(AP_STAT_BOXES_ACTIVE, -1);
 	box_free(b);
 	return rc;
 }

@@ -23,9 +23,21 @@ void metrics_latency(double seconds);
  * and headers were awaited. */
 void metrics_deadline_cut(bool body);
 
-/* Append the exposition text: deliveries by event and outcome, jobs by state (from stats),
- * workers configured and busy, the latency histogram, connections closed by a deadline,
- * the largest group-commit batch. */
+/* Observe one run of a job: outcome is "succeeded", "failed", "cancelled", "retry" (re-queued
+ * to run again) or "interrupted" (a shutdown re-queued it); anything else counts as failed. */
+void metrics_job_done(const char *outcome, double seconds);
+
+/* Observe one stage of a run (its start to the next stage or the run's end). */
+void metrics_stage_done(enum job_stage stage, double seconds);
+
+/* Count one run refused by a daily budget: the repository's (repo) or the global one. */
+void metrics_budget_refusal(bool repo);
+
+/* Append the exposition text: deliveries by event and outcome, jobs by state (from stats: the
+ * queue depth), workers configured and busy, the latency histogram, connections closed by a
+ * deadline, the largest group-commit batch, budget refusals, job and stage duration
+ * histograms, and the counters of common/stats.h (model calls, tokens, cost, sandbox boxes,
+ * environment cache). docs/internals/queue.md lists every series. */
 int metrics_render(ap_buf *out, const q_stats *stats, int workers, int busy, size_t max_batch);
 
 #endif

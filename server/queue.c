@@ -2,6 +2,7 @@
 /* server/queue.c - the SQLite job queue (see queue.h and docs/internals/queue.md). */
 #include "server/queue.h"
 #include "common/err.h"
+#include "common/money.h"
 #include "server/webhook.h"
 
 #include <assert.h>
@@ -79,7 +80,24 @@ static const char schema[] =
     " job INTEGER NOT NULL,"
     " key TEXT NOT NULL,"
     " value TEXT NOT NULL,"
-    " PRIMARY KEY(job, key));";
+    " PRIMARY KEY(job, key));"
+    /* The spending ledger (docs/agents.md "Costs and budgets"): one row per run of a job.
+     * Money in micro-dollars. A day carries spent for closed rows and max(reserved, spent)
+     * for open ones, so a run whose process died keeps its hold (fail closed). */
+    "CREATE TABLE IF NOT EXISTS spend("
+    " id INTEGER PRIMARY KEY,"
+    " job INTEGER NOT NULL,"
+    " repo TEXT NOT NULL,"
+    " day TEXT NOT NULL," /* UTC YYYY-MM-DD of the run's start */
+    " reserved INTEGER NOT NULL,"
+    " spent INTEGER NOT NULL DEFAULT 0,"
+    " tokens_in INTEGER NOT NULL DEFAULT 0,"
+    " tokens_out INTEGER NOT NULL DEFAULT 0,"
+    " calls INTEGER NOT NULL DEFAULT 0,"
+    " priced INTEGER NOT NULL,"
+    " open INTEGER NOT NULL DEFAULT 1);"
+    "CREATE INDEX IF NOT EXISTS spend_day ON spend(day, repo);"
+    "CREATE INDEX IF NOT EXISTS spend_job ON spend(job);";
 
 static const char *stage_names[] = {"preparing", "planning", "building", "testing", "publishing"};
 
@@ -856,6 +874,121 @@ out:
 	return rc;
 }
 
+/* --- spending ------------------------------------------------------------------------- */
+
+static void utc_day(int64_t now, char buf[32])
+{
+	time_t t = (time_t)(now / 1000);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	snprintf(buf, 32, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+}
+
+/* What day carries for repo (NULL = every repository). Inside the caller's lock. */
+static int day_total(queue *q, const char *day, const char *repo, int64_t *micro)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*micro = 0;
+	if ((rc = prep(q, &st,
+		       "SELECT coalesce(sum(CASE WHEN open THEN max(reserved, spent) ELSE spent "
+		       "END), 0) FROM spend WHERE day=?1 AND (?2 IS NULL OR repo=?2)")))
+		return rc;
+	bind_text(st, 1, day);
+	bind_text(st, 2, repo);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*micro = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW ? 0 : db_fail(q, "sum spending");
+}
+
+int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *req, int64_t now,
+		 int64_t *row, job_spend_verdict *out)
+{
+	int64_t global = 0, per_repo = 0, reserve = req->priced ? req->reserve_micro : 0;
+	sqlite3_stmt *st;
+	char day[32];
+	int rc;
+
+	*row = 0;
+	memset(out, 0, sizeof(*out));
+	utc_day(now, day);
+	pthread_mutex_lock(&q->lock);
+	/* BEGIN IMMEDIATE takes the write lock before reading: two runs cannot both read the
+	 * same total and both insert. */
+	if ((rc = exec(q, "BEGIN IMMEDIATE")))
+		goto out;
+	if ((rc = day_total(q, day, NULL, &global)) || (rc = day_total(q, day, repo, &per_repo)))
+		goto out_rollback;
+	if (req->global_cap_micro > 0 && (!req->priced || global + reserve > req->global_cap_micro))
+		*out = (job_spend_verdict){true, false, global, req->global_cap_micro};
+	else if (req->repo_cap_micro > 0 &&
+		 (!req->priced || per_repo + reserve > req->repo_cap_micro))
+		*out = (job_spend_verdict){true, true, per_repo, req->repo_cap_micro};
+	if (out->refused) {
+		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		goto out;
+	}
+	if ((rc = prep(q, &st,
+		       "INSERT INTO spend(job, repo, day, reserved, priced) VALUES(?,?,?,?,?)")))
+		goto out_rollback;
+	sqlite3_bind_int64(st, 1, job);
+	bind_text(st, 2, repo);
+	bind_text(st, 3, day);
+	sqlite3_bind_int64(st, 4, reserve);
+	sqlite3_bind_int(st, 5, req->priced ? 1 : 0);
+	if ((rc = run(q, st, "open spending")))
+		goto out_rollback;
+	*row = sqlite3_last_insert_rowid(q->db);
+	if ((rc = exec(q, "COMMIT")))
+		goto out_rollback;
+	goto out;
+out_rollback:
+	*row = 0;
+	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+out:
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int q_spend_record(queue *q, int64_t row, const job_usage *u, bool close)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	if ((rc = prep(q, &st,
+		       "UPDATE spend SET spent=?, tokens_in=?, tokens_out=?, calls=?, "
+		       "open=open AND NOT ? WHERE id=?")))
+		goto out;
+	sqlite3_bind_int64(st, 1, u->cost_micro);
+	sqlite3_bind_int64(st, 2, u->tokens_in);
+	sqlite3_bind_int64(st, 3, u->tokens_out);
+	sqlite3_bind_int(st, 4, u->calls);
+	sqlite3_bind_int(st, 5, close ? 1 : 0);
+	sqlite3_bind_int64(st, 6, row);
+	if ((rc = run(q, st, "record spending")) == 0 && sqlite3_changes(q->db) == 0)
+		rc = ap_error_set(AP_ENOTFOUND, "no spending row %lld", (long long)row);
+out:
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int q_spend_day(queue *q, const char *repo, int64_t now, int64_t *micro)
+{
+	char day[32];
+	int rc;
+
+	utc_day(now, day);
+	pthread_mutex_lock(&q->lock);
+	rc = day_total(q, day, repo, micro);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
 /* --- views ----------------------------------------------------------------------------- */
 
 int q_get_stats(queue *q, q_stats *out)
@@ -980,12 +1113,15 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 	if ((rc = exec(q, "BEGIN")))
 		goto out;
 	if ((rc = prep(q, &st,
-		       "SELECT id, delivery, repo, issue, trigger, state, stage, attempts, "
-		       "created, updated, result, error, feedback, cancel_requested, "
-		       "not_before, (SELECT value FROM job_state s WHERE s.job=jobs.id AND "
-		       "s.key='tokens'), (SELECT value FROM job_state s WHERE s.job=jobs.id AND "
-		       "s.key='cost'), (SELECT value FROM job_state s WHERE s.job=jobs.id AND "
-		       "s.key='pr_url') FROM jobs WHERE (?1 = 0 OR id = ?1) ORDER BY id DESC "
+		       "SELECT j.id, j.delivery, j.repo, j.issue, j.trigger, j.state, j.stage, "
+		       "j.attempts, j.created, j.updated, j.result, j.error, j.feedback, "
+		       "j.cancel_requested, j.not_before, s.spent, s.tin, s.tout, s.calls, "
+		       "s.priced, (SELECT value FROM job_state t WHERE t.job=j.id AND "
+		       "t.key='tokens'), (SELECT value FROM job_state t WHERE t.job=j.id AND "
+		       "t.key='pr_url') FROM jobs j LEFT JOIN (SELECT job, sum(spent) AS spent, "
+		       "sum(tokens_in) AS tin, sum(tokens_out) AS tout, sum(calls) AS calls, "
+		       "max(priced) AS priced FROM spend WHERE (?1 = 0 OR job = ?1) GROUP BY "
+		       "job) s ON s.job = j.id WHERE (?1 = 0 OR j.id = ?1) ORDER BY j.id DESC "
 		       "LIMIT ?2")))
 		goto out_end;
 	sqlite3_bind_int64(st, 1, id);
@@ -1013,12 +1149,28 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 		add_text_or_null(o, "feedback", st, 12);
 		cJSON_AddBoolToObject(o, "cancel_requested", sqlite3_column_int(st, 13) != 0);
 		cJSON_AddNumberToObject(o, "created_ms", (double)sqlite3_column_int64(st, 8));
+		cJSON_AddNumberToObject(o, "model_calls", (double)sqlite3_column_int64(st, 18));
+		cJSON_AddNumberToObject(o, "tokens_in", (double)sqlite3_column_int64(st, 16));
+		cJSON_AddNumberToObject(o, "tokens_out", (double)sqlite3_column_int64(st, 17));
+		/* The ledger's totals; a job from before it keeps the count its run stored. */
 		if (sqlite3_column_type(st, 15) != SQLITE_NULL)
-			cJSON_AddNumberToObject(o, "tokens", (double)sqlite3_column_int64(st, 15));
-		if (sqlite3_column_type(st, 16) != SQLITE_NULL)
-			add_text_or_null(o, "cost", st, 16);
-		if (sqlite3_column_type(st, 17) != SQLITE_NULL)
-			add_text_or_null(o, "pr_url", st, 17);
+			cJSON_AddNumberToObject(
+			    o, "tokens",
+			    (double)(sqlite3_column_int64(st, 16) + sqlite3_column_int64(st, 17)));
+		else if (sqlite3_column_type(st, 20) != SQLITE_NULL)
+			cJSON_AddNumberToObject(o, "tokens", (double)sqlite3_column_int64(st, 20));
+		if (sqlite3_column_int(st, 19)) {
+			char usd[32];
+
+			cJSON_AddNumberToObject(o, "cost_usd",
+						(double)sqlite3_column_int64(st, 15) / 1e6);
+			ap_money_format(sqlite3_column_int64(st, 15), usd, sizeof(usd));
+			cJSON_AddStringToObject(o, "cost", usd);
+		} else {
+			cJSON_AddNullToObject(o, "cost_usd");
+		}
+		if (sqlite3_column_type(st, 21) != SQLITE_NULL)
+			add_text_or_null(o, "pr_url", st, 21);
 		if (id > 0 && (rc = add_events(q, o, id)))
 			goto out_end;
 	}

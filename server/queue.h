@@ -130,6 +130,23 @@ int q_state_set(queue *q, int64_t id, const char *key, const char *value);
 /* *value is malloc'd (caller frees) or NULL when unset. */
 int q_state_get(queue *q, int64_t id, const char *key, char **value);
 
+/* --- spending (costs and daily budgets) ------------------------------------------------ */
+
+/* Open one run's row in the spending ledger (table spend: one row per run, keyed by its own
+ * id, with the job, repository and UTC day of now). In one BEGIN IMMEDIATE transaction: sum
+ * what the day carries globally and for repo (closed rows: spent; open rows: the larger of
+ * reserved and spent), refuse when either sum + req->reserve_micro exceeds its cap (> 0),
+ * else insert the row holding the reserve. Refused: 0, out->refused, *row = 0. */
+int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *req, int64_t now,
+		 int64_t *row, job_spend_verdict *out);
+
+/* Set the row's usage (absolute values for the run); close releases its hold. */
+int q_spend_record(queue *q, int64_t row, const job_usage *u, bool close);
+
+/* What the UTC day of now carries (micro-dollars, as q_spend_open counts it), for repo or,
+ * with repo NULL, for all repositories. */
+int q_spend_day(queue *q, const char *repo, int64_t now, int64_t *micro);
+
 /* --- views ----------------------------------------------------------------------------- */
 
 typedef struct q_stats {
@@ -140,9 +157,11 @@ typedef struct q_stats {
 int q_get_stats(queue *q, q_stats *out);
 
 /* Jobs newest first as a JSON array of objects (id, delivery, repo, issue, trigger, state,
- * stage, attempts, created, updated (RFC 3339), created_ms, result, error, and when the job
- * recorded them: tokens, cost, pr_url). id > 0 selects one job and
- * adds its "events" array. limit <= 0 means no limit. *out is freed with cJSON_Delete. */
+ * stage, attempts, created, updated (RFC 3339), created_ms, result, error, pr_url when the
+ * job recorded it, and from the spending ledger, over all runs: model_calls, tokens_in,
+ * tokens_out, tokens (their sum), cost_usd and cost as text ("$0.0123"; null and absent when
+ * no run had a price)). id > 0 selects one job and adds its "events" array. limit <= 0 means
+ * no limit. *out is freed with cJSON_Delete. */
 int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out);
 
 /* Put a failed or cancelled job back in the queue as new (attempts 0, due now), with the

@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/redact.h"
+#include "server/metrics.h"
 #include "server/queue.h"
 
 #include <errno.h>
@@ -33,7 +34,18 @@ struct worker {
 struct run_ctx {
 	struct worker *w;
 	int64_t job;
+	const char *repo;
+	int64_t spend_row; /* this run's row in the spending ledger, 0 before spend_open */
+	int stage;	   /* the current stage (enum job_stage), -1 before the first */
+	int64_t stage_ms;  /* when it started */
 };
+
+/* The current stage ended at now: observe its duration. */
+static void stage_end(struct run_ctx *c, int64_t now)
+{
+	if (c->stage >= 0)
+		metrics_stage_done((enum job_stage)c->stage, (double)(now - c->stage_ms) / 1000.0);
+}
 
 struct wk_pool {
 	wk_config cfg;
@@ -68,7 +80,14 @@ static int ctl_stage(void *ctx, enum job_stage stage, const char *msg)
 	struct run_ctx *c = ctx;
 	struct worker *w = c->w;
 	char *clean = msg ? redact_str(msg) : NULL;
+	int64_t now = q_now_ms();
 	int rc;
+
+	if ((int)stage != c->stage) {
+		stage_end(c, now);
+		c->stage = (int)stage;
+		c->stage_ms = now;
+	}
 
 	rc = q_event(w->q, c->job, q_stage_name(stage), clean ? clean : "", q_now_ms());
 	free(clean);
@@ -119,6 +138,29 @@ static char *ctl_state_get(void *ctx, const char *key)
 	return v;
 }
 
+static int ctl_spend_open(void *ctx, const job_spend_req *req, job_spend_verdict *out)
+{
+	struct run_ctx *c = ctx;
+	int rc;
+
+	if (c->spend_row)
+		return ap_error_set(AP_EINVAL, "job %lld: spending already open",
+				    (long long)c->job);
+	rc = q_spend_open(c->w->q, c->job, c->repo, req, q_now_ms(), &c->spend_row, out);
+	if (rc == 0 && out->refused)
+		metrics_budget_refusal(out->repo);
+	return rc;
+}
+
+static int ctl_spend_record(void *ctx, const job_usage *u, bool final)
+{
+	struct run_ctx *c = ctx;
+
+	if (!c->spend_row)
+		return 0;
+	return q_spend_record(c->w->q, c->spend_row, u, final);
+}
+
 static const job_ops pool_ops = {
     .stage = ctl_stage,
     .event = ctl_event,
@@ -126,6 +168,8 @@ static const job_ops pool_ops = {
     .cancelled = ctl_cancelled,
     .state_set = ctl_state_set,
     .state_get = ctl_state_get,
+    .spend_open = ctl_spend_open,
+    .spend_record = ctl_spend_record,
 };
 
 /* --- workers --------------------------------------------------------------------------- */
@@ -148,27 +192,30 @@ static const char *kind_name(enum job_outcome_kind k)
 /* Record the outcome of one run: the pool's retry policy lives here alone. Called with the pool
  * lock NOT held; takes it so a shutdown that already re-queued the job (abandoned) is not
  * overwritten. */
-static void record(struct worker *w, const job_info *job, const job_outcome *o)
+static const char *record(struct worker *w, const job_info *job, const job_outcome *o)
 {
 	wk_pool *p = w->pool;
 	int64_t now = q_now_ms();
-	const char *text = o->summary ? o->summary : kind_name(o->kind);
+	const char *text = o->summary ? o->summary : kind_name(o->kind), *what;
 	int wrc;
 
 	pthread_mutex_lock(&p->lock);
 	if (p->abandoned) {
 		pthread_mutex_unlock(&p->lock);
-		return;
+		return "interrupted";
 	}
 	if (o->kind == JOB_SUCCEEDED) {
 		wrc = q_finish(w->q, job->id, w->owner, "succeeded", text, now);
+		what = "succeeded";
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job succeeded: %s", text);
 	} else if (o->kind == JOB_CANCELLED && !atomic_load(&w->cancel) &&
 		   atomic_load(&p->stopping)) {
 		wrc = q_release(w->q, job->id, w->owner, now, "interrupted by shutdown", true, now);
+		what = "interrupted";
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job re-queued: server shutting down");
 	} else if (o->kind == JOB_CANCELLED) {
 		wrc = q_finish(w->q, job->id, w->owner, "cancelled", text, now);
+		what = "cancelled";
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job cancelled");
 	} else if (o->kind == JOB_RETRY && job->attempts < p->cfg.max_attempts) {
 		int64_t at = now + q_backoff_ms(p->cfg.retry_base_ms, job->attempts);
@@ -176,11 +223,13 @@ static void record(struct worker *w, const job_info *job, const job_outcome *o)
 		if (o->not_before_ms > at)
 			at = o->not_before_ms;
 		wrc = q_release(w->q, job->id, w->owner, at, text, false, now);
+		what = "retry";
 		ap_log(AP_LOG_WARN, job->delivery, job->id,
 		       "job attempt %d failed, retry in %lld ms: %s", job->attempts,
 		       (long long)(at - now), text);
 	} else {
 		wrc = q_finish(w->q, job->id, w->owner, "failed", text, now);
+		what = "failed";
 		ap_log(AP_LOG_WARN, job->delivery, job->id, "job failed: %s", text);
 	}
 	if (wrc)
@@ -188,16 +237,19 @@ static void record(struct worker *w, const job_info *job, const job_outcome *o)
 		       ap_error_last());
 	w->job_id = 0;
 	pthread_mutex_unlock(&p->lock);
+	return what;
 }
 
 static void run_one(struct worker *w, job_info *job)
 {
 	wk_pool *p = w->pool;
-	struct run_ctx rc_ctx = {w, job->id};
+	struct run_ctx rc_ctx = {w, job->id, job->repo, 0, -1, 0};
 	job_ctl ctl = {&pool_ops, &rc_ctx};
 	job_outcome o = JOB_OUTCOME_INIT;
 	char *clean = NULL;
+	const char *outcome;
 	bool cancelled = false;
+	int64_t t0;
 
 	pthread_mutex_lock(&p->lock);
 	w->job_id = job->id;
@@ -213,12 +265,15 @@ static void run_one(struct worker *w, job_info *job)
 	ap_log(AP_LOG_INFO, job->delivery, job->id, "job started: %s#%lld attempt %d", job->repo,
 	       (long long)job->issue, job->attempts);
 
+	t0 = q_now_ms();
 	p->cfg.run(job, &ctl, p->cfg.ud, &o);
 	if (o.summary && (clean = redact_str(o.summary))) {
 		free(o.summary);
 		o.summary = clean;
 	}
-	record(w, job, &o);
+	outcome = record(w, job, &o);
+	stage_end(&rc_ctx, q_now_ms());
+	metrics_job_done(outcome, (double)(q_now_ms() - t0) / 1000.0);
 	free(o.summary);
 }
 

@@ -16,6 +16,11 @@ or import it:
                    issues=[{"title": "Crash", "body": "...", "labels": ["autopatch"]}])
     ... stub.url, stub.state(), stub.requests(), stub.fail(...) ...
     stub.stop()
+GitHub Enterprise Server mode (`api_prefix="/api/v3"`, `--api-prefix /api/v3`): the REST API is
+served only under the prefix (stub.url includes it; stub.web_url does not), while html_url and
+clone_url (git smart HTTP) stay at the root of the same host, as on GHES. An API path without
+the prefix, or git under it, answers 404. Recorded requests carry "path" without the prefix
+and "full_path" as received.
 
 What it serves (GitHub's documented request/response shapes and status codes):
   App (JWT, RS256 verified with `openssl dgst -sha256 -verify` against --app-key-pub; iat in
@@ -144,13 +149,19 @@ class State:
         self.failures = []
         self.pushes = []
         self.next_id = 1000
-        self.base_url = ""
+        self.base_url = ""  # the web and git host (html_url, clone_url)
+        self.api_prefix = ""  # "/api/v3": the REST API is served there (GHES), not at /
         self.manifest_codes = {}  # code -> {"manifest", "expires", "used"}
         self.manifest_code_ttl = 3600
         self.apps = []            # Apps created from manifests (secrets included)
         self.oauth_codes = {}     # code -> login
         self.user_tokens = {}     # ghu_ token -> login
         self.users = {}           # login -> {"push": [repo], "see": [repo]}
+
+    @property
+    def api_url(self):
+        """Where the REST API is: the web host, plus /api/v3 in GHES mode."""
+        return self.base_url + self.api_prefix
 
     def now(self):
         return time.time() + self.clock_offset
@@ -234,7 +245,7 @@ class State:
             "id": repo["id"], "node_id": f"R_{repo['id']}", "name": repo["name"],
             "full_name": fn, "private": repo["private"],
             "owner": self.user_obj(repo["owner"]),
-            "html_url": f"{self.base_url}/{fn}", "url": f"{self.base_url}/repos/{fn}",
+            "html_url": f"{self.base_url}/{fn}", "url": f"{self.api_url}/repos/{fn}",
             "clone_url": f"{self.base_url}/{fn}.git", "default_branch": repo["default_branch"],
             "visibility": "private" if repo["private"] else "public",
             "permissions": {"admin": False, "maintain": False, "push": True, "triage": True,
@@ -244,7 +255,7 @@ class State:
     def label_obj(self, name):
         return {"id": abs(hash(name)) % 100000, "node_id": "LA_" + name, "name": name,
                 "color": "ededed", "default": False, "description": None,
-                "url": f"{self.base_url}/labels/{urllib.parse.quote(name)}"}
+                "url": f"{self.api_url}/labels/{urllib.parse.quote(name)}"}
 
     def issue_obj(self, repo, issue):
         fn, n = repo["full_name"], issue["number"]
@@ -255,10 +266,10 @@ class State:
             "user": self.user_obj(issue["user"]), "created_at": issue["created_at"],
             "comments": sum(1 for c in repo["comments"].values() if c["issue"] == n),
             "html_url": f"{self.base_url}/{fn}/issues/{n}",
-            "url": f"{self.base_url}/repos/{fn}/issues/{n}",
+            "url": f"{self.api_url}/repos/{fn}/issues/{n}",
         }
         if issue["pull"]:
-            obj["pull_request"] = {"url": f"{self.base_url}/repos/{fn}/pulls/{n}",
+            obj["pull_request"] = {"url": f"{self.api_url}/repos/{fn}/pulls/{n}",
                                    "html_url": f"{self.base_url}/{fn}/pull/{n}"}
         return obj
 
@@ -267,8 +278,8 @@ class State:
         return {
             "id": c["id"], "node_id": f"IC_{c['id']}", "body": c["body"], "user": c["user"],
             "html_url": f"{self.base_url}/{fn}/issues/{c['issue']}#issuecomment-{c['id']}",
-            "issue_url": f"{self.base_url}/repos/{fn}/issues/{c['issue']}",
-            "url": f"{self.base_url}/repos/{fn}/issues/comments/{c['id']}",
+            "issue_url": f"{self.api_url}/repos/{fn}/issues/{c['issue']}",
+            "url": f"{self.api_url}/repos/{fn}/issues/comments/{c['id']}",
             "created_at": c["created_at"], "updated_at": c["updated_at"],
             "author_association": "NONE",
         }
@@ -300,7 +311,7 @@ class State:
             "maintainer_can_modify": p["maintainer_can_modify"], "merged": False,
             "user": self.bot(), "created_at": p["created_at"],
             "html_url": f"{self.base_url}/{fn}/pull/{n}",
-            "url": f"{self.base_url}/repos/{fn}/pulls/{n}",
+            "url": f"{self.api_url}/repos/{fn}/pulls/{n}",
             "head": side(p["head"], head_sha),
             "base": side(p["base"], self.branch_sha(repo, p["base"])),
         }
@@ -405,12 +416,15 @@ class Handler(BaseHTTPRequestHandler):
     def dispatch(self):
         u = urllib.parse.urlsplit(self.path)
         req = Request(u.path, u.query, urllib.parse.parse_qs(u.query), self.read_body())
+        if self.st.api_prefix and req.path.startswith(self.st.api_prefix + "/_stub/"):
+            req = req._replace(path=req.path[len(self.st.api_prefix):])
         try:
             if req.path.startswith("/_stub/"):
                 data = json.loads(req.body) if req.body else {}
                 handler, _ = route(self.CONTROL, self.command, req.path)
                 return handler(self, data)
-            self.record(req.path, req.qs, req.body)
+            full_path, req = req.path, self.strip_api_prefix(req)
+            self.record(req.path, req.qs, req.body, full_path)
             f = self.take_failure(req.path)
             if f and f.get("after"):
                 return self.apply_then_fail(f, req)
@@ -425,7 +439,25 @@ class Handler(BaseHTTPRequestHandler):
             traceback.print_exc()
             self.send(500, {"message": f"stub error: {e!r}", "documentation_url": DOCS})
 
-    def record(self, path, query, body):
+    def strip_api_prefix(self, req):
+        """GHES mode: the API only under the prefix (the prefix is removed for routing), git
+        and the web pages (new App, installation, OAuth) only outside it; an API path without
+        the prefix, or a web path under it, is a 404."""
+        prefix = self.st.api_prefix
+        if not prefix:
+            return req
+        def web(p):
+            return bool(re.match(self.GIT_PATH, p) or re.match(self.WEB_PATH, p))
+        is_git = web(req.path)
+        if req.path.startswith(prefix + "/"):
+            inner = req.path[len(prefix):]
+            if not web(inner):
+                return req._replace(path=inner)
+        elif is_git:
+            return req
+        return req._replace(path="/_not_found_in_ghes_mode" + req.path)
+
+    def record(self, path, query, body, full_path=None):
         auth = self.headers.get("Authorization", "")
         try:
             parsed = json.loads(body) if body else None
@@ -433,7 +465,8 @@ class Handler(BaseHTTPRequestHandler):
             parsed = None
         with self.st.lock:
             self.st.requests.append({
-                "method": self.command, "path": path, "query": query,
+                "method": self.command, "path": path, "full_path": full_path or path,
+                "query": query,
                 "time": time.time(),
                 "auth_scheme": auth.split(" ")[0] if auth else None,
                 "auth": auth,
@@ -639,7 +672,7 @@ class Handler(BaseHTTPRequestHandler):
         q = {k: v[0] for k, v in query.items() if k not in ("page", "per_page")}
 
         def url(p):
-            return (f"{self.st.base_url}{path}?"
+            return (f"{self.st.api_url}{path}?"
                     + urllib.parse.urlencode(q | {"per_page": per_page, "page": p}))
         if page < last:
             links.append(f'<{url(page + 1)}>; rel="next"')
@@ -1099,6 +1132,12 @@ class Handler(BaseHTTPRequestHandler):
         (None, r"^/_stub/review_comments$", stub_review_comments),
         (None, r"^/_stub/revoke$", stub_revoke),
     )
+    # git smart HTTP at each repo's clone_url, passed through to `git http-backend`
+    GIT_PATH = (r"^/(?!repos/|app/)([^/]+)/([^/]+?)(?:\.git)?/(info/refs|git-upload-pack|"
+                r"git-receive-pack|HEAD)$")
+    # web pages (not the REST API): at the root of the host in GHES mode too
+    WEB_PATH = (r"^/(?:(?:organizations/[A-Za-z0-9-]+/)?settings/apps/new|apps/[^/]+/"
+                r"installations/new|login/oauth/(?:authorize|access_token))$")
     ROUTES = routes(
         ("POST", r"^/(?:organizations/([A-Za-z0-9-]+)/)?settings/apps/new$", new_app_page),
         ("POST", r"^/app-manifests/([A-Za-z0-9_-]+)/conversions$", manifest_conversion),
@@ -1106,9 +1145,7 @@ class Handler(BaseHTTPRequestHandler):
         ("GET", r"^/login/oauth/authorize$", oauth_authorize),
         ("POST", r"^/login/oauth/access_token$", oauth_token),
         ("GET", r"^/user$", get_user),
-        # git smart HTTP at each repo's clone_url, passed through to `git http-backend`
-        (None, r"^/(?!repos/|app/)([^/]+)/([^/]+?)(?:\.git)?/(info/refs|git-upload-pack|"
-               r"git-receive-pack|HEAD)$", git),
+        (None, GIT_PATH, git),
         ("GET", r"^/app$", get_app),
         ("GET", r"^/app/installations$", list_installations),
         ("POST", r"^/app/installations/(\d+)/access_tokens$", create_token),
@@ -1149,14 +1186,17 @@ def verify_rs256(pub_path, data, sig):
 class GitHubStub:
     """The stand-in as an object: start() on a thread, stop() to shut it down."""
 
-    def __init__(self, state_dir, port=0, app_key_pub=None, app_id="1", host="127.0.0.1"):
+    def __init__(self, state_dir, port=0, app_key_pub=None, app_id="1", host="127.0.0.1",
+                 api_prefix=""):
         self.state = State(state_dir, app_id=app_id, app_key_pub=app_key_pub)
+        self.state.api_prefix = api_prefix.rstrip("/")
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
         self.httpd.state = self.state
         self.port = self.httpd.server_address[1]
-        self.url = f"http://{host}:{self.port}"
-        self.state.base_url = self.url
+        self.web_url = f"http://{host}:{self.port}"
+        self.state.base_url = self.web_url
+        self.url = self.state.api_url  # the REST API (web_url + api_prefix)
         self.thread = None
 
     def start(self):
@@ -1219,9 +1259,12 @@ def main(argv=None):
     ap.add_argument("--seed", help='JSON file: {"repos": [{"full_name": "o/r", '
                                    '"source_dir": ..., "issues": [...]}]}')
     ap.add_argument("--token-ttl", type=int, default=3600)
+    ap.add_argument("--api-prefix", default="",
+                    help="serve the REST API under this path (/api/v3, as GitHub Enterprise "
+                         "Server does); web and git URLs stay at the root of the same host")
     args = ap.parse_args(argv)
     stub = GitHubStub(args.state_dir, port=args.port, app_key_pub=args.app_key_pub,
-                      app_id=args.app_id, host=args.host)
+                      app_id=args.app_id, host=args.host, api_prefix=args.api_prefix)
     stub.state.token_ttl = args.token_ttl
     if args.seed:
         with open(args.seed) as f:

@@ -13,7 +13,9 @@ Endpoints
     POST /v1/chat/completions   OpenAI format (also /chat/completions)
     POST /v1/messages           Anthropic format (also /messages)
     GET  /_stub/requests        every request so far: [{"path", "provider", "role", "headers",
-                                "body"}], body = the parsed JSON request
+                                "body", "bytes", "usage"}], body = the parsed JSON request,
+                                bytes = its size as sent, usage = {"in", "out"} as answered
+                                (null when the reply carried none)
     POST /_stub/script          replace the script (body: the script JSON); resets counters
     POST /_stub/reset           forget recorded requests and restart the script
 
@@ -39,9 +41,13 @@ Script format (JSON file or object):
       "retry_after": 1,             #   with this retry-after header (seconds)
       "repeat": true,               # optional: replay this step forever (never consumed);
                                     #   "{n}" in argument strings becomes a counter 1, 2, ...
-      "usage": {"in": 100, "out": 20},  # optional token counts (else estimated from sizes)
+      "usage": {"in": 100, "out": 20},  # optional token counts (else estimated from sizes);
+                                        #   "omit" sends a reply without any usage
       "delay_s": 2                  # optional: wait this long before answering (a slow model)
     }
+
+    A script may also say "omit_usage": true (every reply without usage, like servers that
+    report none), and StubServer(script, omit_usage=True) does the same.
 
 When a role's steps run out the stub answers HTTP 500 with {"error": "script exhausted"} and
 records it, so a test fails loudly instead of hanging.
@@ -125,7 +131,8 @@ class Script:
 
 
 class StubServer:
-    def __init__(self, script=None, port=0, host="127.0.0.1"):
+    def __init__(self, script=None, port=0, host="127.0.0.1", omit_usage=False):
+        self.omit_usage = omit_usage or bool((script or {}).get("omit_usage"))
         self.script = Script(script)
         self.recorded = []
         self.lock = threading.Lock()
@@ -188,6 +195,8 @@ class StubServer:
                     "role": role,
                     "headers": {k.lower(): v for k, v in self.headers.items()},
                     "body": body,
+                    "bytes": len(raw),
+                    "usage": None,
                     "time": time.time(),
                 }
                 step = stub.script.next(role)
@@ -206,7 +215,15 @@ class StubServer:
                         hdrs["retry-after"] = str(step["retry_after"])
                     self._send(st, _error(provider, st, "scripted error"), hdrs)
                     return
-                self._send(200, _reply(provider, body, step, len(raw)))
+                if stub.omit_usage:
+                    step["usage"] = "omit"
+                reply = _reply(provider, body, step, len(raw))
+                u = reply.get("usage")
+                if u:
+                    rec["usage"] = ({"in": u["input_tokens"], "out": u["output_tokens"]}
+                                    if provider == "anthropic" else
+                                    {"in": u["prompt_tokens"], "out": u["completion_tokens"]})
+                self._send(200, reply)
 
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
@@ -250,7 +267,8 @@ def _args_text(args):
 def _reply(provider, body, step, req_len):
     text = step.get("text")
     calls = step.get("tool_calls") or []
-    usage = step.get("usage") or {}
+    omit = step.get("usage") == "omit"
+    usage = {} if omit else (step.get("usage") or {})
     tin = int(usage.get("in", max(1, req_len // 4)))
     tout = int(usage.get("out", max(1, len(json.dumps(step)) // 4)))
     model = body.get("model", "stub-model")
@@ -271,7 +289,7 @@ def _reply(provider, body, step, req_len):
                 {"type": "tool_use", "id": "toolu_" + secrets.token_hex(12), "name": c["name"],
                  "input": a}
             )
-        return {
+        reply = {
             "id": "msg_" + secrets.token_hex(12),
             "type": "message",
             "role": "assistant",
@@ -281,6 +299,9 @@ def _reply(provider, body, step, req_len):
             "stop_sequence": None,
             "usage": {"input_tokens": tin, "output_tokens": tout},
         }
+        if omit:
+            del reply["usage"]
+        return reply
     message = {"role": "assistant", "content": text}
     if calls:
         message["tool_calls"] = [
@@ -291,7 +312,7 @@ def _reply(provider, body, step, req_len):
             }
             for c in calls
         ]
-    return {
+    reply = {
         "id": "chatcmpl-" + secrets.token_hex(12),
         "object": "chat.completion",
         "created": int(time.time()),
@@ -306,6 +327,9 @@ def _reply(provider, body, step, req_len):
         ],
         "usage": {"prompt_tokens": tin, "completion_tokens": tout, "total_tokens": tin + tout},
     }
+    if omit:
+        del reply["usage"]
+    return reply
 
 
 def main():

@@ -58,13 +58,19 @@ def _example(event, action):
 
 
 class Rig:
-    def __init__(self, tmp, autopatch_bin, script=None, env=None, workers=1, files=None):
+    def __init__(self, tmp, autopatch_bin, script=None, env=None, workers=1, files=None,
+                 issues=1, omit_usage=False, ghes=False):
         self.tmp = pathlib.Path(tmp)
         self.bin = str(autopatch_bin)
         self.script = script if script is not None else happy_script()
         self.extra_env = dict(env or {})
         self.workers = workers
         self.files = files or {}
+        self.n_issues = issues  # issues #1..#n, all the same calc bug
+        self.omit_usage = omit_usage
+        # GitHub Enterprise Server: the stand-in serves the API under /api/v3 and web + git at
+        # the root; autopatch gets only GITHUB_URL and must derive the rest.
+        self.ghes = ghes
         self.owner = "pipe-" + secrets.token_hex(6)
         self.webhook_secret = "canary-webhook-" + secrets.token_hex(12)
         self.model_key = "canary-model-key-" + secrets.token_hex(12)
@@ -81,11 +87,12 @@ class Rig:
         subprocess.run(["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub)],
                        check=True, capture_output=True)
         self.app_key = key.read_text()
-        self.gh = GitHubStub(str(self.tmp / "github"), app_key_pub=str(pub), app_id="1").start()
+        self.gh = GitHubStub(str(self.tmp / "github"), app_key_pub=str(pub), app_id="1",
+                             api_prefix="/api/v3" if self.ghes else "").start()
         self.gh.seed_repo(REPO, source_dir=str(ROOT / "examples" / "calc"), files=self.files,
                           issues=[{"title": self.title, "body": self.body,
-                                   "labels": ["autopatch"]}])
-        self.model = StubServer(self.script).start()
+                                   "labels": ["autopatch"]}] * self.n_issues)
+        self.model = StubServer(self.script, omit_usage=self.omit_usage).start()
         if serve:
             self.start_serve()
         return self
@@ -98,7 +105,6 @@ class Rig:
             "APP_ID": "1",
             "PRIVATE_KEY_PATH": str(self.tmp / "app.pem"),
             "WEBHOOK_SECRET": self.webhook_secret,
-            "GITHUB_API_URL": self.gh.url,
             "PORT": str(self.port),
             "AUTOPATCH_BIND": "127.0.0.1",
             "AUTOPATCH_ADMIN_LISTEN": "off",
@@ -118,6 +124,10 @@ class Rig:
             "AUTOPATCH_GH_WRITE_SPACING_MS": "0",
             "AUTOPATCH_LOG_LEVEL": "debug",
         })
+        if self.ghes:
+            e["GITHUB_URL"] = self.gh.web_url
+        else:
+            e["GITHUB_API_URL"] = self.gh.url
         e.update(self.extra_env)
         return e
 

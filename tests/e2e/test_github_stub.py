@@ -129,3 +129,34 @@ def test_runs_as_a_program(tmp_path):
     finally:
         p.terminate()
         p.wait(timeout=10)
+
+
+def test_ghes_mode_serves_the_api_under_api_v3_and_git_at_the_root(tmp_path):
+    key, pub = make_app_key(tmp_path)
+    stub = GitHubStub(str(tmp_path / "state"), app_key_pub=str(pub), app_id="77",
+                      api_prefix="/api/v3").start()
+    try:
+        stub.seed_repo("octo/hello", files={"a.txt": "hi\n"})
+        assert stub.url == stub.web_url + "/api/v3"
+        now = int(time.time())
+        jwt = sign_jwt(key, {"iat": now - 60, "exp": now + 540, "iss": 77})
+        st, tok, _ = call(f"{stub.url}/app/installations/1/access_tokens", "POST", jwt)
+        assert st == 201, tok
+        st, repo, _ = call(f"{stub.url}/repos/octo/hello", token=tok["token"])
+        assert st == 200
+        assert repo["url"] == f"{stub.url}/repos/octo/hello"
+        assert repo["html_url"] == f"{stub.web_url}/octo/hello"
+        assert repo["clone_url"] == f"{stub.web_url}/octo/hello.git"
+        # the API is not at the root, and git is not under the prefix
+        assert call(f"{stub.web_url}/repos/octo/hello", token=tok["token"])[0] == 404
+        auth = "x-access-token:" + tok["token"]
+        ok = subprocess.run(["git", "ls-remote", repo["clone_url"].replace(
+            "http://", f"http://{auth}@")], capture_output=True, text=True, timeout=60)
+        assert ok.returncode == 0 and "refs/heads/main" in ok.stdout, ok.stderr
+        bad = subprocess.run(["git", "ls-remote", f"{stub.url}/octo/hello.git".replace(
+            "http://", f"http://{auth}@")], capture_output=True, text=True, timeout=60)
+        assert bad.returncode != 0
+        full = [r["full_path"] for r in stub.requests()]
+        assert "/api/v3/repos/octo/hello" in full and "/repos/octo/hello" in full
+    finally:
+        stub.stop()

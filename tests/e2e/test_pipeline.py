@@ -25,9 +25,9 @@ MARKER = "<!-- autopatch:progress -->"
 def rig_factory(tmp_path, autopatch_bin):
     rigs = []
 
-    def make(script=None, env=None, serve=True, files=None):
+    def make(script=None, env=None, serve=True, files=None, ghes=False):
         rig = Rig(tmp_path / f"rig{len(rigs)}", autopatch_bin, script=script, env=env,
-                  files=files)
+                  files=files, ghes=ghes)
         rig.tmp.mkdir(parents=True)
         rigs.append(rig)
         return rig.start(serve=serve)
@@ -79,8 +79,11 @@ def progress_comments(rig, number=1):
     return [c for c in rig.bot_comments(number) if MARKER in c["body"]]
 
 
-def test_label_opens_exactly_one_proven_draft_pr(rig_factory):
-    rig = rig_factory()
+@pytest.mark.parametrize("github", ["dotcom", "ghes"])
+def test_label_opens_exactly_one_proven_draft_pr(rig_factory, github):
+    # ghes: the stand-in serves the REST API under /api/v3 only (web and git at the root, as
+    # GitHub Enterprise Server does) and autopatch is given only GITHUB_URL.
+    rig = rig_factory(ghes=github == "ghes")
     delivery = str(uuid.uuid4())
     assert rig.label(delivery=delivery) == 202
     # GitHub redelivers with the same id: accepted as a duplicate, never a second job.
@@ -138,6 +141,14 @@ def test_label_opens_exactly_one_proven_draft_pr(rig_factory):
     assert any(r["content"] == "eyes" and r["kind"] == "issue" and r["target"] == 1
                for r in reactions), reactions
     assert rig.boxes_left(1) == []
+    if github == "ghes":
+        api = [r for r in rig.gh.requests() if not r["path"].startswith("/octo/")]
+        assert api and all(r["full_path"].startswith("/api/v3/") for r in api), \
+            [r["full_path"] for r in api if not r["full_path"].startswith("/api/v3/")]
+        gits = [r for r in rig.gh.requests() if r["path"].startswith("/octo/calc.git/")]
+        assert any("git-receive-pack" in r["path"] for r in gits), "no push to the web host"
+        assert all(r["full_path"] == r["path"] for r in gits)
+        assert pr["html_url"].startswith(rig.gh.web_url + "/octo/calc/pull/")
     assert "autopatch: failed" not in rig.state()["issues"]["1"]["labels"]
 
 

@@ -203,7 +203,19 @@ static void test_pr_body_sections(void **state)
 	assert_non_null(strstr(md, "Fixes #1\n"));
 	assert_non_null(strstr(md, "`openai/gpt-test`"));
 	assert_non_null(strstr(md, "tokens: 1234 in, 56 out"));
+	assert_null(strstr(md, "cost:")); /* no price: no cost, never "$0.00" */
 	assert_true(strlen(md) < PROGRESS_MAX_BODY);
+	free(md);
+	/* with a price, the footer shows the cost, and says when usage was counted at most */
+	in.priced = true;
+	in.cost_micro = 12345;
+	assert_int_equal(progress_render_pr_body(&in, &md), 0);
+	assert_non_null(strstr(md, " · 6 model calls · cost: $0.012345 · 1 Builder"));
+	free(md);
+	in.estimated_calls = 2;
+	assert_int_equal(progress_render_pr_body(&in, &md), 0);
+	assert_non_null(strstr(md, "cost: $0.012345 (2 calls without reported usage counted at "
+				   "the most they could have used)"));
 	free(md);
 }
 

@@ -606,6 +606,123 @@ static void test_pool_grace_expiry_requeues_and_ignores_late_result(void **state
 	q_job_free(job);
 }
 
+/* --- the spending ledger ---------------------------------------------------------------- */
+
+#define DAY_MS INT64_C(86400000)
+#define T0     (INT64_C(1767225600000) + 3600000) /* 2026-01-01 01:00 UTC */
+
+static void test_spend_ledger_day_totals(void **state)
+{
+	struct fixture *f = *state;
+	job_spend_req req = {true, 300, 1000, 500};
+	job_spend_verdict v;
+	job_usage u = {120, 10, 5, 1};
+	int64_t a = 0, b = 0, c = 0, total = -1;
+	cJSON *jobs = NULL;
+
+	/* an open row carries its hold; a second run of the repository fits the repo cap */
+	assert_int_equal(q_spend_open(f->q, 1, "o/a", &req, T0, &a, &v), 0);
+	assert_false(v.refused);
+	assert_true(a > 0);
+	assert_int_equal(q_spend_day(f->q, "o/a", T0, &total), 0);
+	assert_int_equal(total, 300);
+	/* spending below the hold: still the hold; closing: only what was spent */
+	assert_int_equal(q_spend_record(f->q, a, &u, false), 0);
+	assert_int_equal(q_spend_day(f->q, "o/a", T0, &total), 0);
+	assert_int_equal(total, 300);
+	assert_int_equal(q_spend_record(f->q, a, &u, true), 0);
+	assert_int_equal(q_spend_day(f->q, "o/a", T0, &total), 0);
+	assert_int_equal(total, 120);
+	/* 120 + 300 <= 500: allowed; then 120 + 300 + 300 > 500: refused by the repository */
+	assert_int_equal(q_spend_open(f->q, 2, "o/a", &req, T0 + 1000, &b, &v), 0);
+	assert_false(v.refused);
+	assert_int_equal(q_spend_open(f->q, 3, "o/a", &req, T0 + 2000, &c, &v), 0);
+	assert_true(v.refused);
+	assert_true(v.repo);
+	assert_int_equal(v.spent_micro, 420);
+	assert_int_equal(v.cap_micro, 500);
+	assert_int_equal(c, 0);
+	/* another repository: its own cap is free, the global one (1000) holds 420 */
+	assert_int_equal(q_spend_open(f->q, 4, "o/b", &req, T0, &c, &v), 0);
+	assert_false(v.refused);
+	assert_int_equal(q_spend_day(f->q, NULL, T0, &total), 0);
+	assert_int_equal(total, 720);
+	/* spending above the hold (a provider that reported more) counts in full */
+	u.cost_micro = 900;
+	assert_int_equal(q_spend_record(f->q, c, &u, false), 0);
+	assert_int_equal(q_spend_day(f->q, NULL, T0, &total), 0);
+	assert_int_equal(total, 1320);
+	assert_int_equal(q_spend_open(f->q, 5, "o/c", &req, T0, &a, &v), 0);
+	assert_true(v.refused);
+	assert_false(v.repo);
+	assert_int_equal(v.spent_micro, 1320);
+	/* the next UTC day starts empty */
+	assert_int_equal(q_spend_open(f->q, 5, "o/c", &req, T0 + DAY_MS, &a, &v), 0);
+	assert_false(v.refused);
+	/* without a price nothing is held, and a budget refuses (never free) */
+	req.priced = false;
+	assert_int_equal(q_spend_open(f->q, 6, "o/d", &req, T0 + DAY_MS, &a, &v), 0);
+	assert_true(v.refused);
+	req.global_cap_micro = req.repo_cap_micro = 0;
+	assert_int_equal(q_spend_open(f->q, 6, "o/d", &req, T0 + DAY_MS, &a, &v), 0);
+	assert_false(v.refused);
+	assert_int_equal(q_spend_record(f->q, 999999, &u, true), AP_ENOTFOUND);
+
+	/* the jobs view sums a job's runs (no job rows here: the view is of jobs) */
+	assert_int_equal(q_jobs_json(f->q, 0, 0, &jobs), 0);
+	assert_int_equal(cJSON_GetArraySize(jobs), 0);
+	cJSON_Delete(jobs);
+}
+
+struct racer {
+	const char *path;
+	int64_t job, now;
+	pthread_barrier_t *go;
+	int refused;
+	int rc;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	job_spend_req req = {true, 600, 1000, 0};
+	job_spend_verdict v;
+	queue *q = NULL;
+	int64_t row;
+
+	r->rc = q_open(&q, r->path, Q_OPEN_CREATE);
+	pthread_barrier_wait(r->go);
+	if (r->rc == 0)
+		r->rc = q_spend_open(q, r->job, "o/race", &req, r->now, &row, &v);
+	r->refused = v.refused;
+	q_close(q);
+	return NULL;
+}
+
+/* Two runs on two connections race for the last dollars: exactly one starts, every time. */
+static void test_spend_race_lets_one_through(void **state)
+{
+	struct fixture *f = *state;
+
+	for (int round = 0; round < 20; round++) {
+		pthread_barrier_t go;
+		pthread_t t[2];
+		struct racer r[2];
+
+		pthread_barrier_init(&go, NULL, 2);
+		for (int i = 0; i < 2; i++) {
+			r[i] = (struct racer){f->path, 10 + i, T0 + round * DAY_MS, &go, 0, 0};
+			pthread_create(&t[i], NULL, race, &r[i]);
+		}
+		for (int i = 0; i < 2; i++)
+			pthread_join(t[i], NULL);
+		pthread_barrier_destroy(&go);
+		assert_int_equal(r[0].rc, 0);
+		assert_int_equal(r[1].rc, 0);
+		assert_int_equal(r[0].refused + r[1].refused, 1);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -620,6 +737,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_backoff_and_release, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cancel_queued_and_running, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_state_and_events, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_spend_ledger_day_totals, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_spend_race_lets_one_through, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit_batches_and_commits_before_done,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_retries_then_succeeds, setup, teardown),
