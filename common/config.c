@@ -84,6 +84,8 @@ static const cfg_setting settings[] = {
     {"AUTOPATCH_SHUTDOWN_GRACE_SECONDS", CFG_INT, "8", 0,
      "on SIGTERM, how long running jobs get to stop before they are re-queued"},
     /* The sandbox */
+    {"AUTOPATCH_SANDBOX_BACKEND", CFG_STR, "docker", 0,
+     "where boxes run: docker (the Docker Engine) or kubernetes (pods)"},
     {"DOCKER_HOST", CFG_STR, "unix:///var/run/docker.sock", 0,
      "the Docker (or Podman) Engine API socket"},
     {"AUTOPATCH_SANDBOX_IMAGE", CFG_STR, "autopatch-sandbox:latest", 0,

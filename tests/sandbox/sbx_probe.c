@@ -10,6 +10,7 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "sandbox/docker_api.h"
+#include "sandbox/backend.h"
 #include "sandbox/sandbox.h"
 
 #include <stdbool.h>
@@ -76,16 +77,16 @@ static int cmd_warm(sbx_engine *e, int n)
 	if (sbx_pool_start(e) || wait_pool(e, 1, 120))
 		return fail("pool");
 	for (int i = 0; i < n; i++) {
-		long long t0 = dk_now_ms(), t1, t2;
+		long long t0 = sbx_now_ms(), t1, t2;
 
 		if (sbx_acquire(e, "bench", &b))
 			return fail("acquire");
-		t1 = dk_now_ms();
+		t1 = sbx_now_ms();
 		if (run_true(b))
 			return fail("exec");
 		if (sbx_destroy(b))
 			return fail("destroy");
-		t2 = dk_now_ms();
+		t2 = sbx_now_ms();
 		printf("{\"op\":\"warm\",\"acquire_ms\":%lld,\"total_ms\":%lld}\n", t1 - t0,
 		       t2 - t0);
 		fflush(stdout);
@@ -102,7 +103,7 @@ static int cmd_cold(sbx_engine *e, int n)
 
 	spec.job_label = "bench";
 	for (int i = 0; i < n; i++) {
-		long long t0 = dk_now_ms(), t1;
+		long long t0 = sbx_now_ms(), t1;
 
 		if (sbx_create(e, &spec, &b))
 			return fail("create");
@@ -110,7 +111,7 @@ static int cmd_cold(sbx_engine *e, int n)
 			return fail("exec");
 		if (sbx_destroy(b))
 			return fail("destroy");
-		t1 = dk_now_ms();
+		t1 = sbx_now_ms();
 		printf("{\"op\":\"cold\",\"total_ms\":%lld}\n", t1 - t0);
 		fflush(stdout);
 	}
@@ -127,11 +128,11 @@ static int cmd_exec(sbx_engine *e, int n)
 	if (sbx_create(e, &spec, &b))
 		return fail("create");
 	for (int i = 0; i < n && !rc; i++) {
-		long long t0 = dk_now_ms();
+		long long t0 = sbx_now_ms();
 
 		rc = run_true(b);
 		if (!rc)
-			printf("{\"op\":\"exec\",\"total_ms\":%lld}\n", dk_now_ms() - t0);
+			printf("{\"op\":\"exec\",\"total_ms\":%lld}\n", sbx_now_ms() - t0);
 		fflush(stdout);
 	}
 	if (rc)
