@@ -118,8 +118,9 @@ struct sbx_box {
 	void *impl;	       /* the backend's state */
 };
 
-/* Copy /repo into /tmp/workspace with one command in the box (cp -R, links kept). */
-int sbx__copy_repo(sbx_box *b);
+/* Copy /repo into /tmp/workspace with one command in the box: argv, or NULL for
+ * `cp -R --preserve=mode,timestamps,links --no-dereference /repo/. /tmp/workspace/`. */
+int sbx__copy_repo(sbx_box *b, const char *const *argv);
 
 /* Whether s is 1..max of [A-Za-z0-9._-]. */
 bool sbx__label_safe(const char *s, size_t max);

@@ -622,9 +622,9 @@ void sbx_result_release(sbx_result *res)
 	*res = (sbx_result)SBX_RESULT_INIT;
 }
 
-int sbx__copy_repo(sbx_box *b)
+int sbx__copy_repo(sbx_box *b, const char *const *argv_in)
 {
-	static const char *const argv[] = {"cp",
+	static const char *const dflt[] = {"cp",
 					   "-R",
 					   "--preserve=mode,timestamps,links",
 					   "--no-dereference",
@@ -637,7 +637,7 @@ int sbx__copy_repo(sbx_box *b)
 
 	if (!b->has_repo)
 		return 0;
-	cmd.argv = argv;
+	cmd.argv = argv_in ? argv_in : dflt;
 	cmd.timeout_s = 600;
 	cmd.output_cap = 8192;
 	rc = sbx_exec(b, &cmd, &res);

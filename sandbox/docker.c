@@ -801,7 +801,7 @@ out_release:
 
 static int dk_prepare(sbx_box *b)
 {
-	return sbx__copy_repo(b);
+	return sbx__copy_repo(b, NULL);
 }
 
 /* --- reaping ---------------------------------------------------------------------------- */

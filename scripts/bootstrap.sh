@@ -10,7 +10,7 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 APT_PACKAGES=(
   build-essential meson ninja-build pkg-config clang clang-format libclang-rt-14-dev
   libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libssl-dev libgit2-dev libsqlite3-dev
-  libyaml-dev libpcre2-dev libcmocka-dev
+  libyaml-dev libpcre2-dev libcmocka-dev libwebsockets-dev
   python3 python3-pytest git sqlite3 openssl curl ca-certificates
   docker.io runsc mmdebstrap iptables wrk nginx nodejs npm
 )
