@@ -336,6 +336,11 @@ int sbx_reap_all(sbx_engine *e)
 	return e->ops->reap(e, true);
 }
 
+bool sbx_box_running(sbx_box *b)
+{
+	return b->e->ops->running(b);
+}
+
 int sbx_owned_count(sbx_engine *e)
 {
 	return e->ops->count(e);

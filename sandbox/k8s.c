@@ -227,6 +227,12 @@ static int k8s_open(sbx_engine *e, const ap_config *cfg)
 	rc = k8s_client_new(&be->kc, cfg);
 	if (rc)
 		goto err_close;
+	/* Reachable, and the credentials are accepted: one clear sentence now rather than a
+	 * failing reaper and a failing create later. */
+	rc = k8s_request(be->kc, "GET", "/version", NULL, "get", "the server version", 10000, NULL,
+			 NULL);
+	if (rc)
+		goto err_close;
 	return 0;
 err_close:
 	k8s_close(e);

@@ -161,6 +161,9 @@ const char *sbx_owner_id(const sbx_engine *e);
 /* The container id (Docker) or pod name (Kubernetes) of a box (for logs and tests). */
 const char *sbx_box_id(const sbx_box *b);
 
+/* Whether the box's container / pod still runs (tests; errors count as running). */
+bool sbx_box_running(sbx_box *b);
+
 /* How many boxes with this engine's owner id the backend holds right now (tests), or < 0. */
 int sbx_owned_count(sbx_engine *e);
 

@@ -269,7 +269,7 @@ async function startPod(pod, rec) {
       const uid = sc.runAsUser !== undefined ? sc.runAsUser : psc.runAsUser;
       const gid = sc.runAsGroup !== undefined ? sc.runAsGroup : psc.runAsGroup;
       const dname = `k8sstub-${name}-${ct.name}`;
-      const args = ['create', '--name', dname, '--label', `k8sstub.pod=${name}`, '--label', `k8sstub.owner=${process.pid}`, '--log-driver', 'json-file'];
+      const args = ['create', '--pull', 'never', '--name', dname, '--label', `k8sstub.pod=${name}`, '--label', `k8sstub.owner=${process.pid}`, '--log-driver', 'json-file'];
       if (uid !== undefined) args.push('--user', gid !== undefined ? `${uid}:${gid}` : `${uid}`);
       if (psc.fsGroup !== undefined) args.push('--group-add', String(psc.fsGroup));
       for (const g of psc.supplementalGroups || []) args.push('--group-add', String(g));
@@ -319,7 +319,11 @@ async function startPod(pod, rec) {
     log('start failed', name, e.message);
     pod.status = { phase: 'Failed', reason: 'CreateContainerError', message: e.message, conditions: [{ type: 'Ready', status: 'False' }] };
     if (/No such image|not found|pull access denied/i.test(e.message)) {
-      pod.status = { phase: 'Pending', conditions: [{ type: 'Ready', status: 'False' }], containerStatuses: spec.containers.map(c => ({ name: c.name, ready: false, restartCount: 0, image: c.image, imageID: '', state: { waiting: { reason: 'ErrImageNeverPull', message: `Container image "${c.image}" is not present with pull policy of Never` } } })) };
+      // The stand-in never pulls: a missing image reads as the kubelet would report it.
+      const waiting = (c) => (c.imagePullPolicy === 'Never'
+        ? { reason: 'ErrImageNeverPull', message: `Container image "${c.image}" is not present with pull policy of Never` }
+        : { reason: 'ErrImagePull', message: `Failed to pull image "${c.image}": rpc error: code = NotFound desc = failed to pull and unpack image "${c.image}": not found` });
+      pod.status = { phase: 'Pending', conditions: [{ type: 'Ready', status: 'False' }], containerStatuses: spec.containers.map(c => ({ name: c.name, ready: false, restartCount: 0, image: c.image, imageID: '', state: { waiting: waiting(c) } })) };
     }
   }
 }

@@ -79,6 +79,42 @@ class K8sStub:
         path.write_text(json.dumps(cfg, indent=1))
         return path
 
+    def api(self, method, path, body=None):
+        """One request with the token: (status, parsed answer)."""
+        import ssl
+        import urllib.error
+        import urllib.request
+        ctx = ssl.create_default_context(cafile=str(self.dir / "ca.crt"))
+        req = urllib.request.Request(self.server + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Authorization": f"Bearer {self.token}",
+                                              "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=60) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def owned_objects(self, owner):
+        """Names of the owner's pods and NetworkPolicies the stand-in holds ("pod/x")."""
+        found = []
+        for kind, path in (("pod", f"/api/v1/namespaces/{NAMESPACE}/pods"),
+                           ("networkpolicy", f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}"
+                                             "/networkpolicies")):
+            code, body = self.api("GET", f"{path}?labelSelector=autopatch.owner%3D{owner}")
+            assert code == 200, body
+            found += [f"{kind}/{i['metadata']['name']}" for i in body["items"]]
+        return found
+
+    def delete_owned(self, owner):
+        for name in self.owned_objects(owner):
+            kind, n = name.split("/")
+            if kind == "pod":
+                self.api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{n}")
+            else:
+                self.api("DELETE", f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}"
+                                   f"/networkpolicies/{n}")
+
     def env(self, kubeconfig):
         return {"AUTOPATCH_SANDBOX_BACKEND": "kubernetes", "KUBECONFIG": str(kubeconfig),
                 "AUTOPATCH_K8S_NAMESPACE": NAMESPACE}
@@ -98,14 +134,30 @@ def _b64(path):
     return base64.b64encode(pathlib.Path(path).read_bytes()).decode()
 
 
-def stub_containers(pod_prefix=""):
-    """Docker containers the stand-in runs for pods whose name starts with pod_prefix."""
+def stub_containers(pod_prefix="", container=None):
+    """Docker containers the stand-in runs for pods whose name starts with pod_prefix (only
+    the one of that container name, when given: "box", "loader")."""
     out = subprocess.run(["docker", "ps", "-aq", "--no-trunc", "--filter", "label=k8sstub.pod"],
                          capture_output=True, text=True, check=True)
     ids = out.stdout.split()
     if not ids or not pod_prefix:
         return ids
-    out = subprocess.run(["docker", "inspect", "-f", '{{.Id}} {{index .Config.Labels "k8sstub.pod"}}',
-                          *ids], capture_output=True, text=True)
-    return [line.split()[0] for line in out.stdout.splitlines()
-            if len(line.split()) == 2 and line.split()[1].startswith(pod_prefix)]
+    out = subprocess.run(["docker", "inspect", "-f",
+                          '{{.Id}} {{index .Config.Labels "k8sstub.pod"}} {{.Name}}', *ids],
+                         capture_output=True, text=True)
+    found = []
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) != 3 or not parts[1].startswith(pod_prefix):
+            continue
+        if container and parts[2] != f"/k8sstub-{parts[1]}-{container}":
+            continue
+        found.append(parts[0])
+    return found
+
+
+def box_container(pod):
+    """The Docker id of a pod's box container, or None."""
+    out = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", f"k8sstub-{pod}-box"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() or None
