@@ -438,6 +438,9 @@ function readBody(req) {
 }
 
 async function handle(req, res) {
+  // /version is public (system:public-info-viewer), but credentials that are presented must
+  // be valid, as the API server treats them.
+  if (req.url === '/version' && (req.headers.authorization || req.client.authorized) && !authenticated(req)) return send(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
   if (req.url === '/version') return send(res, 200, { major: '1', minor: '30', gitVersion: 'v1.30.0-autopatch-stub', platform: 'linux/amd64' });
   const r = route(req);
   const verb = r.resource ? verbOf(req.method, r) : '';
