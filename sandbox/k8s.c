@@ -402,14 +402,18 @@ static bool add_volume(cJSON *vols, const char *name, int64_t size)
 	return true;
 }
 
-/* One container of the pod: the box (sleeps life seconds, 0 = forever) or the loader. */
-static cJSON *container(const struct k8s_backend *be, const sbx_spec *s, bool loader, int life)
+/* One container of the pod: the box or the loader. A pod has no init process of its own (no
+ * Docker Init): the box's PID 1 is a shell that only waits, which reaps every orphan
+ * reparented to it (killed commands leave zombies otherwise, and zombies hold pids). The
+ * box's life is the pod's activeDeadlineSeconds. */
+static cJSON *container(const struct k8s_backend *be, const sbx_spec *s, bool loader)
 {
 	cJSON *ct = cJSON_CreateObject(), *env, *mounts;
-	char secs[24];
-	const char *cmd[] = {"sleep", secs, NULL};
+	static const char *const reaper[] = {"sh", "-c", "while :; do sleep 3600 & wait; done",
+					     NULL};
+	static const char *const idle[] = {"sleep", "infinity", NULL};
+	const char *const *cmd = loader ? idle : reaper;
 
-	snprintf(secs, sizeof(secs), life > 0 && !loader ? "%d" : "infinity", life);
 	if (!ct || !cJSON_AddStringToObject(ct, "name", loader ? "loader" : "box") ||
 	    !cJSON_AddStringToObject(ct, "image", s->image) ||
 	    !cJSON_AddStringToObject(ct, "imagePullPolicy", be->pull_policy) ||
@@ -507,8 +511,8 @@ int sbx__k8s_pod_body(const sbx_engine *e, const sbx_spec *s, const sbx_box *b, 
 		}
 	}
 	if (!(arr = cJSON_AddArrayToObject(spec, "containers")) ||
-	    !cJSON_AddItemToArray(arr, container(be, s, false, pool ? 0 : s->wall_seconds)) ||
-	    !cJSON_AddItemToArray(arr, container(be, s, true, 0)) || cJSON_GetArraySize(arr) != 2 ||
+	    !cJSON_AddItemToArray(arr, container(be, s, false)) ||
+	    !cJSON_AddItemToArray(arr, container(be, s, true)) || cJSON_GetArraySize(arr) != 2 ||
 	    !(arr = cJSON_AddArrayToObject(spec, "volumes")) ||
 	    !add_volume(arr, "tmp", s->tmp_bytes) ||
 	    !add_volume(arr, "workspace", s->workspace_bytes) ||

@@ -225,8 +225,8 @@ function selects(selector, labels) {
 // Whether a NetworkPolicy isolates the pod's egress with nothing allowed (the only policy the
 // stand-in's "CNI" can enforce with Docker: network none).
 function egressDenied(labels) {
-  for (const p of policies.values()) {
-    const s = p.spec || {};
+  for (const rec of policies.values()) {
+    const s = rec.obj.spec || {};
     const types = s.policyTypes || (s.egress ? ['Ingress', 'Egress'] : ['Ingress']);
     if (types.includes('Egress') && selects(s.podSelector, labels) && !(s.egress || []).length) return true;
   }

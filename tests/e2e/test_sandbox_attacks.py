@@ -47,7 +47,8 @@ def probe_held(sb, *args, env=None, timeout=120):
             recs[rec["op"]] = rec
             if rec["op"] == "destroying":
                 if sb.backend == "kubernetes":  # the pod's box container is what runs
-                    rec["container"] = k8s_util.box_container(rec["id"])
+                    # (none when the host killed the box: its pod is deleted at once)
+                    rec["container"] = k8s_util.box_container(rec["id"]) or rec["id"]
                 before = host_procs_of(rec.get("container", rec["id"]))
                 proc.stdin.write("\n")
                 proc.stdin.flush()
