@@ -57,6 +57,15 @@ if [[ ! -d tests/fixtures/node_modules/@octokit/webhooks-examples ]]; then
   (cd tests/fixtures && npm install --no-package-lock --no-audit --no-fund --loglevel=error)
 fi
 
+# The Kubernetes API stand-in's packages (kubernetes-models, ws, js-yaml; @kubernetes/client-node
+# to check it), exactly as package-lock.json pins them; skipped when already there.
+if [[ ! -f standins/k8s_stub/node_modules/.package-lock.json ]] ||
+   ! cmp -s standins/k8s_stub/package-lock.json standins/k8s_stub/node_modules/.autopatch-lock; then
+  log "installing the Kubernetes stand-in's npm packages"
+  (cd standins/k8s_stub && npm ci --no-audit --no-fund --loglevel=error &&
+   cp package-lock.json node_modules/.autopatch-lock)
+fi
+
 log "building"
 if [[ -f build/build.ninja ]]; then ninja -C build >/dev/null; else meson setup build >/dev/null && ninja -C build >/dev/null; fi
 log "ready"

@@ -58,8 +58,10 @@ def _example(event, action):
 
 
 class Rig:
-    def __init__(self, tmp, autopatch_bin, script=None, env=None, workers=1, files=None):
+    def __init__(self, tmp, autopatch_bin, script=None, env=None, workers=1, files=None,
+                 stub=None):
         self.tmp = pathlib.Path(tmp)
+        self.stub = stub  # the Kubernetes API stand-in when the boxes are pods
         self.bin = str(autopatch_bin)
         self.script = script if script is not None else happy_script()
         self.extra_env = dict(env or {})
@@ -118,6 +120,8 @@ class Rig:
             "AUTOPATCH_GH_WRITE_SPACING_MS": "0",
             "AUTOPATCH_LOG_LEVEL": "debug",
         })
+        if self.stub:
+            e.update(self.stub.env(self.stub.kubeconfig(self.tmp / "kubeconfig")))
         e.update(self.extra_env)
         return e
 
@@ -249,6 +253,12 @@ class Rig:
     def containers(self, job=None):
         """Our containers; with job ("job-1"), only the ones that job used (the warm pool
         keeps ready boxes with no job)."""
+        if self.stub:  # pods of the stand-in
+            sel = f"autopatch.owner%3D{self.owner}" + (f",autopatch.job%3D{job}" if job else "")
+            code, body = self.stub.api("GET", "/api/v1/namespaces/autopatch-sandbox/pods"
+                                       f"?labelSelector={sel}")
+            assert code == 200, body
+            return [i["metadata"]["name"] for i in body["items"]]
         filters = ["--filter", f"label=autopatch.owner={self.owner}"]
         if job:
             filters += ["--filter", f"label=autopatch.job={job}"]

@@ -149,3 +149,15 @@ def test_the_pod_is_hardened_as_the_docker_box_is(tmp_path, autopatch_bin):
         assert sb.leftovers() == []
     finally:
         stub.close()
+
+
+def test_deploy_manifests_are_valid_objects():
+    """deploy/kubernetes/*.yaml against the official schemas (kubernetes-models)."""
+    files = sorted(str(p) for p in (ROOT / "deploy/kubernetes").glob("*.yaml")
+                   if p.name != "kustomization.yaml")
+    r = subprocess.run(["node", str(k8s_util.STUB / "validate.js"), *files], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    kinds = {line.split(": ")[1].split("/")[0] for line in r.stdout.splitlines()}
+    assert {"Namespace", "ServiceAccount", "Role", "RoleBinding", "Deployment", "Service",
+            "Secret", "RuntimeClass", "NetworkPolicy"} <= kinds

@@ -25,9 +25,9 @@ MARKER = "<!-- autopatch:progress -->"
 def rig_factory(tmp_path, autopatch_bin):
     rigs = []
 
-    def make(script=None, env=None, serve=True, files=None):
+    def make(script=None, env=None, serve=True, files=None, stub=None):
         rig = Rig(tmp_path / f"rig{len(rigs)}", autopatch_bin, script=script, env=env,
-                  files=files)
+                  files=files, stub=stub)
         rig.tmp.mkdir(parents=True)
         rigs.append(rig)
         return rig.start(serve=serve)
@@ -79,8 +79,9 @@ def progress_comments(rig, number=1):
     return [c for c in rig.bot_comments(number) if MARKER in c["body"]]
 
 
-def test_label_opens_exactly_one_proven_draft_pr(rig_factory):
-    rig = rig_factory()
+def test_label_opens_exactly_one_proven_draft_pr(rig_factory, backend, k8s_stub):
+    # The happy path on each sandbox backend (Kubernetes: pods of the API stand-in).
+    rig = rig_factory(stub=k8s_stub() if backend == "kubernetes" else None)
     delivery = str(uuid.uuid4())
     assert rig.label(delivery=delivery) == 202
     # GitHub redelivers with the same id: accepted as a duplicate, never a second job.
