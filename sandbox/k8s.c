@@ -759,14 +759,18 @@ static bool k8s_running(sbx_box *b)
 	bool alive = true;
 	int rc;
 
+	char kept[1024];
+
+	/* A look that must not change the caller's error sentence. */
+	snprintf(kept, sizeof(kept), "%s", ap_error_last());
 	pods_path(b->e, path, sizeof(path), b->name, NULL);
 	rc = k8s_request(be_of(b->e)->kc, "GET", path, NULL, "get", "pods", 10000, NULL, &pod);
 	if (rc == AP_ENOTFOUND)
-		return false;
+		alive = false;
 	phase = jstr(pod, "status", "phase");
 	if (!rc && (!phase || strcmp(phase, "Running") != 0 || !all_running(pod)))
 		alive = false;
-	ap_error_clear();
+	ap_error_set(0, "%s", kept);
 	cJSON_Delete(pod);
 	return alive;
 }
@@ -1070,7 +1074,10 @@ static int k8s_prepare(sbx_box *b)
 		      NULL, &io, &code);
 	redact_stream_flush(io.out.rs);
 	redact_stream_flush(io.err.rs);
-	if (!rc && code != 0)
+	if (rc == SBX_BOX_DIED)
+		rc = ap_error_set(AP_EIO, "the box pod %s stopped while the repository was loaded",
+				  b->name);
+	else if (!rc && code != 0)
 		rc = ap_error_set(
 		    AP_EIO, "loading the repository into the box failed (tar exit %d): %.300s",
 		    code, ap_buf_str(&err));

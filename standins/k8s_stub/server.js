@@ -286,8 +286,12 @@ async function startPod(pod, rec) {
       if (lim.cpu) args.push('--cpus', String(quantity(lim.cpu)));
       args.push('--pids-limit', String(opts.podPidsLimit)); // the kubelet's podPidsLimit
       if (runtime) args.push('--runtime', runtime);
-      if (!first) {
-        args.push('--network', deny ? 'none' : 'bridge', '--ipc', 'shareable', '--hostname', name);
+      // A pod's containers share its network and IPC namespaces; under runsc each Docker
+      // container is a sandbox of its own and cannot join another's, so there each gets its
+      // own (the same policy applies to both).
+      if (!first || runtime === 'runsc') {
+        args.push('--network', deny ? 'none' : 'bridge', '--hostname', name);
+        if (runtime !== 'runsc') args.push('--ipc', 'shareable');
       } else {
         args.push('--network', `container:${first}`, '--ipc', `container:${first}`);
       }
