@@ -2,9 +2,10 @@
 /* sandbox/sandbox.h - the sandbox backend interface: create / exec / destroy.
  *
  * AI-written code runs only inside a box. A box is a fresh, hardened, network-less container
- * (Docker Engine backend by default) with the job's repository bind-mounted read-only at
- * /repo and a size-capped tmpfs workspace at /tmp/workspace. No credential ever enters a box.
- * Another backend (Kubernetes pods, bubblewrap) must fit behind this same interface.
+ * with the job's repository read-only at /repo and a size-capped tmpfs workspace at
+ * /tmp/workspace. No credential ever enters a box. Two backends sit behind this interface
+ * (AUTOPATCH_SANDBOX_BACKEND, sandbox/backend.h): the Docker Engine (default, docker.c) and
+ * Kubernetes pods (k8s.c); the settings, the pool and the output handling are shared.
  *
  * Ownership: sbx_engine is long-lived and thread-safe; a box is used by one thread at a time
  * and must be released with sbx_destroy(), which always kills and removes it.
@@ -104,7 +105,8 @@ typedef struct sbx_cmd {
 		NULL, NULL, NULL, 0, 60, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL               \
 	}
 
-/* Connect to the backend named by the config (DOCKER_HOST etc.) and read the sandbox
+/* Connect to the backend named by the config (AUTOPATCH_SANDBOX_BACKEND; DOCKER_HOST, or the
+ * Kubernetes API from AUTOPATCH_K8S_* / in-cluster config) and read the sandbox
  * settings (AUTOPATCH_SANDBOX_*), which fill the spec's zero fields. Fails with AP_EUNAVAIL and
  * a one-line sentence when the daemon is unreachable or its API is too old, AP_EINVAL for a bad
  * setting. */
@@ -201,7 +203,16 @@ int sbx_box_denials(sbx_box *b, sbx_denial *out, size_t max, size_t *n);
 /* This engine's owner id (AUTOPATCH_OWNER_ID or the default hash; see docs/sandbox.md). */
 const char *sbx_owner_id(const sbx_engine *e);
 
-/* The container id of a box (for logs and tests). */
+/* The container id (Docker) or pod name (Kubernetes) of a box (for logs and tests). */
 const char *sbx_box_id(const sbx_box *b);
+
+/* Whether the box's container / pod still runs (tests; errors count as running). */
+bool sbx_box_running(sbx_box *b);
+
+/* How many boxes with this engine's owner id the backend holds right now (tests), or < 0. */
+int sbx_owned_count(sbx_engine *e);
+
+/* The backend in use: "docker" or "kubernetes" (AUTOPATCH_SANDBOX_BACKEND). Static storage. */
+const char *sbx_backend_name(const sbx_engine *e);
 
 #endif
