@@ -871,6 +871,8 @@ static int exec_raw(sbx_box *b, const char *container, const char *const *argv,
 		rc = SBX_BOX_DIED;
 	if (!rc)
 		atomic_store(&be->proto, strcmp(proto, K8S_PROTO_V5) == 0 ? 5 : 4);
+	if (!rc)
+		ap_debug("k8s exec: subprotocol \"%s\"", proto);
 	if (rc == AP_EDENIED || rc == AP_ENOTFOUND || rc == AP_EHTTP) {
 		/* The upgrade's answer body is not available: ask again without the upgrade for
 		 * the API's own Status message (permission, missing pod). */

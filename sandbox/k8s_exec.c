@@ -255,9 +255,13 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 			return -1;
 		return 0;
 	}
-	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+	case LWS_CALLBACK_CLIENT_FILTER_PRE_ESTABLISH:
+		/* The answer's headers are still there (no longer once established): which
+		 * subprotocol the server chose. */
 		if (lws_hdr_copy(wsi, s->proto, sizeof(s->proto), WSI_TOKEN_PROTOCOL) < 0)
 			s->proto[0] = '\0';
+		return 0;
+	case LWS_CALLBACK_CLIENT_ESTABLISHED:
 		k8s_chan_init(&s->ch, strcmp(s->proto, K8S_PROTO_V5) == 0);
 		s->state = 1;
 		if (s->r->stdin_data || s->r->stdin_fn)
