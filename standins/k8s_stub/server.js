@@ -12,7 +12,10 @@
 //   /version
 // Every object received is validated against the official schemas (kubernetes-models), pods
 // also against the "restricted" Pod Security Standard (the namespace is labelled to enforce
-// it); answers and errors are the API's own Status objects and codes (401, 403, 404, 409, 422).
+// it), and a box pod (labelled autopatch.owner) against the rest of issue 15's hardening, as an
+// operator's admission policy would (boxViolations: no service-account token or service links,
+// read-only root, uid 10001, cpu/memory/ephemeral-storage limits, memory emptyDirs with a
+// sizeLimit, a wall limit, a deny-all egress policy made first, --require-runtime-class); answers and errors are the API's own Status objects and codes (401, 403, 404, 409, 422).
 // Authentication: a bearer token or a client certificate signed by --ca. Authorization: the
 // rules of a Role file (--role, e.g. deploy/kubernetes/rbac.yaml): a verb/resource the Role
 // does not grant is 403 "... cannot VERB resource RES in API group G in the namespace NS".
@@ -27,6 +30,7 @@
 // Usage: node server.js --cert C --key K --ca CA --token T --namespace NS --role FILE
 //                       [--port 0] [--protocols v5.channel.k8s.io,v4.channel.k8s.io]
 //                       [--pod-pids-limit 512] [--runtime-class NAME=HANDLER]...
+//                       [--require-runtime-class NAME]
 // Prints {"port": N} on stdout when listening.
 'use strict';
 
@@ -56,6 +60,7 @@ for (let i = 2; i < process.argv.length; i++) {
   else if (a === '--pod-pids-limit') { opts.podPidsLimit = +v; i++; }
   else if (a === '--runtime-class') { const [n, h] = v.split('='); opts.runtimeClasses[n] = h; i++; }
   else if (a === '--docker') { opts.docker = v; i++; }
+  else if (a === '--require-runtime-class') { opts.requireRuntimeClass = v; i++; }
   else { console.error(`k8s_stub: unknown option ${a}`); process.exit(2); }
 }
 const DOCKER = opts.docker || 'docker';
@@ -189,6 +194,44 @@ function restrictedViolations(pod) {
     if (sp !== 'RuntimeDefault' && sp !== 'Localhost') v.push(`seccompProfile (container "${ct.name}" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")`);
     for (const p of ct.ports || []) if (p.hostPort) v.push(`hostPort (container "${ct.name}" uses hostPort ${p.hostPort})`);
   }
+  return [...new Set(v)];
+}
+
+// What issue 15 asks of every box pod beyond the restricted standard, checked the way a
+// cluster operator's admission policy would (a ValidatingAdmissionPolicy or webhook named
+// "autopatch-box-hardening") for each pod labelled autopatch.owner: the reasons it is refused.
+function boxViolations(pod) {
+  const v = [];
+  const spec = pod.spec || {}, psc = spec.securityContext || {};
+  const labels = (pod.metadata || {}).labels || {};
+  const name = (pod.metadata || {}).name;
+  if (spec.automountServiceAccountToken !== false) v.push('spec.automountServiceAccountToken must be false');
+  if (spec.enableServiceLinks !== false) v.push('spec.enableServiceLinks must be false');
+  if (spec.shareProcessNamespace) v.push('spec.shareProcessNamespace must not be true');
+  if (spec.restartPolicy !== 'Never') v.push('spec.restartPolicy must be Never');
+  if (labels['autopatch.job'] !== 'pool' && !(spec.activeDeadlineSeconds > 0)) v.push('spec.activeDeadlineSeconds (the wall limit) must be set');
+  if (opts.requireRuntimeClass && spec.runtimeClassName !== opts.requireRuntimeClass) v.push(`spec.runtimeClassName must be "${opts.requireRuntimeClass}" (got ${spec.runtimeClassName ? `"${spec.runtimeClassName}"` : 'none'})`);
+  for (const vol of spec.volumes || []) {
+    const ed = vol.emptyDir;
+    if (!ed || ed.medium !== 'Memory' || !ed.sizeLimit) v.push(`volume "${vol.name}" must be an emptyDir with medium Memory and a sizeLimit`);
+  }
+  if ((spec.initContainers || []).length || (spec.ephemeralContainers || []).length) v.push('no init or ephemeral containers');
+  for (const ct of spec.containers || []) {
+    const sc = ct.securityContext || {};
+    const uid = sc.runAsUser !== undefined ? sc.runAsUser : psc.runAsUser;
+    const gid = sc.runAsGroup !== undefined ? sc.runAsGroup : psc.runAsGroup;
+    if (uid !== 10001 || gid !== 10001) v.push(`container "${ct.name}" must run as 10001:10001`);
+    if (sc.readOnlyRootFilesystem !== true) v.push(`container "${ct.name}" must set securityContext.readOnlyRootFilesystem=true`);
+    if (sc.privileged !== false) v.push(`container "${ct.name}" must set securityContext.privileged=false`);
+    if (ct.stdin || ct.tty) v.push(`container "${ct.name}" must not keep stdin or a tty open`);
+    if ((ct.envFrom || []).length || (ct.env || []).some(e => e.valueFrom)) v.push(`container "${ct.name}" must take no environment from secrets, config maps or fields`);
+    const res = ct.resources || {}, lim = res.limits || {}, reqs = res.requests || {};
+    for (const k of ['cpu', 'memory', 'ephemeral-storage']) {
+      if (lim[k] === undefined) v.push(`container "${ct.name}" must set resources.limits.${k}`);
+      else if (reqs[k] !== undefined && quantity(reqs[k]) !== quantity(lim[k])) v.push(`container "${ct.name}" must request what it is limited to (${k})`);
+    }
+  }
+  if (!egressDenied(labels)) v.push(`a NetworkPolicy denying all egress must select the pod before it is created (none selects autopatch.box=${labels['autopatch.box'] || name})`);
   return [...new Set(v)];
 }
 
@@ -467,6 +510,10 @@ async function handle(req, res) {
       const v = restrictedViolations(obj);
       if (v.length) return send(res, 403, status(403, 'Forbidden', `pods "${name}" is forbidden: violates PodSecurity "restricted:latest": ${v.join(', ')}`));
       if (obj.spec.runtimeClassName && !opts.runtimeClasses[obj.spec.runtimeClassName]) return send(res, 403, status(403, 'Forbidden', `pods "${name}" is forbidden: pod rejected: RuntimeClass "${obj.spec.runtimeClassName}" not found`));
+      if (((obj.metadata || {}).labels || {})['autopatch.owner'] !== undefined) {
+        const bv = boxViolations(obj);
+        if (bv.length) return send(res, 403, status(403, 'Forbidden', `admission webhook "autopatch-box-hardening" denied the request: pods "${name}" is forbidden: ${bv.join('; ')}`));
+      }
       if (obj.spec.automountServiceAccountToken !== false) log(`pod ${name} would get a service-account token`);
     }
     obj.metadata = Object.assign({}, obj.metadata, { namespace: r.ns, uid: crypto.randomUUID(), resourceVersion: String(Date.now()), creationTimestamp: now() });

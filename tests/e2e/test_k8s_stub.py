@@ -112,7 +112,10 @@ def test_the_pod_is_hardened_as_the_docker_box_is(tmp_path, autopatch_bin):
     """What the stand-in received for a box: every Docker hardening rule, mapped."""
     stub = k8s_util.K8sStub(tmp_path / "s")
     try:
-        sb = Sandbox(autopatch_bin, tmp_path, backend="kubernetes", stub=stub)
+        sb = Sandbox(autopatch_bin, tmp_path, backend="kubernetes", stub=stub, extra_env={
+            "AUTOPATCH_SANDBOX_MEMORY": "256m", "AUTOPATCH_SANDBOX_CPUS": "0.5",
+            "AUTOPATCH_K8S_EPHEMERAL_STORAGE": "64m", "AUTOPATCH_SANDBOX_TMP_SIZE": "16m",
+            "AUTOPATCH_SANDBOX_WORKSPACE_SIZE": "32m"})
         proc = sb.popen("sleep", "30", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         pods = []
         for _ in range(300):
@@ -146,6 +149,74 @@ def test_the_pod_is_hardened_as_the_docker_box_is(tmp_path, autopatch_bin):
         box = next(c for c in spec["containers"] if c["name"] == "box")
         assert {m["mountPath"]: m.get("readOnly", False) for m in box["volumeMounts"]} == \
             {"/tmp": False, "/tmp/workspace": False, "/repo": True}
+        # The resource limits are the box's settings, requested as limited (a fork bomb
+        # meets the kubelet's podPidsLimit; there is no per-pod pids field).
+        assert box["resources"]["limits"] == box["resources"]["requests"] == {
+            "memory": str(256 << 20), "cpu": "500m", "ephemeral-storage": str(64 << 20)}
+        sizes = {v["name"]: v["emptyDir"]["sizeLimit"] for v in spec["volumes"]}
+        assert sizes == {"tmp": str(16 << 20), "workspace": str(32 << 20),
+                         "repo": str(32 << 20)}, sizes
+        assert "runtimeClassName" not in spec  # none configured
+        assert sb.leftovers() == []
+    finally:
+        stub.close()
+
+
+def test_box_pods_without_the_hardening_are_refused(tmp_path):
+    """The stand-in's admission check for box pods (the rest of issue 15's list, beyond the
+    restricted standard) refuses a pod that lacks it, naming each rule."""
+    stub = k8s_util.K8sStub(tmp_path / "s")
+    try:
+        ns = k8s_util.NAMESPACE
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "autopatch-x-1", "labels": {
+                   "autopatch.owner": "x", "autopatch.box": "autopatch-x-1"}},
+               "spec": {"securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
+                                            "seccompProfile": {"type": "RuntimeDefault"}},
+                        "volumes": [{"name": "w", "emptyDir": {}}],
+                        "containers": [{"name": "box", "image": IMAGE, "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}}}]}}
+        code, body = stub.api("POST", f"/api/v1/namespaces/{ns}/pods", pod)
+        assert code == 403 and body["reason"] == "Forbidden", body
+        msg = body["message"]
+        for rule in ("automountServiceAccountToken must be false",
+                     "enableServiceLinks must be false", "activeDeadlineSeconds",
+                     'volume "w" must be an emptyDir with medium Memory and a sizeLimit',
+                     'container "box" must run as 10001:10001',
+                     "readOnlyRootFilesystem=true", "resources.limits.memory",
+                     "resources.limits.ephemeral-storage",
+                     "a NetworkPolicy denying all egress must select the pod"):
+            assert rule in msg, (rule, msg)
+        # The same pod without the owner label is no box: only the restricted standard applies.
+        pod["metadata"]["labels"] = {"app": "other"}
+        code, body = stub.api("POST", f"/api/v1/namespaces/{ns}/pods", pod)
+        assert code == 201, body
+        stub.api("DELETE", f"/api/v1/namespaces/{ns}/pods/autopatch-x-1")
+    finally:
+        stub.close()
+
+
+def test_a_required_runtime_class_is_enforced(tmp_path, autopatch_bin):
+    """A cluster that admits box pods only under gVisor (the stand-in's gvisor class runs
+    runc here): without AUTOPATCH_K8S_RUNTIME_CLASS the box is refused in one line, with it the
+    pod names the class and runs."""
+    stub = k8s_util.K8sStub(tmp_path / "s", extra=("--require-runtime-class", "gvisor",
+                                                   "--runtime-class", "gvisor=runc"))
+    try:
+        (tmp_path / "a").mkdir()
+        sb = Sandbox(autopatch_bin, tmp_path / "a", backend="kubernetes", stub=stub)
+        r = _run(sb, "true")
+        assert r.returncode == 125
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        assert 'spec.runtimeClassName must be "gvisor" (got none)' in lines[0]
+        assert sb.leftovers() == []
+        (tmp_path / "b").mkdir()
+        sb = Sandbox(autopatch_bin, tmp_path / "b", backend="kubernetes", stub=stub,
+                     extra_env={"AUTOPATCH_K8S_RUNTIME_CLASS": "gvisor"})
+        r = _run(sb, "sh", "-c", "echo under-the-class")
+        assert r.returncode == 0 and r.stdout == "under-the-class\n", r.stderr
         assert sb.leftovers() == []
     finally:
         stub.close()
