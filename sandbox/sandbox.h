@@ -42,7 +42,8 @@ typedef struct sbx_spec {
 	int64_t fsize_bytes;	  /* RLIMIT_FSIZE */
 	int wall_seconds;	  /* life of the box; the host kills it after this */
 	enum sbx_network network; /* SBX_NET_NONE by default */
-	const char *const *allow; /* NULL-terminated "host:port" list for SBX_NET_ALLOWLIST */
+	const char *const *allow; /* NULL-terminated "host:port" list for SBX_NET_ALLOWLIST (the
+				   * kubernetes backend refuses an allow-list: AP_EINVAL) */
 } sbx_spec;
 
 #define SBX_SPEC_VERSION 1
@@ -168,7 +169,8 @@ int sbx_image_present(sbx_engine *e, const char *image);
 
 /* The id ("sha256:...") of image (NULL: sbx_engine_image()) in the backend, into out (at least
  * 80 bytes). AP_ENOTFOUND when absent (the sentence names the image), else the backend's
- * error. Never pulls. */
+ * error. Never pulls. Kubernetes cannot inspect images: the digest of a name@sha256:...
+ * reference, else "name:" + the SHA-256 of the name; never AP_ENOTFOUND. */
 int sbx_image_id(sbx_engine *e, const char *image, char *out, size_t n);
 
 /* ---- phases of a box (the setup phase may use the network; the agent phase may not) ---- */

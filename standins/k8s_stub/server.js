@@ -30,7 +30,7 @@
 // Usage: node server.js --cert C --key K --ca CA --token T --namespace NS --role FILE
 //                       [--port 0] [--protocols v5.channel.k8s.io,v4.channel.k8s.io]
 //                       [--pod-pids-limit 512] [--runtime-class NAME=HANDLER]...
-//                       [--require-runtime-class NAME]
+//                       [--require-runtime-class NAME] [--runsc-pids-headroom 256]
 // Prints {"port": N} on stdout when listening.
 'use strict';
 
@@ -46,7 +46,8 @@ const { NetworkPolicy } = require('kubernetes-models/networking.k8s.io/v1/Networ
 // --- options ---------------------------------------------------------------------------
 
 const opts = { port: 0, protocols: ['v5.channel.k8s.io', 'v4.channel.k8s.io'], podPidsLimit: 512,
-  runtimeClasses: { gvisor: 'runsc' }, token: null, namespace: 'autopatch-sandbox' };
+  runtimeClasses: { gvisor: 'runsc' }, token: null, namespace: 'autopatch-sandbox',
+  runscPidsHeadroom: 256 };
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i], v = process.argv[i + 1];
   if (a === '--port') { opts.port = +v; i++; }
@@ -61,6 +62,7 @@ for (let i = 2; i < process.argv.length; i++) {
   else if (a === '--runtime-class') { const [n, h] = v.split('='); opts.runtimeClasses[n] = h; i++; }
   else if (a === '--docker') { opts.docker = v; i++; }
   else if (a === '--require-runtime-class') { opts.requireRuntimeClass = v; i++; }
+  else if (a === '--runsc-pids-headroom') { opts.runscPidsHeadroom = +v; i++; }
   else { console.error(`k8s_stub: unknown option ${a}`); process.exit(2); }
 }
 const DOCKER = opts.docker || 'docker';
@@ -327,7 +329,11 @@ async function startPod(pod, rec) {
       const lim = (ct.resources || {}).limits || {};
       if (lim.memory) args.push('--memory', String(Math.floor(quantity(lim.memory))), '--memory-swap', String(Math.floor(quantity(lim.memory))));
       if (lim.cpu) args.push('--cpus', String(quantity(lim.cpu)));
-      args.push('--pids-limit', String(opts.podPidsLimit)); // the kubelet's podPidsLimit
+      // The kubelet's podPidsLimit. Under runsc the container's pids cgroup holds gVisor's
+      // own host threads (Sentry, gofer) and none of the sandboxed processes (the Sentry does
+      // not enforce PidsLimit, docs/sandbox.md): 64 kills the sandbox at its first busy exec,
+      // so those threads get room of their own (a real node needs it in podPidsLimit too).
+      args.push('--pids-limit', String(opts.podPidsLimit + (runtime === 'runsc' ? opts.runscPidsHeadroom : 0)));
       if (runtime) args.push('--runtime', runtime);
       // A pod's containers share its network and IPC namespaces; under runsc each Docker
       // container is a sandbox of its own and cannot join another's, so there each gets its
