@@ -9,6 +9,7 @@
 #include "common/redact.h"
 #include "sandbox/sandbox.h"
 #include "agents/testcmd.h"
+#include "job/repo_config.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -97,6 +98,36 @@ static int write_out(const char *path, const char *diff)
 	return bad ? ap_error_set(AP_EIO, "cannot write %s", path) : 0;
 }
 
+/* The Tester's limits from .github/autopatch.yml (deadlines, the weak-evidence opt-in), and a
+ * line saying which came from there. *rcfg keeps the strings alive. */
+static int load_tester_limits(const char *repo, fixer_opts *fo, repo_config **rcfg)
+{
+	repo_config *c = NULL;
+	int rc = repo_config_load(&c, repo);
+
+	*rcfg = NULL;
+	if (rc)
+		return rc;
+	fo->setup_timeout_s = c->setup_timeout;
+	fo->repro_timeout_s = c->repro_timeout;
+	fo->suite_timeout_s = c->suite_timeout;
+	fo->allow_weak_evidence = c->allow_weak_evidence;
+	if (c->setup_timeout || c->repro_timeout || c->suite_timeout || c->allow_weak_evidence) {
+		printf("[preparing] from %s:", REPO_CONFIG_PATH);
+		if (c->setup_timeout)
+			printf(" setup_timeout %d s", c->setup_timeout);
+		if (c->repro_timeout)
+			printf(" repro_timeout %d s", c->repro_timeout);
+		if (c->suite_timeout)
+			printf(" suite_timeout %d s", c->suite_timeout);
+		if (c->allow_weak_evidence)
+			printf(" allow_weak_evidence");
+		printf("\n");
+	}
+	*rcfg = c;
+	return 0;
+}
+
 int fix_main(int argc, char **argv, ap_config *cfg)
 {
 	static const struct option longopts[] = {
@@ -119,6 +150,7 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	sbx_engine *engine = NULL;
 	sbx_box *box = NULL;
 	fixer_result res = FIXER_RESULT_INIT;
+	repo_config *rcfg = NULL;
 	struct stat st;
 
 	optind = 1;
@@ -229,6 +261,11 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	fo.trajectory_path = traj_path;
 	fo.progress = progress;
 	fo.should_stop = should_stop;
+	if ((rc = load_tester_limits(repo_abs, &fo, &rcfg))) {
+		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
+		code = 2;
+		goto out;
+	}
 	rc = fixer_run(&fo, &res);
 
 	if (traj_path)
@@ -237,6 +274,9 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	       res.model ? res.model : "?", res.model_calls, (long long)res.tokens_in,
 	       (long long)res.tokens_out, res.iterations);
 	if (rc == 0 && res.proven) {
+		if (res.weak_evidence)
+			printf("\nWEAK EVIDENCE: the suite gives no per-test results and fails on "
+			       "the unchanged code; accepted because of allow_weak_evidence\n");
 		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
 		printf("\n=== Tester evidence ===\n%s\n", res.evidence ? res.evidence : "");
 		printf("summary: %s\n", res.summary ? res.summary : "");
@@ -250,6 +290,12 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		if (out_path)
 			printf("patch written to %s\n", out_path);
 		code = 0;
+	} else if (rc == 0 && res.env_failure) {
+		/* No patch can fix this: the environment must change (image, setup, test). */
+		char *why = redact_str(res.failure ? res.failure : "");
+		printf("ENVIRONMENT FAILURE (no model call was made): %s\n", why ? why : "");
+		free(why);
+		code = 3;
 	} else {
 		char *why = redact_str(res.failure ? res.failure : ap_error_last());
 		printf("NOT PROVEN: %s\n", why ? why : "");
@@ -263,6 +309,7 @@ out:
 			ap_error_last());
 	sbx_engine_free(engine);
 	fixer_result_release(&res);
+	repo_config_free(rcfg);
 	free(test_cmd);
 	ap_buf_release(&issue);
 	return code;

@@ -501,6 +501,10 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	o.test_cmd = w->rc->test;
 	o.setup_cmd = w->rc->setup;
 	o.max_iterations = w->rc->max_iterations;
+	o.setup_timeout_s = w->rc->setup_timeout;
+	o.repro_timeout_s = w->rc->repro_timeout;
+	o.suite_timeout_s = w->rc->suite_timeout;
+	o.allow_weak_evidence = w->rc->allow_weak_evidence;
 	o.trajectory_path = r->trajectory;
 	o.progress = on_progress;
 	o.should_stop = on_should_stop;
@@ -557,6 +561,7 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->tokens_out = w->res.tokens_out;
 	in->model_calls = w->res.model_calls;
 	in->iterations = w->res.iterations;
+	in->weak_evidence = w->res.weak_evidence;
 }
 
 static int find_or_create_pr(struct run *r, struct work *w, const char *body)
@@ -876,7 +881,7 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 		goto out;
 	if ((rc = checkpoint(&r)))
 		goto out;
-	stage(&r, STAGE_PLANNING, NULL);
+	/* The fixer names its stages: set-up and the Tester's baseline are still "preparing". */
 	rc = run_fixer(&r, &w, iterate);
 	if (rc)
 		goto out;

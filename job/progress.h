@@ -71,6 +71,7 @@ typedef struct pr_body_input {
 	int64_t tokens_in, tokens_out;
 	int model_calls;
 	int iterations;
+	bool weak_evidence; /* proven on exit status only (allow_weak_evidence): the body warns */
 } pr_body_input;
 
 #define PR_BODY_INPUT_VERSION 1
@@ -79,7 +80,8 @@ typedef struct pr_body_input {
 		.version = PR_BODY_INPUT_VERSION                                                   \
 	}
 
-/* Render the PR body (ends with "Fixes #N"). *out is malloc'd. 0 or AP_ENOMEM. */
+/* Render the PR body (ends with "Fixes #N"). With weak_evidence it starts with a warning
+ * that the suite could not rule out regressions. *out is malloc'd. 0 or AP_ENOMEM. */
 int progress_render_pr_body(const pr_body_input *in, char **out);
 
 /* The PR title: "Fix #N: <issue title>" with the title's control characters removed and its

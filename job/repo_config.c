@@ -22,7 +22,9 @@
 #define MAX_QUOTE   120	 /* characters of the offending line quoted in an error */
 #define DETECT_READ (256 * 1024)
 
-static const char *const known_keys = "image, setup, test, max_iterations, paths, network";
+static const char *const known_keys = "image, setup, test, max_iterations, paths, network, "
+				      "setup_timeout, repro_timeout, suite_timeout, "
+				      "allow_weak_evidence";
 
 /* Parsing context: the source text, for quoting lines in errors. */
 struct ctx {
@@ -137,6 +139,25 @@ static int get_int(const struct ctx *cx, const char *key, const yaml_node_t *n, 
 		return cfg_error(cx, n->start_mark.line,
 				 "\"%s\" must be between %d and %d, got %ld", key, min, max, x);
 	*out = (int)x;
+	return 0;
+}
+
+/* true/false (YAML 1.2 spellings only, so "no" is not a surprise). */
+static int get_bool(const struct ctx *cx, const char *key, const yaml_node_t *n, bool *out)
+{
+	const char *v;
+
+	if (n->type != YAML_SCALAR_NODE)
+		return cfg_error(cx, n->start_mark.line, "\"%s\" must be true or false, not %s",
+				 key, node_kind(n));
+	v = (const char *)n->data.scalar.value;
+	if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && strcmp(v, "true") == 0)
+		*out = true;
+	else if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && strcmp(v, "false") == 0)
+		*out = false;
+	else
+		return cfg_error(cx, n->start_mark.line,
+				 "\"%s\" must be true or false, got \"%.40s\"", key, v);
 	return 0;
 }
 
@@ -341,6 +362,14 @@ static int parse_root(const struct ctx *cx, const yaml_node_t *root, repo_config
 			rc = parse_paths(cx, v, c);
 		else if (strcmp(name, "network") == 0)
 			rc = get_list(cx, name, v, LIST_NET, &c->network);
+		else if (strcmp(name, "setup_timeout") == 0)
+			rc = get_int(cx, name, v, 1, REPO_CONFIG_MAX_TIMEOUT, &c->setup_timeout);
+		else if (strcmp(name, "repro_timeout") == 0)
+			rc = get_int(cx, name, v, 1, REPO_CONFIG_MAX_TIMEOUT, &c->repro_timeout);
+		else if (strcmp(name, "suite_timeout") == 0)
+			rc = get_int(cx, name, v, 1, REPO_CONFIG_MAX_TIMEOUT, &c->suite_timeout);
+		else if (strcmp(name, "allow_weak_evidence") == 0)
+			rc = get_bool(cx, name, v, &c->allow_weak_evidence);
 		else
 			rc = cfg_error(cx, k->start_mark.line,
 				       "unknown key \"%.40s\" (allowed: %s)", name, known_keys);

@@ -192,6 +192,8 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 				1LL << 40, &d->tmp_bytes)) ||
 	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_WORKSPACE_SIZE", SBX_DEF_WORKSPACE, 1 << 20,
 				1LL << 40, &d->workspace_bytes)) ||
+	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_TREES_SIZE", SBX_DEF_TREES, 1 << 20,
+				1LL << 40, &d->trees_bytes)) ||
 	    (rc = cfg_get_int(cfg, "AUTOPATCH_SANDBOX_NOFILE", SBX_DEF_NOFILE, 64, 1 << 20,
 			      &d->nofile)) ||
 	    (rc = cfg_get_bytes(cfg, "AUTOPATCH_SANDBOX_FSIZE", SBX_DEF_FSIZE, 1 << 20, 1LL << 40,
@@ -243,6 +245,7 @@ void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out)
 	DEF(pids);
 	DEF(tmp_bytes);
 	DEF(workspace_bytes);
+	DEF(trees_bytes);
 	DEF(nofile);
 	DEF(fsize_bytes);
 	DEF(wall_seconds);
@@ -310,8 +313,8 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	arr = cJSON_AddArrayToObject(b, "Env");
 	if (!arr)
 		goto err_nomem;
-	static const char *const env[] = {"HOME=/tmp/workspace", "CI=1", "TMPDIR=/tmp",
-					  "LANG=C.UTF-8", NULL};
+	static const char *const env[] = {"HOME=" SBX_HOME, "CI=1", "TMPDIR=/tmp", "LANG=C.UTF-8",
+					  NULL};
 	for (const char *const *p = env; *p; p++) {
 		if (!(item = cJSON_CreateString(*p)))
 			goto err_nomem;
@@ -379,6 +382,14 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 			: "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
 		 (long long)s->workspace_bytes);
 	if (!cJSON_AddStringToObject(obj, "/tmp/workspace", tmp))
+		goto err_nomem;
+	/* HOME and the Tester's trees: built test binaries must run there (see docs/sandbox.md,
+	 * "where noexec is dropped"). */
+	snprintf(tmp, sizeof(tmp),
+		 podman ? "rw,nosuid,nodev,exec,size=%lld,mode=0755,U"
+			: "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
+		 (long long)(s->trees_bytes > 0 ? s->trees_bytes : SBX_DEF_TREES));
+	if (!cJSON_AddStringToObject(obj, "/tmp/trees", tmp))
 		goto err_nomem;
 	obj = cJSON_AddObjectToObject(hc, "LogConfig");
 	if (!obj || !cJSON_AddStringToObject(obj, "Type", "none"))
@@ -1092,13 +1103,12 @@ void sbx_result_release(sbx_result *res)
 
 int sbx_prepare(sbx_box *b)
 {
-	static const char *const argv[] = {"cp",
-					   "-R",
-					   "--preserve=mode,timestamps,links",
-					   "--no-dereference",
-					   "/repo/.",
-					   "/tmp/workspace/",
-					   NULL};
+	/* HOME first (the mount starts empty), then the copy. */
+	static const char *const argv[] = {
+	    "sh", "-c",
+	    "mkdir -p " SBX_HOME " && cp -R --preserve=mode,timestamps,links --no-dereference "
+	    "/repo/. /tmp/workspace/",
+	    NULL};
 	sbx_cmd cmd = SBX_CMD_INIT;
 	sbx_result res = SBX_RESULT_INIT;
 	int rc;

@@ -11,6 +11,10 @@
 /* uid:gid every command runs as (the image's "sandbox" user). */
 #define SBX_USER "10001:10001"
 
+/* HOME of every command: outside the workspace (a `pip install --user -e .` must not add
+ * files to the diff) on the exec-able /tmp/trees mount (user-installed extensions load). */
+#define SBX_HOME "/tmp/trees/home"
+
 /* Defaults of the AUTOPATCH_SANDBOX_* settings (docs/sandbox.md). */
 #define SBX_DEF_IMAGE	     "autopatch-sandbox:latest"
 #define SBX_DEF_RUNTIME	     "runc"
@@ -19,6 +23,7 @@
 #define SBX_DEF_PIDS	     512
 #define SBX_DEF_TMP_BYTES    (256LL << 20)
 #define SBX_DEF_WORKSPACE    (1LL << 30)
+#define SBX_DEF_TREES	     (2LL << 30)
 #define SBX_DEF_NOFILE	     4096
 #define SBX_DEF_FSIZE	     (1LL << 30)
 #define SBX_DEF_WALL_SECONDS 3600

@@ -130,6 +130,11 @@ static void test_spec_every_hardening_field(void **state)
 	assert_non_null(strstr(str(tmpfs, "/tmp/workspace"), "nosuid"));
 	assert_non_null(strstr(str(tmpfs, "/tmp/workspace"), "nodev"));
 	assert_non_null(strstr(str(tmpfs, "/tmp/workspace"), "uid=10001,gid=10001"));
+	/* HOME and the Tester's trees: exec-able (built tests run there), but capped, nosuid */
+	assert_non_null(strstr(str(tmpfs, "/tmp/trees"), "nosuid,nodev,exec,size="));
+	assert_non_null(strstr(str(tmpfs, "/tmp/trees"), "uid=10001,gid=10001"));
+	assert_null(strstr(str(tmpfs, "/tmp/trees"), "size=0,"));
+	assert_int_equal(cJSON_GetArraySize(tmpfs), 3);
 	assert_string_equal(str(get(hc, "LogConfig"), "Type"), "none");
 	assert_string_equal(str(hc, "Runtime"), "runsc");
 	assert_string_equal(str(hc, "IpcMode"), "private");
