@@ -32,15 +32,19 @@
 
 /* ---- scripts (fixed text; every variable part is a positional parameter) ---------------- */
 
-/* $1 test path or "": stage everything except interpreter caches, then print the diff (or
- * the names). No external diff or textconv, no colour, fixed prefixes, raw UTF-8 names, no
- * user or system git config: the bytes are what gets applied and published. */
+/* $1 nonce: stage everything except interpreter caches, then print two sections (see
+ * report_sections): the changed names and the binary diff. No external diff or textconv, no
+ * colour, fixed prefixes, raw UTF-8 names, no user or system git config: the bytes are what
+ * gets applied and published. */
+#define GIT_DIFF                                                                                   \
+	"git -c safe.directory='*' -c core.quotePath=false diff --cached --no-ext-diff "           \
+	"--no-textconv --no-color --src-prefix=a/ --dst-prefix=b/ "
 static const char SCRIPT_DIFF[] =
     "cd " WORKSPACE " && export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null && "
     "git -c safe.directory='*' add -A -- . ':(exclude,glob)**/__pycache__/**' "
     "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && "
-    "git -c safe.directory='*' -c core.quotePath=false diff --cached --no-ext-diff "
-    "--no-textconv --no-color --src-prefix=a/ --dst-prefix=b/ $1";
+    "printf '\\n@@ap:%s:-1:names\\n' \"$1\" && " GIT_DIFF "--name-only && "
+    "printf '\\n@@ap:%s:-1:diff\\n' \"$1\" && " GIT_DIFF "--binary";
 
 /* $1 side dir, $2 "apply" or "": a fresh copy of /repo without .git in $1/repo, with its own
  * home and tmp; with apply, the diff on stdin applied by git without any git config. Prints
@@ -1124,11 +1128,15 @@ static char *diff_section(const char *diff, const char *path)
 
 static int fetch_diff(tester *t, tester_verdict *v, bool *too_big)
 {
-	const char *argv[] = {"sh", "-c", SCRIPT_DIFF, "sh", "--binary", NULL};
+	char nonce[33];
+	const char *argv[] = {"sh", "-c", SCRIPT_DIFF, "sh", nonce, NULL};
 	sbx_result r = SBX_RESULT_INIT;
-	int rc = exec_argv(t, WORKSPACE, argv, 120, NULL, 0, DIFF_CAP, &r);
+	report_section sec[4];
+	size_t n = 0;
+	int rc;
 
-	if (rc)
+	make_nonce(nonce);
+	if ((rc = exec_argv(t, WORKSPACE, argv, 120, NULL, 0, DIFF_CAP, &r)))
 		goto out;
 	if (r.exit_code != 0) {
 		rc = ap_error_set(AP_EIO, "git diff failed in the workspace: %.300s",
@@ -1136,13 +1144,20 @@ static int fetch_diff(tester *t, tester_verdict *v, bool *too_big)
 		goto out;
 	}
 	*too_big = r.truncated;
-	v->diff = strdup(r.out ? r.out : "");
-	sbx_result_release(&r);
-	argv[4] = "--name-only";
-	if ((rc = exec_argv(t, WORKSPACE, argv, 120, NULL, 0, DIFF_CAP, &r)))
+	if ((rc = report_sections(r.out ? r.out : "", r.out_len, nonce, sec, 4, &n)))
 		goto out;
-	v->files_changed = strdup(r.out ? r.out : "");
-	if (!v->diff || !v->files_changed)
+	if (n != 2 || sec[0].name_len != 5 || memcmp(sec[0].name, "names", 5) != 0 ||
+	    sec[1].name_len != 4 || memcmp(sec[1].name, "diff", 4) != 0) {
+		rc = *too_big ? 0
+			      : ap_error_set(AP_EIO, "git diff in the workspace printed "
+						     "something unexpected");
+		v->diff = strdup("");
+		v->files_changed = strdup("");
+	} else {
+		v->files_changed = strndup(sec[0].data, sec[0].len);
+		v->diff = strndup(sec[1].data, sec[1].len);
+	}
+	if (!rc && (!v->diff || !v->files_changed))
 		rc = AP_ENOMEM;
 out:
 	sbx_result_release(&r);

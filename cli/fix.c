@@ -292,7 +292,12 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		code = 0;
 	} else if (rc == 0 && res.env_failure) {
 		/* No patch can fix this: the environment must change (image, setup, test). */
-		char *why = redact_str(res.failure ? res.failure : "");
+		const char *f = res.failure ? res.failure : "";
+		char *why;
+
+		if (strncmp(f, "environment failure: ", 21) == 0)
+			f += 21;
+		why = redact_str(f);
 		printf("ENVIRONMENT FAILURE (no model call was made): %s\n", why ? why : "");
 		free(why);
 		code = 3;
