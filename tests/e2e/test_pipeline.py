@@ -4,6 +4,7 @@ retries, iteration on the PR, and no secret anywhere it could leak.
 Real `autopatch serve`, real SQLite, real Docker sandbox, real git over HTTP (the stand-in's
 `git http-backend`); only GitHub's API and the model are local stand-ins.
 """
+import json
 import pathlib
 import os
 import re
@@ -104,10 +105,12 @@ def test_label_opens_exactly_one_proven_draft_pr(rig_factory):
     assert "tests/test_mean_empty.py" in body
     # The evidence itself: the repro test fails on the pristine code and passes patched, and
     # the suite lost nothing.
-    assert re.search(r"^- pristine code: \*\*fails\*\* \(exit [1-9][0-9]*\)", body, re.M), body
-    assert re.search(r"^- patched code: \*\*passes\*\* \(exit 0\)", body, re.M), body
-    assert "ZeroDivisionError" in body  # the pristine failure's output is quoted
-    assert "no test that passed before fails after the patch" in body
+    assert re.search(r"^- pristine code: \*\*fails\*\* in the test", body, re.M), body
+    assert "`tests.test_mean_empty::test_mean_of_empty_list_is_zero` failed" in body
+    assert re.search(r"^- patched code: \*\*passes\*\* .*exit 0\)", body, re.M), body
+    assert "ZeroDivisionError" in body  # the pristine failure's message is quoted
+    assert "every test that passed before the patch passes after it" in body
+    assert "| pristine | 7 | 0 | 0 | 0 | 0 |" in body
     create = [r for r in rig.gh.requests()
               if r["method"] == "POST" and r["path"] == f"/repos/{REPO}/pulls"]
     assert len(create) == 1
@@ -424,9 +427,11 @@ def test_tester_never_proves_a_patch(rig_factory):
 
 
 def test_setup_and_network_keys_reach_the_sandbox(rig_factory):
-    # setup runs in the job's box before the Planner; network gives that box an egress
-    # allow-list (a proxy named in HTTPS_PROXY, no direct route). The setup command reports
-    # what it sees through its exit status: 42 = proxy configured and direct access blocked.
+    # setup runs in the job's box before the Planner (in the workspace and in both of the
+    # Tester's trees); network gives that box an egress allow-list (a proxy named in
+    # HTTPS_PROXY, no direct route). A setup that fails is an environment failure, so the
+    # command reports what it sees on stdout, which the trajectory keeps for the Tester's
+    # setup runs: 42 = proxy configured and direct access blocked.
     config = ("test: python3 -m pytest -q\n"
               "setup: |\n"
               "  python3 - <<'EOF'\n"
@@ -437,7 +442,7 @@ def test_setup_and_network_keys_reach_the_sandbox(rig_factory):
               "      direct = True\n"
               "  except OSError:\n"
               "      direct = False\n"
-              "  sys.exit(42 if p.startswith('http://') and not direct else 7)\n"
+              "  print('egress-check:', 42 if p.startswith('http://') and not direct else 7)\n"
               "  EOF\n"
               "network: [\"mirror.invalid:443\"]\n")
     rig = rig_factory(files={".github/autopatch.yml": config})
@@ -445,7 +450,11 @@ def test_setup_and_network_keys_reach_the_sandbox(rig_factory):
     rig.wait(lambda: rig.job_done(1), 300, "the job to finish")
     events = job_events(rig, 1)
     assert rig.jobs()[0]["state"] == "succeeded", events
-    assert "setup command exited with 42" in events, events
+    assert "setup command exited with 0" in events, events
+    traj = [json.loads(x) for x in
+            (rig.tmp / "data" / "trajectories" / "job-1.jsonl").read_text().splitlines()]
+    setups = [e for e in traj if e["type"] == "tester_run" and e.get("kind") == "setup"]
+    assert len(setups) == 2 and all("egress-check: 42" in e["stdout"] for e in setups), setups
     assert any(m.startswith("sandbox ") and "egress allow-list" in m for m in events), events
     assert len(rig.pulls()) == 1
     assert "`test` from .github/autopatch.yml" in rig.pulls()[0]["body"]
