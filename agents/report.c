@@ -24,15 +24,12 @@ void report_release(report *r)
 	*r = (report)REPORT_INIT;
 }
 
-/* Cut n bytes of s at most max, not inside a UTF-8 sequence. */
-static size_t cut_utf8(const char *s, size_t n, size_t max)
+/* The input cap every parser applies first. */
+static int check_input(size_t len)
 {
-	if (n <= max)
-		return n;
-	n = max;
-	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n--;
-	return n;
+	return len > REPORT_READ_CAP
+		   ? ap_error_set(AP_ETOOBIG, "the report is larger than %u bytes", REPORT_READ_CAP)
+		   : 0;
 }
 
 int report_add(report *r, const char *id, size_t id_len, enum report_outcome o, const char *msg,
@@ -56,11 +53,11 @@ int report_add(report *r, const char *id, size_t id_len, enum report_outcome o, 
 	}
 	t = &r->tests[r->n];
 	memset(t, 0, sizeof(*t));
-	t->id = strndup(id, cut_utf8(id, id_len, REPORT_MAX_ID));
+	t->id = strndup(id, ap_utf8_prefix(id, id_len, REPORT_MAX_ID));
 	if (!t->id)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	if (msg && msg_len) {
-		size_t n = cut_utf8(msg, msg_len, REPORT_MAX_MESSAGE);
+		size_t n = ap_utf8_prefix(msg, msg_len, REPORT_MAX_MESSAGE);
 
 		t->message = malloc(n + 4);
 		if (!t->message) {
@@ -348,9 +345,8 @@ int report_parse_junit(report *r, const char *xml, size_t len)
 	struct tag t;
 	int rc = 0;
 
-	if (len > REPORT_READ_CAP)
-		return ap_error_set(AP_ETOOBIG, "the report is larger than %u bytes",
-				    REPORT_READ_CAP);
+	if ((rc = check_input(len)))
+		return rc;
 	while (p < end && !rc) {
 		const char *lt = memchr(p, '<', (size_t)(end - p));
 
@@ -604,9 +600,8 @@ int report_parse_go_json(report *r, const char *text, size_t len)
 	const char *p = text, *end = text + len;
 	int rc = 0;
 
-	if (len > REPORT_READ_CAP)
-		return ap_error_set(AP_ETOOBIG, "the report is larger than %u bytes",
-				    REPORT_READ_CAP);
+	if ((rc = check_input(len)))
+		return rc;
 	while (p < end && !rc) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *le = nl ? nl : end;
@@ -670,9 +665,8 @@ int report_parse_cargo(report *r, const char *text, size_t len)
 	char *block_name = NULL;
 	int rc = 0;
 
-	if (len > REPORT_READ_CAP)
-		return ap_error_set(AP_ETOOBIG, "the report is larger than %u bytes",
-				    REPORT_READ_CAP);
+	if ((rc = check_input(len)))
+		return rc;
 	/* Pass 1: the per-test lines. */
 	while (p < end && !rc) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));

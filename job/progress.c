@@ -30,14 +30,7 @@ static const char *const stage_titles[] = {"Preparing", "Planning", "Building", 
 /* Cut s at max bytes without splitting a UTF-8 sequence. */
 static size_t cut_len(const char *s, size_t max)
 {
-	size_t n = strlen(s);
-
-	if (n <= max)
-		return n;
-	n = max;
-	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n--;
-	return n;
+	return ap_utf8_prefix(s, strlen(s), max);
 }
 
 /* Inline code: one line, no backticks, capped. */

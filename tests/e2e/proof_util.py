@@ -5,9 +5,8 @@ import os
 import pathlib
 import subprocess
 import textwrap
-import time
 
-from agents_util import FixRun, StubServer, call, containers_of, fix_env, new_owner, step
+from agents_util import call, run_fix_on, step
 
 PLAN = {"text": "Cause: see the issue.\nFiles: the module named in the issue.\n"
                 "Reproduction test: one test that fails today.\nFix: the smallest change."}
@@ -46,29 +45,11 @@ def finish(test_path, test_command, summary="fix"):
 
 
 def fix(autopatch_bin, tmp_path, repo, issue, model_script, args=(), env=None, timeout=600):
-    """`autopatch fix` on repo with the issue text; returns a FixRun with .seconds. Asserts no
-    container of the run is left behind."""
-    stub = StubServer(model_script).start()
-    owner = new_owner()
-    out_path = tmp_path / "patch.diff"
-    traj_path = tmp_path / "trajectory.jsonl"
+    """`autopatch fix` on repo with the issue text; returns a FixRun with .seconds."""
     issue_file = tmp_path / "ISSUE.md"
     issue_file.write_text(textwrap.dedent(issue).lstrip("\n"))
-    e = fix_env(tmp_path, stub, "openai", owner, env)
-    cmd = [str(autopatch_bin), "fix", "--repo", str(repo), "--issue-file", str(issue_file),
-           "--out", str(out_path), "--trajectory", str(traj_path)] + list(args)
-    start = time.monotonic()
-    try:
-        proc = subprocess.run(cmd, cwd=tmp_path, env=e, capture_output=True, text=True,
-                              timeout=timeout)
-        requests = stub.requests()
-    finally:
-        stub.stop()
-    left = containers_of(owner)
-    assert not left, "containers left behind: %s" % left
-    r = FixRun(proc, requests, out_path, traj_path)
-    r.seconds = time.monotonic() - start
-    return r
+    return run_fix_on(autopatch_bin, tmp_path, repo, model_script, "openai", env, args, timeout,
+                      issue_file)
 
 
 # ---- fixture repositories ------------------------------------------------------------------

@@ -137,17 +137,21 @@ def test_repro_that_skips_for_a_missing_module_is_refused(autopatch_bin, tmp_pat
             """),
         replace("report.py", "    return [[k, data[k]] for k in data]\n",
                 "    return [[k, data[k]] for k in sorted(data)]\n"),
+        finish("tests/test_sorted.py", "python3 -m pytest -q tests/test_sorted.py"),
         finish("tests/test_sorted.py", "python3 -m pytest -q tests/test_sorted.py"))
-    r = fix(autopatch_bin, tmp_path, repo, OPTIONAL_ISSUE, s, args=["--max-iterations", "1"])
+    r = fix(autopatch_bin, tmp_path, repo, OPTIONAL_ISSUE, s, args=["--max-iterations", "2"])
     assert r.code == 1, r
     assert "round 1: rejected - the reproduction test was SKIPPED on the pristine code" in r.out, r
-    feedback = tool_results(r.by_role("builder")[-1])[-1] if len(r.by_role("builder")) > 3 else ""
+    # the Builder is told why, with pytest's own skip message
+    feedback = tool_results(r.by_role("builder")[3])[-1]
+    assert "SKIPPED on the pristine code" in feedback and "could not import 'numpy'" in feedback
+    # round 2 resubmits the same test: the pristine result is reused, not run again
+    repro = [e for e in events(r) if e["type"] == "tester_run" and e["kind"] == "repro"]
+    assert len(repro) == 1, repro
     reason = r.out.split("NOT PROVEN:")[1]
     assert "SKIPPED on the pristine code" in reason and "PASSED" not in reason
-    # the Builder would have been told why (the skip message is in the verdict's detail)
     verdicts = [e for e in events(r) if e["type"] == "verdict"]
     assert verdicts and verdicts[-1]["proven"] is False
-    del feedback
 
 
 def test_twenty_thousand_tests_one_regression_is_named(autopatch_bin, tmp_path):
@@ -198,8 +202,11 @@ def test_javascript_project_without_node_is_an_environment_failure(autopatch_bin
     assert end["type"] == "end" and end["env_failure"] is True and end["model_calls"] == 0
 
 
-def test_hang_bug_is_accepted_with_the_timeout_as_evidence(autopatch_bin, tmp_path):
-    repo = make_repo(tmp_path, dict(HANG, **{".github/autopatch.yml": "repro_timeout: 5\n"}))
+def hang_fix(autopatch_bin, tmp_path, issue, repro_timeout, args=()):
+    """The countdown repository with repro_timeout in .github/autopatch.yml; a repro that
+    loops forever on pristine and a fix that ends the loop."""
+    repo = make_repo(tmp_path, dict(HANG, **{".github/autopatch.yml":
+                                             "repro_timeout: %d\n" % repro_timeout}))
     s = script(
         write("tests/test_odd.py", """
             import steps
@@ -210,7 +217,11 @@ def test_hang_bug_is_accepted_with_the_timeout_as_evidence(autopatch_bin, tmp_pa
             """),
         replace("steps.py", "    while n != 0:\n", "    while n > 0:\n"),
         finish("tests/test_odd.py", "python3 -m pytest -q tests/test_odd.py"))
-    r = fix(autopatch_bin, tmp_path, repo, HANG_ISSUE, s)
+    return fix(autopatch_bin, tmp_path, repo, issue, s, args=args)
+
+
+def test_hang_bug_is_accepted_with_the_timeout_as_evidence(autopatch_bin, tmp_path):
+    r = hang_fix(autopatch_bin, tmp_path, HANG_ISSUE, 5)
     assert r.code == 0, r
     assert "from .github/autopatch.yml: repro_timeout 5 s" in r.out
     ev = r.out.split("=== Tester evidence ===")[1]
@@ -223,18 +234,7 @@ def test_hang_bug_is_accepted_with_the_timeout_as_evidence(autopatch_bin, tmp_pa
 
 def test_timeout_is_no_reproduction_when_the_issue_is_not_about_a_hang(autopatch_bin,
                                                                        tmp_path):
-    repo = make_repo(tmp_path, dict(HANG, **{".github/autopatch.yml": "repro_timeout: 3\n"}))
-    s = script(
-        write("tests/test_odd.py", """
-            import steps
-
-
-            def test_odd():
-                assert steps.countdown(3) == 2
-            """),
-        replace("steps.py", "    while n != 0:\n", "    while n > 0:\n"),
-        finish("tests/test_odd.py", "python3 -m pytest -q tests/test_odd.py"))
-    r = fix(autopatch_bin, tmp_path, repo, NOT_HANG_ISSUE, s, args=["--max-iterations", "1"])
+    r = hang_fix(autopatch_bin, tmp_path, NOT_HANG_ISSUE, 3, args=["--max-iterations", "1"])
     assert r.code == 1, r
     assert ("rejected - the reproduction test was killed by the repro deadline "
             "(`repro_timeout`: 3 s) on the pristine code" in r.out), r
