@@ -78,6 +78,23 @@ int report_add(report *r, const char *id, size_t id_len, enum report_outcome o, 
 	return 0;
 }
 
+/* The next line at *p before end, without its "\n" or "\r\n": [*line, *le). Advances *p past
+ * it; false at the end. */
+static bool next_line(const char **p, const char *end, const char **line, const char **le)
+{
+	const char *nl;
+
+	if (*p >= end)
+		return false;
+	nl = memchr(*p, '\n', (size_t)(end - *p));
+	*line = *p;
+	*le = nl ? nl : end;
+	while (*le > *line && (*le)[-1] == '\r')
+		(*le)--;
+	*p = nl ? nl + 1 : end;
+	return true;
+}
+
 /* ---- JUnit XML ---------------------------------------------------------------------------- */
 
 /* Append the XML text [p, end) to b with the predefined and numeric entities decoded. Bytes
@@ -602,14 +619,10 @@ int report_parse_go_json(report *r, const char *text, size_t len)
 
 	if ((rc = check_input(len)))
 		return rc;
-	while (p < end && !rc) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-
-		if (le > p && *p == '{')
-			rc = go_line(&m, p, (size_t)(le - p));
-		p = nl ? nl + 1 : end;
-	}
+	const char *line, *le;
+	while (!rc && next_line(&p, end, &line, &le))
+		if (le > line && *line == '{')
+			rc = go_line(&m, line, (size_t)(le - line));
 	for (size_t k = 0; k < m.n_order && !rc; k++) {
 		struct slot *s = &m.s[m.order[k]];
 
@@ -668,14 +681,10 @@ int report_parse_cargo(report *r, const char *text, size_t len)
 	if ((rc = check_input(len)))
 		return rc;
 	/* Pass 1: the per-test lines. */
-	while (p < end && !rc) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-
-		while (le > p && le[-1] == '\r')
-			le--;
-		if (starts(p, le, "test ") && !starts(p, le, "test result:")) {
-			const char *dots = find_str(p + 5, le, " ... ");
+	const char *line, *le;
+	while (!rc && next_line(&p, end, &line, &le)) {
+		if (starts(line, le, "test ") && !starts(line, le, "test result:")) {
+			const char *dots = find_str(line + 5, le, " ... ");
 
 			if (dots) {
 				const char *st = dots + 5;
@@ -691,22 +700,21 @@ int report_parse_cargo(report *r, const char *text, size_t len)
 				else
 					known = false;
 				if (known)
-					rc = report_add(&local, p + 5, (size_t)(dots - (p + 5)), o,
-							NULL, 0, false);
+					rc = report_add(&local, line + 5,
+							(size_t)(dots - (line + 5)), o, NULL, 0,
+							false);
 			}
 		}
-		p = nl ? nl + 1 : end;
 	}
 	if (rc)
 		goto out;
 	report_finish(&local);
 	/* Pass 2: "---- NAME stdout ----" blocks become the failure messages. */
-	for (p = text; p < end && !rc;) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-		bool header = starts(p, le, "---- ") && le - p > 17 &&
+	for (p = text; !rc && next_line(&p, end, &line, &le);) {
+		bool header = starts(line, le, "---- ") && le - line > 17 &&
 			      memcmp(le - 12, " stdout ----", 12) == 0;
-		bool stop = header || starts(p, le, "failures:") || starts(p, le, "test result:");
+		bool stop =
+		    header || starts(line, le, "failures:") || starts(line, le, "test result:");
 
 		if (stop && block_name) {
 			long i = find_index(&local, block_name);
@@ -721,14 +729,13 @@ int report_parse_cargo(report *r, const char *text, size_t len)
 			block_name = NULL;
 		}
 		if (header) {
-			block_name = strndup(p + 5, (size_t)(le - 12 - (p + 5)));
+			block_name = strndup(line + 5, (size_t)(le - 12 - (line + 5)));
 			if (!block_name)
 				rc = ap_error_set(AP_ENOMEM, "out of memory");
 		} else if (block_name) {
-			buf_add_capped(&block, p, (size_t)(le - p));
+			buf_add_capped(&block, line, (size_t)(le - line));
 			buf_add_capped(&block, "\n", 1);
 		}
-		p = nl ? nl + 1 : end;
 	}
 	for (size_t i = 0; i < local.n && !rc; i++)
 		rc = report_add(r, local.tests[i].id, strlen(local.tests[i].id),
