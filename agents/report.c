@@ -53,9 +53,16 @@ int report_add(report *r, const char *id, size_t id_len, enum report_outcome o, 
 	}
 	t = &r->tests[r->n];
 	memset(t, 0, sizeof(*t));
-	t->id = strndup(id, ap_utf8_prefix(id, id_len, REPORT_MAX_ID));
+	size_t idn = ap_utf8_prefix(id, id_len, REPORT_MAX_ID);
+	if (!idn)
+		return 0;
+	t->id = malloc(idn + 1);
 	if (!t->id)
 		return ap_error_set(AP_ENOMEM, "out of memory");
+	/* An id is compared and shown as a C string: a NUL in it becomes '?'. */
+	for (size_t i = 0; i < idn; i++)
+		t->id[i] = id[i] ? id[i] : '?';
+	t->id[idn] = '\0';
 	if (msg && msg_len) {
 		size_t n = ap_utf8_prefix(msg, msg_len, REPORT_MAX_MESSAGE);
 

@@ -209,6 +209,12 @@ static void test_junit_hostile(void **state)
 	assert_int_equal(r.n, 1);
 	assert_string_equal(r.tests[0].id, "&x;??&bogus"); /* out of range: ? */
 	report_release(&r);
+	/* a NUL in an id (found by fuzz_report) becomes '?': ids are C strings */
+	static const char nul[] = "<testcase classname=\"\0x\" name=\"t\"/>";
+	assert_int_equal(report_parse_junit(&r, nul, sizeof(nul) - 1), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.tests[0].id, "?x::t");
+	report_release(&r);
 	/* a long failure message is cut, marked, and holds no NUL */
 	size_t big = 100000;
 	char *x = malloc(big + 200);
