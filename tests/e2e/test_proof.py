@@ -6,6 +6,8 @@ failures before any model call."""
 import json
 import re
 
+import pytest
+
 from agents_util import tool_results
 from proof_util import (BIG_ISSUE, BIG_N, BIG_SUITE, C_ISSUE, C_PROJECT, HANG, HANG_ISSUE,
                         JS_ISSUE, JS_PROJECT, NOT_HANG_ISSUE, OPTIONAL, OPTIONAL_ISSUE, PY_SHOP,
@@ -263,3 +265,36 @@ def test_failing_suite_without_per_test_results_needs_the_opt_in(autopatch_bin, 
     assert r.code == 0, r
     assert "WEAK EVIDENCE" in r.out and "**Weak evidence.**" in r.out
     assert re.search(r"- pristine: exit 2\n- patched: exit 2", r.out)
+
+
+@pytest.mark.parametrize("shape", ["collection errors", "not executable", "out of memory"])
+def test_suite_that_cannot_run_is_an_environment_failure(autopatch_bin, tmp_path, shape):
+    """Other suites that cannot run at all are named for what they are, before any model
+    call: import errors in every test module, a test script without its x bit, a suite the
+    OOM killer ends (exit 137 with the box's oom_kill counter up; never "a failing test")."""
+    files = {"lib.py": "def f():\n    return 1\n"}
+    args, env = [], None
+    if shape == "collection errors":
+        for i in range(13):
+            files["tests/test_m%d.py" % i] = "import yaml_that_is_not_installed\n"
+        want = ["collection or import errors", "No module named 'yaml_that_is_not_installed'",
+                "`setup:`"]
+    elif shape == "not executable":
+        files["run_tests.sh"] = "#!/bin/sh\npython3 -m pytest -q\n"
+        args = ["--test", "./run_tests.sh"]
+        want = ["not executable (exit 126)", "Permission denied", "file modes"]
+    else:
+        files["tests/test_big.py"] = ("def test_big():\n    b = bytearray(900 << 20)\n"
+                                      "    assert len(b)\n")
+        env = {"AUTOPATCH_SANDBOX_MEMORY": "300m"}
+        want = ["killed: out of memory", "AUTOPATCH_SANDBOX_MEMORY"]
+    repo = make_repo(tmp_path, files)
+    if shape == "not executable":
+        (repo / "run_tests.sh").chmod(0o644)
+    r = fix(autopatch_bin, tmp_path, repo, "f() is wrong\n\nIt should return 2.\n",
+            script(write("x", "never"), finish("x", "x")), args=args, env=env)
+    assert r.code == 3, r
+    assert len(r.requests) == 0
+    for w in want:
+        assert w in r.out, (w, r.out)
+    assert "the test failed" not in r.out
