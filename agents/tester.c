@@ -590,6 +590,13 @@ static char *describe_class(const struct run_out *ro)
 		return tools_asprintf("its results cannot be used: %s", ro->problem);
 	switch (ro->cls) {
 	case REPORT_TIMEOUT:
+		/* The box's life caps every command's deadline (sbx_exec): name what fired. */
+		if (ro->millis + 2000 < (int64_t)ro->deadline_s * 1000)
+			return tools_asprintf("killed after %.0f s when the sandbox's life ran out "
+					      "(AUTOPATCH_SANDBOX_WALL_SECONDS), before the `%s` "
+					      "deadline (%d s)",
+					      (double)ro->millis / 1000.0, ro->deadline_key,
+					      ro->deadline_s);
 		return tools_asprintf("killed by the %s deadline (`%s`: %d s)",
 				      strcmp(ro->deadline_key, "repro_timeout") == 0 ? "repro"
 										     : "suite",
