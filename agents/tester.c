@@ -606,8 +606,8 @@ static char *describe_class(const struct run_out *ro)
 	case REPORT_NOTHING_RAN:
 		return tools_asprintf("failed before any test ran (exit %d)", ro->exit_code);
 	case REPORT_KILLED:
-		return tools_asprintf("killed by SIGKILL (exit 137) before the deadline, not by "
-				      "the out-of-memory killer");
+		return strdup("killed by SIGKILL (exit 137) before the deadline, and the box's "
+			      "out-of-memory counter did not rise");
 	default:
 		return strdup(report_class_name(ro->cls));
 	}
