@@ -128,8 +128,25 @@ static void print_settings(const repo_config *rc, const char *test_arg, const ch
 		ap_buf_adds(&b, ", paths");
 	if (rc->network[0])
 		ap_buf_adds(&b, ", network");
+	if (rc->agent_network)
+		ap_buf_adds(&b, ", agent_network");
+	if (rc->cache_key[0])
+		ap_buf_adds(&b, ", cache_key");
 	printf("settings from %s: %s\n", REPO_CONFIG_PATH, b.len ? b.data + 2 : "none");
 	ap_buf_release(&b);
+	if (rc->setup_timeout || rc->repro_timeout || rc->suite_timeout ||
+	    rc->allow_weak_evidence) {
+		printf("[preparing] from %s:", REPO_CONFIG_PATH);
+		if (rc->setup_timeout)
+			printf(" setup_timeout %d s", rc->setup_timeout);
+		if (rc->repro_timeout)
+			printf(" repro_timeout %d s", rc->repro_timeout);
+		if (rc->suite_timeout)
+			printf(" suite_timeout %d s", rc->suite_timeout);
+		if (rc->allow_weak_evidence)
+			printf(" allow_weak_evidence");
+		printf("\n");
+	}
 }
 
 static int write_out(const char *path, const char *diff)
@@ -324,6 +341,7 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	eo.cache_key_globs = (const char *const *)rcfg->cache_key;
 	eo.had_network = rcfg->network[0] != NULL;
 	eo.agent_network = rcfg->agent_network;
+	eo.timeout_s = rcfg->setup_timeout;
 	eo.note = env_note;
 	eo.live = env_live;
 	if ((rc = env_setup(&eo, &er))) {
@@ -351,6 +369,11 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	fo.should_stop = should_stop;
 	fo.patch_check = patch_policy_fixer_check;
 	fo.patch_check_ud = &policy;
+	/* setup_timeout is env_setup's deadline above, and the one of preparing each tree: */
+	fo.setup_timeout_s = rcfg->setup_timeout;
+	fo.repro_timeout_s = rcfg->repro_timeout;
+	fo.suite_timeout_s = rcfg->suite_timeout;
+	fo.allow_weak_evidence = rcfg->allow_weak_evidence;
 	rc = fixer_run(&fo, &res);
 
 	if (traj_path)
@@ -368,6 +391,9 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		printf("REFUSED: %s\n", ap_error_last());
 		code = 1;
 	} else if (rc == 0 && res.proven) {
+		if (res.weak_evidence)
+			printf("\nWEAK EVIDENCE: the suite gives no per-test results and fails on "
+			       "the unchanged code; accepted because of allow_weak_evidence\n");
 		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
 		printf("\n=== Tester evidence ===\n%s\n", res.evidence ? res.evidence : "");
 		printf("summary: %s\n", res.summary ? res.summary : "");
@@ -381,6 +407,17 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		if (out_path)
 			printf("patch written to %s\n", out_path);
 		code = 0;
+	} else if (rc == 0 && res.env_failure) {
+		/* No patch can fix this: the environment must change (image, setup, test). */
+		const char *f = res.failure ? res.failure : "";
+		char *why;
+
+		if (strncmp(f, "environment failure: ", 21) == 0)
+			f += 21;
+		why = redact_str(f);
+		printf("ENVIRONMENT FAILURE (no model call was made): %s\n", why ? why : "");
+		free(why);
+		code = 3;
 	} else {
 		char *why = redact_str(res.failure ? res.failure : ap_error_last());
 		printf("NOT PROVEN: %s\n", why ? why : "");

@@ -649,6 +649,7 @@ static int setup_env(struct run *r, struct work *w)
 	o.cache_key_globs = (const char *const *)w->rc->cache_key;
 	o.had_network = w->rc->network[0] != NULL;
 	o.agent_network = w->rc->agent_network;
+	o.timeout_s = w->rc->setup_timeout; /* 0: AUTOPATCH_SETUP_TIMEOUT_S */
 	o.note = env_note_cb;
 	o.live = env_live_cb;
 	o.ud = r;
@@ -696,6 +697,10 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	/* Setup ran (or was restored) before the fixer; it only prepares other trees from it. */
 	o.setup_cmd = w->env.have_products ? ENV_PREPARE_TREE_CMD : NULL;
 	o.max_iterations = w->rc->max_iterations;
+	o.setup_timeout_s = w->rc->setup_timeout;
+	o.repro_timeout_s = w->rc->repro_timeout;
+	o.suite_timeout_s = w->rc->suite_timeout;
+	o.allow_weak_evidence = w->rc->allow_weak_evidence;
 	o.trajectory_path = r->trajectory;
 	o.progress = on_progress;
 	o.should_stop = on_should_stop;
@@ -782,6 +787,7 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->priced = w->res.priced;
 	in->cost_micro = w->res.cost_micro;
 	in->estimated_calls = w->res.estimated_calls;
+	in->weak_evidence = w->res.weak_evidence;
 }
 
 /* Sleep ms, in slices, checking for a stop: 0, or AP_ECANCELLED when the job was stopped. */
@@ -1158,7 +1164,7 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	}
 	if ((rc = checkpoint(&r)))
 		goto out;
-	stage(&r, STAGE_PLANNING, NULL);
+	/* The fixer names its stages: the Tester's baseline is still "preparing". */
 	rc = run_fixer(&r, &w, iterate);
 	collect_blocked(&r, &w);
 	if (rc)
