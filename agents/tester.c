@@ -60,8 +60,12 @@ static const char SCRIPT_TREE[] =
     "sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory.events "
     "/sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | head -n 1";
 
+/* HOME of the commands in a tree: the tree itself, as the workspace is the box's HOME, so what
+ * the setup phase put under HOME there (a user site, an editable install) and the tree's
+ * setup_cmd (ENV_PREPARE_TREE_CMD) copied over is found in the tree too. */
+
 /* $1 side dir, $2 setup command: run it in the tree with the tree's home and tmp. */
-static const char SCRIPT_SETUP[] = "cd \"$1/repo\" && exec env HOME=\"$1/home\" "
+static const char SCRIPT_SETUP[] = "cd \"$1/repo\" && exec env HOME=\"$1/repo\" "
 				   "TMPDIR=\"$1/tmp\" sh -c \"$2\" < /dev/null";
 
 /* $1 side dir, $2 report dir, $3 command, $4 test path to add from $6 ("" none), $5 test
@@ -75,7 +79,7 @@ static const char SCRIPT_RUN[] =
     "if [ -n \"$4\" ]; then mkdir -p -- \"$(dirname -- \"$4\")\" && cp -- \"$6/$4\" \"$4\" || "
     "exit 125; fi; "
     ": > \"$2/.started\" || exit 125; "
-    "exec env HOME=\"$1/home\" TMPDIR=\"$1/tmp\" "
+    "exec env HOME=\"$1/repo\" TMPDIR=\"$1/tmp\" "
     "PYTEST_ADDOPTS=\"--junitxml=$2/pytest.xml -p no:cacheprovider --color=no\" "
     "sh -c \"$3\" > \"$2/out\" 2> \"$2/err\" < /dev/null";
 
@@ -1320,7 +1324,7 @@ static char *evidence(tester *t, const tool_finish *fin, const char *test_path,
 			    "- patched: exit %d\n",
 			    t->base.exit_code, suite->exit_code);
 	}
-	ap_buf_adds(&b, "\n**Commands** (in the sandbox; each tree has its own HOME)\n");
+	ap_buf_adds(&b, "\n**Commands** (in the sandbox; each tree is its own HOME)\n");
 	if (t->setup_cmd && *t->setup_cmd) {
 		ap_buf_adds(&b, "- setup, in both trees: ");
 		add_code(&b, t->setup_cmd);

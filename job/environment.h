@@ -54,10 +54,15 @@
 #define ENV_KEEP_LIST  ENV_DIR "/keep"
 
 /* sh script: copy the kept setup products from the workspace into the current directory (a
- * no-op in the workspace itself, or when there are none). Offline, idempotent. */
+ * no-op in the workspace itself, or when there are none), then point what an editable install
+ * left there (*.pth, *.egg-link, __editable__* files among the products) at this tree instead
+ * of the workspace, so a tree imports its own code. Offline, idempotent. */
 #define ENV_PREPARE_TREE_CMD                                                                       \
-	"d=$(pwd -P); [ \"$d\" = /tmp/workspace ] || [ ! -s " ENV_KEEP_LIST " ] || "               \
-	"tar -C /tmp/workspace -cf - -T " ENV_KEEP_LIST " | tar -C \"$d\" -xf -"
+	"d=$(pwd -P); [ \"$d\" = /tmp/workspace ] || [ ! -s " ENV_KEEP_LIST " ] || { "             \
+	"tar -C /tmp/workspace -cf - -T " ENV_KEEP_LIST " | tar -C \"$d\" -xf - && "               \
+	"while IFS= read -r p; do find \"./$p\" -type f \\( -name '*.pth' -o -name '*.egg-link' "  \
+	"-o -name '__editable__*' \\) 2>/dev/null; done < " ENV_KEEP_LIST " | "                    \
+	"while IFS= read -r f; do sed -i \"s|/tmp/workspace|$d|g\" \"$f\"; done; }"
 
 #define ENV_FLAVOR_MAX 16
 
