@@ -80,6 +80,26 @@ static void print_blocked(sbx_box *box)
 	free(rep);
 }
 
+/* An environment problem found before the fixer (image, toolchain, setup): no patch can fix
+ * it, so it is reported as one (exit 3, like the Tester's baseline) with what to change.
+ * Returns the exit code. */
+static int env_failure_exit(int rc, const char *what)
+{
+	const char *f = what && *what ? what : ap_error_last();
+	char *why;
+
+	if (rc == AP_ECANCELLED) {
+		printf("NOT PROVEN: cancelled\n");
+		return 130;
+	}
+	if (strncmp(f, "environment failure: ", 21) == 0)
+		f += 21;
+	why = redact_str(f);
+	printf("ENVIRONMENT FAILURE (no model call was made): %s\n", why ? why : "");
+	free(why);
+	return 3;
+}
+
 static void usage(void)
 {
 	fprintf(
@@ -302,7 +322,9 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	}
 	/* Environment errors end here, before any box or model call. */
 	if ((rc = env_check_image(engine, cfg, &choice, env_note, NULL))) {
-		printf("NOT PROVEN: %s\n", ap_error_last());
+		code = rc == AP_ENOTFOUND ? env_failure_exit(rc, NULL) : 1;
+		if (code == 1)
+			printf("NOT PROVEN: %s\n", ap_error_last());
 		goto out;
 	}
 	sbx_spec spec = {.version = SBX_SPEC_VERSION};
@@ -324,7 +346,9 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	fflush(stdout);
 	steps = setup_arg ? one_step : (const char *const *)rcfg->setup_steps;
 	if ((rc = env_check_tools(box, &choice, steps, test_cmd))) {
-		printf("NOT PROVEN: %s\n", ap_error_last());
+		code = rc == AP_ENOTFOUND ? env_failure_exit(rc, NULL) : 1;
+		if (code == 1)
+			printf("NOT PROVEN: %s\n", ap_error_last());
 		goto out;
 	}
 	env_setup_opts eo = ENV_SETUP_OPTS_INIT;
@@ -345,11 +369,16 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	eo.note = env_note;
 	eo.live = env_live;
 	if ((rc = env_setup(&eo, &er))) {
-		char *why = redact_str(ap_error_last());
-		printf("NOT PROVEN: %s\n", why ? why : "setup failed");
-		free(why);
+		/* The repository's setup failed (or passed its deadline): an environment failure.
+		 * An engine error stays an error. */
+		if (rc == AP_EINVAL || rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
+			code = env_failure_exit(rc, NULL);
+		} else {
+			char *why = redact_str(ap_error_last());
+			printf("NOT PROVEN: %s\n", why ? why : "setup failed");
+			free(why);
+		}
 		print_blocked(box);
-		code = rc == AP_ECANCELLED ? 130 : 1;
 		goto out;
 	}
 
@@ -409,15 +438,7 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		code = 0;
 	} else if (rc == 0 && res.env_failure) {
 		/* No patch can fix this: the environment must change (image, setup, test). */
-		const char *f = res.failure ? res.failure : "";
-		char *why;
-
-		if (strncmp(f, "environment failure: ", 21) == 0)
-			f += 21;
-		why = redact_str(f);
-		printf("ENVIRONMENT FAILURE (no model call was made): %s\n", why ? why : "");
-		free(why);
-		code = 3;
+		code = env_failure_exit(0, res.failure ? res.failure : "");
 	} else {
 		char *why = redact_str(res.failure ? res.failure : ap_error_last());
 		printf("NOT PROVEN: %s\n", why ? why : "");

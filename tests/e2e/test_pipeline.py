@@ -515,7 +515,12 @@ def test_rate_limit_while_preparing_waits_instead_of_spending_the_job(rig_factor
 # ---- what the Tester decided, as `serve` shows it (issue 10) ----
 
 def test_environment_failure_stops_the_job_before_any_model_call(rig_factory):
-    rig = rig_factory(files={".github/autopatch.yml": "test: npm test\n"})
+    # The toolchain is there but the suite cannot run on the unchanged code: the baseline
+    # says so, quoting the first errors and what to change.
+    files = {"tests/test_m%d.py" % i: "import module_that_setup_never_installed\n"
+             for i in range(3)}
+    files[".github/autopatch.yml"] = "test: python3 -m pytest -q tests\n"
+    rig = rig_factory(files=files)
     assert rig.label() == 202
     rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
     assert rig.jobs()[0]["state"] == "failed", job_events(rig, 1)
@@ -523,13 +528,27 @@ def test_environment_failure_stops_the_job_before_any_model_call(rig_factory):
     assert rig.pulls() == []
     text = [c for c in rig.bot_comments(1) if MARKER in c["body"]][0]["body"]
     assert "environment failure" in text, text
-    assert "command not found (exit 127)" in text and "npm: not found" in text
-    assert "`image:`" in text  # what to change
+    assert "collection or import errors" in text, text
+    assert "No module named 'module_that_setup_never_installed'" in text, text
+    assert "`setup:`" in text  # what to change
     events = job_events(rig, 1)
     assert any("baseline" in m for m in events), events
     assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
     rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
 
+
+def test_missing_toolchain_stops_the_job_before_setup_and_any_model_call(rig_factory):
+    rig = rig_factory(files={".github/autopatch.yml": "test: npm test\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
+    assert rig.jobs()[0]["state"] == "failed", job_events(rig, 1)
+    assert rig.model.requests() == [], "no model call for an environment problem"
+    text = [c for c in rig.bot_comments(1) if MARKER in c["body"]][0]["body"]
+    assert ("environment failure: the test command `npm test` needs `npm`, which the "
+            "sandbox image") in text, text
+    assert "add `image: node` to .github/autopatch.yml" in text, text
+    assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
 
 def test_weak_evidence_opt_in_puts_a_warning_at_the_top_of_the_pr(rig_factory):
     # A legacy check without per-test results that already fails: proven only because the

@@ -189,21 +189,38 @@ def test_twenty_thousand_tests_one_regression_is_named(autopatch_bin, tmp_path):
 
 
 def test_javascript_project_without_node_is_an_environment_failure(autopatch_bin, tmp_path):
-    """The suite cannot run at all (no toolchain in the image): the job stops after the
-    baseline, before the Planner's first model call, and says what to change."""
-    repo = make_repo(tmp_path, JS_PROJECT)
+    """The suite cannot run at all (no toolchain in the image): the job stops before the
+    Planner's first model call, before setup even, and says which flavour has the tool."""
+    # the python flavour has no node: without `image:` the node flavour would be chosen
+    repo = make_repo(tmp_path, dict(JS_PROJECT, **{".github/autopatch.yml": "image: python\n"}))
     s = script(write("x", "never"), finish("x", "x"))
     r = fix(autopatch_bin, tmp_path, repo, JS_ISSUE, s)
     assert r.code == 3, r
     assert len(r.requests) == 0  # not one model call
-    assert "ENVIRONMENT FAILURE (no model call was made)" in r.out
-    assert "command not found (exit 127)" in r.out
-    assert "npm: not found" in r.out  # the first error lines, quoted
-    assert "image" in r.out and "`setup:`" in r.out and "`test:`" in r.out
-    assert "[planning]" not in r.out
-    end = events(r)[-1]
-    assert end["type"] == "end" and end["env_failure"] is True and end["model_calls"] == 0
+    assert ("ENVIRONMENT FAILURE (no model call was made): the test command `npm test` needs "
+            "`npm`, which the sandbox image") in r.out
+    assert "the node flavour has it: add `image: node` to .github/autopatch.yml" in r.out
+    assert "[planning]" not in r.out and "[setup]" not in r.out
 
+
+def test_javascript_project_gets_the_node_flavour_and_is_proven(autopatch_bin, tmp_path):
+    """Without `image:`, package.json chooses the node flavour; node's own test runner
+    reports per test, so the fix is proven from structured results."""
+    repo = make_repo(tmp_path, JS_PROJECT)
+    s = script(
+        write("test/every_space.test.js", """
+            const test = require("node:test");
+            const assert = require("node:assert");
+            const { slug } = require("..");
+            test("every space", () => assert.strictEqual(slug("a b c"), "a-b-c"));
+            """),
+        replace("index.js", "replace(/ /, ", "replace(/ /g, "),
+        finish("test/every_space.test.js", "node --test test/every_space.test.js"))
+    r = fix(autopatch_bin, tmp_path, repo, JS_ISSUE, s)
+    assert r.code == 0, r
+    assert "flavour node" in r.out, r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "every space" in ev, ev
 
 def hang_fix(autopatch_bin, tmp_path, issue, repro_timeout, args=()):
     """The countdown repository with repro_timeout in .github/autopatch.yml; a repro that
