@@ -529,7 +529,6 @@ static bool needs_own_box(struct run *r, const struct work *w)
 	return strcmp(def, w->choice.image_id) != 0;
 }
 
-
 /* An environment problem found before the fixer (image, toolchain, setup): the job fails
  * with the reason prefixed "environment failure: ", as the Tester's baseline says it, before
  * any model call. Returns AP_EINVAL (not retried: the repository's settings must change). */
