@@ -425,7 +425,7 @@ def test_no_docker_socket_inside(sandbox_factory, runtime):
     assert "PRESENT" not in r.stdout
     env, rest = r.stdout.split("SOCKETS")
     sockets, mounts = rest.split("MOUNTS")
-    assert "HOME=/tmp/trees/home" in env and "DOCKER" not in env
+    assert "HOME=/tmp/workspace" in env and "DOCKER" not in env
     assert sockets.strip() == ""
     assert ".sock" not in mounts
 
@@ -454,7 +454,7 @@ def test_canary_secret_appears_nowhere(sandbox_factory, runtime):
     out, err = proc.communicate(timeout=180)
     out = out.decode(errors="replace")
     assert proc.returncode == 0, err
-    assert "DONE" in out and "HOME=/tmp/trees/home" in out  # the probe ran
+    assert "DONE" in out and "HOME=/tmp/workspace" in out  # the probe ran
     assert canary_env not in out and canary_file not in out
     assert "canary" not in out.lower().split("done")[0].replace("canary /", "")
     assert cfg is not None
