@@ -112,6 +112,8 @@ static const cfg_setting settings[] = {
     {"AUTOPATCH_SANDBOX_TMP_SIZE", CFG_BYTES, "256m", 0, "tmpfs size of /tmp in a box"},
     {"AUTOPATCH_SANDBOX_WORKSPACE_SIZE", CFG_BYTES, "1g", 0,
      "tmpfs size of /tmp/workspace in a box"},
+    {"AUTOPATCH_SANDBOX_TREES_SIZE", CFG_BYTES, "2g", 0,
+     "tmpfs size of /tmp/trees in a box (exec-able: the Tester's trees)"},
     {"AUTOPATCH_SANDBOX_VOLUME_SIZE", CFG_BYTES, "64m", 0,
      "tmpfs size of each VOLUME the box's image declares"},
     {"AUTOPATCH_SANDBOX_NOFILE", CFG_INT, "4096", 0, "open files per process in a box"},
