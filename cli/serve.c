@@ -161,6 +161,11 @@ static int gh_push(void *ud, const char *token, const char *repo, bool *yes)
 	return gh_user_can_push(ud, token, repo, yes);
 }
 
+static int gh_member(void *ud, const char *token, const char *org, bool *yes)
+{
+	return gh_user_in_org(ud, token, org, yes);
+}
+
 /* Every connection is a descriptor: raise the soft limit as far as the connection caps need,
  * or say which limit to change. */
 static int ensure_fds(const struct serve_opts *o)
@@ -286,7 +291,7 @@ int serve_run(ap_config *cfg, bool registration)
 		    .operators = cfg_str(cfg, "AUTOPATCH_CONSOLE_USERS"),
 		    .sign_in = strcmp(o.sign_in, "always") == 0 || !listen_is_local(&o.admin_at),
 		    .session_ms = o.session_h * 3600 * 1000,
-		    .gh = {cfg, gh_convert, gh_exchange, gh_login, gh_push},
+		    .gh = {cfg, gh_convert, gh_exchange, gh_login, gh_push, gh_member},
 		},
 	};
 	if (http_start(&http, &hc)) {

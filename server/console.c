@@ -291,6 +291,40 @@ static bool listed(const char *list, const char *login)
 	return false;
 }
 
+/* Whether AUTOPATCH_CONSOLE_USERS lets login see every job: its login is listed, or an
+ * org:NAME entry names an organization the user (token) is an active member of. A question
+ * GitHub does not answer counts as "no" and is logged. */
+static bool operator_of(console *c, const char *login, const char *token)
+{
+	const char *list = c->cfg.operators;
+
+	if (listed(list, login))
+		return true;
+	for (const char *p = list; p && *p;) {
+		const char *end = strchr(p, ',');
+		char org[64];
+		size_t len;
+		bool yes = false;
+
+		while (*p == ' ')
+			p++;
+		len = end ? (size_t)(end - p) : strlen(p);
+		while (len && p[len - 1] == ' ')
+			len--;
+		if (len > 4 && len - 4 < sizeof(org) && strncasecmp(p, "org:", 4) == 0) {
+			memcpy(org, p + 4, len - 4);
+			org[len - 4] = '\0';
+			if (c->cfg.gh.in_org(c->cfg.gh.ud, token, org, &yes) != 0)
+				ap_warn("console: cannot ask GitHub whether %s belongs to %s: %s",
+					login, org, ap_error_last());
+			else if (yes)
+				return true;
+		}
+		p = end ? end + 1 : NULL;
+	}
+	return false;
+}
+
 /* The session the request carries; without sign-in, an operator session is made on the first
  * visit (its cookie goes out with p). */
 static void who(console *c, struct MHD_Connection *conn, struct page *p, struct viewer *v)
@@ -1338,7 +1372,7 @@ static void login_callback(console *c, struct MHD_Connection *conn, struct page 
 	snprintf(cb, sizeof(cb), "%s/login/callback", c->cfg.console_url);
 	if ((rc = c->cfg.gh.oauth_exchange(c->cfg.gh.ud, id, secret, code, cb, &token)) ||
 	    (rc = c->cfg.gh.user_login(c->cfg.gh.ud, token, &login)) ||
-	    (rc = sess_create(c->sessions, login, token, listed(c->cfg.operators, login),
+	    (rc = sess_create(c->sessions, login, token, operator_of(c, login, token),
 			      c->cfg.session_ms, now_ms(), sid))) {
 		problem(p, rc == AP_EDENIED ? 403 : 502, "Sign-in failed", ap_error_last(),
 			"sign in again from /login; if it keeps failing, check GITHUB_URL and the "
