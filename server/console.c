@@ -1229,7 +1229,7 @@ static void setup_callback(console *c, struct MHD_Connection *conn, struct page 
 {
 	const char *code = arg(conn, "code"), *state = arg(conn, "state");
 	cJSON *app = NULL;
-	char where[URL_MAX];
+	char where[URL_MAX], id[32];
 	int rc;
 
 	if (c->cfg.sign_in) {
@@ -1266,6 +1266,7 @@ static void setup_callback(console *c, struct MHD_Connection *conn, struct page 
 			v);
 		return;
 	}
+	snprintf(id, sizeof(id), "%.0f", jnum(app, "id"));
 	redact_add_secret(jstr(app, "pem"));
 	redact_add_secret(jstr(app, "webhook_secret"));
 	redact_add_secret(jstr(app, "client_secret"));
@@ -1276,11 +1277,16 @@ static void setup_callback(console *c, struct MHD_Connection *conn, struct page 
 			v);
 		goto out;
 	}
-	c->cfg.registered(c->cfg.ud, jstr(app, "webhook_secret"));
+	{
+		console_app got = {id, jstr(app, "pem"), jstr(app, "webhook_secret"),
+				   jstr(app, "client_id"), jstr(app, "client_secret")};
+
+		c->cfg.registered(c->cfg.ud, &got);
+	}
 	replace(&c->cred_lock, &c->client_id, jstr(app, "client_id"));
 	replace(&c->cred_lock, &c->client_secret, jstr(app, "client_secret"));
-	ap_info("registration: App %s (id %.0f) stored in %s; its webhook secret is in use",
-		jstr(app, "slug"), jnum(app, "id"), c->cfg.credentials_file);
+	ap_info("registration: App %s (id %s) stored in %s and in use", jstr(app, "slug"), id,
+		c->cfg.credentials_file);
 	if (*jstr(app, "html_url"))
 		snprintf(where, sizeof(where), "%s/installations/new", jstr(app, "html_url"));
 	else

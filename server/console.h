@@ -64,6 +64,15 @@ typedef struct console_github {
 	int (*in_org)(void *ud, const char *token, const char *org, bool *yes);
 } console_github;
 
+/* What a registration handed over (GitHub's answer to the manifest conversion). */
+typedef struct console_app {
+	const char *app_id;	    /* the App ID (digits) */
+	const char *pem;	    /* its private key (PEM text) */
+	const char *webhook_secret; /* never empty */
+	const char *client_id;	    /* the OAuth client ID, or "" */
+	const char *client_secret;  /* or "" */
+} console_app;
+
 typedef struct console_config {
 	const char *public_url;	      /* AUTOPATCH_PUBLIC_URL, or NULL (registration says so) */
 	const char *console_url;      /* the admin listener as the browser reaches it, or NULL */
@@ -76,9 +85,10 @@ typedef struct console_config {
 	bool sign_in;		      /* sign-in required (see above) */
 	int64_t session_ms;	      /* a session's life */
 	console_github gh;
-	/* After a registration stored the new App: the webhook verifier takes secret from now
-	 * on. Called on the admin listener's thread. */
-	void (*registered)(void *ud, const char *webhook_secret);
+	/* After a registration stored the new App: the webhook verifier takes its secret from
+	 * now on and the workers its id and key. Called on the admin listener's thread; app is
+	 * borrowed for the call. */
+	void (*registered)(void *ud, const console_app *app);
 	/* A job was put back in the queue (retry): wake a worker. May be NULL. */
 	void (*queued)(void *ud);
 	void *ud;

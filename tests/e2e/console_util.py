@@ -25,6 +25,29 @@ def register_app(gh, console):
         return json.loads(r.read())
 
 
+def register_through_setup(console):
+    """/setup -> the stand-in's "new App" page -> its button -> /setup/callback, over plain
+    HTTP: (status, body, Location) of the callback's answer."""
+    with urllib.request.urlopen(f"{console}/setup") as r:
+        page = r.read().decode()
+    action = html.unescape(re.search(r'<form id="register" method="post" action="([^"]+)"',
+                                     page).group(1))
+    manifest = html.unescape(re.search(r'name="manifest" value="([^"]*)"', page).group(1))
+    form = urllib.parse.urlencode({"manifest": manifest}).encode()
+    with urllib.request.urlopen(action, data=form) as r:
+        page = r.read().decode()
+    code = re.search(r'name="code" value="([^"]+)"', page).group(1)
+    state = re.search(r'name="state" value="([^"]+)"', page).group(1)
+    url = urllib.parse.urlsplit(console)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    try:
+        conn.request("GET", f"/setup/callback?code={code}&state={state}")
+        r = conn.getresponse()
+        return r.status, r.read().decode(), r.getheader("Location")
+    finally:
+        conn.close()
+
+
 def queue_job(s, repo, issue):
     """Queue a job for repo#issue with a signed issues.labeled delivery; its id."""
     p = json.loads(json.dumps(next(e for e in examples("issues") if e["action"] == "labeled")))
