@@ -558,12 +558,12 @@ static void trajectory_sections(ap_buf *b, const char *path, int64_t id)
 			ntools++;
 			ap_buf_addf(&tools, "<details><summary>%d. <code>", ntools);
 			esc(&tools, jstr(e, "name"));
-			ap_buf_addf(&tools, "</code> (%.0f ms)%s</summary><h4>Arguments</h4>",
+			ap_buf_addf(&tools, "</code> (%.0f ms)%s</summary><h3>Arguments</h3>",
 				    jnum(e, "millis"),
 				    cJSON_IsTrue(cJSON_GetObjectItem(e, "is_error")) ? ", error"
 										     : "");
 			pre(&tools, jstr(e, "arguments"));
-			ap_buf_adds(&tools, "<h4>Result (redacted)</h4>");
+			ap_buf_adds(&tools, "<h3>Result (redacted)</h3>");
 			pre(&tools, jstr(e, "result"));
 			ap_buf_adds(&tools, "</details>");
 		} else if (strcmp(type, "tester_run") == 0 || strcmp(type, "sandbox_exec") == 0) {
@@ -576,10 +576,10 @@ static void trajectory_sections(ap_buf *b, const char *path, int64_t id)
 			    cJSON_IsTrue(cJSON_GetObjectItem(e, "timed_out")) ? " (timed out)" : "",
 			    jnum(e, "millis"));
 			esc(&cmds, jstr(e, "dir"));
-			ap_buf_adds(&cmds, "</code></p><h4>Output</h4>");
+			ap_buf_adds(&cmds, "</code></p><h3>Output</h3>");
 			pre(&cmds, jstr(e, "stdout"));
 			if (*jstr(e, "stderr")) {
-				ap_buf_adds(&cmds, "<h4>Errors</h4>");
+				ap_buf_adds(&cmds, "<h3>Errors</h3>");
 				pre(&cmds, jstr(e, "stderr"));
 			}
 			ap_buf_adds(&cmds, "</details>");

@@ -47,6 +47,31 @@ def test_doctor_says_a_loopback_public_url_is_unreachable(autopatch_bin, tmp_pat
     assert any(l.startswith("✗ public URL") for l in out.stdout.splitlines())
 
 
+def public_url_line(binary, tmp, url):
+    out = run(binary, tmp, "doctor", AUTOPATCH_PUBLIC_URL=url)
+    return next(l for l in out.stdout.splitlines() if "public URL" in l)
+
+
+@pytest.mark.parametrize("url", ["http://[::1]:3000", "https://192.168.1.5",
+                                 "https://172.20.0.9/hook", "https://169.254.1.1",
+                                 "https://100.64.0.1", "https://[fd00::1]", "http://0.0.0.0"])
+def test_doctor_names_every_address_github_cannot_reach(autopatch_bin, tmp_path, url):
+    line = public_url_line(autopatch_bin, tmp_path, url)
+    assert line.startswith("✗") and "loopback or private" in line, line
+
+
+def test_doctor_on_names_that_do_not_resolve_and_public_addresses(autopatch_bin, tmp_path):
+    line = public_url_line(autopatch_bin, tmp_path, "https://autopatch.invalid")
+    assert line.startswith("✗") and "does not resolve" in line, line
+    line = public_url_line(autopatch_bin, tmp_path, "ftp://example.org")
+    assert line.startswith("✗") and "not an http(s) URL" in line, line
+    # A public address passes (as far as this host can tell); plain http is pointed out.
+    line = public_url_line(autopatch_bin, tmp_path, "https://140.82.112.3")
+    assert line.startswith("✓") and "public address" in line, line
+    line = public_url_line(autopatch_bin, tmp_path, "http://140.82.112.3")
+    assert line.startswith("✓") and "prefer https" in line, line
+
+
 def healthz(port):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as r:
         return json.loads(r.read())
