@@ -349,7 +349,7 @@ int serve_run(ap_config *cfg, bool registration)
 		goto out;
 	}
 	ap_info("listening on %s port %lld, webhook path %s, %lld worker(s), database %s", o.bind,
-		(long long)o.port, o.path, (long long)o.workers, o.db);
+		(long long)o.port, o.path, ctx.pipe ? (long long)o.workers : 0LL, o.db);
 	if (o.admin_at.kind == LISTEN_OFF)
 		ap_info("admin listener off: no status page, no /metrics");
 	else
