@@ -70,7 +70,7 @@ static const cfg_setting settings[] = {
     {"AUTOPATCH_CONSOLE_SIGN_IN", CFG_STR, "auto", 0,
      "auto (sign-in unless the admin listener is loopback or unix) or always"},
     {"AUTOPATCH_CONSOLE_USERS", CFG_STR, NULL, 0,
-     "GitHub logins (comma-separated) that see every job; others see repos they push to"},
+     "logins and org:NAME entries (comma-separated) that see every job; others: their repos"},
     {"AUTOPATCH_SESSION_HOURS", CFG_INT, "8", 0, "a console sign-in lasts this long"},
     {"AUTOPATCH_STATUS_PUBLIC", CFG_STR, NULL, 0,
      "removed (setting it stops start-up): the status page is on AUTOPATCH_ADMIN_LISTEN"},

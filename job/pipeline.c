@@ -107,7 +107,8 @@ static void set_str(char **dst, const char *s)
 	*dst = c;
 }
 
-int pipeline_new(pipeline **out, const ap_config *cfg)
+static int pipeline_create(pipeline **out, const ap_config *cfg, const char *app_id,
+			   const char *pem)
 {
 	pipeline *p;
 	char path[4096];
@@ -153,7 +154,7 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 		rc = ap_error_set(AP_EIO, "cannot create %s: %s", path, strerror(errno));
 		goto out_free;
 	}
-	rc = gh_app_new(&p->app, cfg);
+	rc = app_id ? gh_app_new_as(&p->app, cfg, app_id, pem) : gh_app_new(&p->app, cfg);
 	if (rc)
 		goto out_free;
 	rc = gh_git_new(&p->git, cfg);
@@ -179,6 +180,25 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 out_free:
 	pipeline_free(p);
 	return rc;
+}
+
+int pipeline_new(pipeline **out, const ap_config *cfg)
+{
+	return pipeline_create(out, cfg, NULL, NULL);
+}
+
+int pipeline_new_as(pipeline **out, const ap_config *cfg, const char *app_id, const char *pem)
+{
+	if (!app_id || !*app_id) {
+		*out = NULL;
+		return ap_error_set(AP_EINVAL, "the registration handed over no App ID");
+	}
+	return pipeline_create(out, cfg, app_id, pem);
+}
+
+int pipeline_set_app(pipeline *p, const char *app_id, const char *pem)
+{
+	return gh_app_set_identity(p->app, app_id, pem);
 }
 
 void pipeline_free(pipeline *p)
