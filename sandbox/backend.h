@@ -129,7 +129,8 @@ struct sbx_box {
 };
 
 /* Copy /repo into /tmp/workspace with one command in the box: argv, or NULL for
- * `cp -R --preserve=mode,timestamps,links --no-dereference /repo/. /tmp/workspace/`. */
+ * `mkdir -p SBX_HOME && cp -R --preserve=mode,timestamps,links --no-dereference /repo/.
+ * /tmp/workspace/` (a backend's own argv makes SBX_HOME too). */
 int sbx__copy_repo(sbx_box *b, const char *const *argv);
 
 /* Whether s is 1..max of [A-Za-z0-9._-]. */

@@ -133,6 +133,8 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 		 cfg_bytes(cfg, "AUTOPATCH_SANDBOX_TMP_SIZE", 1 << 20, 1LL << 40, &d->tmp_bytes)) ||
 	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_WORKSPACE_SIZE", 1 << 20, 1LL << 40,
 			    &d->workspace_bytes)) ||
+	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_TREES_SIZE", 1 << 20, 1LL << 40,
+			    &d->trees_bytes)) ||
 	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_VOLUME_SIZE", 1 << 20, 1LL << 40,
 			    &d->volume_bytes)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_NOFILE", 64, 1 << 20, &d->nofile)) ||
@@ -180,6 +182,7 @@ void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out)
 	DEF(tmp_bytes);
 	DEF(workspace_bytes);
 	DEF(volume_bytes);
+	DEF(trees_bytes);
 	DEF(nofile);
 	DEF(fsize_bytes);
 	DEF(wall_seconds);
@@ -666,13 +669,12 @@ void sbx_result_release(sbx_result *res)
 
 int sbx__copy_repo(sbx_box *b, const char *const *argv_in)
 {
-	static const char *const dflt[] = {"cp",
-					   "-R",
-					   "--preserve=mode,timestamps,links",
-					   "--no-dereference",
-					   "/repo/.",
-					   "/tmp/workspace/",
-					   NULL};
+	/* HOME first (the mount starts empty), then the copy. */
+	static const char *const dflt[] = {
+	    "sh", "-c",
+	    "mkdir -p " SBX_HOME " && cp -R --preserve=mode,timestamps,links --no-dereference "
+	    "/repo/. /tmp/workspace/",
+	    NULL};
 	sbx_cmd cmd = SBX_CMD_INIT;
 	sbx_result res = SBX_RESULT_INIT;
 	int rc;

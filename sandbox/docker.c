@@ -185,6 +185,14 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	for (const char *const *v = volumes; v && *v; v++)
 		if (!cJSON_AddStringToObject(obj, *v, tmp))
 			goto err_nomem;
+	/* HOME and the Tester's trees: built test binaries must run there (see docs/sandbox.md,
+	 * "where noexec is dropped"). */
+	snprintf(tmp, sizeof(tmp),
+		 podman ? "rw,nosuid,nodev,exec,size=%lld,mode=0755,U"
+			: "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
+		 (long long)(s->trees_bytes > 0 ? s->trees_bytes : 2LL << 30));
+	if (!cJSON_AddStringToObject(obj, "/tmp/trees", tmp))
+		goto err_nomem;
 	obj = cJSON_AddObjectToObject(hc, "LogConfig");
 	if (!obj || !cJSON_AddStringToObject(obj, "Type", "none"))
 		goto err_nomem;

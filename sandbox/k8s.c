@@ -442,6 +442,7 @@ static cJSON *container(const struct k8s_backend *be, const sbx_spec *s, bool lo
 		if (!add_limits(ct, s->memory_bytes, s->nano_cpus, be->ephemeral) ||
 		    !add_mount(mounts, "tmp", "/tmp", false) ||
 		    !add_mount(mounts, "workspace", "/tmp/workspace", false) ||
+		    !add_mount(mounts, "trees", "/tmp/trees", false) ||
 		    !add_mount(mounts, "repo", "/repo", true))
 			goto err_free;
 	}
@@ -518,6 +519,7 @@ int sbx__k8s_pod_body(const sbx_engine *e, const sbx_spec *s, const sbx_box *b, 
 	    !(arr = cJSON_AddArrayToObject(spec, "volumes")) ||
 	    !add_volume(arr, "tmp", s->tmp_bytes) ||
 	    !add_volume(arr, "workspace", s->workspace_bytes) ||
+	    !add_volume(arr, "trees", s->trees_bytes > 0 ? s->trees_bytes : 2LL << 30) ||
 	    !add_volume(arr, "repo", s->workspace_bytes))
 		goto err_nomem;
 	*out = p;
@@ -1093,22 +1095,13 @@ static int k8s_prepare(sbx_box *b)
 {
 	static const char *const untar[] = {
 	    "tar", "-x", "-f", "-", "-C", "/repo", "--no-same-owner", NULL};
-	static const char *const copy[] = {"find",
-					   "/repo",
-					   "-mindepth",
-					   "1",
-					   "-maxdepth",
-					   "1",
-					   "-exec",
-					   "cp",
-					   "-R",
-					   "--preserve=mode,timestamps,links",
-					   "--no-dereference",
-					   "-t",
-					   "/tmp/workspace/",
-					   "{}",
-					   "+",
-					   NULL};
+	/* HOME first (the trees mount starts empty), then the copy (entry by entry: /repo itself
+	 * belongs to the kubelet). */
+	static const char *const copy[] = {
+	    "sh", "-c",
+	    "mkdir -p " SBX_HOME " && find /repo -mindepth 1 -maxdepth 1 -exec cp -R "
+	    "--preserve=mode,timestamps,links --no-dereference -t /tmp/workspace/ {} +",
+	    NULL};
 	ap_buf err = AP_BUF_INIT(512);
 	struct k8s_backend *be = be_of(b->e);
 	ap_buf tar = AP_BUF_INIT((size_t)b->e->defaults.workspace_bytes + (1 << 20));

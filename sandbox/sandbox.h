@@ -3,7 +3,9 @@
  *
  * AI-written code runs only inside a box. A box is a fresh, hardened, network-less container
  * with the job's repository read-only at /repo and a size-capped tmpfs workspace at
- * /tmp/workspace. No credential ever enters a box. Two backends sit behind this interface
+ * /tmp/workspace. /tmp/trees (exec-able, size-capped) holds HOME (/tmp/trees/home) and the trees
+ * the Tester builds and runs tests in; /tmp itself is noexec (on Kubernetes it cannot be). No
+ * credential ever enters a box. Two backends sit behind this interface
  * (AUTOPATCH_SANDBOX_BACKEND, sandbox/backend.h): the Docker Engine (default, docker.c) and
  * Kubernetes pods (k8s.c); the settings, the pool and the output handling are shared.
  *
@@ -44,6 +46,7 @@ typedef struct sbx_spec {
 	enum sbx_network network; /* SBX_NET_NONE by default */
 	const char *const *allow; /* NULL-terminated "host:port" list for SBX_NET_ALLOWLIST (the
 				   * kubernetes backend refuses an allow-list: AP_EINVAL) */
+	int64_t trees_bytes;	  /* tmpfs size of /tmp/trees (HOME and the Tester's trees) */
 } sbx_spec;
 
 #define SBX_SPEC_VERSION 1

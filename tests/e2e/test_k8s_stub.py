@@ -115,7 +115,7 @@ def test_the_pod_is_hardened_as_the_docker_box_is(tmp_path, autopatch_bin):
         sb = Sandbox(autopatch_bin, tmp_path, backend="kubernetes", stub=stub, extra_env={
             "AUTOPATCH_SANDBOX_MEMORY": "256m", "AUTOPATCH_SANDBOX_CPUS": "0.5",
             "AUTOPATCH_K8S_EPHEMERAL_STORAGE": "64m", "AUTOPATCH_SANDBOX_TMP_SIZE": "16m",
-            "AUTOPATCH_SANDBOX_WORKSPACE_SIZE": "32m"})
+            "AUTOPATCH_SANDBOX_WORKSPACE_SIZE": "32m", "AUTOPATCH_SANDBOX_TREES_SIZE": "48m"})
         proc = sb.popen("sleep", "30", stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         pods = []
         for _ in range(300):
@@ -136,7 +136,7 @@ def test_the_pod_is_hardened_as_the_docker_box_is(tmp_path, autopatch_bin):
         assert spec["securityContext"]["runAsNonRoot"] is True
         assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
         assert {v["name"]: v["emptyDir"]["medium"] for v in spec["volumes"]} == \
-            {"tmp": "Memory", "workspace": "Memory", "repo": "Memory"}
+            {"tmp": "Memory", "workspace": "Memory", "trees": "Memory", "repo": "Memory"}
         assert all("sizeLimit" in v["emptyDir"] for v in spec["volumes"])
         for c in spec["containers"]:
             sc = c["securityContext"]
@@ -148,14 +148,14 @@ def test_the_pod_is_hardened_as_the_docker_box_is(tmp_path, autopatch_bin):
             assert not any(e["name"].startswith(("AUTOPATCH", "GITHUB", "KUBE")) for e in c["env"])
         box = next(c for c in spec["containers"] if c["name"] == "box")
         assert {m["mountPath"]: m.get("readOnly", False) for m in box["volumeMounts"]} == \
-            {"/tmp": False, "/tmp/workspace": False, "/repo": True}
+            {"/tmp": False, "/tmp/workspace": False, "/tmp/trees": False, "/repo": True}
         # The resource limits are the box's settings, requested as limited (a fork bomb
         # meets the kubelet's podPidsLimit; there is no per-pod pids field).
         assert box["resources"]["limits"] == box["resources"]["requests"] == {
             "memory": str(256 << 20), "cpu": "500m", "ephemeral-storage": str(64 << 20)}
         sizes = {v["name"]: v["emptyDir"]["sizeLimit"] for v in spec["volumes"]}
         assert sizes == {"tmp": str(16 << 20), "workspace": str(32 << 20),
-                         "repo": str(32 << 20)}, sizes
+                         "trees": str(48 << 20), "repo": str(32 << 20)}, sizes
         assert "runtimeClassName" not in spec  # none configured
         assert sb.leftovers() == []
     finally:
