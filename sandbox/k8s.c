@@ -843,7 +843,7 @@ static int exec_raw(sbx_box *b, const char *container, const char *const *argv,
 {
 	struct k8s_backend *be = be_of(b->e);
 	struct k8s_run_ctx ctx = {b, io};
-	ap_buf path = AP_BUF_INIT(64u << 10);
+	ap_buf path = AP_BUF_INIT(K8S_EXEC_PATH_MAX - 4096);
 	k8s_endpoint ep;
 	k8s_exec_req r;
 	char tok[16384], proto[24], why[1024];
@@ -922,6 +922,61 @@ out_free:
 	return rc;
 }
 
+/* libwebsockets 4.1 writes the request line into 2048 bytes and cuts what is longer, so an
+ * argv whose exec path would pass K8S_URI_MAX goes in a file of the box first: a `set --` line
+ * of single-quoted words (sent on stdin, exactly its length read), which a short fixed script
+ * sources, removes and execs; exit status, stdin and deadlines are the command's own. */
+#define K8S_URI_MAX 1800
+
+static int stash_argv(sbx_box *b, const char *const *argv, long long deadline,
+		      const volatile sig_atomic_t *cancel, char file[64])
+{
+	static atomic_uint seq;
+	ap_buf text = AP_BUF_INIT(K8S_EXEC_PATH_MAX);
+	struct k8s_stdin in = {NULL, 0, NULL, NULL};
+	sbx_exec_io io = {0};
+	char len[32];
+	const char *put[] = {
+	    "sh", "-c", "umask 077 && mkdir -p /tmp/.ap-argv && head -c \"$1\" > \"$0\"",
+	    file, len,	NULL};
+	int code = -1, rc;
+
+	snprintf(file, 64, "/tmp/.ap-argv/%lld-%u", sbx_now_ms(), atomic_fetch_add(&seq, 1));
+	rc = ap_buf_addf(&text, "set --");
+	for (const char *const *a = argv; !rc && *a; a++) {
+		rc = ap_buf_addf(&text, " '");
+		for (const char *c = *a; !rc && *c; c++)
+			rc = *c == '\'' ? ap_buf_addf(&text, "'\\''") : ap_buf_add(&text, c, 1);
+		if (!rc)
+			rc = ap_buf_addf(&text, "'");
+	}
+	if (!rc)
+		rc = ap_buf_addf(&text, "\n");
+	if (rc) {
+		rc = ap_error_set(AP_ETOOBIG, "the command line is too long for an exec request");
+		goto out_release;
+	}
+	snprintf(len, sizeof(len), "%zu", text.len);
+	in.data = text.data;
+	in.len = text.len;
+	io.out = (struct sbx_exec_stream){&io, SBX_STREAM_STDOUT, SBX_CAPTURE_INIT(64), NULL};
+	io.err = (struct sbx_exec_stream){&io, SBX_STREAM_STDERR, SBX_CAPTURE_INIT(64), NULL};
+	if ((rc = redact_stream_new(&io.out.rs, discard, NULL)) ||
+	    (rc = redact_stream_new(&io.err.rs, discard, NULL)))
+		goto out_release;
+	rc = exec_raw(b, "box", put, &in, deadline, cancel, &io, &code);
+	if (rc == SBX_BOX_DIED)
+		rc = ap_error_set(AP_EIO, "the box pod %s stopped", b->name);
+	else if (!rc && code != 0)
+		rc = ap_error_set(
+		    AP_EIO, "could not pass a long command line into the box (exit %d)", code);
+out_release:
+	redact_stream_free(io.out.rs);
+	redact_stream_free(io.err.rs);
+	ap_buf_release(&text);
+	return rc;
+}
+
 static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadline, sbx_exec_io *io,
 		   int *code)
 {
@@ -930,6 +985,8 @@ static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadli
 	char secs[24], nofile[48], fsize[48], len[32];
 	size_t n = 0, argc = 0;
 	struct k8s_stdin in = {cmd->stdin_data, cmd->stdin_len, NULL, NULL};
+	ap_buf path = AP_BUF_INIT(K8S_EXEC_PATH_MAX - 4096);
+	char file[64];
 	bool bound_stdin;
 	int rc;
 
@@ -986,8 +1043,20 @@ static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadli
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	memcpy(argv, wrap, n * sizeof(*argv));
 	memcpy(argv + n, cmd->argv, argc * sizeof(*argv));
-	rc = exec_raw(b, "box", argv, in.data || in.fn ? &in : NULL, deadline, cmd->cancel, io,
-		      code);
+	rc = exec_path(b, "box", (const char *const *)argv, false, &path);
+	if (!rc && path.len > K8S_URI_MAX) {
+		const char *run[] = {"sh", "-c", ". \"$0\" && rm -f \"$0\" && exec \"$@\"", file,
+				     NULL};
+
+		rc = stash_argv(b, (const char *const *)argv, deadline, cmd->cancel, file);
+		if (!rc)
+			rc = exec_raw(b, "box", run, in.data || in.fn ? &in : NULL, deadline,
+				      cmd->cancel, io, code);
+	} else if (!rc) {
+		rc = exec_raw(b, "box", (const char *const *)argv, in.data || in.fn ? &in : NULL,
+			      deadline, cmd->cancel, io, code);
+	}
+	ap_buf_release(&path);
 	free(argv);
 	return rc;
 }

@@ -351,18 +351,28 @@ int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char 
 	struct ws_sess *s;
 	struct in6_addr a6;
 	long long next_alive;
-	char path[8192];
+	char *path = NULL;
+	size_t path_len;
 	int rc = 0;
 
 	if (http_status)
 		*http_status = 0;
 	proto[0] = '\0';
 	pthread_once(&log_once, log_init);
-	if (snprintf(path, sizeof(path), "%s%s", ep->prefix, r->path) >= (int)sizeof(path))
+	/* The command travels in the request line: as long as it is (the API server takes 1 MiB
+	 * of headers), but bounded. */
+	path_len = strlen(ep->prefix) + strlen(r->path);
+	if (path_len > K8S_EXEC_PATH_MAX)
 		return ap_error_set(AP_ETOOBIG, "the exec request is too long");
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	path = malloc(path_len + 1);
+	if (!s || !path) {
+		free(s);
+		free(path);
 		return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	memcpy(path, ep->prefix, strlen(ep->prefix));
+	memcpy(path + strlen(ep->prefix), r->path, strlen(r->path) + 1);
 	s->r = r;
 	s->ep = ep;
 	s->in = r->stdin_data;
@@ -379,6 +389,10 @@ int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char 
 	info.protocols = protocols;
 	info.options = ep->tls ? LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT : 0;
 	info.fd_limit_per_thread = 8;
+	/* The handshake is built in this buffer (default 4 KiB): a longer request line was cut
+	 * in the middle of an escape. */
+	info.pt_serv_buf_size = (unsigned int)(path_len + 16384);
+	info.max_http_header_data2 = (unsigned int)(path_len + 16384);
 	if (ep->ca_pem) {
 		info.client_ssl_ca_mem = ep->ca_pem;
 		info.client_ssl_ca_mem_len = (unsigned int)strlen(ep->ca_pem);
@@ -458,5 +472,6 @@ out_destroy:
 out_free:
 	OPENSSL_cleanse(s->auth, sizeof(s->auth));
 	free(s);
+	free(path);
 	return rc;
 }

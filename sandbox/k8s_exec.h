@@ -20,16 +20,17 @@
 #include "sandbox/k8s_api.h"
 #include "sandbox/stream.h"
 
-#define K8S_PROTO_V5	"v5.channel.k8s.io"
-#define K8S_PROTO_V4	"v4.channel.k8s.io"
-#define K8S_STATUS_CAP	(64u << 10)
-#define K8S_CHAN_STDIN	0
-#define K8S_CHAN_STDOUT 1
-#define K8S_CHAN_STDERR 2
-#define K8S_CHAN_STATUS 3
-#define K8S_CHAN_RESIZE 4
-#define K8S_CHAN_CLOSE	255
-#define K8S_EXEC_DIED	1 /* k8s_exec_run(): the alive check said the pod is gone */
+#define K8S_PROTO_V5	  "v5.channel.k8s.io"
+#define K8S_PROTO_V4	  "v4.channel.k8s.io"
+#define K8S_STATUS_CAP	  (64u << 10)
+#define K8S_CHAN_STDIN	  0
+#define K8S_CHAN_STDOUT	  1
+#define K8S_CHAN_STDERR	  2
+#define K8S_CHAN_STATUS	  3
+#define K8S_CHAN_RESIZE	  4
+#define K8S_CHAN_CLOSE	  255
+#define K8S_EXEC_DIED	  1	       /* k8s_exec_run(): the alive check said the pod is gone */
+#define K8S_EXEC_PATH_MAX (256u << 10) /* bytes of an exec's request path (with the command) */
 
 typedef struct k8s_chan {
 	bool v5;		     /* v5.channel.k8s.io: channel 255 is allowed */

@@ -569,11 +569,19 @@ async function handle(req, res) {
   return send(res, 405, status(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`));
 }
 
+// maxHeaderSize: the API server takes 1 MiB of headers (MaxHeaderBytes), and an exec's
+// command travels in the request line (Node's default, 16 KiB, refused the Tester's scripts).
 const server = https.createServer({
+  maxHeaderSize: 1 << 20,
   cert: fs.readFileSync(opts.cert), key: fs.readFileSync(opts.key),
   ca: opts.ca ? fs.readFileSync(opts.ca) : undefined, requestCert: !!opts.ca, rejectUnauthorized: false,
 }, (req, res) => {
   handle(req, res).catch(e => { log('error', e.stack); send(res, 500, status(500, 'InternalError', `Internal error occurred: ${e.message}`)); });
+});
+
+server.on('clientError', (err, socket) => {
+  log('client error', err.code || '', err.message, err.rawPacket ? JSON.stringify(err.rawPacket.toString('latin1').split('\r\n')[0]) : '');
+  if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
 });
 
 server.on('upgrade', (req, socket, head) => {

@@ -232,3 +232,19 @@ def test_deploy_manifests_are_valid_objects():
     kinds = {line.split(": ")[1].split("/")[0] for line in r.stdout.splitlines()}
     assert {"Namespace", "ServiceAccount", "Role", "RoleBinding", "Deployment", "Service",
             "Secret", "RuntimeClass", "NetworkPolicy"} <= kinds
+
+
+def test_a_long_command_line_runs_unchanged(tmp_path, autopatch_bin):
+    """libwebsockets cuts a request line past 2 KiB: a longer argv travels through a file in
+    the box (docs/kubernetes.md, "Exec"), with the command's own exit status and quoting."""
+    stub = k8s_util.K8sStub(tmp_path / "s")
+    try:
+        sb = Sandbox(autopatch_bin, tmp_path, backend="kubernetes", stub=stub)
+        word = "it's \"quoted\" $HOME `x` \\ " * 150  # about 4 KiB, every shell character
+        r = _run(sb, "sh", "-c", 'printf %s "$1" | wc -c; ls /tmp/.ap-argv | wc -l; exit 7',
+                 "sh", word)
+        assert r.returncode == 7, r.stderr
+        assert r.stdout.split() == [str(len(word.encode())), "0"], r.stdout
+        assert sb.leftovers() == []
+    finally:
+        stub.close()
