@@ -29,6 +29,7 @@ typedef struct job_info {
 	int64_t trigger_comment_id; /* the comment to react to, 0 for a label trigger */
 	const char *payload;	    /* the raw, verified delivery body (JSON) */
 	int attempts;		    /* 1 on the first run */
+	int64_t epoch;		    /* fencing epoch of this lease; grows with every re-lease */
 	bool final_attempt;	    /* set by the pool: a JOB_RETRY now would fail the job */
 } job_info;
 
