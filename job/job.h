@@ -36,8 +36,9 @@ typedef struct job_info {
 enum job_stage { STAGE_PREPARING, STAGE_PLANNING, STAGE_BUILDING, STAGE_TESTING, STAGE_PUBLISHING };
 
 /* What the pool offers a running job. Every function is called on the job's own thread with
- * the handle's ctx; should_stop and cancelled are also safe from other threads (they read
- * flags). Messages are redacted by the pool before they are stored. */
+ * the handle's ctx; should_stop, cancelled and fence are also safe from other threads the job
+ * starts (the progress comment's writer). Messages are redacted by the pool before they are
+ * stored. */
 typedef struct job_ops {
 	/* A stage transition (an event row; also extends the lease). msg may be NULL. */
 	int (*stage)(void *ctx, enum job_stage stage, const char *msg);
@@ -53,6 +54,13 @@ typedef struct job_ops {
 	int (*state_set)(void *ctx, const char *key, const char *value);
 	/* A malloc'd copy (caller frees), or NULL when unset. */
 	char *(*state_get)(void *ctx, const char *key);
+	/* Fencing: call right before every external side effect (push, PR create/update,
+	 * comment create/edit, label, reaction). 0 while this run's lease is still the job's
+	 * current one (and the lease is extended); AP_ESTALE once the job was rescued or leased
+	 * again (this run was presumed dead: another run owns the job now), or another negative
+	 * code when it cannot be checked. On any non-zero the job must not do the side effect,
+	 * publish nothing further and return (should_stop is then true as well). */
+	int (*fence)(void *ctx);
 } job_ops;
 
 typedef struct job_ctl {
@@ -83,6 +91,10 @@ static inline int job_ctl_state_set(const job_ctl *c, const char *key, const cha
 static inline char *job_ctl_state_get(const job_ctl *c, const char *key)
 {
 	return c->ops->state_get(c->ctx, key);
+}
+static inline int job_ctl_fence(const job_ctl *c)
+{
+	return c->ops->fence(c->ctx);
 }
 
 enum job_outcome_kind {
