@@ -6,8 +6,11 @@ directory and on a free 127.0.0.1 port, with trust authentication for the user `
 and a database `autopatch`. `uri` is what AUTOPATCH_DB takes. Anything that goes wrong raises:
 a test that needs PostgreSQL fails, it never skips.
 
-Also a program: `python3 pg_util.py -- CMD ARGS...` starts a server, runs CMD with
-AP_TEST_PG_URI set, stops the server and exits with CMD's status (the meson test wrapper).
+Also a program:
+  python3 pg_util.py -- CMD ARGS...   start a server, run CMD with AP_TEST_PG_URI set, stop
+                                      the server, exit with CMD's status (the meson wrapper)
+  python3 pg_util.py start DIR        start a server in DIR (new, empty); print its URI
+  python3 pg_util.py stop DIR         stop it and delete DIR (the benchmark's)
 """
 import glob
 import os
@@ -50,12 +53,18 @@ def ensure_user():
 
 
 class PgServer:
-    def __init__(self, tmp=None):
+    def __init__(self, tmp=None, directory=None):
         self.bin = pg_bin_dir()
-        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="ap-pg-", dir=tmp))
+        if directory:
+            self.dir = pathlib.Path(directory)
+            self.dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self.dir = pathlib.Path(tempfile.mkdtemp(prefix="ap-pg-", dir=tmp))
         self.data = self.dir / "data"
         self.log = self.dir / "postgres.log"
-        self.port = free_port()
+        port_file = self.dir / "port"
+        self.port = int(port_file.read_text()) if port_file.exists() else free_port()
+        port_file.write_text(str(self.port))
         self.user = None
         self.running = False
         if os.geteuid() == 0:
@@ -133,6 +142,15 @@ class PgServer:
 
 
 def main(argv):
+    if len(argv) == 2 and argv[0] in ("start", "stop"):
+        pg = PgServer(directory=argv[1])
+        if argv[0] == "start":
+            pg.start()
+            print(pg.uri)
+        else:
+            pg.running = True
+            pg.cleanup()
+        return 0
     if "--" not in argv:
         print("usage: pg_util.py -- CMD [ARGS...]", file=sys.stderr)
         return 2
