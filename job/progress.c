@@ -27,23 +27,10 @@ static const char *const stage_titles[] = {"Preparing", "Planning", "Building", 
 					   "Publishing"};
 #define N_STAGES (sizeof(stages) / sizeof(stages[0]))
 
-/* Cut s at max bytes without splitting a UTF-8 sequence. */
-static size_t cut_len(const char *s, size_t max)
-{
-	size_t n = strlen(s);
-
-	if (n <= max)
-		return n;
-	n = max;
-	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n--;
-	return n;
-}
-
 /* Inline code: one line, no backticks, capped. */
 static void add_inline(ap_buf *b, const char *s, size_t max)
 {
-	size_t n = cut_len(s, max);
+	size_t n = ap_utf8_cut(s, max);
 
 	ap_buf_adds(b, "`");
 	for (size_t i = 0; i < n; i++) {
@@ -71,7 +58,7 @@ static void add_inline(ap_buf *b, const char *s, size_t max)
  * link or close an issue (#N), hide text or fake our marker (<!--). */
 static void add_prose(ap_buf *b, const char *s, size_t max)
 {
-	size_t n = cut_len(s, max);
+	size_t n = ap_utf8_cut(s, max);
 
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
@@ -96,7 +83,7 @@ static void add_prose(ap_buf *b, const char *s, size_t max)
 /* A fenced block whose fence is longer than any backtick run inside s. */
 static void add_fenced(ap_buf *b, const char *s, size_t max)
 {
-	size_t run = 0, longest = 0, n = cut_len(s, max), fence;
+	size_t run = 0, longest = 0, n = ap_utf8_cut(s, max), fence;
 
 	for (size_t i = 0; i < n; i++) {
 		run = s[i] == '`' ? run + 1 : 0;
@@ -404,7 +391,7 @@ int progress_render_pr_title(int64_t issue, const char *issue_title, char **out)
 {
 	ap_buf b = AP_BUF_INIT(512);
 	const char *t = issue_title ? issue_title : "";
-	size_t n = cut_len(t, 200);
+	size_t n = ap_utf8_cut(t, 200);
 
 	ap_buf_addf(&b, "Fix #%" PRId64 ": ", issue);
 	for (size_t i = 0; i < n; i++) {

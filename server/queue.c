@@ -62,14 +62,7 @@ int64_t q_backoff_ms(int64_t base_ms, int attempts)
 
 size_t q__text_len(const char *s)
 {
-	size_t n = strlen(s);
-
-	if (n <= Q_TEXT_MAX)
-		return n;
-	n = Q_TEXT_MAX;
-	while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-		n--;
-	return n;
+	return ap_utf8_cut(s, Q_TEXT_MAX);
 }
 
 /* One statement; rows and changes may be NULL. */

@@ -81,6 +81,65 @@ typedef struct q__driver {
 	void (*res_free)(q__res *r);
 } q__driver;
 
+/* The schema, once for both backends: each driver's migrations[] expand these with its
+ * types (PK: the id column's type, I64: a 64-bit integer, BLOB: raw bytes). Version 1 is
+ * the schema of the releases before versioned migrations (IF NOT EXISTS, so such a database
+ * takes it as a no-op); version 2 adds fencing epochs, compressed bodies and shared GitHub
+ * write pacing. */
+#define Q_SCHEMA_V1(PK, I64, BLOB)                                                                 \
+	"CREATE TABLE IF NOT EXISTS deliveries("                                                   \
+	" id " PK ","                                                                              \
+	" delivery TEXT NOT NULL UNIQUE,"                                                          \
+	" event TEXT NOT NULL,"                                                                    \
+	" body " BLOB " NOT NULL,"                                                                 \
+	" received " I64 " NOT NULL,"                                                              \
+	" outcome TEXT NOT NULL);"                                                                 \
+	"CREATE TABLE IF NOT EXISTS jobs("                                                         \
+	" id " PK ","                                                                              \
+	" delivery TEXT NOT NULL,"                                                                 \
+	" event TEXT NOT NULL,"                                                                    \
+	" repo TEXT NOT NULL,"                                                                     \
+	" repo_id " I64 " NOT NULL DEFAULT 0,"                                                     \
+	" installation_id " I64 " NOT NULL DEFAULT 0,"                                             \
+	" issue " I64 " NOT NULL,"                                                                 \
+	" trigger TEXT NOT NULL,"                                                                  \
+	" feedback TEXT,"                                                                          \
+	" trigger_comment_id " I64 " NOT NULL DEFAULT 0,"                                          \
+	" state TEXT NOT NULL DEFAULT 'queued'"                                                    \
+	"  CHECK(state IN ('queued','running','succeeded','failed','cancelled')),"                 \
+	" stage TEXT,"                                                                             \
+	" attempts INTEGER NOT NULL DEFAULT 0,"                                                    \
+	" lease_owner TEXT,"                                                                       \
+	" lease_until " I64 ","                                                                    \
+	" not_before " I64 " NOT NULL DEFAULT 0,"                                                  \
+	" created " I64 " NOT NULL,"                                                               \
+	" updated " I64 " NOT NULL,"                                                               \
+	" result TEXT,"                                                                            \
+	" error TEXT,"                                                                             \
+	" cancel_requested INTEGER NOT NULL DEFAULT 0);"                                           \
+	"CREATE UNIQUE INDEX IF NOT EXISTS jobs_active ON jobs(repo, issue)"                       \
+	" WHERE state IN ('queued','running');"                                                    \
+	"CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(state, not_before, id);"                    \
+	"CREATE TABLE IF NOT EXISTS job_events("                                                   \
+	" id " PK ","                                                                              \
+	" job " I64 " NOT NULL,"                                                                   \
+	" time " I64 " NOT NULL,"                                                                  \
+	" stage TEXT,"                                                                             \
+	" message TEXT NOT NULL);"                                                                 \
+	"CREATE INDEX IF NOT EXISTS job_events_job ON job_events(job, id);"                        \
+	"CREATE TABLE IF NOT EXISTS job_state("                                                    \
+	" job " I64 " NOT NULL,"                                                                   \
+	" key TEXT NOT NULL,"                                                                      \
+	" value TEXT NOT NULL,"                                                                    \
+	" PRIMARY KEY(job, key));"
+#define Q_SCHEMA_V2(I64)                                                                           \
+	"ALTER TABLE jobs ADD COLUMN lease_epoch " I64 " NOT NULL DEFAULT 0;"                      \
+	"ALTER TABLE deliveries ADD COLUMN body_encoding INTEGER NOT NULL DEFAULT 0;"              \
+	"CREATE INDEX IF NOT EXISTS jobs_queued ON jobs(not_before, id) WHERE state='queued';"     \
+	"CREATE TABLE IF NOT EXISTS gh_pacing("                                                    \
+	" installation " I64 " PRIMARY KEY,"                                                       \
+	" next_at " I64 " NOT NULL);"
+
 extern const q__driver q__sqlite_driver;
 extern const q__driver q__pg_driver;
 

@@ -527,58 +527,8 @@ static void pg_res_free(q__res *r)
 }
 
 static const char *const pg_migrations[] = {
-    "CREATE TABLE IF NOT EXISTS deliveries("
-    " id BIGSERIAL PRIMARY KEY,"
-    " delivery TEXT NOT NULL UNIQUE,"
-    " event TEXT NOT NULL,"
-    " body BYTEA NOT NULL,"
-    " received BIGINT NOT NULL,"
-    " outcome TEXT NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS jobs("
-    " id BIGSERIAL PRIMARY KEY,"
-    " delivery TEXT NOT NULL,"
-    " event TEXT NOT NULL,"
-    " repo TEXT NOT NULL,"
-    " repo_id BIGINT NOT NULL DEFAULT 0,"
-    " installation_id BIGINT NOT NULL DEFAULT 0,"
-    " issue BIGINT NOT NULL,"
-    " trigger TEXT NOT NULL,"
-    " feedback TEXT,"
-    " trigger_comment_id BIGINT NOT NULL DEFAULT 0,"
-    " state TEXT NOT NULL DEFAULT 'queued'"
-    "  CHECK(state IN ('queued','running','succeeded','failed','cancelled')),"
-    " stage TEXT,"
-    " attempts INTEGER NOT NULL DEFAULT 0,"
-    " lease_owner TEXT,"
-    " lease_until BIGINT,"
-    " not_before BIGINT NOT NULL DEFAULT 0,"
-    " created BIGINT NOT NULL,"
-    " updated BIGINT NOT NULL,"
-    " result TEXT,"
-    " error TEXT,"
-    " cancel_requested INTEGER NOT NULL DEFAULT 0);"
-    "CREATE UNIQUE INDEX IF NOT EXISTS jobs_active ON jobs(repo, issue)"
-    " WHERE state IN ('queued','running');"
-    "CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(state, not_before, id);"
-    "CREATE TABLE IF NOT EXISTS job_events("
-    " id BIGSERIAL PRIMARY KEY,"
-    " job BIGINT NOT NULL,"
-    " time BIGINT NOT NULL,"
-    " stage TEXT,"
-    " message TEXT NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS job_events_job ON job_events(job, id);"
-    "CREATE TABLE IF NOT EXISTS job_state("
-    " job BIGINT NOT NULL,"
-    " key TEXT NOT NULL,"
-    " value TEXT NOT NULL,"
-    " PRIMARY KEY(job, key));",
-    /* 2: fencing epochs, compressed bodies, shared GitHub write pacing. */
-    "ALTER TABLE jobs ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0;"
-    "ALTER TABLE deliveries ADD COLUMN body_encoding INTEGER NOT NULL DEFAULT 0;"
-    "CREATE INDEX IF NOT EXISTS jobs_queued ON jobs(not_before, id) WHERE state='queued';"
-    "CREATE TABLE IF NOT EXISTS gh_pacing("
-    " installation BIGINT PRIMARY KEY,"
-    " next_at BIGINT NOT NULL);",
+    Q_SCHEMA_V1("BIGSERIAL PRIMARY KEY", "BIGINT", "BYTEA"),
+    Q_SCHEMA_V2("BIGINT"),
 };
 
 const q__driver q__pg_driver = {

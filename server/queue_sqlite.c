@@ -301,61 +301,9 @@ static int lite_res_blob(const q__res *r, int row, int col, unsigned char **out,
 	return 0;
 }
 
-/* Version 1 is the schema every earlier release created (IF NOT EXISTS: a database made
- * before migrations were versioned takes it as a no-op). */
 static const char *const lite_migrations[] = {
-    "CREATE TABLE IF NOT EXISTS deliveries("
-    " id INTEGER PRIMARY KEY,"
-    " delivery TEXT NOT NULL UNIQUE,"
-    " event TEXT NOT NULL,"
-    " body BLOB NOT NULL,"
-    " received INTEGER NOT NULL,"
-    " outcome TEXT NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS jobs("
-    " id INTEGER PRIMARY KEY,"
-    " delivery TEXT NOT NULL,"
-    " event TEXT NOT NULL,"
-    " repo TEXT NOT NULL,"
-    " repo_id INTEGER NOT NULL DEFAULT 0,"
-    " installation_id INTEGER NOT NULL DEFAULT 0,"
-    " issue INTEGER NOT NULL,"
-    " trigger TEXT NOT NULL,"
-    " feedback TEXT,"
-    " trigger_comment_id INTEGER NOT NULL DEFAULT 0,"
-    " state TEXT NOT NULL DEFAULT 'queued'"
-    "  CHECK(state IN ('queued','running','succeeded','failed','cancelled')),"
-    " stage TEXT,"
-    " attempts INTEGER NOT NULL DEFAULT 0,"
-    " lease_owner TEXT,"
-    " lease_until INTEGER,"
-    " not_before INTEGER NOT NULL DEFAULT 0,"
-    " created INTEGER NOT NULL,"
-    " updated INTEGER NOT NULL,"
-    " result TEXT,"
-    " error TEXT,"
-    " cancel_requested INTEGER NOT NULL DEFAULT 0);"
-    "CREATE UNIQUE INDEX IF NOT EXISTS jobs_active ON jobs(repo, issue)"
-    " WHERE state IN ('queued','running');"
-    "CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(state, not_before, id);"
-    "CREATE TABLE IF NOT EXISTS job_events("
-    " id INTEGER PRIMARY KEY,"
-    " job INTEGER NOT NULL,"
-    " time INTEGER NOT NULL,"
-    " stage TEXT,"
-    " message TEXT NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS job_events_job ON job_events(job, id);"
-    "CREATE TABLE IF NOT EXISTS job_state("
-    " job INTEGER NOT NULL,"
-    " key TEXT NOT NULL,"
-    " value TEXT NOT NULL,"
-    " PRIMARY KEY(job, key));",
-    /* 2: fencing epochs, compressed bodies, shared GitHub write pacing. */
-    "ALTER TABLE jobs ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE deliveries ADD COLUMN body_encoding INTEGER NOT NULL DEFAULT 0;"
-    "CREATE INDEX IF NOT EXISTS jobs_queued ON jobs(not_before, id) WHERE state='queued';"
-    "CREATE TABLE IF NOT EXISTS gh_pacing("
-    " installation INTEGER PRIMARY KEY,"
-    " next_at INTEGER NOT NULL);",
+    Q_SCHEMA_V1("INTEGER PRIMARY KEY", "INTEGER", "BLOB"),
+    Q_SCHEMA_V2("INTEGER"),
 };
 
 const q__driver q__sqlite_driver = {
