@@ -162,21 +162,19 @@ class Cluster(Rig):
         raise AssertionError("nginx did not come up: " + (d / "error.log").read_text())
 
     # ---- deliveries go through nginx ----------------------------------------------------
-    def post(self, event, payload, delivery=None):
-        saved = self.port
-        self.port = self.nginx_port
+    def _post_at(self, port, event, payload, delivery):
+        saved, self.port = self.port, port
         try:
-            return super().post(event, payload, delivery)
+            return Rig.post(self, event, payload, delivery)
         finally:
             self.port = saved
 
+    def post(self, event, payload, delivery=None):
+        return self._post_at(self.nginx_port, event, payload, delivery)
+
     def post_to(self, replica, event, payload, delivery=None):
-        saved = self.port
-        self.port = replica.port
-        try:
-            return super().post(event, payload, delivery)
-        finally:
-            self.port = saved
+        """Straight to one replica, bypassing nginx."""
+        return self._post_at(replica.port, event, payload, delivery)
 
     # ---- lifecycle ----------------------------------------------------------------------
     def stop(self):
