@@ -468,6 +468,198 @@ static int by_delivery(const void *a, const void *b)
 		      x2->d->delivery ? x2->d->delivery : "");
 }
 
+/* "(?b, ?b+1, ... ?b+k-1), (...) ..." for rows rows of k parameters each, numbered from
+ * *next on; *next moves past them. */
+static int add_values(ap_buf *b, size_t rows, int k, int *next)
+{
+	int rc = 0;
+
+	for (size_t r = 0; rc == 0 && r < rows; r++) {
+		rc = ap_buf_adds(b, r ? ",(" : "(");
+		for (int i = 0; rc == 0 && i < k; i++)
+			rc = ap_buf_addf(b, i ? ",?%d" : "?%d", (*next)++);
+		if (rc == 0)
+			rc = ap_buf_adds(b, ")");
+	}
+	return rc;
+}
+
+/* A statement built at run time, with its parameters; rows may be NULL. */
+static int xd(queue *q, ap_buf *sql, const q__val *args, int nargs, q__res **rows)
+{
+	if (!sql->data)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return q->drv->exec_once(q->db, sql->data, args, nargs, rows, NULL);
+}
+
+static bool same(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+/* The batch of record and trigger deliveries in a few multi-row statements instead of a few
+ * per delivery (a round trip each on PostgreSQL): the same rules as ingest_one. The
+ * deliveries go in first (ON CONFLICT: duplicates, within the batch too), then the jobs of the
+ * new triggers (ON CONFLICT on the active-job index: a second trigger for an issue, in the
+ * batch or already in the database, stores no job), then the bodies of those that found an
+ * active job are dropped and their job found, then the "queued" events. */
+static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
+{
+	ap_buf sql = AP_BUF_INIT(4 * 1024 * 1024);
+	q__val *v = calloc(n * 11 + 1, sizeof(*v));
+	size_t nnew = 0, nact = 0;
+	q__res *r = NULL;
+	int rc, p = 1, k = 0;
+
+	if (!v)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	/* 1. deliveries */
+	ap_buf_adds(&sql, "INSERT INTO deliveries(delivery, event, body, body_encoding, received, "
+			  "outcome) VALUES ");
+	if ((rc = add_values(&sql, n, 6, &p)))
+		goto out;
+	ap_buf_adds(&sql, " ON CONFLICT(delivery) DO NOTHING RETURNING delivery");
+	for (size_t i = 0; i < n; i++) {
+		q_delivery *d = c[i].d;
+		bool trig = d->kind == Q_TRIGGER;
+
+		v[k++] = QT(d->delivery);
+		v[k++] = QT(d->event);
+		v[k++] = trig && c[i].z	  ? QB(c[i].z, c[i].zlen)
+			 : trig && d->len ? QB(d->body, d->len)
+					  : QB("", 0);
+		v[k++] = QI(trig && c[i].z ? BODY_ZLIB : BODY_RAW);
+		v[k++] = QI(now);
+		v[k++] = QT(trig ? "queued" : d->note ? d->note : "ignored");
+		d->result = Q_DUPLICATE;
+	}
+	if ((rc = xd(q, &sql, v, k, &r)))
+		goto out;
+	for (int row = 0; row < q->drv->res_rows(r); row++) {
+		const char *id = q->drv->res_text(r, row, 0);
+
+		for (size_t i = 0; i < n; i++)
+			if (c[i].d->result == Q_DUPLICATE && same(c[i].d->delivery, id)) {
+				c[i].d->result = c[i].d->kind == Q_TRIGGER ? Q_FAILED : Q_RECORDED;
+				nnew += c[i].d->kind == Q_TRIGGER;
+				break;
+			}
+	}
+	q->drv->res_free(r);
+	r = NULL;
+	if (nnew == 0)
+		goto out;
+	/* 2. jobs of the new triggers (still Q_FAILED here) */
+	ap_buf_reset(&sql);
+	ap_buf_adds(&sql,
+		    "INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, "
+		    "issue, trigger, feedback, trigger_comment_id, created, updated) VALUES ");
+	p = 1;
+	k = 0;
+	for (size_t i = 0; i < n; i++) {
+		q_delivery *d = c[i].d;
+
+		if (d->result != Q_FAILED)
+			continue;
+		ap_buf_adds(&sql, k ? ",(" : "(");
+		for (int j = 0; j < 10; j++)
+			ap_buf_addf(&sql, j ? ",?%d" : "?%d", p + j);
+		ap_buf_addf(&sql, ",?%d)", p + 9);
+		p += 10;
+		v[k++] = QT(d->delivery);
+		v[k++] = QT(d->event);
+		v[k++] = QT(d->repo);
+		v[k++] = QI(d->repo_id);
+		v[k++] = QI(d->installation_id);
+		v[k++] = QI(d->issue);
+		v[k++] = QT(wh_trigger_name(d->trigger));
+		v[k++] = QT(d->feedback);
+		v[k++] = QI(d->comment_id);
+		v[k++] = QI(now);
+	}
+	ap_buf_adds(&sql, " ON CONFLICT(repo, issue) WHERE state IN ('queued','running') DO "
+			  "NOTHING RETURNING id, delivery");
+	if ((rc = xd(q, &sql, v, k, &r)))
+		goto out;
+	for (int row = 0; row < q->drv->res_rows(r); row++) {
+		const char *id = q->drv->res_text(r, row, 1);
+
+		for (size_t i = 0; i < n; i++)
+			if (c[i].d->result == Q_FAILED && same(c[i].d->delivery, id)) {
+				c[i].d->result = Q_QUEUED;
+				c[i].d->job_id = q->drv->res_int(r, row, 0);
+				break;
+			}
+	}
+	q->drv->res_free(r);
+	r = NULL;
+	/* 3. triggers that found an active job: no body, and the job they found */
+	for (size_t i = 0; i < n; i++)
+		nact += c[i].d->result == Q_FAILED;
+	if (nact) {
+		ap_buf_reset(&sql);
+		ap_buf_adds(&sql, "SELECT repo, issue, id FROM jobs WHERE state IN "
+				  "('queued','running') AND (repo, issue) IN (VALUES ");
+		p = 1;
+		k = 0;
+		if ((rc = add_values(&sql, nact, 2, &p)))
+			goto out;
+		ap_buf_adds(&sql, ")");
+		for (size_t i = 0; i < n; i++)
+			if (c[i].d->result == Q_FAILED) {
+				v[k++] = QT(c[i].d->repo);
+				v[k++] = QI(c[i].d->issue);
+			}
+		if ((rc = xd(q, &sql, v, k, &r)))
+			goto out;
+		for (size_t i = 0; i < n; i++) {
+			q_delivery *d = c[i].d;
+
+			if (d->result != Q_FAILED)
+				continue;
+			for (int row = 0; row < q->drv->res_rows(r); row++)
+				if (same(q->drv->res_text(r, row, 0), d->repo) &&
+				    q->drv->res_int(r, row, 1) == d->issue)
+					d->job_id = q->drv->res_int(r, row, 2);
+		}
+		q->drv->res_free(r);
+		r = NULL;
+		ap_buf_reset(&sql);
+		ap_buf_adds(&sql, "UPDATE deliveries SET outcome='active job', body=?1, "
+				  "body_encoding=0 WHERE delivery IN (");
+		k = 0;
+		v[k++] = QB("", 0);
+		for (size_t i = 0; i < n; i++)
+			if (c[i].d->result == Q_FAILED) {
+				ap_buf_addf(&sql, k > 1 ? ",?%d" : "?%d", k + 1);
+				v[k++] = QT(c[i].d->delivery);
+				c[i].d->result = Q_ACTIVE;
+			}
+		ap_buf_adds(&sql, ")");
+		if ((rc = xd(q, &sql, v, k, NULL)))
+			goto out;
+	}
+	/* 4. the new jobs' first event */
+	ap_buf_reset(&sql);
+	ap_buf_adds(&sql, "INSERT INTO job_events(job, time, stage, message) VALUES ");
+	k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (c[i].d->result == Q_QUEUED) {
+			ap_buf_addf(&sql,
+				    k ? ",(?%d,?%d,NULL,'queued')" : "(?%d,?%d,NULL,'queued')",
+				    k + 1, k + 2);
+			v[k++] = QI(c[i].d->job_id);
+			v[k++] = QI(now);
+		}
+	if (k && (rc = xd(q, &sql, v, k, NULL)))
+		goto out;
+out:
+	q->drv->res_free(r);
+	ap_buf_release(&sql);
+	free(v);
+	return rc;
+}
+
 /* One try at the whole batch. isolate: each item under its own savepoint, so a failing item
  * fails alone (the first try goes without: one round trip less per statement pair). *item_failed
  * says that an item failed while not isolated (the batch is then rolled back). */
@@ -479,6 +671,19 @@ static int ingest_try(queue *q, struct ing_ctx *c, size_t n, int64_t now, bool i
 	*item_failed = false;
 	if ((rc = sx(q, q->drv->begin_write)))
 		return rc;
+	/* Without cancels the order of the items does not matter: a few statements for all. */
+	for (size_t i = 0; !isolate && i < n && c[i].d->kind != Q_CANCEL; i++)
+		if (i == n - 1) {
+			for (size_t j = 0; j < n; j++) {
+				c[j].d->job_id = 0;
+				c[j].d->ncancelled = 0;
+			}
+			if ((rc = ingest_batch(q, c, n, now))) {
+				*item_failed = true;
+				goto out_rollback;
+			}
+			goto out_commit;
+		}
 	for (size_t i = 0; i < n; i++) {
 		q_delivery *d = c[i].d;
 
@@ -499,6 +704,7 @@ static int ingest_try(queue *q, struct ing_ctx *c, size_t n, int64_t now, bool i
 		if (isolate && (rc = sx(q, "RELEASE item")))
 			goto out_rollback;
 	}
+out_commit:
 	if ((rc = sx(q, "COMMIT")))
 		goto out_rollback;
 	return 0;

@@ -57,6 +57,9 @@ typedef struct q__driver {
 	 * failure worth retrying (busy, deadlock, I/O), AP_EINVAL for a bad statement. */
 	int (*exec)(q__db *db, const char *sql, const q__val *args, int nargs, q__res **rows,
 		    int64_t *changes);
+	/* The same for a statement built at run time (not a literal): never cached. */
+	int (*exec_once)(q__db *db, const char *sql, const q__val *args, int nargs, q__res **rows,
+			 int64_t *changes);
 	/* Run a script of statements without parameters (migrations). */
 	int (*script)(q__db *db, const char *sql);
 	/* The cross-process migration lock: held from lock to unlock (SQLite: a write

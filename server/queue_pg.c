@@ -247,46 +247,109 @@ static void track_tx(q__db *d, const char *sql, bool ok)
 	}
 }
 
-static int run_stmt(q__db *d, const char *sql, const q__val *args, int nargs, q__res **rows,
-		    int64_t *changes);
+/* The parameters of one statement in libpq's form. */
+struct pg_params {
+	Oid *types;
+	const char **vals;
+	int *lens, *fmts;
+	char (*nums)[24];
+	char **tmp; /* copies of texts that had to be cut or cleaned */
+	int n;
+};
 
-static int pg_exec(q__db *d, const char *sql, const q__val *args, int nargs, q__res **rows,
-		   int64_t *changes)
+static void params_release(struct pg_params *pp)
 {
-	int rc;
-
-	if (rows)
-		*rows = NULL;
-	if (nargs > PG_MAX_ARGS)
-		return ap_error_set(AP_EINVAL, "too many statement parameters");
-	/* A ROLLBACK after the connection was lost: the server already dropped the
-	 * transaction. */
-	if (d->in_tx && (d->tx_broken || PQstatus(d->conn) != CONNECTION_OK) &&
-	    (strcmp(sql, "ROLLBACK") == 0)) {
-		track_tx(d, sql, true);
-		return 0;
-	}
-	if ((rc = ensure_conn(d)))
-		return rc;
-	/* A statement outside a transaction that fails because the server dropped the
-	 * connection (a restart) is sent once more on a new one: nothing of it happened. */
-	if (!d->in_tx) {
-		rc = run_stmt(d, sql, args, nargs, rows, changes);
-		if (rc != AP_EUNAVAIL || d->in_tx || PQstatus(d->conn) == CONNECTION_OK)
-			return rc;
-		if (ensure_conn(d))
-			return rc;
-		ap_error_clear();
-	}
-	return run_stmt(d, sql, args, nargs, rows, changes);
+	for (int i = 0; pp->tmp && i < pp->n; i++)
+		free(pp->tmp[i]);
+	free(pp->types);
+	free(pp->vals);
+	free(pp->lens);
+	free(pp->fmts);
+	free(pp->nums);
+	free(pp->tmp);
 }
 
-static int run_stmt(q__db *d, const char *sql, const q__val *args, int nargs, q__res **rows,
-		    int64_t *changes)
+static int params_build(struct pg_params *pp, const q__val *args, int nargs)
 {
-	const char *vals[PG_MAX_ARGS];
-	int lens[PG_MAX_ARGS], fmts[PG_MAX_ARGS];
-	char nums[PG_MAX_ARGS][24], *tmp[PG_MAX_ARGS] = {0};
+	size_t n = nargs > 0 ? (size_t)nargs : 1;
+	int rc;
+
+	memset(pp, 0, sizeof(*pp));
+	pp->n = nargs;
+	pp->types = calloc(n, sizeof(*pp->types));
+	pp->vals = calloc(n, sizeof(*pp->vals));
+	pp->lens = calloc(n, sizeof(*pp->lens));
+	pp->fmts = calloc(n, sizeof(*pp->fmts));
+	pp->nums = calloc(n, sizeof(*pp->nums));
+	pp->tmp = calloc(n, sizeof(*pp->tmp));
+	if (!pp->types || !pp->vals || !pp->lens || !pp->fmts || !pp->nums || !pp->tmp)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	for (int i = 0; i < nargs; i++) {
+		const q__val *v = &args[i];
+
+		pp->types[i] = v->t == QV_INT	 ? PG_INT8OID
+			       : v->t == QV_BLOB ? PG_BYTEAOID
+						 : PG_TEXTOID;
+		if (v->t == QV_INT) {
+			snprintf(pp->nums[i], sizeof(pp->nums[i]), "%lld", (long long)v->i);
+			pp->vals[i] = pp->nums[i];
+		} else if (!v->s) {
+			pp->vals[i] = NULL;
+		} else if (v->t == QV_BLOB) {
+			pp->vals[i] = v->s;
+			pp->lens[i] = (int)v->n;
+			pp->fmts[i] = 1;
+		} else {
+			size_t len = q__text_len(v->s);
+
+			if ((rc = utf8_clean(v->s, len, &pp->tmp[i])))
+				return rc;
+			if (!pp->tmp[i] && len != strlen(v->s) &&
+			    !(pp->tmp[i] = strndup(v->s, len)))
+				return ap_error_set(AP_ENOMEM, "out of memory");
+			pp->vals[i] = pp->tmp[i] ? pp->tmp[i] : v->s;
+		}
+	}
+	return 0;
+}
+
+/* The name of sql's prepared statement on this connection, preparing it the first time. */
+static int prepared(q__db *d, const char *sql, const struct pg_params *pp, const char **name)
+{
+	int slot = d->ncache < PG_STMT_CACHE ? d->ncache : PG_STMT_CACHE - 1;
+	PGresult *res;
+	char *text;
+	int rc;
+
+	for (int i = 0; i < d->ncache; i++)
+		if (d->cache[i].sql == sql) {
+			*name = d->cache[i].name;
+			return 0;
+		}
+	text = dollar_sql(sql);
+	if (!text)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	snprintf(d->cache[slot].name, sizeof(d->cache[slot].name), "q%d", d->seq++);
+	res = PQprepare(d->conn, d->cache[slot].name, text, pp->n, pp->types);
+	free(text);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		rc = pg_fail(d, res, "prepare");
+		PQclear(res);
+		return rc;
+	}
+	PQclear(res);
+	d->cache[slot].sql = sql;
+	if (slot == d->ncache)
+		d->ncache++;
+	*name = d->cache[slot].name;
+	return 0;
+}
+
+/* One statement on a live connection; once: not prepared and cached (built at run time). */
+static int run_stmt(q__db *d, const char *sql, bool once, const q__val *args, int nargs,
+		    q__res **rows, int64_t *changes)
+{
+	struct pg_params pp;
 	const char *name = NULL;
 	PGresult *res = NULL;
 	ExecStatusType st;
@@ -295,67 +358,25 @@ static int run_stmt(q__db *d, const char *sql, const q__val *args, int nargs, q_
 	if (nargs == 0 && !rows) {
 		res = PQexec(d->conn, sql);
 		track_tx(d, sql, PQresultStatus(res) == PGRES_COMMAND_OK);
+		memset(&pp, 0, sizeof(pp));
 		goto check;
 	}
-	for (int i = 0; i < d->ncache; i++)
-		if (d->cache[i].sql == sql)
-			name = d->cache[i].name;
-	if (!name) {
-		Oid types[PG_MAX_ARGS];
+	if ((rc = params_build(&pp, args, nargs)))
+		goto out;
+	if (once) {
 		char *text = dollar_sql(sql);
-		int slot = d->ncache < PG_STMT_CACHE ? d->ncache : PG_STMT_CACHE - 1;
 
-		if (!text)
-			return ap_error_set(AP_ENOMEM, "out of memory");
-		for (int i = 0; i < nargs; i++)
-			types[i] = args[i].t == QV_INT	  ? PG_INT8OID
-				   : args[i].t == QV_BLOB ? PG_BYTEAOID
-							  : PG_TEXTOID;
-		snprintf(d->cache[slot].name, sizeof(d->cache[slot].name), "q%d", d->seq++);
-		res = PQprepare(d->conn, d->cache[slot].name, text, nargs, types);
+		if (!text) {
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto out;
+		}
+		res = PQexecParams(d->conn, text, nargs, pp.types, pp.vals, pp.lens, pp.fmts, 0);
 		free(text);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			rc = pg_fail(d, res, "prepare");
-			PQclear(res);
-			return rc;
-		}
-		PQclear(res);
-		d->cache[slot].sql = sql;
-		if (slot == d->ncache)
-			d->ncache++;
-		name = d->cache[slot].name;
+	} else {
+		if ((rc = prepared(d, sql, &pp, &name)))
+			goto out;
+		res = PQexecPrepared(d->conn, name, nargs, pp.vals, pp.lens, pp.fmts, 0);
 	}
-	for (int i = 0; i < nargs; i++) {
-		const q__val *v = &args[i];
-
-		fmts[i] = 0;
-		lens[i] = 0;
-		if (v->t == QV_INT) {
-			snprintf(nums[i], sizeof(nums[i]), "%lld", (long long)v->i);
-			vals[i] = nums[i];
-		} else if (!v->s) {
-			vals[i] = NULL;
-		} else if (v->t == QV_BLOB) {
-			vals[i] = v->s;
-			lens[i] = (int)v->n;
-			fmts[i] = 1;
-		} else {
-			size_t n = q__text_len(v->s);
-
-			if ((rc = utf8_clean(v->s, n, &tmp[i])))
-				goto out;
-			if (tmp[i] || n != strlen(v->s)) {
-				if (!tmp[i] && !(tmp[i] = strndup(v->s, n))) {
-					rc = ap_error_set(AP_ENOMEM, "out of memory");
-					goto out;
-				}
-				vals[i] = tmp[i];
-			} else {
-				vals[i] = v->s;
-			}
-		}
-	}
-	res = PQexecPrepared(d->conn, name, nargs, vals, lens, fmts, 0);
 check:
 	st = PQresultStatus(res);
 	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
@@ -383,9 +404,49 @@ check:
 	rc = 0;
 out:
 	PQclear(res);
-	for (int i = 0; i < nargs; i++)
-		free(tmp[i]);
+	params_release(&pp);
 	return rc;
+}
+
+static int exec_any(q__db *d, const char *sql, bool once, const q__val *args, int nargs,
+		    q__res **rows, int64_t *changes)
+{
+	int rc;
+
+	if (rows)
+		*rows = NULL;
+	/* A ROLLBACK after the connection was lost: the server already dropped the
+	 * transaction. */
+	if (d->in_tx && (d->tx_broken || PQstatus(d->conn) != CONNECTION_OK) &&
+	    (strcmp(sql, "ROLLBACK") == 0)) {
+		track_tx(d, sql, true);
+		return 0;
+	}
+	if ((rc = ensure_conn(d)))
+		return rc;
+	/* A statement outside a transaction that fails because the server dropped the
+	 * connection (a restart) is sent once more on a new one: nothing of it happened. */
+	if (!d->in_tx) {
+		rc = run_stmt(d, sql, once, args, nargs, rows, changes);
+		if (rc != AP_EUNAVAIL || d->in_tx || PQstatus(d->conn) == CONNECTION_OK)
+			return rc;
+		if (ensure_conn(d))
+			return rc;
+		ap_error_clear();
+	}
+	return run_stmt(d, sql, once, args, nargs, rows, changes);
+}
+
+static int pg_exec(q__db *d, const char *sql, const q__val *args, int nargs, q__res **rows,
+		   int64_t *changes)
+{
+	return exec_any(d, sql, false, args, nargs, rows, changes);
+}
+
+static int pg_exec_once(q__db *d, const char *sql, const q__val *args, int nargs, q__res **rows,
+			int64_t *changes)
+{
+	return exec_any(d, sql, true, args, nargs, rows, changes);
 }
 
 static int pg_script(q__db *d, const char *sql)
@@ -541,6 +602,7 @@ const q__driver q__pg_driver = {
     .open = pg_open,
     .close = pg_close,
     .exec = pg_exec,
+    .exec_once = pg_exec_once,
     .script = pg_script,
     .migrate_lock = pg_migrate_lock,
     .migrate_unlock = pg_migrate_unlock,

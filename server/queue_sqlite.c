@@ -168,17 +168,13 @@ static int add_row(q__res *r, sqlite3_stmt *st)
 	return 0;
 }
 
-static int lite_exec(q__db *d, const char *sql, const q__val *args, int nargs, q__res **rows,
-		     int64_t *changes)
+/* Bind, run and collect st; finalize: st is not cached (freed here), else reset. */
+static int run_stmt(q__db *d, sqlite3_stmt *st, bool finalize, const q__val *args, int nargs,
+		    q__res **rows, int64_t *changes)
 {
-	sqlite3_stmt *st;
 	q__res *r = NULL;
-	int rc, step;
+	int rc = 0, step;
 
-	if (rows)
-		*rows = NULL;
-	if ((rc = prep(d, &st, sql)))
-		return rc;
 	for (int i = 0; i < nargs; i++) {
 		const q__val *v = &args[i];
 
@@ -215,10 +211,39 @@ static int lite_exec(q__db *d, const char *sql, const q__val *args, int nargs, q
 		r = NULL;
 	}
 out:
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
+	if (finalize) {
+		sqlite3_finalize(st);
+	} else {
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+	}
 	lite_res_free(r);
 	return rc;
+}
+
+static int lite_exec(q__db *d, const char *sql, const q__val *args, int nargs, q__res **rows,
+		     int64_t *changes)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (rows)
+		*rows = NULL;
+	if ((rc = prep(d, &st, sql)))
+		return rc;
+	return run_stmt(d, st, false, args, nargs, rows, changes);
+}
+
+static int lite_exec_once(q__db *d, const char *sql, const q__val *args, int nargs, q__res **rows,
+			  int64_t *changes)
+{
+	sqlite3_stmt *st;
+
+	if (rows)
+		*rows = NULL;
+	if (sqlite3_prepare_v2(d->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return lite_fail(d, "prepare");
+	return run_stmt(d, st, true, args, nargs, rows, changes);
 }
 
 static int lite_script(q__db *d, const char *sql)
@@ -316,6 +341,7 @@ const q__driver q__sqlite_driver = {
     .open = lite_open,
     .close = lite_close,
     .exec = lite_exec,
+    .exec_once = lite_exec_once,
     .script = lite_script,
     .migrate_lock = lite_migrate_lock,
     .migrate_unlock = lite_migrate_unlock,

@@ -236,6 +236,36 @@ static void test_semantic_dedupe(void **state)
 	assert_int_equal(e.result, Q_QUEUED);
 }
 
+/* One batch mixing every case the multi-row path handles: a redelivery inside the batch, a
+ * known id, a record, a trigger for an issue active in the database. */
+static void test_mixed_batch(void **state)
+{
+	struct fixture *f = *state;
+	q_delivery old = trigger("d-old", "acme/w", 2);
+	q_delivery a = trigger("d-a", "acme/w", 1), a2 = trigger("d-a", "acme/w", 1),
+		   known = trigger("d-old", "acme/w", 3), act = trigger("d-act", "acme/w", 2);
+	q_delivery rec = {.delivery = "d-rec",
+			  .event = "ping",
+			  .body = "{}",
+			  .len = 2,
+			  .kind = Q_RECORD,
+			  .note = "ping"};
+	q_delivery *batch[5] = {&a, &a2, &known, &rec, &act};
+
+	ingest1(f->q, &old, 1000);
+	assert_int_equal(q_ingest(f->q, batch, 5, 2000), 0);
+	assert_int_equal(a.result, Q_QUEUED);
+	assert_int_equal(a2.result, Q_DUPLICATE);
+	assert_int_equal(known.result, Q_DUPLICATE);
+	assert_int_equal(rec.result, Q_RECORDED);
+	assert_int_equal(act.result, Q_ACTIVE);
+	assert_int_equal(act.job_id, old.job_id);
+	assert_int_equal(body_len(f, "d-act"), 0);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs"), 2);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM deliveries"), 4);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM job_events"), 2);
+}
+
 static void test_lease_fields_and_payload(void **state)
 {
 	struct fixture *f = *state;
@@ -1011,6 +1041,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_semantic_dedupe, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_body_kept_only_for_deliveries_that_act, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_mixed_batch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_fields_and_payload, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_expiry_requeue_and_max_attempts, setup,
 					    teardown),
