@@ -158,6 +158,7 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 				    "fixer_run needs a box, a config and a test command");
 	if (opts->trajectory_path && (rc = traj_open(&a.traj, opts->trajectory_path)))
 		return rc;
+	a.tools.traj = a.traj;
 	stop_watch_start(&watch, opts->should_stop, opts->ud);
 	if (watch.started)
 		a.tools.cancel = &watch.flag;
@@ -186,6 +187,7 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 		goto out;
 	tester_set_max_diff_lines(a.tester, max_diff);
 	tester_set_cancel(a.tester, a.tools.cancel);
+	tester_set_patch_check(a.tester, opts->patch_check, opts->patch_check_ud);
 	if (!(issue = issue_text(opts))) {
 		rc = AP_ENOMEM;
 		goto out;
@@ -211,6 +213,10 @@ out:
 		cJSON_AddNumberToObject(o, "tokens_in", (double)res->tokens_in);
 		cJSON_AddNumberToObject(o, "tokens_out", (double)res->tokens_out);
 		cJSON_AddNumberToObject(o, "iterations", res->iterations);
+		if (res->diff)
+			cJSON_AddStringToObject(o, "diff", res->diff);
+		if (res->evidence)
+			cJSON_AddStringToObject(o, "evidence", res->evidence);
 		traj_event(a.traj, "end", o);
 	}
 	free(issue);

@@ -34,6 +34,13 @@ typedef struct fixer_opts {
 	fixer_progress_fn progress;
 	fixer_stop_fn should_stop;
 	void *ud;
+	/* The host's policy over a patch, called by the Tester on the exact diff bytes it fetched
+	 * from the workspace, before anything is tested: 0 = test it; AP_EDENIED = refused, with
+	 * *why one sentence naming the rule and the path (malloc'd; the Tester frees it), which
+	 * becomes the verdict and the Builder's feedback; another negative code ends the run.
+	 * NULL: no check (the publisher still checks). */
+	int (*patch_check)(void *ud, const char *diff, size_t len, char **why);
+	void *patch_check_ud;
 } fixer_opts;
 
 #define FIXER_OPTS_VERSION 1

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/testcmd.c - the test-command detector (see testcmd.h for the precedence and why). */
 #include "agents/testcmd.h"
+#include "common/beneath.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -35,6 +37,7 @@ static const char looked_for[] =
 /* One detection run: the open checkout and, once decided, the answer. */
 struct det {
 	int root;		       /* the checkout directory */
+	const char *dir;	       /* ... and its path */
 	ap_buf text;		       /* the file being looked at */
 	char cmd[TESTCMD_MAX_CMD + 1]; /* the command decided on */
 	char why[WHY_MAX];	       /* what decided it */
@@ -57,72 +60,21 @@ static bool decide(struct det *d, const char *cmd, const char *fmt, ...)
 
 /* ---- reading the untrusted checkout ---- */
 
-/* Open rel, plain names separated by '/', under the directory root without following a
- * symbolic link anywhere on the way: each directory is opened with O_NOFOLLOW relative to the
- * one before, then the last name with flags | O_NOFOLLOW. Returns a descriptor, or -1 with
- * errno set (ELOOP or ENOTDIR for a link). */
-static int open_beneath(int root, const char *rel, int flags)
-{
-	char name[256];
-	const char *p = rel;
-	int dir = root, fd;
-
-	for (;;) {
-		const char *slash = strchr(p, '/');
-		size_t n = slash ? (size_t)(slash - p) : strlen(p);
-
-		if (n == 0 || n >= sizeof(name) || (n <= 2 && strncmp(p, "..", n) == 0)) {
-			fd = -1;
-			errno = EINVAL;
-		} else {
-			memcpy(name, p, n);
-			name[n] = '\0';
-			fd = openat(dir, name,
-				    slash ? O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-					  : flags | O_NOFOLLOW | O_CLOEXEC);
-		}
-		if (dir != root) {
-			int saved = errno;
-
-			close(dir);
-			errno = saved;
-		}
-		if (fd < 0 || !slash)
-			return fd;
-		dir = fd;
-		p = slash + 1;
-	}
-}
-
-/* Read the regular file rel of the checkout into d->text. 0, or a negative code when it is
- * missing, a symbolic link (or under one), not a regular file, larger than TESTCMD_FILE_CAP
- * or unreadable. No message is recorded: to the detector each of these means "not there". */
+/* Read the regular file rel of the checkout into d->text, beneath the checkout and through no
+ * symbolic link in any component (fs_read_file_at with FS_READ_NOFOLLOW, common/beneath.h). 0,
+ * or a negative code when it is missing, a symbolic link (or under one), not a regular file,
+ * larger than TESTCMD_FILE_CAP (the buffer's cap) or unreadable. No message is kept: to the
+ * detector each of these means "not there". */
 static int read_small(struct det *d, const char *rel)
 {
-	char chunk[8192];
-	struct stat st;
-	ssize_t n;
-	int fd, rc = 0;
+	int rc;
 
 	ap_buf_reset(&d->text);
-	fd = open_beneath(d->root, rel, O_RDONLY | O_NONBLOCK);
-	if (fd < 0)
-		return errno == ELOOP ? AP_EDENIED : AP_ENOTFOUND;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-		rc = AP_EDENIED;
-	else if (st.st_size > TESTCMD_FILE_CAP)
-		rc = AP_ETOOBIG;
-	while (!rc && (n = read(fd, chunk, sizeof(chunk))) != 0) {
-		if (n < 0)
-			rc = AP_EIO;
-		else if ((size_t)n > d->text.cap - d->text.len)
-			rc = AP_ETOOBIG; /* it grew after the fstat */
-		else
-			rc = ap_buf_add(&d->text, chunk, (size_t)n);
-	}
-	close(fd);
-	if (rc)
+	rc = fs_read_file_at(&d->text, d->dir, rel, FS_READ_NOFOLLOW);
+	if (rc) {
 		ap_buf_reset(&d->text);
+		ap_error_clear();
+	}
 	return rc;
 }
 
@@ -131,10 +83,12 @@ static bool has_file(const struct det *d, const char *rel)
 {
 	struct stat st;
 	bool yes;
-	int fd = open_beneath(d->root, rel, O_RDONLY | O_NONBLOCK);
+	int fd;
 
-	if (fd < 0)
+	if (beneath_open(&fd, d->root, rel, O_RDONLY | O_NONBLOCK) != 0) {
+		ap_error_clear();
 		return false;
+	}
 	yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	close(fd);
 	return yes;
@@ -704,8 +658,9 @@ static bool from_py_files(struct det *d)
 	if (fd >= 0 && py_tests_in(fd, 0))
 		return decide(d, PYTEST_CMD, "test_*.py files at the top level");
 	for (const char *const *dir = dirs; *dir; dir++) {
-		fd = open_beneath(d->root, *dir, O_RDONLY | O_DIRECTORY);
-		if (fd >= 0 && py_tests_in(fd, PY_TEST_DEPTH))
+		if (beneath_open(&fd, d->root, *dir, O_RDONLY | O_DIRECTORY) != 0)
+			ap_error_clear();
+		else if (py_tests_in(fd, PY_TEST_DEPTH))
 			return decide(d, PYTEST_CMD, "test_*.py files in %s/", *dir);
 	}
 	return false;
@@ -713,7 +668,7 @@ static bool from_py_files(struct det *d)
 
 int testcmd_detect(char **cmd, char **why, const char *repo_dir)
 {
-	struct det d = {.root = -1, .text = AP_BUF_INIT(TESTCMD_FILE_CAP)};
+	struct det d = {.root = -1, .dir = repo_dir, .text = AP_BUF_INIT(TESTCMD_FILE_CAP)};
 	bool found;
 
 	*cmd = NULL;

@@ -8,9 +8,10 @@
  * (the file's `test:`, fix's --test) always wins; the caller handles that.
  *
  * It decides from files in the host checkout only: nothing in the repository is executed.
- * The checkout is untrusted, so no symbolic link is followed on the way to a file (every
- * directory and the file itself are opened with O_NOFOLLOW, relative to the checkout), only
- * regular files are read, and a file larger than TESTCMD_FILE_CAP is ignored.
+ * The checkout is untrusted, so every file is opened beneath the checkout through no symbolic
+ * link in any component (common/beneath.h: openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or a
+ * component walk), only regular files are read, and a file larger than TESTCMD_FILE_CAP is
+ * ignored.
  *
  * Precedence, first match wins:
  *   1. AGENTS.md, CONTRIBUTING.md, .github/CONTRIBUTING.md, docs/CONTRIBUTING.md: a command

@@ -24,16 +24,27 @@ struct tester {
 	traj *traj;
 	int64_t max_diff_lines;
 	const volatile sig_atomic_t *cancel;
+	int (*patch_check)(void *ud, const char *diff, size_t len, char **why);
+	void *patch_check_ud;
 	bool have_baseline;
 	int baseline_exit;
 	test_outcomes baseline;
 };
 
+/* git in the box ignores the system and global config; the workspace's own .git/config is the
+ * model's to write, so every option that changes what `git diff` prints is given on the
+ * command line: no external diff driver or textconv, no colour, fixed a/ and b/ prefixes,
+ * unquoted non-ASCII names, submodules shown. The host never relies on any of this: it parses
+ * and checks the bytes itself (the patch_check hook, github/patch.h). */
+#define GIT_ENV "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null && "
+#define GIT	"git -c safe.directory='*' -c core.quotePath=false"
+
 /* Stage everything except interpreter caches, then print the diff (or the names). */
 static const char SCRIPT_DIFF[] =
-    "cd \"$1\" && git -c safe.directory='*' add -A -- . ':(exclude,glob)**/__pycache__/**' "
-    "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && "
-    "git -c safe.directory='*' diff --cached $2";
+    "cd \"$1\" && " GIT_ENV GIT " add -A -- . ':(exclude,glob)**/__pycache__/**' "
+    "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && " GIT
+    " diff --cached --no-ext-diff --no-textconv --no-color --no-relative --src-prefix=a/ "
+    "--dst-prefix=b/ --submodule=short --ignore-submodules=none $2";
 
 /* $1 test path: a fresh pristine copy plus only the reproduction test. The repository's .git
  * is left out: it can be large, /tmp is a size-capped tmpfs, and no test needs it. */
@@ -46,7 +57,7 @@ static const char SCRIPT_PRISTINE[] =
 /* Before a suite run: remember the untracked files and mark the time, so the run's JUnit
  * reports can be found and the files it created removed again. */
 static const char SCRIPT_SUITE_BEFORE[] =
-    "cd \"$1\" && { git -c safe.directory='*' ls-files -o > /tmp/.ap-untracked 2>/dev/null || "
+    "cd \"$1\" && " GIT_ENV "{ " GIT " ls-files -o > /tmp/.ap-untracked 2>/dev/null || "
     ": > /tmp/.ap-untracked; } && touch /tmp/.ap-suite-mark";
 
 /* JUnit XML reports the run wrote (conventional names), each preceded by a marker line. */
@@ -59,7 +70,7 @@ static const char SCRIPT_JUNIT[] =
 /* After a suite run in the workspace: remove the untracked files it created (reports,
  * caches), so the Tester leaves the workspace - and the diff - as it found them. */
 static const char SCRIPT_SUITE_AFTER[] =
-    "cd \"$1\" && git -c safe.directory='*' ls-files -o > /tmp/.ap-untracked-after && "
+    "cd \"$1\" && " GIT_ENV GIT " ls-files -o > /tmp/.ap-untracked-after && "
     "grep -vxFf /tmp/.ap-untracked /tmp/.ap-untracked-after | while IFS= read -r f; do "
     "rm -f -- \"$f\"; done; true";
 
@@ -263,23 +274,8 @@ static int run_cmd(tester *t, const char *workdir, const char *shell_cmd, int ti
 {
 	const char *argv[] = {"env", "PYTHONDONTWRITEBYTECODE=1", "sh", "-c", shell_cmd, NULL};
 	int rc = run(t, workdir, argv, timeout_s, r);
-	if (!rc && t->traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "dir", workdir);
-		cJSON_AddStringToObject(o, "command", shell_cmd);
-		cJSON_AddNumberToObject(o, "exit", r->exit_code);
-		cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
-		cJSON_AddNumberToObject(o, "millis", (double)r->millis);
-		char *tail = tools_head_tail(r->out ? r->out : "", r->out_len, 4000);
-		if (tail)
-			cJSON_AddStringToObject(o, "stdout", tail);
-		free(tail);
-		tail = tools_head_tail(r->err ? r->err : "", r->err_len, 2000);
-		if (tail)
-			cJSON_AddStringToObject(o, "stderr", tail);
-		free(tail);
-		traj_event(t->traj, "tester_run", o);
-	}
+	if (!rc && t->traj)
+		tools_traj_command(t->traj, "tester_run", shell_cmd, workdir, r);
 	return rc;
 }
 
@@ -372,6 +368,20 @@ static int run_suite(tester *t, const char *dir, sbx_result *r, test_outcomes *o
 			goto out;
 		sbx_result_release(&x);
 	}
+	if (t->traj && o->n) {
+		cJSON *e = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(e, "tests");
+		cJSON_AddStringToObject(e, "dir", dir);
+		for (size_t i = 0; list && i < o->n; i++) {
+			cJSON *one = cJSON_CreateObject();
+			cJSON_AddStringToObject(one, "name", o->names[i]);
+			cJSON_AddStringToObject(one, "status",
+						o->status[i] == 'P'   ? "passed"
+						: o->status[i] == 'F' ? "failed"
+								      : "error");
+			cJSON_AddItemToArray(list, one);
+		}
+		traj_event(t->traj, "tester_tests", e);
+	}
 	if (strcmp(dir, WORKSPACE) == 0)
 		rc = run(t, dir, after, 60, &x);
 out:
@@ -454,6 +464,38 @@ void tester_set_cancel(tester *t, const volatile sig_atomic_t *cancel)
 	t->cancel = cancel;
 }
 
+void tester_set_patch_check(tester *t,
+			    int (*fn)(void *ud, const char *diff, size_t len, char **why), void *ud)
+{
+	t->patch_check = fn;
+	t->patch_check_ud = ud;
+}
+
+/* The host's policy over the exact bytes about to be tested: 0 when it passes (or there is
+ * none), 0 with a rejection in v when it refuses, < 0 when it failed. */
+static int policy_check(tester *t, tester_verdict *v)
+{
+	char *why = NULL;
+	int rc;
+
+	if (!t->patch_check)
+		return 0;
+	rc = t->patch_check(t->patch_check_ud, v->diff, strlen(v->diff), &why);
+	if (rc == AP_EDENIED) {
+		v->proven = false;
+		v->reason = why ? why : strdup("the host's patch policy refused the diff");
+		why = NULL;
+		v->feedback = tools_asprintf(
+		    "Tester: REJECTED - %s\n\nThe host checks the diff of /tmp/workspace itself "
+		    "and will not test, apply or publish a patch that breaks a rule. Undo that "
+		    "change in the workspace (restore or delete the file) and call finish again.",
+		    v->reason ? v->reason : "");
+		rc = v->reason && v->feedback ? 0 : AP_ENOMEM;
+	}
+	free(why);
+	return rc;
+}
+
 /* True when files (newline-separated) holds something besides path. */
 static bool changes_besides(const char *files, const char *path)
 {
@@ -516,6 +558,8 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 		rc = reject(v, "the workspace has no changes", "git diff", WORKSPACE, NULL);
 		goto out;
 	}
+	if ((rc = policy_check(t, v)) || v->reason)
+		goto out;
 	int64_t changed = tester_diff_changed_lines(v->diff);
 	if (t->max_diff_lines > 0 && changed > t->max_diff_lines) {
 		char *why = tools_asprintf(

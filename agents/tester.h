@@ -34,6 +34,13 @@ void tester_set_max_diff_lines(tester *t, int64_t max);
  * AP_ECANCELLED. Borrowed; must outlive the tester. NULL: none. */
 void tester_set_cancel(tester *t, const volatile sig_atomic_t *cancel);
 
+/* The host's patch policy (fixer_opts.patch_check), run on the exact diff bytes right after
+ * they are fetched: a refusal (AP_EDENIED) rejects the patch with its sentence as the reason
+ * and the Builder's feedback; any other error ends tester_check(). fn NULL: none. Borrowed. */
+void tester_set_patch_check(tester *t,
+			    int (*fn)(void *ud, const char *diff, size_t len, char **why),
+			    void *ud);
+
 typedef struct tester_verdict {
 	bool proven;
 	char *reason;	     /* one line: why rejected, or "proven" */

@@ -471,10 +471,46 @@ void tool_finish_release(tool_finish *f)
 	memset(f, 0, sizeof(*f));
 }
 
+void tools_traj_command(traj *t, const char *type, const char *command, const char *dir,
+			const sbx_result *r)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *tail;
+
+	cJSON_AddStringToObject(o, "dir", dir);
+	cJSON_AddStringToObject(o, "command", command);
+	cJSON_AddNumberToObject(o, "exit", r->exit_code);
+	cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
+	cJSON_AddNumberToObject(o, "millis", (double)r->millis);
+	tail = tools_head_tail(r->out ? r->out : "", r->out_len, 4000);
+	if (tail)
+		cJSON_AddStringToObject(o, "stdout", tail);
+	free(tail);
+	tail = tools_head_tail(r->err ? r->err : "", r->err_len, 2000);
+	if (tail)
+		cJSON_AddStringToObject(o, "stderr", tail);
+	free(tail);
+	traj_event(t, type, o);
+}
+
+/* The "sandbox_exec" event of one command: its argv (each word cut at 200 bytes). */
+static void traj_exec(const tool_ctx *ctx, const tool_argv *a, const sbx_result *r)
+{
+	ap_buf line = AP_BUF_INIT(8192);
+
+	for (char *const *w = a->argv; *w; w++)
+		ap_buf_addf(&line, "%s%s%.200s%s%s", w == a->argv ? "" : " ",
+			    strpbrk(*w, " \t\n'\"") ? "'" : "", *w, strlen(*w) > 200 ? "..." : "",
+			    strpbrk(*w, " \t\n'\"") ? "'" : "");
+	tools_traj_command(ctx->traj, "sandbox_exec", ap_buf_str(&line), ctx->root, r);
+	ap_buf_release(&line);
+}
+
 /* Run an argv in the box. */
 static int exec_argv(const tool_ctx *ctx, const tool_argv *a, sbx_result *res)
 {
 	sbx_cmd cmd = SBX_CMD_INIT;
+	int rc;
 	cmd.argv = (const char *const *)a->argv;
 	cmd.workdir = ctx->root;
 	cmd.stdin_data = a->stdin_data;
@@ -482,7 +518,10 @@ static int exec_argv(const tool_ctx *ctx, const tool_argv *a, sbx_result *res)
 	cmd.timeout_s = a->timeout_s;
 	cmd.output_cap = 1u << 20;
 	cmd.cancel = ctx->cancel;
-	return sbx_exec(ctx->box, &cmd, res);
+	rc = sbx_exec(ctx->box, &cmd, res);
+	if (!rc && ctx->traj)
+		traj_exec(ctx, a, res);
+	return rc;
 }
 
 static char *format_run(const tool_ctx *ctx, const sbx_result *r)

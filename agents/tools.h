@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "agents/llm.h"
+#include "agents/traj.h"
 #include "sandbox/sandbox.h"
 
 enum tool_set { TOOLS_PLANNER, TOOLS_BUILDER };
@@ -33,11 +34,13 @@ typedef struct tool_ctx {
 	/* When it becomes non-zero, a running command is killed with its box and the tool call
 	 * returns AP_ECANCELLED (sbx_cmd.cancel); NULL: none. */
 	const volatile sig_atomic_t *cancel;
+	/* Every command a tool runs in the box is a "sandbox_exec" event here; NULL: none. */
+	traj *traj;
 } tool_ctx;
 
 #define TOOL_CTX_INIT                                                                              \
 	{                                                                                          \
-		NULL, "/tmp/workspace", 120, 16384, NULL                                           \
+		NULL, "/tmp/workspace", 120, 16384, NULL, NULL                                     \
 	}
 
 /* What `finish` declared. Strings malloc'd; release with tool_finish_release(). */
@@ -86,6 +89,11 @@ char *tools_replace_once(const char *text, const char *old, const char *new_text
 /* Keep the head and the tail of text when it is longer than cap, with a marker in between.
  * Returns a malloc'd copy. */
 char *tools_head_tail(const char *text, size_t len, size_t cap);
+
+/* Append a command's event of type ("sandbox_exec", "tester_run") to t: command, dir, exit,
+ * timed_out, millis and the head and tail of stdout (4000 bytes) and stderr (2000). */
+void tools_traj_command(traj *t, const char *type, const char *command, const char *dir,
+			const sbx_result *r);
 
 /* printf into a malloc'd string (caller frees), or NULL when out of memory. */
 char *tools_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

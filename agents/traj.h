@@ -3,9 +3,10 @@
  *
  * Each line is one event: {"t": <ms since start>, "type": "...", ...}. Types used: "start",
  * "llm_request", "llm_response", "llm_usage", "llm_retry", "llm_error", "progress",
- * "tool_result", "tester_run", "verdict", "budget", "end". Every line passes through the
- * redaction layer before it reaches the file, so a secret in a model message or a command's
- * output never lands on disk.
+ * "tool_result", "sandbox_exec" (a command a tool ran in the box), "tester_run",
+ * "tester_tests" (per-test results of a suite run), "verdict", "budget", "end" (with the
+ * diff and the evidence). Every line passes through the redaction layer before it reaches the
+ * file, so a secret in a model message or a command's output never lands on disk.
  */
 #ifndef AP_TRAJ_H
 #define AP_TRAJ_H

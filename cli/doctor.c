@@ -15,8 +15,12 @@
 #include "github/app.h"
 #include "github/jwt.h"
 #include "github/rest.h"
+#include "job/environment.h"
 #include "sandbox/sandbox.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -198,6 +202,76 @@ out:
 	gh_app_free(app);
 }
 
+/* The commands a flavour's image must have (docs/environments.md). */
+static const char *flavor_tools(const char *flavor)
+{
+	static const struct {
+		const char *flavor, *tools;
+	} t[] = {
+	    {"python", "python3 pip3 pytest"}, {"node", "node npm"}, {"go", "go"},
+	    {"rust", "cargo rustc"},	       {"java", "java mvn"}, {"c", "gcc make cmake"},
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (strcmp(t[i].flavor, flavor) == 0)
+			return t[i].tools;
+	return "sh";
+}
+
+/* Every flavour that is built must run a box with its toolchain; one not built is only
+ * named (it is built on first use or by build.sh --flavor NAME). */
+static void check_flavors(struct report *r, const ap_config *cfg, sbx_engine *e)
+{
+	for (size_t i = 0; env_flavors[i]; i++) {
+		const char *fl = env_flavors[i], *tools = flavor_tools(fl);
+		char image[256], name[64], script[256];
+		const char *argv[] = {"sh", "-c", script, NULL};
+		sbx_spec spec = SBX_SPEC_INIT;
+		sbx_cmd cmd = SBX_CMD_INIT;
+		sbx_result res = SBX_RESULT_INIT;
+		sbx_box *b = NULL;
+		int rc;
+
+		env_flavor_image(cfg, fl, image, sizeof(image));
+		snprintf(name, sizeof(name), "flavour %s", fl);
+		rc = sbx_image_present(e, image);
+		if (rc == AP_ENOTFOUND) {
+			ap_error_clear();
+			printf("- %s: %s not built (deploy/sandbox-image/build.sh --flavor %s)\n",
+			       name, image, fl);
+			continue;
+		}
+		if (rc) {
+			fail(r, name, "asking Docker about %s failed (%s).", image, last_error());
+			continue;
+		}
+		snprintf(
+		    script, sizeof(script),
+		    "for t in %s; do command -v \"$t\" >/dev/null || { echo \"$t\"; exit 1; }; "
+		    "done",
+		    tools);
+		spec.image = image;
+		spec.job_label = "doctor";
+		cmd.argv = argv;
+		cmd.timeout_s = CHECK_TIMEOUT_S;
+		rc = sbx_create(e, &spec, &b);
+		if (rc == 0)
+			rc = sbx_exec(b, &cmd, &res);
+		if (rc)
+			fail(r, name, "a box of %s did not start (%s).", image, last_error());
+		else if (res.exit_code != 0)
+			fail(r, name,
+			     "%s lacks `%.40s`. Rebuild it: deploy/sandbox-image/build.sh --flavor "
+			     "%s.",
+			     image, res.out && res.out[0] ? strtok(res.out, "\n") : "?", fl);
+		else
+			pass(r, name, "%s (%s)", image, tools);
+		sbx_result_release(&res);
+		if (sbx_destroy(b) != 0)
+			ap_error_clear();
+	}
+}
+
 static void check_docker(struct report *r, ap_config *cfg)
 {
 	sbx_engine *e = NULL;
@@ -227,6 +301,7 @@ static void check_docker(struct report *r, ap_config *cfg)
 		fail(r, "sandbox image present",
 		     "asking Docker about %s failed (%s). Check that dockerd is healthy.", image,
 		     last_error());
+	check_flavors(r, cfg, e);
 	sbx_engine_free(e);
 }
 
@@ -258,6 +333,90 @@ static void check_model(struct report *r, ap_config *cfg)
 	llm_free(m);
 }
 
+/* An address GitHub cannot reach from the internet: loopback, private, link-local, shared
+ * (CGNAT), unspecified, IPv6 unique-local. */
+static bool unreachable_from_outside(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+
+		return (a >> 24) == 127 || (a >> 24) == 10 || (a >> 24) == 0 ||
+		       (a >> 20) == (172u << 4 | 1) || (a >> 16) == (192u << 8 | 168) ||
+		       (a >> 16) == (169u << 8 | 254) || (a >> 22) == (100u << 2 | 1);
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		return IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
+		       IN6_IS_ADDR_LINKLOCAL(a) || (a->s6_addr[0] & 0xfe) == 0xfc ||
+		       (IN6_IS_ADDR_V4MAPPED(a) && (a->s6_addr[12] == 127 || a->s6_addr[12] == 10));
+	}
+	return false;
+}
+
+/* Whether GitHub can deliver to AUTOPATCH_PUBLIC_URL, as far as this host can tell: the URL's
+ * host must resolve, and to at least one address that is not loopback or private. A check
+ * from inside cannot prove the outside reaches it (firewalls, NAT), only rule it out. */
+static void check_public_url(struct report *r, ap_config *cfg)
+{
+	const char *url = cfg_str(cfg, "AUTOPATCH_PUBLIC_URL"), *h, *end;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL, *ai;
+	char host[256], addr[INET6_ADDRSTRLEN] = "";
+	bool outside = false;
+	int rc;
+
+	if (!url)
+		return; /* only the registration at /setup needs it */
+	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) {
+		fail(r, "public URL",
+		     "AUTOPATCH_PUBLIC_URL=%s is not an http(s) URL. Set it to the URL GitHub "
+		     "reaches this server at (https://autopatch.example.org).",
+		     url);
+		return;
+	}
+	h = strstr(url, "://") + 3;
+	if (*h == '[') {
+		end = strchr(++h, ']');
+	} else {
+		end = h + strcspn(h, ":/?#");
+	}
+	if (!end || end == h || (size_t)(end - h) >= sizeof(host)) {
+		fail(r, "public URL", "AUTOPATCH_PUBLIC_URL=%s has no host name.", url);
+		return;
+	}
+	snprintf(host, sizeof(host), "%.*s", (int)(end - h), h);
+	rc = getaddrinfo(host, NULL, &hints, &res);
+	if (rc != 0) {
+		fail(r, "public URL",
+		     "%s (from AUTOPATCH_PUBLIC_URL) does not resolve here (%s), so GitHub "
+		     "cannot reach it either. Fix the name or its DNS record.",
+		     host, gai_strerror(rc));
+		return;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		if (!unreachable_from_outside(ai->ai_addr))
+			outside = true;
+		else if (!addr[0])
+			getnameinfo(ai->ai_addr, ai->ai_addrlen, addr, sizeof(addr), NULL, 0,
+				    NI_NUMERICHOST);
+	}
+	freeaddrinfo(res);
+	if (!outside)
+		fail(r, "public URL",
+		     "%s (from AUTOPATCH_PUBLIC_URL) resolves to %s, a loopback or private "
+		     "address: GitHub cannot deliver webhooks there from outside. Publish the "
+		     "server (a reverse proxy with a public name), or on a laptop forward a "
+		     "smee.io channel with smee-client (README \"Webhooks on a laptop\").",
+		     host, addr);
+	else if (strncmp(url, "http://", 7) == 0)
+		pass(r, "public URL",
+		     "%s resolves to a public address (GitHub sends the secret's signature over "
+		     "plain HTTP: prefer https)",
+		     host);
+	else
+		pass(r, "public URL", "%s resolves to a public address", host);
+}
+
 int doctor_main(int argc, char **argv, ap_config *cfg)
 {
 	struct report r = {0};
@@ -276,6 +435,7 @@ int doctor_main(int argc, char **argv, ap_config *cfg)
 		cfg_set(cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", "5");
 
 	check_config(&r, cfg);
+	check_public_url(&r, cfg);
 	key_ok = check_key(&r, cfg);
 	check_github(&r, cfg, key_ok && cfg_is_set(cfg, "APP_ID"));
 	check_docker(&r, cfg);

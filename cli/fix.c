@@ -10,6 +10,8 @@
 #include "common/fs.h"
 #include "agents/fixer.h"
 #include "common/redact.h"
+#include "job/environment.h"
+#include "job/patch_policy.h"
 #include "job/repo_config.h"
 #include "sandbox/sandbox.h"
 
@@ -43,6 +45,39 @@ static void progress(void *ud, const char *stage, const char *line)
 	(void)ud;
 	printf("[%s] %s\n", stage, line);
 	fflush(stdout);
+}
+
+static void env_note(void *ud, const char *msg)
+{
+	(void)ud;
+	printf("[preparing] %s\n", msg);
+	fflush(stdout);
+}
+
+/* The live setup line: printed when it changes. */
+static void env_live(void *ud, const char *msg)
+{
+	static char last[600];
+
+	(void)ud;
+	if (strcmp(last, msg) == 0)
+		return;
+	snprintf(last, sizeof(last), "%s", msg);
+	printf("[setup] %s\n", msg);
+	fflush(stdout);
+}
+
+/* Connections the egress proxy refused, with the line to add. */
+static void print_blocked(sbx_box *box)
+{
+	char *rep = NULL;
+
+	if (!box || env_blocked_report(box, &rep) != 0 || !rep)
+		return;
+	printf("\nBLOCKED network connections (the egress proxy refused them):\n");
+	for (char *line = strtok(rep, "\n"); line; line = strtok(NULL, "\n"))
+		printf("  - %s\n", line);
+	free(rep);
 }
 
 static void usage(void)
@@ -128,10 +163,15 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	const char *test_cmd;
 	char repo_abs[PATH_MAX], gitdir[PATH_MAX + 8];
 	repo_config *rcfg = NULL;
+	patch_policy policy;
 	sbx_engine *engine = NULL;
 	sbx_box *box = NULL;
 	fixer_result res = FIXER_RESULT_INIT;
 	struct stat st;
+	env_choice choice;
+	char line[700];
+	const char *const *steps;
+	const char *one_step[2] = {NULL, NULL};
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -153,6 +193,7 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 			break;
 		case 's':
 			setup_arg = optarg;
+			one_step[0] = optarg;
 			break;
 		case 'j':
 			traj_path = optarg;
@@ -207,6 +248,11 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	}
 	if (rcfg->from_file)
 		print_settings(rcfg, test_arg, setup_arg, max_iter);
+	/* The pipeline's policy, on the bytes, against the repository's HEAD. */
+	if (patch_policy_init(&policy, cfg, rcfg, repo_abs) != 0) {
+		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
+		goto out;
+	}
 	test_cmd = test_arg ? test_arg : rcfg->test;
 	if (test_arg)
 		printf("test command: %s (from --test)\n", test_cmd);
@@ -225,9 +271,21 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	code = 1;
 	printf("[preparing] repository %s, test command: %s\n", repo_abs, test_cmd);
 	fflush(stdout);
+	if ((rc = env_choose_image(&choice, cfg, repo_abs, rcfg->image, REPO_CONFIG_PATH))) {
+		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
+		goto out;
+	}
+	env_describe_choice(&choice, line, sizeof(line));
+	printf("[preparing] %s\n", line);
+	fflush(stdout);
 	if ((rc = sbx_engine_new(&engine, cfg))) {
 		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
 		code = rc == AP_EINVAL ? 2 : 1;
+		goto out;
+	}
+	/* Environment errors end here, before any box or model call. */
+	if ((rc = env_check_image(engine, cfg, &choice, env_note, NULL))) {
+		printf("NOT PROVEN: %s\n", ap_error_last());
 		goto out;
 	}
 	sbx_spec spec = {.version = SBX_SPEC_VERSION};
@@ -235,7 +293,7 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	snprintf(label, sizeof(label), "fix-%ld", (long)getpid());
 	spec.repo_dir = repo_abs;
 	spec.job_label = label;
-	spec.image = rcfg->image;
+	spec.image = choice.image;
 	if (rcfg->network[0]) {
 		spec.network = SBX_NET_ALLOWLIST;
 		spec.allow = (const char *const *)rcfg->network;
@@ -244,8 +302,38 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		fprintf(stderr, "autopatch fix: cannot prepare the sandbox: %s\n", ap_error_last());
 		goto out;
 	}
-	printf("[preparing] sandbox ready\n");
+	printf("[preparing] sandbox ready%s\n",
+	       rcfg->network[0] ? " (egress allow-list for setup)" : "");
 	fflush(stdout);
+	steps = setup_arg ? one_step : (const char *const *)rcfg->setup_steps;
+	if ((rc = env_check_tools(box, &choice, steps, test_cmd))) {
+		printf("NOT PROVEN: %s\n", ap_error_last());
+		goto out;
+	}
+	env_setup_opts eo = ENV_SETUP_OPTS_INIT;
+	env_setup_result er;
+	char repo_id[PATH_MAX + 8];
+	snprintf(repo_id, sizeof(repo_id), "local:%s", repo_abs);
+	eo.cfg = cfg;
+	eo.box = box;
+	eo.image = &choice;
+	eo.repo_id = repo_id;
+	eo.repo_dir = repo_abs;
+	eo.setup_steps = steps;
+	eo.setup_script = setup_arg ? setup_arg : rcfg->setup;
+	eo.cache_key_globs = (const char *const *)rcfg->cache_key;
+	eo.had_network = rcfg->network[0] != NULL;
+	eo.agent_network = rcfg->agent_network;
+	eo.note = env_note;
+	eo.live = env_live;
+	if ((rc = env_setup(&eo, &er))) {
+		char *why = redact_str(ap_error_last());
+		printf("NOT PROVEN: %s\n", why ? why : "setup failed");
+		free(why);
+		print_blocked(box);
+		code = rc == AP_ECANCELLED ? 130 : 1;
+		goto out;
+	}
 
 	const char *title, *body;
 	split_issue(issue.data, &title, &body);
@@ -255,21 +343,27 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	fo.issue_title = title;
 	fo.issue_body = body;
 	fo.test_cmd = test_cmd;
-	fo.setup_cmd = setup_arg ? setup_arg : rcfg->setup;
+	/* Setup ran (or was restored) above; the fixer only prepares other trees from it. */
+	fo.setup_cmd = er.have_products ? ENV_PREPARE_TREE_CMD : NULL;
 	fo.max_iterations = max_iter ? max_iter : rcfg->max_iterations;
 	fo.trajectory_path = traj_path;
 	fo.progress = progress;
 	fo.should_stop = should_stop;
+	fo.patch_check = patch_policy_fixer_check;
+	fo.patch_check_ud = &policy;
 	rc = fixer_run(&fo, &res);
 
 	if (traj_path)
 		printf("trajectory: %s\n", traj_path);
+	print_blocked(box);
 	printf("\nmodel: %s, %d model calls, %lld tokens in, %lld tokens out, %d round(s)\n",
 	       res.model ? res.model : "?", res.model_calls, (long long)res.tokens_in,
 	       (long long)res.tokens_out, res.iterations);
-	/* paths.allow / paths.deny: the pipeline refuses to publish such a patch; so does fix. */
+	/* The Tester's hook already judged these bytes; the pipeline checks again before it
+	 * applies them, and so does fix before it calls them proven. */
 	if (rc == 0 && res.proven &&
-	    repo_config_check_paths(rcfg, res.files_changed ? res.files_changed : "") != 0) {
+	    patch_policy_check(&policy, res.diff ? res.diff : "",
+			       res.diff ? strlen(res.diff) : 0) != 0) {
 		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
 		printf("REFUSED: %s\n", ap_error_last());
 		code = 1;

@@ -24,6 +24,9 @@ static const char usage[] =
     "  doctor                    check configuration, GitHub, Docker and the model\n"
     "  demo                      the whole label -> pull request loop, locally\n"
     "  settings [--json]         every setting with its default (no values)\n"
+    "  setup                     register the GitHub App in one click (prints the URL)\n"
+    "  cache list|clear [--repo ID]\n"
+    "                            the per-repository environment cache\n"
     "  --version, --help\n"
     "\n"
     "Settings come from ./.env and the environment; see .env.example.\n";
@@ -34,9 +37,9 @@ struct command {
 };
 
 static const struct command commands[] = {
-    {"serve", serve_main},	 {"jobs", jobs_main}, {"sandbox", sandbox_main},
-    {"doctor", doctor_main},	 {"fix", fix_main},   {"demo", demo_main},
-    {"settings", settings_main},
+    {"serve", serve_main},	 {"jobs", jobs_main},	{"sandbox", sandbox_main},
+    {"doctor", doctor_main},	 {"fix", fix_main},	{"demo", demo_main},
+    {"settings", settings_main}, {"setup", setup_main}, {"cache", cache_main},
 };
 
 int main(int argc, char **argv)

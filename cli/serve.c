@@ -5,6 +5,7 @@
  * stop or re-queue them). */
 #include "job/pipeline.h"
 #include "common/err.h"
+#include "github/oauth.h"
 #include "common/log.h"
 #include "cli/commands.h"
 #include "github/rest.h"
@@ -27,6 +28,9 @@
 /* Settings of `serve`, validated before anything starts. */
 struct serve_opts {
 	const char *secret, *secret_prev, *label, *path, *db, *bind;
+	const char *sign_in;
+	char console_url[256];
+	int64_t session_h;
 	listen_spec public_at, admin_at;
 	int64_t port, workers, lease_s, heartbeat_s, rescue_s, max_attempts, retry_s, grace_s;
 	int64_t max_conn, per_ip, headers_s, body_s;
@@ -38,14 +42,40 @@ static int usage_error(const char *msg)
 	return 2;
 }
 
-static int read_opts(const ap_config *cfg, struct serve_opts *o)
+int serve_console_url(const ap_config *cfg, const listen_spec *admin, char *out, size_t cap)
+{
+	const char *set = cfg_str(cfg, "AUTOPATCH_CONSOLE_URL");
+	size_t n;
+
+	if (set) {
+		if (strncmp(set, "http://", 7) != 0 && strncmp(set, "https://", 8) != 0)
+			return ap_error_set(
+			    AP_EINVAL,
+			    "AUTOPATCH_CONSOLE_URL=\"%.80s\" is not an http(s) URL: "
+			    "set it to the URL your browser opens the console at",
+			    set);
+		snprintf(out, cap, "%s", set);
+	} else if (admin->kind == LISTEN_TCP) {
+		snprintf(out, cap, "http://%s", admin->text);
+	} else {
+		out[0] = '\0';
+		return 0;
+	}
+	n = strlen(out);
+	while (n && out[n - 1] == '/')
+		out[--n] = '\0';
+	return 0;
+}
+
+static int read_opts(const ap_config *cfg, struct serve_opts *o, bool registration)
 {
 	int rc;
 
 	o->secret = cfg_str(cfg, "WEBHOOK_SECRET");
-	if (!o->secret)
+	if (!o->secret && !registration)
 		return ap_error_set(AP_EINVAL, "WEBHOOK_SECRET is not set: set it to your GitHub "
-					       "App's webhook secret (in .env or the environment)");
+					       "App's webhook secret (in .env or the environment), "
+					       "or register a new App with `autopatch setup`");
 	o->secret_prev = cfg_str(cfg, "WEBHOOK_SECRET_PREVIOUS");
 	o->label = cfg_str(cfg, "AUTOPATCH_LABEL");
 	o->path = cfg_str(cfg, "WEBHOOK_PATH");
@@ -100,7 +130,44 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o)
 	    (rc = listen_parse_mode(&o->admin_at.mode, "AUTOPATCH_ADMIN_SOCKET_MODE",
 				    cfg_str(cfg, "AUTOPATCH_ADMIN_SOCKET_MODE"))))
 		return rc;
+	if (registration && o->admin_at.kind == LISTEN_OFF)
+		return ap_error_set(AP_EINVAL,
+				    "AUTOPATCH_ADMIN_LISTEN=off: the registration page "
+				    "is on the admin listener; set it to 127.0.0.1:9464");
+	o->sign_in = cfg_str(cfg, "AUTOPATCH_CONSOLE_SIGN_IN");
+	if (strcmp(o->sign_in, "auto") != 0 && strcmp(o->sign_in, "always") != 0)
+		return ap_error_set(
+		    AP_EINVAL,
+		    "AUTOPATCH_CONSOLE_SIGN_IN=\"%.40s\" is neither auto nor always: "
+		    "use auto (sign-in unless the admin listener is loopback or a "
+		    "unix socket) or always",
+		    o->sign_in);
+	if ((rc = cfg_int(cfg, "AUTOPATCH_SESSION_HOURS", 1, 24 * 30, &o->session_h)) ||
+	    (rc = serve_console_url(cfg, &o->admin_at, o->console_url, sizeof(o->console_url))))
+		return rc;
 	return 0;
+}
+
+/* The console's GitHub calls (github/oauth.h); ud is the config. */
+static int gh_convert(void *ud, const char *code, cJSON **out)
+{
+	return gh_manifest_convert(ud, code, out);
+}
+
+static int gh_exchange(void *ud, const char *id, const char *secret, const char *code,
+		       const char *redirect_uri, char **token)
+{
+	return gh_oauth_exchange(ud, id, secret, code, redirect_uri, token);
+}
+
+static int gh_login(void *ud, const char *token, char **login)
+{
+	return gh_user_login(ud, token, login);
+}
+
+static int gh_push(void *ud, const char *token, const char *repo, bool *yes)
+{
+	return gh_user_can_push(ud, token, repo, yes);
 }
 
 /* Every connection is a descriptor: raise the soft limit as far as the connection caps need,
@@ -148,7 +215,7 @@ static void on_queued(void *ud)
 	wk_notify(ctx->pool);
 }
 
-int serve_main(int argc, char **argv, ap_config *cfg)
+int serve_run(ap_config *cfg, bool registration)
 {
 	struct serve_opts o;
 	struct serve_ctx ctx = {NULL, NULL};
@@ -162,12 +229,13 @@ int serve_main(int argc, char **argv, ap_config *cfg)
 	char instance[128], host[64] = "host";
 	int sig = 0, ret = 2;
 
-	if (argc > 1)
-		return usage_error("serve takes no arguments; it is configured by .env and the "
-				   "environment");
-	(void)argv;
-	if (read_opts(cfg, &o) || ensure_fds(&o))
+	if (read_opts(cfg, &o, registration) || ensure_fds(&o))
 		return usage_error(ap_error_last());
+	if (registration && !cfg_is_set(cfg, "APP_ID") && o.workers > 0) {
+		ap_info("no App is registered yet: jobs are queued and run after a restart once "
+			"it is");
+		o.workers = 0;
+	}
 
 	/* Signals are taken by sigwait below; block them before any thread starts. */
 	sigemptyset(&sigs);
@@ -231,6 +299,20 @@ int serve_main(int argc, char **argv, ap_config *cfg)
 	    .pool = ctx.pool,
 	    .workers = (int)o.workers,
 	    .lim = {(int)o.max_conn, (int)o.per_ip, (int)o.headers_s, (int)o.body_s},
+	    .console =
+		{
+		    .public_url = cfg_str(cfg, "AUTOPATCH_PUBLIC_URL"),
+		    .console_url = o.console_url[0] ? o.console_url : NULL,
+		    .web_url = cfg_str(cfg, "GITHUB_URL"),
+		    .webhook_path = o.path,
+		    .credentials_file = cfg_str(cfg, "AUTOPATCH_CREDENTIALS_FILE"),
+		    .client_id = cfg_str(cfg, "GITHUB_CLIENT_ID"),
+		    .client_secret = cfg_str(cfg, "GITHUB_CLIENT_SECRET"),
+		    .operators = cfg_str(cfg, "AUTOPATCH_CONSOLE_USERS"),
+		    .sign_in = strcmp(o.sign_in, "always") == 0 || !listen_is_local(&o.admin_at),
+		    .session_ms = o.session_h * 3600 * 1000,
+		    .gh = {cfg, gh_convert, gh_exchange, gh_login, gh_push},
+		},
 	};
 	if (http_start(&http, &hc)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
@@ -244,9 +326,17 @@ int serve_main(int argc, char **argv, ap_config *cfg)
 	else
 		ap_info("admin listener (status page, /metrics) on %s", o.admin_at.text);
 	if (!listen_is_local(&o.admin_at) && o.admin_at.kind != LISTEN_OFF)
-		ap_warn("the admin listener %s is not a loopback address: whoever reaches it sees "
-			"repository names and job errors",
+		ap_info("the admin listener %s is not a loopback address: the console asks for "
+			"sign-in with GitHub, and /metrics too",
 			o.admin_at.text);
+	if (hc.console.sign_in && !cfg_is_set(cfg, "AUTOPATCH_CONSOLE_URL"))
+		ap_warn("the console asks for sign-in but AUTOPATCH_CONSOLE_URL is not set: GitHub "
+			"sends users back to %s/login/callback; set it to the URL browsers open",
+			o.console_url[0] ? o.console_url : "(nowhere)");
+	if (!o.secret)
+		ap_info("no webhook secret yet: every delivery is refused until the App is "
+			"registered at %s/setup",
+			o.console_url[0] ? o.console_url : "the admin listener's");
 
 	while (sigwait(&sigs, &sig) != 0)
 		;
@@ -264,4 +354,13 @@ out:
 	if (ret == 0)
 		ap_info("stopped");
 	return ret;
+}
+
+int serve_main(int argc, char **argv, ap_config *cfg)
+{
+	(void)argv;
+	if (argc > 1)
+		return usage_error("serve takes no arguments; it is configured by .env and the "
+				   "environment");
+	return serve_run(cfg, false);
 }

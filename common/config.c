@@ -48,6 +48,15 @@ static const cfg_setting settings[] = {
      "the previous webhook secret, still accepted while rotating"},
     {"GITHUB_API_URL", CFG_STR, "https://api.github.com", 0,
      "GitHub's REST API (GitHub Enterprise Server: https://HOST/api/v3)"},
+    {"GITHUB_URL", CFG_STR, "https://github.com", 0,
+     "GitHub's web pages: App registration and sign-in (GitHub Enterprise: https://HOST)"},
+    {"GITHUB_CLIENT_ID", CFG_STR, NULL, 0,
+     "the App's OAuth client ID (Iv...), for \"Sign in with GitHub\" on the console"},
+    {"GITHUB_CLIENT_SECRET", CFG_STR, NULL, CFG_SECRET, "the App's OAuth client secret"},
+    {"AUTOPATCH_CREDENTIALS_FILE", CFG_STR, "./autopatch-credentials.env", 0,
+     "written by the registration page (/setup), read after .env (the environment wins)"},
+    {"AUTOPATCH_PUBLIC_URL", CFG_STR, NULL, 0,
+     "where GitHub reaches this server (https://autopatch.example.org): the App's webhook"},
     /* The HTTP server */
     {"PORT", CFG_INT, "3000", 0, "TCP port of the webhook server"},
     {"WEBHOOK_PATH", CFG_STR, "/api/github/webhooks", 0, "path GitHub posts webhooks to"},
@@ -56,6 +65,13 @@ static const cfg_setting settings[] = {
      "the admin listener (status page, /metrics): ADDRESS:PORT, unix:PATH or off"},
     {"AUTOPATCH_ADMIN_SOCKET_MODE", CFG_STR, "0600", 0,
      "mode of the admin listener's unix socket file: 0600 or 0660"},
+    {"AUTOPATCH_CONSOLE_URL", CFG_STR, NULL, 0,
+     "the console as your browser reaches it; default: http:// + AUTOPATCH_ADMIN_LISTEN"},
+    {"AUTOPATCH_CONSOLE_SIGN_IN", CFG_STR, "auto", 0,
+     "auto (sign-in unless the admin listener is loopback or unix) or always"},
+    {"AUTOPATCH_CONSOLE_USERS", CFG_STR, NULL, 0,
+     "GitHub logins (comma-separated) that see every job; others see repos they push to"},
+    {"AUTOPATCH_SESSION_HOURS", CFG_INT, "8", 0, "a console sign-in lasts this long"},
     {"AUTOPATCH_STATUS_PUBLIC", CFG_STR, NULL, 0,
      "removed (setting it stops start-up): the status page is on AUTOPATCH_ADMIN_LISTEN"},
     {"AUTOPATCH_MAX_CONNECTIONS", CFG_INT, "512", 0,
@@ -120,6 +136,19 @@ static const cfg_setting settings[] = {
      "outer network the egress proxy reaches the internet on"},
     {"AUTOPATCH_EGRESS_ALLOW_NETS", CFG_STR, NULL, 0,
      "private networks (CIDRs, comma-separated) an allowed host may resolve to"},
+    /* Environments (docs/environments.md) */
+    {"AUTOPATCH_FLAVOR_REPOSITORY", CFG_STR, "autopatch-sandbox", 0,
+     "image repository of the toolchain flavours (NAME:node, ...; python is SANDBOX_IMAGE)"},
+    {"AUTOPATCH_SANDBOX_BUILD_CMD", CFG_STR, NULL, 0,
+     "build a missing flavour on first use with this program (build.sh); unset: fail"},
+    {"AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S", CFG_INT, "1200", 0,
+     "deadline of one flavour build on first use (s)"},
+    {"AUTOPATCH_SETUP_TIMEOUT_S", CFG_INT, "900", 0,
+     "deadline of a job's setup phase, all `setup:` steps together (s)"},
+    {"AUTOPATCH_ENV_CACHE", CFG_BOOL, "true", 0,
+     "cache what setup produced per repository and restore it instead of running setup"},
+    {"AUTOPATCH_ENV_CACHE_SIZE", CFG_BYTES, "10g", 0,
+     "total size of the environment cache; least recently used entries go first"},
     /* GitHub client */
     {"AUTOPATCH_GH_RETRIES", CFG_INT, "5", 0, "retries of a GitHub call on 5xx/network errors"},
     {"AUTOPATCH_GH_BACKOFF_MS", CFG_INT, "1000", 0, "first backoff of those retries"},
@@ -343,8 +372,11 @@ static int parse_env_file(ap_config *c, const char *path, bool required)
 	return rc;
 }
 
+static const char *raw(const ap_config *c, const char *name);
+
 int cfg_load(ap_config **out, const char *env_file)
 {
+	const char *creds;
 	ap_config *c;
 	int rc;
 
@@ -353,6 +385,14 @@ int cfg_load(ap_config **out, const char *env_file)
 	if (rc)
 		return rc;
 	rc = parse_env_file(c, env_file ? env_file : ".env", env_file != NULL);
+	if (rc)
+		goto fail;
+	/* What the registration page wrote: after .env, before the environment. */
+	creds = getenv("AUTOPATCH_CREDENTIALS_FILE");
+	if (!creds || !*creds)
+		creds = raw(c, "AUTOPATCH_CREDENTIALS_FILE");
+	rc = parse_env_file(c, creds ? creds : cfg_setting_find("AUTOPATCH_CREDENTIALS_FILE")->def,
+			    false);
 	if (rc)
 		goto fail;
 	for (char **e = environ; *e; e++) {

@@ -51,7 +51,9 @@ const cfg_setting *cfg_settings(size_t *n);
 const cfg_setting *cfg_setting_find(const char *name);
 
 /* Read env_file (NULL means "./.env"; a missing file is fine, an unreadable or malformed one is
- * an error), then overlay every environment variable. *out is freed with cfg_free(). */
+ * an error), then the credentials file (AUTOPATCH_CREDENTIALS_FILE from the environment or
+ * env_file, else its default; written by the registration page; missing is fine), then
+ * overlay every environment variable. *out is freed with cfg_free(). */
 int cfg_load(ap_config **out, const char *env_file);
 
 /* An empty config with no file and no environment (tests), filled with cfg_set(). */

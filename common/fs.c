@@ -2,6 +2,7 @@
 /* common/fs.c - mkdir -p, rm -rf without following links, capped whole-file reads (see
  * fs.h). */
 #include "common/fs.h"
+#include "common/beneath.h"
 #include "common/err.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -78,70 +80,16 @@ int fs_rm_rf(const char *path)
 	return rc;
 }
 
-/* The error for a failed open of name (errno set); under is whether the link that
- * FS_READ_NOFOLLOW refused was a directory on the way rather than the file itself. */
-static int open_error(const char *name, unsigned flags, bool under)
+/* The error for a failed open of name (errno set). */
+static int open_error(const char *name, unsigned flags)
 {
 	int e = errno;
 
 	if (e == ELOOP && (flags & FS_READ_NOFOLLOW))
-		return ap_error_set(AP_EDENIED,
-				    under ? "%s is under a symbolic link; it must be a plain path"
-					  : "%s is a symbolic link; it must be a file",
-				    name);
+		return ap_error_set(AP_EDENIED, "%s is a symbolic link; it must be a file", name);
 	if (e == ENOENT || e == ENOTDIR)
 		return ap_error_set(AP_ENOTFOUND, "cannot read %s: %s", name, strerror(e));
-	if (e == EINVAL && (flags & FS_READ_NOFOLLOW))
-		return ap_error_set(AP_EINVAL, "%s is not a plain relative path", name);
 	return ap_error_set(AP_EIO, "cannot read %s: %s", name, strerror(e));
-}
-
-static bool is_link(int dir, const char *name)
-{
-	struct stat st;
-
-	return fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
-}
-
-/* Open rel (names separated by '/') under the directory dirfd without following a symbolic
- * link on the way: each directory with O_DIRECTORY | O_NOFOLLOW relative to the one before,
- * the last name with O_NOFOLLOW. Empty, "." and ".." names are EINVAL. Returns a descriptor
- * or -1 with errno set (ELOOP for a link); *under says whether a directory failed. */
-static int open_beneath(int dirfd, const char *rel, int oflags, bool *under)
-{
-	char name[NAME_MAX + 1];
-	const char *p = rel;
-	int dir = dirfd, fd;
-
-	for (;;) {
-		const char *slash = strchr(p, '/');
-		size_t n = slash ? (size_t)(slash - p) : strlen(p);
-
-		*under = slash != NULL;
-		if (n == 0 || n >= sizeof(name) || (n <= 2 && strncmp(p, "..", n) == 0)) {
-			fd = -1;
-			errno = n >= sizeof(name) ? ENAMETOOLONG : EINVAL;
-		} else {
-			memcpy(name, p, n);
-			name[n] = '\0';
-			fd = openat(dir, name,
-				    slash ? O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-					  : oflags | O_NOFOLLOW);
-			/* O_DIRECTORY | O_NOFOLLOW says ENOTDIR for a link: tell it from a file. */
-			if (fd < 0 && errno == ENOTDIR && slash && is_link(dir, name))
-				errno = ELOOP;
-		}
-		if (dir != dirfd) {
-			int saved = errno;
-
-			close(dir);
-			errno = saved;
-		}
-		if (fd < 0 || !slash)
-			return fd;
-		dir = fd;
-		p = slash + 1;
-	}
 }
 
 /* Read the open file fd to out, naming it `name` in messages; closes fd. */
@@ -194,30 +142,96 @@ int fs_read_file(ap_buf *out, const char *path, unsigned flags)
 	int fd = open(path, read_oflags(flags));
 
 	if (fd < 0)
-		return open_error(path, flags, false);
+		return open_error(path, flags);
 	return read_fd(out, fd, path, flags);
 }
 
 int fs_read_file_at(ap_buf *out, const char *dir, const char *rel, unsigned flags)
 {
-	bool under = false;
-	int dfd, fd;
+	int dfd, fd, rc;
 
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return ap_error_set(errno == ENOENT ? AP_ENOTFOUND : AP_EIO,
 				    "cannot open the directory of %s: %s", rel, strerror(errno));
-	if (flags & FS_READ_NOFOLLOW)
-		fd = open_beneath(dfd, rel, read_oflags(flags), &under);
-	else
-		fd = openat(dfd, rel, read_oflags(flags));
+	/* An untrusted tree: beneath dir, through no symlink in any component (one
+	 * implementation, common/beneath.h: openat2, or its component walk). */
+	if (flags & FS_READ_NOFOLLOW) {
+		rc = beneath_open(&fd, dfd, rel, O_RDONLY | O_NONBLOCK);
+		close(dfd);
+		return rc ? rc : read_fd(out, fd, rel, flags);
+	}
+	fd = openat(dfd, rel, read_oflags(flags));
 	if (fd < 0) {
 		int e = errno;
 
 		close(dfd);
 		errno = e;
-		return open_error(rel, flags, under);
+		return open_error(rel, flags);
 	}
 	close(dfd);
 	return read_fd(out, fd, rel, flags);
+}
+
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+	char tmp[PATH_MAX], dir[PATH_MAX];
+	const char *p = data, *slash;
+	size_t done = 0;
+	int fd, dfd, rc = 0;
+
+	if (!path || !*path || strlen(path) + 16 > sizeof(tmp))
+		return ap_error_set(AP_EINVAL, "cannot write \"%.200s\": not a usable path",
+				    path ? path : "");
+	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path);
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		return ap_error_set(AP_EIO, "cannot create a file beside %s: %s", path,
+				    strerror(errno));
+	if (fchmod(fd, mode) != 0) {
+		rc = ap_error_set(AP_EIO, "cannot set the mode of %s: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	while (done < len) {
+		ssize_t n = write(fd, p + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			rc = ap_error_set(AP_EIO, "cannot write %s: %s", tmp, strerror(errno));
+			goto out_unlink;
+		}
+		done += (size_t)n;
+	}
+	if (fsync(fd) != 0) {
+		rc = ap_error_set(AP_EIO, "cannot sync %s: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	if (close(fd) != 0) {
+		fd = -1;
+		rc = ap_error_set(AP_EIO, "cannot close %s: %s", tmp, strerror(errno));
+		goto out_unlink;
+	}
+	fd = -1;
+	if (rename(tmp, path) != 0) {
+		rc = ap_error_set(AP_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+		goto out_unlink;
+	}
+	/* The rename itself is durable once the directory is synced. */
+	slash = strrchr(path, '/');
+	if (slash)
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	else
+		snprintf(dir, sizeof(dir), ".");
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+out_unlink:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return rc;
 }

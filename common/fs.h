@@ -46,9 +46,16 @@ int fs_read_file(ap_buf *out, const char *path, unsigned flags);
 
 /* fs_read_file() of rel under the directory dir (trusted, so followed), with messages
  * naming rel only (so a host path does not reach a user-visible message about a checkout).
- * With FS_READ_NOFOLLOW no symbolic link is followed anywhere in rel: each directory on the
- * way is opened without following too (AP_EDENIED), and an empty, "." or ".." name in rel
- * is AP_EINVAL. */
+ * With FS_READ_NOFOLLOW rel is opened by beneath_open() (common/beneath.h): beneath dir and
+ * through no symbolic link in any component (AP_EDENIED), and an absolute rel or an empty,
+ * "." or ".." name in it is AP_EINVAL. */
 int fs_read_file_at(ap_buf *out, const char *dir, const char *rel, unsigned flags);
+
+/* Replace the file at path with data[0..len) atomically: a temporary file beside it gets the
+ * data and mode (not reduced by the umask), is synced, then renamed over path and the
+ * directory synced, so a reader sees the old or the new contents, never a mix, and a crash
+ * leaves one of the two. AP_EINVAL for an unusable path, AP_EIO (naming the file) when a
+ * step fails; the temporary file is removed then. */
+int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
 
 #endif

@@ -219,13 +219,15 @@ static int fill_pull(const cJSON *j, gh_pull *out)
 
 /* Run one call and hand its JSON object to fill (when out is not NULL). rc is the result of
  * building path and body: when it is an error, no call is made and rc is returned. Either way
- * body and path are freed. */
-static int call_fill(gh_rest *r, int rc, const char *method, ap_buf *path, cJSON *body, void *out,
-		     int (*fill)(const cJSON *, void *))
+ * body and path are freed. idem: a POST that is safe to repeat (gh_rest_call_idempotent). */
+static int call_fill(gh_rest *r, int rc, const char *method, ap_buf *path, cJSON *body, bool idem,
+		     void *out, int (*fill)(const cJSON *, void *))
 {
 	cJSON *resp = NULL;
 
-	if (!rc)
+	if (!rc && idem)
+		rc = gh_rest_call_idempotent(r, method, ap_buf_str(path), body, out ? &resp : NULL);
+	else if (!rc)
 		rc = gh_rest_call(r, method, ap_buf_str(path), body, out ? &resp : NULL);
 	if (!rc && out) {
 		if (!cJSON_IsObject(resp))
@@ -267,7 +269,7 @@ int gh_repo_get(gh_rest *r, const char *repo, gh_repo *out)
 
 	memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "%s", "");
-	return call_fill(r, rc, "GET", &p, NULL, out, fill_repo_v);
+	return call_fill(r, rc, "GET", &p, NULL, false, out, fill_repo_v);
 }
 
 int gh_issue_get(gh_rest *r, const char *repo, int64_t number, gh_issue *out)
@@ -277,7 +279,7 @@ int gh_issue_get(gh_rest *r, const char *repo, int64_t number, gh_issue *out)
 
 	memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "/issues/%lld", (long long)number);
-	return call_fill(r, rc, "GET", &p, NULL, out, fill_issue_v);
+	return call_fill(r, rc, "GET", &p, NULL, false, out, fill_issue_v);
 }
 
 int gh_comments_list(gh_rest *r, const char *repo, int64_t number, cJSON **out)
@@ -306,13 +308,13 @@ static cJSON *body_object(const char *key, const char *value)
 
 /* call_fill with a {key: value} body. */
 static int call_body(gh_rest *r, int rc, const char *method, ap_buf *path, const char *key,
-		     const char *value, void *out, int (*fill)(const cJSON *, void *))
+		     const char *value, bool idem, void *out, int (*fill)(const cJSON *, void *))
 {
 	cJSON *b = rc ? NULL : body_object(key, value);
 
 	if (!rc && !b)
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
-	return call_fill(r, rc, method, path, b, out, fill);
+	return call_fill(r, rc, method, path, b, idem, out, fill);
 }
 
 int gh_comment_create(gh_rest *r, const char *repo, int64_t number, const char *body,
@@ -324,7 +326,7 @@ int gh_comment_create(gh_rest *r, const char *repo, int64_t number, const char *
 	if (out)
 		memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "/issues/%lld/comments", (long long)number);
-	return call_body(r, rc, "POST", &p, "body", body, out, fill_comment_v);
+	return call_body(r, rc, "POST", &p, "body", body, false, out, fill_comment_v);
 }
 
 int gh_comment_update(gh_rest *r, const char *repo, int64_t comment_id, const char *body,
@@ -336,7 +338,7 @@ int gh_comment_update(gh_rest *r, const char *repo, int64_t comment_id, const ch
 	if (out)
 		memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "/issues/comments/%lld", (long long)comment_id);
-	return call_body(r, rc, "PATCH", &p, "body", body, out, fill_comment_v);
+	return call_body(r, rc, "PATCH", &p, "body", body, false, out, fill_comment_v);
 }
 
 int gh_labels_add(gh_rest *r, const char *repo, int64_t number, const char *const *names, size_t n)
@@ -359,7 +361,7 @@ int gh_labels_add(gh_rest *r, const char *repo, int64_t number, const char *cons
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 	else
 		rc = path_fmt(&p, repo, "/issues/%lld/labels", (long long)number);
-	return call_fill(r, rc, "POST", &p, b, NULL, NULL);
+	return call_fill(r, rc, "POST", &p, b, true, NULL, NULL); /* a set: safe to repeat */
 }
 
 int gh_label_remove(gh_rest *r, const char *repo, int64_t number, const char *name)
@@ -370,7 +372,7 @@ int gh_label_remove(gh_rest *r, const char *repo, int64_t number, const char *na
 	rc = path_fmt(&p, repo, "/issues/%lld/labels/", (long long)number);
 	if (!rc)
 		rc = add_escaped(&p, name);
-	return call_fill(r, rc, "DELETE", &p, NULL, NULL, NULL);
+	return call_fill(r, rc, "DELETE", &p, NULL, false, NULL, NULL);
 }
 
 static int reaction(gh_rest *r, const char *repo, const char *what, int64_t id, const char *content)
@@ -379,7 +381,8 @@ static int reaction(gh_rest *r, const char *repo, const char *what, int64_t id, 
 	int rc;
 
 	rc = path_fmt(&p, repo, "/issues/%s%lld/reactions", what, (long long)id);
-	return call_body(r, rc, "POST", &p, "content", content, NULL, NULL);
+	/* GitHub answers 200 for a reaction that exists: safe to repeat. */
+	return call_body(r, rc, "POST", &p, "content", content, true, NULL, NULL);
 }
 
 int gh_reaction_add_issue(gh_rest *r, const char *repo, int64_t number, const char *content)
@@ -408,7 +411,7 @@ int gh_pull_create(gh_rest *r, const char *repo, const gh_pull_new *req, gh_pull
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 	else
 		rc = path_fmt(&p, repo, "/pulls");
-	return call_fill(r, rc, "POST", &p, b, out, fill_pull_v);
+	return call_fill(r, rc, "POST", &p, b, false, out, fill_pull_v);
 }
 
 int gh_pull_update(gh_rest *r, const char *repo, int64_t number, const char *title,
@@ -426,7 +429,7 @@ int gh_pull_update(gh_rest *r, const char *repo, int64_t number, const char *tit
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 	else
 		rc = path_fmt(&p, repo, "/pulls/%lld", (long long)number);
-	return call_fill(r, rc, "PATCH", &p, b, out, fill_pull_v);
+	return call_fill(r, rc, "PATCH", &p, b, false, out, fill_pull_v);
 }
 
 int gh_pull_get(gh_rest *r, const char *repo, int64_t number, gh_pull *out)
@@ -436,7 +439,7 @@ int gh_pull_get(gh_rest *r, const char *repo, int64_t number, gh_pull *out)
 
 	memset(out, 0, sizeof(*out));
 	rc = path_fmt(&p, repo, "/pulls/%lld", (long long)number);
-	return call_fill(r, rc, "GET", &p, NULL, out, fill_pull_v);
+	return call_fill(r, rc, "GET", &p, NULL, false, out, fill_pull_v);
 }
 
 int gh_pull_find_by_head(gh_rest *r, const char *repo, const char *branch, const char *state,

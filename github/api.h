@@ -87,7 +87,10 @@ int gh_issue_get(gh_rest *r, const char *repo, int64_t number, gh_issue *out);
 /* GET /repos/{repo}/issues/{number}/comments, all pages, oldest first. */
 int gh_comments_list(gh_rest *r, const char *repo, int64_t number, cJSON **out);
 
-/* POST /repos/{repo}/issues/{number}/comments. out may be NULL. */
+/* POST /repos/{repo}/issues/{number}/comments. out may be NULL. Never sent twice by the
+ * client: after a 5xx or a connection that failed once the request was out, it returns
+ * AP_EUNAVAIL (or AP_ETIMEOUT) with gh_rest_maybe_applied(r) true — the comment may exist;
+ * find it (by a marker in its body) before posting again. */
 int gh_comment_create(gh_rest *r, const char *repo, int64_t number, const char *body,
 		      gh_comment *out);
 
@@ -95,7 +98,8 @@ int gh_comment_create(gh_rest *r, const char *repo, int64_t number, const char *
 int gh_comment_update(gh_rest *r, const char *repo, int64_t comment_id, const char *body,
 		      gh_comment *out);
 
-/* POST /repos/{repo}/issues/{number}/labels with n names. */
+/* POST /repos/{repo}/issues/{number}/labels with n names. Safe to repeat: retried after a 5xx
+ * like a read. */
 int gh_labels_add(gh_rest *r, const char *repo, int64_t number, const char *const *names, size_t n);
 
 /* DELETE /repos/{repo}/issues/{number}/labels/{name}. AP_ENOTFOUND when the label was not on
@@ -110,7 +114,9 @@ int gh_reaction_add_issue(gh_rest *r, const char *repo, int64_t number, const ch
 int gh_reaction_add_comment(gh_rest *r, const char *repo, int64_t comment_id, const char *content);
 
 /* POST /repos/{repo}/pulls. A 422 (head missing, PR already exists) is AP_EHTTP with GitHub's
- * message; use gh_pull_find_by_head() first to never open a second PR. */
+ * message; use gh_pull_find_by_head() first to never open a second PR, and again after a
+ * failure with gh_rest_maybe_applied(r) true (a 5xx or a cut connection is not repeated, as
+ * for gh_comment_create()). */
 int gh_pull_create(gh_rest *r, const char *repo, const gh_pull_new *req, gh_pull *out);
 
 /* PATCH /repos/{repo}/pulls/{number}; NULL fields are left unchanged. out may be NULL. */

@@ -199,7 +199,8 @@ static int mint(gh_app *app, int64_t inst, struct token **out)
 	if (rc)
 		return rc;
 	snprintf(path, sizeof(path), "/app/installations/%lld/access_tokens", (long long)inst);
-	rc = gh_rest_call(r, "POST", path, NULL, &resp);
+	/* A second token is harmless: repeat the mint after a 5xx like a read. */
+	rc = gh_rest_call_idempotent(r, "POST", path, NULL, &resp);
 	if (rc)
 		goto out_free_rest;
 	tok = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(resp, "token"));

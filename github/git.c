@@ -8,6 +8,7 @@
 #include "common/fs.h"
 #include "common/log.h"
 #include "common/redact.h"
+#include "github/patch.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -357,60 +358,27 @@ out:
 	return rc;
 }
 
-/* ---- diff policy ---------------------------------------------------------------------- */
+/* ---- applying a diff ------------------------------------------------------------------- */
 
-static bool comp_is_dotgit(const char *s, size_t n)
+/* The work tree as it is on disk: no existing component of path, the last included, may be a
+ * symlink (writing through one would land outside the repository). github/patch.c checked the
+ * base commit's tree; this checks the files libgit2 is about to write. */
+static int check_worktree(const char *dir, const char *path)
 {
-	/* ".git" and the forms other filesystems fold to it (".git.", ".git ", "git~1"). */
-	while (n > 4 && (s[n - 1] == '.' || s[n - 1] == ' '))
-		n--;
-	return (n == 4 && strncasecmp(s, ".git", 4) == 0) ||
-	       (n == 5 && strncasecmp(s, "git~1", 5) == 0);
-}
-
-/* Refuse a repository-relative path that could escape the work tree or touch what the
- * policy protects. dir is the work tree (for the symlink walk). */
-static int check_path(gh_git *g, const char *dir, const char *path)
-{
-	ap_buf walk = AP_BUF_INIT(PATH_CAP);
+	ap_buf walk = AP_BUF_INIT(PATH_CAP + 4096);
 	const char *p = path;
 	struct stat st;
-	int rc = 0;
+	int rc;
 
-	if (!path || !*path)
-		return ap_error_set(AP_EDENIED, "the diff has an empty path");
-	if (path[0] == '/')
-		return ap_error_set(AP_EDENIED, "the diff touches an absolute path: %s", path);
-	if (strchr(path, '\\'))
-		return ap_error_set(AP_EDENIED, "the diff has a backslash in a path: %s", path);
-	if (!g->allow_workflows && strncasecmp(path, ".github/workflows/", 18) == 0)
-		return ap_error_set(AP_EDENIED,
-				    "the diff changes %s: changes under .github/workflows/ are "
-				    "not allowed (AUTOPATCH_ALLOW_WORKFLOW_CHANGES)",
-				    path);
 	rc = ap_buf_adds(&walk, dir);
 	while (!rc && *p) {
 		size_t n = strcspn(p, "/");
 
-		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.')) {
-			rc = ap_error_set(AP_EDENIED,
-					  "the diff has a path outside the repository: %s", path);
-			break;
-		}
-		if (comp_is_dotgit(p, n)) {
-			rc = ap_error_set(AP_EDENIED, "the diff touches .git: %s", path);
-			break;
-		}
 		rc = ap_buf_addf(&walk, "/%.*s", (int)n, p);
-		if (rc)
-			break;
-		/* Every existing component, the last included, must not be a symlink: writing
-		 * through one would land outside the repository. */
-		if (lstat(ap_buf_str(&walk), &st) == 0 && S_ISLNK(st.st_mode)) {
-			rc =
-			    ap_error_set(AP_EDENIED, "the diff writes through a symlink: %s", path);
-			break;
-		}
+		if (!rc && lstat(ap_buf_str(&walk), &st) == 0 && S_ISLNK(st.st_mode))
+			rc = ap_error_set(
+			    AP_EDENIED,
+			    "the patch writes through a symlink in the checkout: %.200s", path);
 		p += n;
 		if (*p == '/')
 			p++;
@@ -419,85 +387,34 @@ static int check_path(gh_git *g, const char *dir, const char *path)
 	return rc;
 }
 
-/* Header paths as written, before libgit2 normalizes them ("b//etc/x" becomes "etc/x"). */
-static int check_raw_headers(const char *diff, size_t len)
-{
-	static const struct {
-		const char *head;
-		bool prefixed; /* paths carry git's a/ or b/ prefix */
-	} heads[] = {
-	    {"--- ", true},	     {"+++ ", true},	    {"diff --git ", true},
-	    {"rename from ", false}, {"rename to ", false}, {"copy from ", false},
-	    {"copy to ", false},
-	};
-	const char *line = diff, *end = diff + len;
-
-	while (line < end) {
-		const char *nl = memchr(line, '\n', (size_t)(end - line));
-		const char *eol = nl ? nl : end;
-
-		for (size_t i = 0; i < sizeof(heads) / sizeof(heads[0]); i++) {
-			size_t hl = strlen(heads[i].head);
-			const char *p = line + hl;
-
-			if ((size_t)(eol - line) < hl || strncmp(line, heads[i].head, hl) != 0)
-				continue;
-			if (p < eol && *p == '"')
-				p++;
-			if (heads[i].prefixed && eol - p >= 2 && (p[0] == 'a' || p[0] == 'b') &&
-			    p[1] == '/')
-				p += 2;
-			else if (eol - p >= 9 && strncmp(p, "/dev/null", 9) == 0)
-				break;
-			if (p < eol && *p == '/')
-				return ap_error_set(
-				    AP_EDENIED, "the diff touches an absolute path: %.*s",
-				    (int)(eol - line > 200 ? 200 : eol - line), line);
-			break;
-		}
-		line = nl ? nl + 1 : end;
-	}
-	return 0;
-}
-
 struct apply_ctx {
-	gh_git *g;
 	const char *dir;
 	int rc;
 };
 
-static int check_delta(gh_git *g, const char *dir, const git_diff_delta *d)
-{
-	int rc;
-
-	if (d->new_file.mode == GIT_FILEMODE_LINK ||
-	    (d->old_file.mode == GIT_FILEMODE_LINK && d->status != GIT_DELTA_DELETED))
-		return ap_error_set(AP_EDENIED, "the diff adds or changes a symlink: %s",
-				    d->new_file.path);
-	if (d->new_file.mode == GIT_FILEMODE_COMMIT || d->old_file.mode == GIT_FILEMODE_COMMIT)
-		return ap_error_set(AP_EDENIED, "the diff changes a submodule: %s",
-				    d->new_file.path);
-	rc = check_path(g, dir, d->old_file.path);
-	if (!rc && d->new_file.path &&
-	    strcmp(d->new_file.path, d->old_file.path ? d->old_file.path : "") != 0)
-		rc = check_path(g, dir, d->new_file.path);
-	return rc;
-}
-
-/* Called by git_apply for every file: the same policy again, in case parsing and applying
- * ever see different paths. */
+/* Called by git_apply for every file: modes and the work tree again, in case parsing and
+ * applying ever see different deltas. */
 static int apply_delta_cb(const git_diff_delta *d, void *payload)
 {
 	struct apply_ctx *c = payload;
 
-	c->rc = check_delta(c->g, c->dir, d);
+	if (d->new_file.mode == GIT_FILEMODE_LINK || d->old_file.mode == GIT_FILEMODE_LINK ||
+	    d->new_file.mode == GIT_FILEMODE_COMMIT || d->old_file.mode == GIT_FILEMODE_COMMIT)
+		c->rc =
+		    ap_error_set(AP_EDENIED, "the patch changes a symlink or a submodule: %.200s",
+				 d->new_file.path ? d->new_file.path : "");
+	if (!c->rc && d->old_file.path)
+		c->rc = check_worktree(c->dir, d->old_file.path);
+	if (!c->rc && d->new_file.path)
+		c->rc = check_worktree(c->dir, d->new_file.path);
 	return c->rc ? -1 : 0;
 }
 
 int gh_git_apply(gh_git *g, const char *dir, const char *diff, size_t len)
 {
+	gh_patch_rules rules = GH_PATCH_RULES_INIT;
 	git_apply_options ao;
-	struct apply_ctx ctx = {g, dir, 0};
+	struct apply_ctx ctx = {dir, 0};
 	git_repository *repo = NULL;
 	git_diff *d = NULL;
 	int rc;
@@ -506,13 +423,21 @@ int gh_git_apply(gh_git *g, const char *dir, const char *diff, size_t len)
 	if ((int64_t)len > g->max_diff)
 		return ap_error_set(AP_ETOOBIG, "the diff is %zu bytes, over the %lld-byte cap",
 				    len, (long long)g->max_diff);
-	rc = check_raw_headers(diff, len);
+	/* The whole policy on the bytes, against this checkout's HEAD, before anything else. */
+	rules.allow_workflows = g->allow_workflows;
+	rules.base_dir = dir;
+	rc = gh_patch_check(diff, len, &rules);
 	if (rc)
 		return rc;
-	if (git_diff_from_buffer(&d, diff, len) < 0)
+	if (len == 0 || git_diff_from_buffer(&d, diff, len) < 0)
 		return git_fail(AP_EINVAL, "the diff does not parse");
-	for (size_t i = 0; i < git_diff_num_deltas(d) && !rc; i++)
-		rc = check_delta(g, dir, git_diff_get_delta(d, i));
+	for (size_t i = 0; i < git_diff_num_deltas(d) && !rc; i++) {
+		const git_diff_delta *dd = git_diff_get_delta(d, i);
+
+		rc = check_worktree(dir, dd->old_file.path);
+		if (!rc)
+			rc = check_worktree(dir, dd->new_file.path);
+	}
 	if (rc)
 		goto out_free_diff;
 	if (git_repository_open_ext(&repo, dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
@@ -526,6 +451,57 @@ int gh_git_apply(gh_git *g, const char *dir, const char *diff, size_t len)
 	git_repository_free(repo);
 out_free_diff:
 	git_diff_free(d);
+	return rc;
+}
+
+int gh_git_changed_files(gh_git *g, const char *dir, const char *commit, char **out)
+{
+	git_diff_options dopts;
+	git_diff_find_options fopts;
+	ap_buf b = AP_BUF_INIT(1u << 20);
+	git_repository *repo = NULL;
+	git_object *obj = NULL;
+	git_commit *parent = NULL;
+	git_tree *tree = NULL, *ptree = NULL;
+	git_diff *d = NULL;
+	int rc = 0;
+
+	(void)g;
+	*out = NULL;
+	git_diff_options_init(&dopts, GIT_DIFF_OPTIONS_VERSION);
+	git_diff_find_options_init(&fopts, GIT_DIFF_FIND_OPTIONS_VERSION);
+	fopts.flags = GIT_DIFF_FIND_RENAMES;
+	if (git_repository_open_ext(&repo, dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
+	    git_revparse_single(&obj, repo, commit) < 0 ||
+	    git_commit_tree(&tree, (git_commit *)obj) < 0) {
+		rc = git_fail(AP_EINVAL, "read the pushed commit");
+		goto out;
+	}
+	if (git_commit_parentcount((git_commit *)obj) > 0 &&
+	    (git_commit_parent(&parent, (git_commit *)obj, 0) < 0 ||
+	     git_commit_tree(&ptree, parent) < 0)) {
+		rc = git_fail(AP_EIO, "read the pushed commit's parent");
+		goto out;
+	}
+	if (git_diff_tree_to_tree(&d, repo, ptree, tree, &dopts) < 0 ||
+	    git_diff_find_similar(d, &fopts) < 0) {
+		rc = git_fail(AP_EIO, "diff the pushed commit");
+		goto out;
+	}
+	rc = gh_patch__list(d, &b);
+	if (!rc) {
+		*out = ap_buf_take(&b);
+		if (!*out)
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+	}
+out:
+	git_diff_free(d);
+	git_tree_free(ptree);
+	git_tree_free(tree);
+	git_commit_free(parent);
+	git_object_free(obj);
+	git_repository_free(repo);
+	ap_buf_release(&b);
 	return rc;
 }
 

@@ -40,11 +40,18 @@ int gh_git_checkout(gh_git *g, const char *clone_url, const char *token, const c
 		    const char *dest_dir, char **head_sha);
 
 /* Apply a unified diff (as produced by `git diff --binary`) to the work tree and index of the
- * repository in dir. Refused with AP_EDENIED before anything is written: paths that are
- * absolute, contain a ".." component, go through a symlink in the work tree, touch .git, add
- * or change a symlink or a submodule, or lie under .github/workflows/ (unless allowed).
- * AP_ETOOBIG past the diff size cap, AP_EINVAL when the diff does not parse or apply. */
+ * repository in dir. The whole host-side policy (github/patch.h: gh_patch_check() with dir's
+ * HEAD as the base, workflows as AUTOPATCH_ALLOW_WORKFLOW_CHANGES says) runs on the bytes
+ * first, then no path may go through a symlink on disk; a refusal is AP_EDENIED with the
+ * sentence, before anything is written. The repository's own paths.allow/deny are the
+ * caller's (job/patch_policy.h), checked before this. AP_ETOOBIG past the diff size cap,
+ * AP_EINVAL when the diff does not parse or apply. */
 int gh_git_apply(gh_git *g, const char *dir, const char *diff, size_t len);
+
+/* The files commit (a sha or any revision) of the repository in dir changes against its first
+ * parent (an empty tree for a root commit), renames found as `old -> new`: the host's own
+ * list for "Files changed", in gh_patch_files()'s format. *out is malloc'd (caller frees). */
+int gh_git_changed_files(gh_git *g, const char *dir, const char *commit, char **out);
 
 /* Commit the index of dir on top of HEAD as the bot identity with `message`, and point local
  * branch `branch` (created or reset) and HEAD at the new commit. AP_EINVAL when the index

@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -55,7 +56,9 @@ struct gh_rest {
 	httpc_headers hdrs; /* kept_names of the last response */
 	int64_t attempts;
 	unsigned rng;
-	int64_t retry_at; /* Unix seconds; set when the last call ended with AP_ERATELIMIT */
+	bool sent;	    /* the last attempt sent (part of) its request */
+	bool maybe_applied; /* the last call was a POST GitHub may have applied, not repeated */
+	int64_t retry_at;   /* Unix seconds; set when the last call ended with AP_ERATELIMIT */
 };
 
 /* Process-wide state of one installation (key: installation id, 0 = the App's JWT, -1 = fixed
@@ -260,6 +263,11 @@ int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token)
 	return 0;
 }
 
+int gh_rest_new_anon(gh_rest **out, const ap_config *cfg)
+{
+	return gh_rest_new_token(out, cfg, "");
+}
+
 void gh_rest_free(gh_rest *r)
 {
 	if (!r)
@@ -282,6 +290,11 @@ int64_t gh_rest_retry_after(const gh_rest *r)
 int64_t gh_rest_attempts(const gh_rest *r)
 {
 	return r->attempts;
+}
+
+bool gh_rest_maybe_applied(const gh_rest *r)
+{
+	return r->maybe_applied;
 }
 
 static const char *gh_rest_last_header(const gh_rest *r, const char *name)
@@ -345,6 +358,8 @@ static int http_error(gh_rest *r, int code, const char *method, const char *path
 
 	ap_buf_addf(&e, "GitHub %s %s: HTTP %ld", method, path, r->status);
 	describe_github_error(&e, body->data ? body->data : "", body->len);
+	if (r->maybe_applied)
+		ap_buf_adds(&e, " (it may have been applied; not repeated)");
 	red = redact_str(ap_buf_str(&e));
 	code = ap_error_set(code, "%s", red ? red : "GitHub request failed");
 	free(red);
@@ -464,6 +479,8 @@ static int auth_header(gh_rest *r, ap_buf *h, bool *new_token)
 	int rc;
 
 	*new_token = false;
+	if (r->fixed_token && !*r->fixed_token)
+		return 0; /* gh_rest_new_anon(): no Authorization at all */
 	if (r->fixed_token)
 		return ap_buf_addf(h, "Authorization: Bearer %s", r->fixed_token);
 	rc = r->creds->token(r->creds->ud, r->inst, &tok);
@@ -478,9 +495,12 @@ static int auth_header(gh_rest *r, ap_buf *h, bool *new_token)
 	return rc;
 }
 
-/* One HTTP exchange. Returns 0 when a response arrived (any status), else a negative code. */
+/* One HTTP exchange. Returns 0 when a response arrived (any status), else a negative code.
+ * once: a request that must not be sent twice. libcurl silently re-sends a request whose
+ * reused connection died before an answer, and GitHub may have applied it by then, so such a
+ * request always gets a fresh connection (which libcurl never retries). */
 static int attempt(gh_rest *r, const char *method, const char *url, const char *payload,
-		   const char *auth, int64_t timeout_ms, ap_buf *resp)
+		   const char *auth, int64_t timeout_ms, bool once, ap_buf *resp)
 {
 	struct curl_slist *hl = NULL, *tmp;
 	httpc_body sink = HTTPC_BODY_INIT(resp);
@@ -501,10 +521,12 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 			goto err_nomem;
 		hl = tmp;
 	}
-	tmp = curl_slist_append(hl, auth);
-	if (!tmp)
-		goto err_nomem;
-	hl = tmp;
+	if (*auth) {
+		tmp = curl_slist_append(hl, auth);
+		if (!tmp)
+			goto err_nomem;
+		hl = tmp;
+	}
 
 	curl_easy_reset(r->curl);
 	ap_buf_reset(resp);
@@ -526,6 +548,8 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 	httpc_headers_sink(r->curl, &r->hdrs);
 	httpc_body_sink(r->curl, &sink);
 	curl_easy_setopt(r->curl, CURLOPT_ACCEPT_ENCODING, "");
+	if (once)
+		curl_easy_setopt(r->curl, CURLOPT_FRESH_CONNECT, 1L);
 	if (payload) {
 		curl_easy_setopt(r->curl, CURLOPT_POSTFIELDS, payload);
 		curl_easy_setopt(r->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(payload));
@@ -536,6 +560,12 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 	r->attempts++;
 	cc = curl_easy_perform(r->curl);
 	curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &r->status);
+	{
+		long req_size = 0;
+
+		curl_easy_getinfo(r->curl, CURLINFO_REQUEST_SIZE, &req_size);
+		r->sent = req_size > 0;
+	}
 	if (sink.rc == AP_ETOOBIG) {
 		rc = ap_error_set(AP_ETOOBIG, "GitHub %s: the response passed %lld bytes", method,
 				  (long long)r->max_resp);
@@ -561,8 +591,10 @@ static bool is_write(const char *method)
 	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
 }
 
-/* The request loop: retries, rate limits, token refresh and clock skew. */
-static int call(gh_rest *r, const char *method, const char *path, const cJSON *body, ap_buf *resp)
+/* The request loop: retries, rate limits, token refresh and clock skew. once: a POST that must
+ * not be repeated once GitHub may have applied it (see rest.h). */
+static int call(gh_rest *r, const char *method, const char *path, const cJSON *body, bool once,
+		ap_buf *resp)
 {
 	int64_t deadline = now_ms() + r->deadline_s * 1000, left, wait;
 	ap_buf url = AP_BUF_INIT(8192), auth = AP_BUF_INIT(8192);
@@ -572,6 +604,7 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 	bool skew_fixed = false, token_refreshed = false, new_token;
 
 	r->retry_at = 0;
+	r->maybe_applied = false;
 	st = state_for(r->fixed_token ? -1 : r->inst);
 	if (!st)
 		return ap_error_set(AP_ENOMEM, "out of memory");
@@ -632,9 +665,18 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 		if (rc)
 			break;
 		rc = attempt(r, method, ap_buf_str(&url), payload, ap_buf_str(&auth),
-			     deadline - now_ms() > 0 ? deadline - now_ms() : 1, resp);
+			     deadline - now_ms() > 0 ? deadline - now_ms() : 1, once, resp);
 		if (slot)
 			slot->last_write_ms = now_ms();
+		if ((rc == AP_EUNAVAIL || rc == AP_ETIMEOUT) && once && r->sent) {
+			/* GitHub may have received and applied it: the caller looks first. */
+			char why[1100];
+
+			snprintf(why, sizeof(why), "%s", ap_error_last());
+			r->maybe_applied = true;
+			rc = ap_error_set(rc, "%s (it may have been applied; not repeated)", why);
+			break;
+		}
 		if (rc == AP_EUNAVAIL || (rc == AP_ETIMEOUT && now_ms() < deadline)) {
 			if (net_n >= r->retries)
 				break;
@@ -650,6 +692,11 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 			break;
 		if (r->status >= 200 && r->status < 300) {
 			note_success(r, st);
+			break;
+		}
+		if (r->status >= 500 && once) {
+			r->maybe_applied = true;
+			rc = http_error(r, AP_EUNAVAIL, method, path, resp);
 			break;
 		}
 		if (r->status >= 500) {
@@ -752,18 +799,30 @@ static int parse_body(gh_rest *r, const char *method, const char *path, ap_buf *
 	return 0;
 }
 
-int gh_rest_call(gh_rest *r, const char *method, const char *path, const cJSON *body, cJSON **out)
+static int call_parse(gh_rest *r, const char *method, const char *path, const cJSON *body,
+		      bool once, cJSON **out)
 {
 	ap_buf resp = AP_BUF_INIT((size_t)r->max_resp);
 	int rc;
 
 	if (out)
 		*out = NULL;
-	rc = call(r, method, path, body, &resp);
+	rc = call(r, method, path, body, once, &resp);
 	if (!rc && out)
 		rc = parse_body(r, method, path, &resp, out);
 	ap_buf_release(&resp);
 	return rc;
+}
+
+int gh_rest_call(gh_rest *r, const char *method, const char *path, const cJSON *body, cJSON **out)
+{
+	return call_parse(r, method, path, body, strcmp(method, "POST") == 0, out);
+}
+
+int gh_rest_call_idempotent(gh_rest *r, const char *method, const char *path, const cJSON *body,
+			    cJSON **out)
+{
+	return call_parse(r, method, path, body, false, out);
 }
 
 /* The URL of rel="next" in a Link header (malloc'd), or NULL. */

@@ -7,7 +7,14 @@
  * (AUTOPATCH_GH_MAX_RESPONSE, default 16 MiB) and parsed with cJSON.
  *
  * Retries: 5xx and network errors with exponential backoff and jitter (AUTOPATCH_GH_RETRIES,
- * default 5; AUTOPATCH_GH_BACKOFF_MS, default 1000); primary rate limit (403/429 with
+ * default 5; AUTOPATCH_GH_BACKOFF_MS, default 1000) — except for a POST made with
+ * gh_rest_call(): creating a comment or a pull request twice makes two, and a 5xx or a
+ * connection that failed after the request was sent may mean GitHub applied it. Such a POST is
+ * not repeated: the call fails (a 5xx as AP_EUNAVAIL, a network failure as AP_EUNAVAIL or
+ * AP_ETIMEOUT) and gh_rest_maybe_applied() is true; the caller looks the object up (by its
+ * marker, its head branch) before posting again. A POST whose connection failed before
+ * anything was sent is retried like any call, and so is one made with
+ * gh_rest_call_idempotent() (a token, labels, a reaction). Primary rate limit (403/429 with
  * x-ratelimit-remaining: 0) waits until x-ratelimit-reset; secondary limits (403/429 with
  * retry-after, or a "secondary rate limit" message) wait retry-after, else
  * AUTOPATCH_GH_SECONDARY_WAIT_S (default 60) seconds, doubling with each secondary limit in a
@@ -26,7 +33,8 @@
  * (AUTOPATCH_GH_DEADLINE_S, default 120) covering all its retries and waits.
  *
  * Errors carry GitHub's `message` and `errors` in the error text:
- * 404 → AP_ENOTFOUND, 401/403 → AP_EDENIED, other 4xx/5xx → AP_EHTTP, rate limit outlasting
+ * 404 → AP_ENOTFOUND, 401/403 → AP_EDENIED, other 4xx and 5xx after the retries → AP_EHTTP
+ * (a 5xx to a POST that is not repeated → AP_EUNAVAIL, see above), rate limit outlasting
  * the retries or the deadline → AP_ERATELIMIT, network failure → AP_EUNAVAIL, deadline →
  * AP_ETIMEOUT. All error text is redacted.
  */
@@ -34,6 +42,7 @@
 #define AP_GH_REST_H
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/config.h"
@@ -52,6 +61,10 @@ int gh_rest_new(gh_rest **out, const ap_config *cfg, const gh_creds *creds,
 /* A client that sends a fixed token (tests, `doctor` with a personal token). token is copied. */
 int gh_rest_new_token(gh_rest **out, const ap_config *cfg, const char *token);
 
+/* A client that sends no Authorization header: for the endpoints that authenticate by what
+ * is in the request (POST /app-manifests/{code}/conversions). */
+int gh_rest_new_anon(gh_rest **out, const ap_config *cfg);
+
 /* Accepts NULL. */
 void gh_rest_free(gh_rest *r);
 
@@ -60,6 +73,17 @@ void gh_rest_free(gh_rest *r);
  * On 2xx returns 0 and, if out is not NULL, *out is the parsed body (NULL for an empty body
  * or 204); the caller frees it with cJSON_Delete(). */
 int gh_rest_call(gh_rest *r, const char *method, const char *path, const cJSON *body, cJSON **out);
+
+/* gh_rest_call() for a POST that GitHub applies at most once in effect however often it is
+ * sent (minting an installation token, adding labels, adding a reaction): retried after a 5xx
+ * or a network failure like the other methods. */
+int gh_rest_call_idempotent(gh_rest *r, const char *method, const char *path, const cJSON *body,
+			    cJSON **out);
+
+/* After a failed call: true when it was a POST that GitHub may have applied (it answered 5xx,
+ * or the connection failed after the request was sent) and that the client therefore did not
+ * repeat. Look the object up before posting it again. False after any other outcome. */
+bool gh_rest_maybe_applied(const gh_rest *r);
 
 /* GET path and every following page (Link rel="next"), concatenating the arrays into one
  * array in *out (caller frees). Stops with AP_ETOOBIG past max_items (0 = 10000). */

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#define CREATE_ROUNDS 3 /* posts of one body when GitHub may have applied the earlier one */
+
 /* The progress comment is written by a per-job thread, so GitHub's write spacing and a slow
  * API never hold up the job: the job hands over the latest rendering, the thread writes the
  * newest one at most every comment_interval_ms (the final one at once) and drops the rest. */
@@ -91,48 +93,79 @@ static void react(job_comment *c)
 	}
 }
 
-/* A re-run that lost the comment id (crash between create and persist) finds its comment by
- * the marker and the job number, so it never posts a second one. */
-static int64_t find_own_comment(const job_comment *c)
+int comment_find(gh_rest *r, const char *repo, int64_t on, const char *marker, int64_t job_id,
+		 int64_t *id)
 {
 	char needle[64];
 	cJSON *list = NULL, *it;
-	int64_t id = 0;
+	int rc;
 
-	snprintf(needle, sizeof(needle), "(job %" PRId64 ")", c->job->id);
-	if (gh_comments_list(c->rest, c->job->repo, c->on, &list) != 0) {
-		ap_error_clear();
-		return 0;
-	}
+	*id = 0;
+	snprintf(needle, sizeof(needle), "(job %" PRId64 ")", job_id);
+	rc = gh_comments_list(r, repo, on, &list);
+	if (rc)
+		return rc;
 	cJSON_ArrayForEach(it, list)
 	{
 		const char *body = cJSON_GetStringValue(cJSON_GetObjectItem(it, "body"));
 		cJSON *user = cJSON_GetObjectItem(it, "user");
 		const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(user, "type"));
 		cJSON *cid = cJSON_GetObjectItem(it, "id");
+		const char *end = body ? strstr(body, "\n\n") : NULL;
 		int64_t cid_n;
 
+		/* The marker, and the job number in the header before the first blank line: text
+		 * further down (which the model may have written) never counts. */
+		if (body && !end)
+			end = body + strlen(body);
 		if (body && type && strcmp(type, "Bot") == 0 && ap_json_int(cid, &cid_n) &&
-		    strncmp(body, PROGRESS_MARKER, strlen(PROGRESS_MARKER)) == 0 &&
-		    strstr(body, needle))
-			id = cid_n;
+		    strncmp(body, marker, strlen(marker)) == 0 &&
+		    memmem(body, (size_t)(end - body), needle, strlen(needle)))
+			*id = cid_n;
 	}
 	cJSON_Delete(list);
-	return id;
+	return 0;
 }
 
-/* Create or edit the comment with body; returns the comment id to use next (0: none yet). A
- * failure never fails the job (GitHub may be briefly unreachable): the next edit carries the
- * whole state anyway. */
-static int64_t cm_write(job_comment *c, int64_t id, const char *body)
+int comment_create_once(gh_rest *r, const char *repo, int64_t on, const char *marker,
+			int64_t job_id, const char *body, bool look_first, int64_t *id)
 {
 	gh_comment out = {0};
 	int rc = 0;
 
-	if (id <= 0 && c->find_existing) {
-		c->find_existing = false;
-		id = find_own_comment(c);
+	*id = 0;
+	for (int round = 0; round < CREATE_ROUNDS; round++) {
+		if (look_first || round > 0) {
+			rc = comment_find(r, repo, on, marker, job_id, id);
+			if (rc)
+				return rc; /* not known whether it exists: do not post */
+			if (*id > 0) {
+				rc = gh_comment_update(r, repo, *id, body, NULL);
+				if (rc != AP_ENOTFOUND)
+					return rc;
+				*id = 0; /* deleted meanwhile: post it again */
+				ap_error_clear();
+			}
+		}
+		rc = gh_comment_create(r, repo, on, body, &out);
+		if (rc == 0)
+			*id = out.id;
+		gh_comment_release(&out);
+		if (rc == 0 || !gh_rest_maybe_applied(r))
+			return rc;
 	}
+	return rc;
+}
+
+/* Create or edit the comment with body; returns the comment id to use next (0: none yet). A
+ * failure never fails the job (GitHub may be briefly unreachable): the next edit carries the
+ * whole state anyway. A re-run that lost the comment id (crash between create and persist),
+ * and any write after a create that GitHub may have applied, first finds the comment by the
+ * marker and the job number, so there is never a second one. */
+static int64_t cm_write(job_comment *c, int64_t id, const char *body)
+{
+	int rc = 0;
+
 	if (!may_write(c))
 		return id;
 	if (id > 0) {
@@ -140,13 +173,17 @@ static int64_t cm_write(job_comment *c, int64_t id, const char *body)
 		if (rc == AP_ENOTFOUND || rc == AP_EDENIED) { /* deleted, or not ours: a new one */
 			id = 0;
 			rc = 0;
+			ap_error_clear();
 		}
 	}
 	if (id <= 0 && rc == 0 && may_write(c)) {
-		rc = gh_comment_create(c->rest, c->job->repo, c->on, body, &out);
-		if (rc == 0)
-			id = out.id;
-		gh_comment_release(&out);
+		rc = comment_create_once(c->rest, c->job->repo, c->on, PROGRESS_MARKER, c->job->id,
+					 body, c->find_existing, &id);
+		/* After any failed create (it may have been applied, or the lookup failed), the
+		 * next write looks first. */
+		c->find_existing = rc != 0;
+		if (rc)
+			id = 0;
 	}
 	if (rc) {
 		ap_log(AP_LOG_WARN, c->job->delivery, c->job->id,

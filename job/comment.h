@@ -4,17 +4,20 @@
  * GitHub's write spacing and a slow API must never hold up the job, so the comment is written
  * by a per-job thread: the job hands over the latest rendering (comment_post), the thread
  * writes the newest one at most every interval (the final one at once) and drops the rest.
- * The first write reacts with :eyes: on a first attempt; a re-run that lost the comment's id
- * finds its comment by the marker and the job number instead of posting a second one. A
- * failed write never fails the job: the next edit carries the whole state anyway.
+ * The first write reacts with :eyes: on a first attempt; a re-run that lost the comment's id,
+ * and a write after a create that GitHub answered with a 5xx (it may have made the comment),
+ * find the comment by the marker and the job number instead of posting a second one. A failed
+ * write never fails the job: the next edit carries the whole state anyway.
  */
 #ifndef AP_JOB_COMMENT_H
 #define AP_JOB_COMMENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/config.h"
 #include "github/creds.h"
+#include "github/rest.h"
 #include "job/job.h"
 
 typedef struct job_comment job_comment;
@@ -47,5 +50,21 @@ void comment_finish(job_comment *c, int64_t *new_id);
 
 /* Stops the thread if running (writing what is pending) and frees. Accepts NULL. */
 void comment_free(job_comment *c);
+
+/* Find autopatch's own comment of job job_id on issue or PR `on`: a comment by a bot whose
+ * body starts with marker and names "(job N)" before its first blank line (the header, which
+ * autopatch writes itself). *id is its id (the newest when several), 0 when there is none. 0
+ * or the error of listing the comments. */
+int comment_find(gh_rest *r, const char *repo, int64_t on, const char *marker, int64_t job_id,
+		 int64_t *id);
+
+/* Post body (which starts with marker and names "(job job_id)" in its header) on `on`
+ * without ever making a second copy: with look_first, and after a create that GitHub may have
+ * applied (gh_rest_maybe_applied(): a 5xx, or a connection cut once the request was out), the
+ * comment is first looked up with comment_find(); one that exists is edited to body instead.
+ * At most 3 creates. A failed lookup is returned as is, without posting. *id is the comment's
+ * id (0 on failure). 0 or the error of the last call. */
+int comment_create_once(gh_rest *r, const char *repo, int64_t on, const char *marker,
+			int64_t job_id, const char *body, bool look_first, int64_t *id);
 
 #endif

@@ -11,6 +11,8 @@
 #include "common/jsonnum.h"
 #include "agents/fixer.h"
 #include "job/comment.h"
+#include "job/environment.h"
+#include "job/patch_policy.h"
 #include "job/progress.h"
 #include "job/repo_config.h"
 #include "common/buf.h"
@@ -19,6 +21,7 @@
 #include "github/api.h"
 #include "github/app.h"
 #include "github/git.h"
+#include "github/patch.h"
 #include "github/rest.h"
 #include "common/log.h"
 #include "common/redact.h"
@@ -40,6 +43,7 @@
 #define BRANCH_PREFIX	 "autopatch/issue-"
 #define FAILED_LABEL	 "autopatch: failed"
 #define PREV_SUMMARY_MAX 6000
+#define PR_CREATE_ROUNDS 3 /* creates of the PR when GitHub may have applied the last one */
 
 struct pipeline {
 	const ap_config *cfg;
@@ -50,6 +54,7 @@ struct pipeline {
 	int64_t comment_interval_ms;
 	int64_t ratelimit_wait_s;     /* the first wait when GitHub names none; doubles */
 	int64_t ratelimit_max_wait_s; /* total a job waits out rate limits before re-queueing */
+	int64_t gh_backoff_ms;	      /* before looking for a PR whose create got a 5xx */
 };
 
 /* One running job. */
@@ -67,6 +72,9 @@ struct run {
 	char *pr_url;
 	char *failure; /* why the job failed or stopped */
 	char *tried;
+	char *environment; /* image and setup, for the comment */
+	char *blocked;	   /* refused connections, for the comment */
+	ssize_t live_ev;   /* index of the live setup step, -1 when none */
 	enum progress_state state;
 	comment_fence cm_fence; /* the comment writer's fencing check (job_ctl's fence) */
 	bool stale;		/* the lease is no longer current: publish nothing more */
@@ -120,6 +128,10 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 	if (rc)
 		goto out_free;
 	rc = cfg_int(cfg, "AUTOPATCH_RATELIMIT_MAX_WAIT_S", 0, 86400, &p->ratelimit_max_wait_s);
+	if (rc)
+		goto out_free;
+	/* The REST client's first backoff for 5xx (see github/rest.h). */
+	rc = cfg_int(cfg, "AUTOPATCH_GH_BACKOFF_MS", 1, 600000, &p->gh_backoff_ms);
 	if (rc)
 		goto out_free;
 	if (mkdir(p->data_dir, 0700) != 0 && errno != EEXIST) {
@@ -184,6 +196,8 @@ static void run_release(struct run *r)
 	free(r->pr_url);
 	free(r->failure);
 	free(r->tried);
+	free(r->environment);
+	free(r->blocked);
 }
 
 static void add_event(struct run *r, int stage, const char *msg)
@@ -224,6 +238,8 @@ static int render_comment(struct run *r, char **out)
 	v.trajectory = r->state == PROGRESS_FAILED ? r->trajectory : NULL;
 	v.now_ms = now_ms();
 	v.iteration = r->job->trigger == JOB_TRIGGER_PR_FEEDBACK;
+	v.environment = r->environment;
+	v.blocked = r->blocked;
 	return progress_render_comment(&v, out);
 }
 
@@ -274,6 +290,32 @@ static void event(struct run *r, const char *msg)
 	job_ctl_event(r->ctl, msg);
 	add_event(r, -1, msg);
 	comment_sync(r);
+}
+
+/* The setup phase's one live step: added once, then its message replaced. */
+static void live_event(struct run *r, const char *msg)
+{
+	if (r->live_ev >= 0 && (size_t)r->live_ev < r->n_ev && !r->ev[r->live_ev].stage) {
+		free((char *)r->ev[r->live_ev].message);
+		r->ev[r->live_ev].message = redact_str(msg);
+		comment_sync(r);
+		return;
+	}
+	event(r, msg);
+	r->live_ev = (ssize_t)r->n_ev - 1;
+}
+
+static void env_note_cb(void *ud, const char *msg)
+{
+	struct run *r = ud;
+
+	r->live_ev = -1; /* a new line after the live step */
+	event(r, msg);
+}
+
+static void env_live_cb(void *ud, const char *msg)
+{
+	live_event(ud, msg);
 }
 
 /* Fencing (job.h): right before every side effect on GitHub. Non-zero: the side effect is
@@ -350,7 +392,11 @@ struct work {
 	sbx_box *box;	  /* warm-pool box whose repo dir holds the checkout */
 	sbx_box *custom;  /* a second box when the repo config asks for another image/network */
 	repo_config *rc;
+	env_choice choice; /* the image the job's box runs */
+	env_setup_result env;
+	patch_policy policy; /* what the Tester's hook and publish() judge the patch by */
 	fixer_result res;
+	char *files; /* "Files changed", from the pushed commit (gh_git_changed_files) */
 };
 
 static void work_release(struct work *w)
@@ -358,6 +404,7 @@ static void work_release(struct work *w)
 	int rc;
 
 	fixer_result_release(&w->res);
+	free(w->files);
 	repo_config_free(w->rc);
 	/* The custom box binds the first box's repo dir: destroy it first. */
 	rc = sbx_destroy(w->custom);
@@ -423,6 +470,21 @@ static int load_default_branch_config(struct run *r, struct work *w, const char 
 	return rc;
 }
 
+/* The warm-pool box runs the default image with no network: `image:`, a detected flavour
+ * whose image is another (by id), or an allow-list for setup, needs a box of its own. */
+static bool needs_own_box(struct run *r, const struct work *w)
+{
+	char def[80];
+
+	if (w->rc->network[0] || w->rc->image)
+		return true;
+	if (sbx_image_id(r->p->sbx, NULL, def, sizeof(def)) != 0) {
+		ap_error_clear();
+		return true;
+	}
+	return strcmp(def, w->choice.image_id) != 0;
+}
+
 static int prepare(struct run *r, struct work *w, bool iterate)
 {
 	char *token = NULL, *sha = NULL, msg[256], label[32];
@@ -483,10 +545,22 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	if (!w->rc->test)
 		return ap_error_set(AP_EINVAL, "%s; add `test: <command>` to %s",
 				    w->rc->test_source, REPO_CONFIG_PATH);
-	if (w->rc->image || w->rc->network[0]) {
+	rc = env_choose_image(&w->choice, r->p->cfg, repo_dir, w->rc->image,
+			      iterate ? REPO_CONFIG_PATH " on the default branch"
+				      : REPO_CONFIG_PATH);
+	if (rc)
+		return rc;
+	env_describe_choice(&w->choice, msg, sizeof(msg));
+	set_str(&r->environment, msg);
+	event(r, msg);
+	/* A missing image ends the job here, with how to make it available. */
+	rc = env_check_image(r->p->sbx, r->p->cfg, &w->choice, env_note_cb, r);
+	if (rc)
+		return rc;
+	if (needs_own_box(r, w)) {
 		sbx_spec spec = {.version = SBX_SPEC_VERSION};
 
-		spec.image = w->rc->image;
+		spec.image = w->choice.image;
 		spec.repo_dir = repo_dir;
 		spec.job_label = label;
 		if (w->rc->network[0]) {
@@ -497,13 +571,67 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 		if (rc)
 			return rc;
 		snprintf(msg, sizeof(msg), "sandbox %.12s ready (%.100s%s)", sbx_box_id(w->custom),
-			 w->rc->image ? w->rc->image : "default image",
-			 w->rc->network[0] ? ", egress allow-list" : "");
+			 w->choice.image, w->rc->network[0] ? ", egress allow-list for setup" : "");
 		event(r, msg);
 	}
 	if ((rc = checkpoint(r)))
 		return rc;
-	return sbx_prepare(w->custom ? w->custom : w->box);
+	if ((rc = sbx_prepare(w->custom ? w->custom : w->box)))
+		return rc;
+	/* A toolchain command the image lacks: say which flavour has it, before any model call. */
+	return env_check_tools(w->custom ? w->custom : w->box, &w->choice,
+			       (const char *const *)w->rc->setup_steps, w->rc->test);
+}
+
+/* The setup phase (docs/environments.md): restore the cached environment or run `setup:`,
+ * then the network goes off for the agent phase. */
+static int setup_env(struct run *r, struct work *w)
+{
+	env_setup_opts o = ENV_SETUP_OPTS_INIT;
+	char *s = NULL;
+	int rc;
+
+	o.cfg = r->p->cfg;
+	o.box = w->custom ? w->custom : w->box;
+	o.image = &w->choice;
+	o.repo_id = r->job->repo;
+	o.repo_dir = sbx_box_repo_dir(w->box);
+	o.setup_steps = (const char *const *)w->rc->setup_steps;
+	o.setup_script = w->rc->setup;
+	o.cache_key_globs = (const char *const *)w->rc->cache_key;
+	o.had_network = w->rc->network[0] != NULL;
+	o.agent_network = w->rc->agent_network;
+	o.note = env_note_cb;
+	o.live = env_live_cb;
+	o.ud = r;
+	rc = env_setup(&o, &w->env);
+	r->live_ev = -1;
+	if (rc == AP_ETIMEOUT) /* a setup past its deadline is the repository's, not passing */
+		rc = ap_error_set(AP_EINVAL, "%s", ap_error_last());
+	if (w->env.summary[0] &&
+	    asprintf(&s, "%s; %s", r->environment ? r->environment : "", w->env.summary) >= 0) {
+		free(r->environment);
+		r->environment = s;
+	}
+	return rc;
+}
+
+/* The refused connections so far, for the comment. */
+static void collect_blocked(struct run *r, struct work *w)
+{
+	sbx_box *b = w->custom ? w->custom : w->box;
+	char *rep = NULL, kept[2048];
+
+	/* The job's error stays what it was. */
+	snprintf(kept, sizeof(kept), "%s", ap_error_last());
+	if (b && env_blocked_report(b, &rep) == 0 && rep) {
+		free(r->blocked);
+		r->blocked = rep;
+	}
+	if (kept[0])
+		ap_error_set(AP_EIO, "%s", kept);
+	else
+		ap_error_clear();
 }
 
 static int run_fixer(struct run *r, struct work *w, bool iterate)
@@ -517,12 +645,20 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	o.issue_title = w->issue.title ? w->issue.title : "";
 	o.issue_body = w->issue.body ? w->issue.body : "";
 	o.test_cmd = w->rc->test;
-	o.setup_cmd = w->rc->setup;
+	/* Setup ran (or was restored) before the fixer; it only prepares other trees from it. */
+	o.setup_cmd = w->env.have_products ? ENV_PREPARE_TREE_CMD : NULL;
 	o.max_iterations = w->rc->max_iterations;
 	o.trajectory_path = r->trajectory;
 	o.progress = on_progress;
 	o.should_stop = on_should_stop;
 	o.ud = r;
+	/* The Tester tests only a diff the host's policy accepts, judged on the bytes against
+	 * the host checkout (the box's /repo). */
+	rc = patch_policy_init(&w->policy, r->p->cfg, w->rc, sbx_box_repo_dir(w->box));
+	if (rc)
+		return rc;
+	o.patch_check = patch_policy_fixer_check;
+	o.patch_check_ud = &w->policy;
 	if (iterate) {
 		o.feedback =
 		    r->job->feedback && *r->job->feedback ? r->job->feedback : "(no feedback text)";
@@ -534,24 +670,36 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	}
 	rc = fixer_run(&o, &w->res);
 	free(prev);
+	{ /* for the console's job list */
+		char tokens[32];
+
+		snprintf(tokens, sizeof(tokens), "%lld",
+			 (long long)(w->res.tokens_in + w->res.tokens_out));
+		job_ctl_state_set(r->ctl, "tokens", tokens);
+	}
 	return rc;
 }
 
-/* "what was tried" for a failure comment. */
+/* "what was tried" for a failure comment. The files are libgit2's reading of the last diff
+ * (gh_patch_files()), never the box's own list. */
 static void describe_tried(struct run *r, const fixer_result *res)
 {
-	char *s = NULL;
+	char *s = NULL, *files = NULL;
+	int n;
 
 	if (res->model_calls == 0 && res->iterations == 0)
 		return;
-	if (asprintf(&s,
+	if (res->diff && *res->diff && gh_patch_files(res->diff, strlen(res->diff), &files) != 0)
+		ap_error_clear();
+	n = asprintf(&s,
 		     "%d Builder/Tester round%s with %d model call%s (%s, %" PRId64
 		     " tokens in, %" PRId64 " out)%s%s",
 		     res->iterations, res->iterations == 1 ? "" : "s", res->model_calls,
 		     res->model_calls == 1 ? "" : "s", res->model ? res->model : "model",
 		     res->tokens_in, res->tokens_out,
-		     res->files_changed ? "; last patch touched " : "",
-		     res->files_changed ? res->files_changed : "") < 0)
+		     files && *files ? "; last patch touched " : "", files && *files ? files : "");
+	free(files);
+	if (n < 0)
 		return;
 	for (char *c = s; *c; c++)
 		if (*c == '\n')
@@ -568,7 +716,7 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->cause = w->res.cause;
 	in->repro_test = w->res.repro_test;
 	in->evidence = w->res.evidence;
-	in->files_changed = w->res.files_changed;
+	in->files_changed = w->files;
 	in->test_note = r->test_note;
 	in->model = w->res.model;
 	in->tokens_in = w->res.tokens_in;
@@ -577,56 +725,101 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->iterations = w->res.iterations;
 }
 
+/* Sleep ms, in slices, checking for a stop: 0, or AP_ECANCELLED when the job was stopped. */
+static int nap(struct run *r, int64_t ms)
+{
+	int64_t until = now_ms() + ms;
+
+	while (now_ms() < until) {
+		int64_t left = until - now_ms();
+		struct timespec ts = {0, (left > 250 ? 250 : left) * 1000000L};
+
+		if (checkpoint(r))
+			return AP_ECANCELLED;
+		nanosleep(&ts, NULL);
+	}
+	return checkpoint(r);
+}
+
+/* The PR of the job's branch, created with body or, when it exists, updated to it. A retried
+ * job must never open a second PR, so the PR is looked up first (by the number in the state,
+ * else by the head branch) and looked up again before every further create: after a 422
+ * ("already exists": a create whose answer was lost, or a race) and after a create that GitHub
+ * may have applied (a 5xx or a cut connection, which the REST client does not repeat). */
 static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 {
 	gh_pull_new req = GH_PULL_NEW_INIT;
 	gh_pull pr = {0};
-	char *title = NULL, *stored, numbuf[32];
+	char *title = NULL, *stored, numbuf[32], why[1100] = "";
 	int64_t number = 0;
 	int rc;
 
-	/* A retried job must never open a second PR: the state, then the branch, then create. */
 	stored = job_ctl_state_get(r->ctl, "pr_number");
 	if (stored) {
 		number = strtoll(stored, NULL, 10);
 		free(stored);
 	}
-	if (number > 0)
-		rc = gh_pull_get(r->rest, r->job->repo, number, &pr);
-	else
-		rc = gh_pull_find_by_head(r->rest, r->job->repo, w->branch, "open", &pr);
-	if (rc == 0) {
-		rc = fence(r);
-		if (rc == 0)
-			rc = gh_pull_update(r->rest, r->job->repo, pr.number, NULL, body, NULL,
-					    NULL);
-	} else if (rc == AP_ENOTFOUND) {
+	for (int round = 0;; round++) {
+		if (number > 0)
+			rc = gh_pull_get(r->rest, r->job->repo, number, &pr);
+		else
+			rc = gh_pull_find_by_head(r->rest, r->job->repo, w->branch, "open", &pr);
+		number = 0;
+		if (rc == 0) {
+			rc = fence(r);
+			if (rc == 0)
+				rc = gh_pull_update(r->rest, r->job->repo, pr.number, NULL, body,
+						    NULL, NULL);
+			break;
+		}
+		if (rc != AP_ENOTFOUND)
+			break;
 		ap_error_clear();
-		if ((rc = checkpoint(r)) || (rc = fence(r)))
-			return rc;
-		rc = progress_render_pr_title(w->issue_no, w->issue.title, &title);
-		if (rc)
-			return rc;
+		if (why[0]) { /* a 422 that no PR of ours explains: GitHub's message stands */
+			rc = ap_error_set(AP_EHTTP, "%s", why);
+			break;
+		}
+		if (round >= PR_CREATE_ROUNDS) {
+			rc = ap_error_set(AP_EUNAVAIL,
+					  "GitHub did not confirm the pull request after %d tries",
+					  PR_CREATE_ROUNDS);
+			break;
+		}
+		if ((rc = checkpoint(r)))
+			break;
+		if (!title) {
+			rc = progress_render_pr_title(w->issue_no, w->issue.title, &title);
+			if (rc)
+				break;
+		}
 		req.title = title;
 		req.head = w->branch;
 		req.base = w->repo.default_branch ? w->repo.default_branch : "main";
 		req.body = body;
 		req.draft = true;
+		if ((rc = fence(r)))
+			break;
 		rc = gh_pull_create(r->rest, r->job->repo, &req, &pr);
-		free(title);
+		if (rc == 0)
+			break;
 		if (rc == AP_EHTTP) {
-			/* 422 "already exists": a create that succeeded but whose answer was lost.
-			 */
-			int rc2 =
-			    gh_pull_find_by_head(r->rest, r->job->repo, w->branch, "open", &pr);
-
-			if (rc2 == 0)
-				rc = 0;
+			snprintf(why, sizeof(why), "%s", ap_error_last());
+			continue;
 		}
+		if (!gh_rest_maybe_applied(r->rest))
+			break;
+		ap_log(AP_LOG_WARN, r->job->delivery, r->job->id,
+		       "%s; looking for the pull request before trying again", ap_error_last());
+		ap_error_clear();
+		if ((rc = nap(r, r->p->gh_backoff_ms << round)))
+			break;
 	}
+	free(title);
 	if (rc == 0) {
 		snprintf(numbuf, sizeof(numbuf), "%" PRId64, pr.number);
 		job_ctl_state_set(r->ctl, "pr_number", numbuf);
+		if (pr.html_url)
+			job_ctl_state_set(r->ctl, "pr_url", pr.html_url);
 		set_str(&r->pr_url, pr.html_url);
 	}
 	gh_pull_release(&pr);
@@ -656,7 +849,7 @@ static int64_t rate_limit_wait_ms(const struct run *r, int n)
  * waiting. */
 static int wait_rate_limit(struct run *r, int n, int64_t *waited_ms)
 {
-	int64_t ms = rate_limit_wait_ms(r, n), until;
+	int64_t ms = rate_limit_wait_ms(r, n);
 	char msg[160];
 
 	if (*waited_ms + ms > r->p->ratelimit_max_wait_s * 1000)
@@ -666,16 +859,7 @@ static int wait_rate_limit(struct run *r, int n, int64_t *waited_ms)
 		 (long long)((ms + 999) / 1000));
 	event(r, msg);
 	ap_error_clear();
-	until = now_ms() + ms;
-	while (now_ms() < until) {
-		int64_t left = until - now_ms();
-		struct timespec ts = {0, (left > 250 ? 250 : left) * 1000000L};
-
-		if (checkpoint(r))
-			return AP_ECANCELLED;
-		nanosleep(&ts, NULL);
-	}
-	return checkpoint(r);
+	return nap(r, ms);
 }
 
 static int publish(struct run *r, struct work *w, bool iterate)
@@ -686,11 +870,13 @@ static int publish(struct run *r, struct work *w, bool iterate)
 	int64_t waited = 0;
 	int rc;
 
-	rc = repo_config_check_paths(w->rc, w->res.files_changed ? w->res.files_changed : "");
-	if (rc)
-		return rc;
 	if (!w->res.diff || !*w->res.diff)
 		return ap_error_set(AP_EINVAL, "the fixer reported success but produced no diff");
+	/* The whole policy again on the bytes about to be applied (the Tester's hook saw the
+	 * same bytes; this does not depend on it having run). */
+	rc = patch_policy_check(&w->policy, w->res.diff, strlen(w->res.diff));
+	if (rc)
+		return rc;
 	/* The patch leaves the server in a push: a credential in it (the model may have copied
 	 * one from a log) must not, and masking it would change the proven code. */
 	{
@@ -721,6 +907,11 @@ static int publish(struct run *r, struct work *w, bool iterate)
 	free(msg);
 	if (rc)
 		goto out;
+	/* "Files changed" is what the pushed commit changes, as the host's libgit2 reads it. */
+	if (gh_git_changed_files(r->p->git, repo_dir, sha, &w->files) != 0) {
+		ap_warn("cannot list the files of commit %.12s: %s", sha, ap_error_last());
+		ap_error_clear();
+	}
 	if ((rc = checkpoint(r)))
 		goto out;
 	rc = gh_app_token(r->p->app, r->job->installation_id, &token);
@@ -741,10 +932,15 @@ static int publish(struct run *r, struct work *w, bool iterate)
 	if (iterate) {
 		set_str(&r->pr_url, w->pull.html_url);
 		rc = progress_render_reply(&in, 1, sha, NULL, &body);
+		/* Posted once: found by its marker first (a re-run of this job, or a post that
+		 * GitHub answered with a 5xx, may have made it already). */
 		for (int n = 0; rc == 0; n++) {
+			int64_t reply_id;
+
 			if ((rc = fence(r)))
 				break;
-			rc = gh_comment_create(r->rest, r->job->repo, r->job->issue, body, NULL);
+			rc = comment_create_once(r->rest, r->job->repo, r->job->issue, REPLY_MARKER,
+						 r->job->id, body, true, &reply_id);
 			if (rc != AP_ERATELIMIT || (rc = wait_rate_limit(r, n, &waited)))
 				break;
 		}
@@ -755,7 +951,7 @@ static int publish(struct run *r, struct work *w, bool iterate)
 		goto out;
 	if ((rc = checkpoint(r)))
 		goto out;
-	/* find_or_create_pr is idempotent: a retry finds a PR whose creation was cut off. */
+	/* find_or_create_pr is idempotent: it finds a PR whose creation was cut off. */
 	for (int n = 0;; n++) {
 		rc = find_or_create_pr(r, w, body);
 		if (rc != AP_ERATELIMIT || (rc = wait_rate_limit(r, n, &waited)))
@@ -877,6 +1073,7 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	r.job = job;
 	r.ctl = ctl;
 	r.last_stage = -1;
+	r.live_ev = -1;
 	r.state = PROGRESS_RUNNING;
 	snprintf(path, sizeof(path), "%s/trajectories/job-%" PRId64 ".jsonl", p->data_dir, job->id);
 	r.trajectory = strdup(path);
@@ -912,8 +1109,16 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 		goto out;
 	if ((rc = checkpoint(&r)))
 		goto out;
+	rc = setup_env(&r, &w);
+	if (rc) {
+		collect_blocked(&r, &w);
+		goto out;
+	}
+	if ((rc = checkpoint(&r)))
+		goto out;
 	stage(&r, STAGE_PLANNING, NULL);
 	rc = run_fixer(&r, &w, iterate);
+	collect_blocked(&r, &w);
 	if (rc)
 		goto out;
 	if (!w.res.proven) {

@@ -5,8 +5,8 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/redact.h"
+#include "job/sanitize.h"
 
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,79 +14,161 @@
 #include <string.h>
 #include <time.h>
 
-#define ZWSP	       "\xe2\x80\x8b" /* zero-width space: breaks @mentions and #refs */
-#define MAX_STEP_LINES 12
-#define MAX_STEP_CHARS 200
-#define MAX_PROSE      4000
-#define MAX_EVIDENCE   30000
-#define MAX_FILES      100
-#define BUILD_CAP      (PROGRESS_MAX_BODY + 4096)
+#define MAX_BLOCKED_LINES 20
+#define MAX_STEP_LINES	  12
+#define MAX_STEP_CHARS	  200
+#define MAX_PROSE	  4000
+#define MAX_EVIDENCE	  30000
+#define MAX_FILES	  100
+#define BUILD_CAP	  (PROGRESS_MAX_BODY + 4096)
 
 static const char *const stages[] = {"preparing", "planning", "building", "testing", "publishing"};
 static const char *const stage_titles[] = {"Preparing", "Planning", "Building", "Testing",
 					   "Publishing"};
 #define N_STAGES (sizeof(stages) / sizeof(stages[0]))
 
-/* Inline code: one line, no backticks, capped. */
-static void add_inline(ap_buf *b, const char *s, size_t max)
+/* Text the model can influence, made safe for GitHub: redacted as written and again as a
+ * reader sees it (a secret spelled with character references or zero-width characters),
+ * neutralised (job/sanitize.h: no reference, mention, link, image or HTML), at most max bytes.
+ * *cut says whether it was shortened. NULL on ENOMEM. */
+static char *clean(const char *s, size_t max, bool *cut)
 {
-	size_t n = ap_utf8_cut(s, max);
+	char *red, *t, *vis = NULL, *red2 = NULL;
+	size_t n, tl;
 
-	ap_buf_adds(b, "`");
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (c == '@' || (c == '<' && strncmp(s + i, "<!--", 4) == 0)) {
-			ap_buf_add(b, &c, 1);
-			ap_buf_adds(b, ZWSP);
-			continue;
-		}
-		if (c == '`')
-			c = '\'';
-		else if (c == '\n' || c == '\r' || c == '\t')
-			c = ' ';
-		else if ((unsigned char)c < 0x20)
-			continue;
-		ap_buf_add(b, &c, 1);
+	*cut = false;
+	red = redact_str(s);
+	if (!red)
+		return NULL;
+	n = ap_utf8_cut(red, max);
+	*cut = red[n] != '\0';
+	red[n] = '\0';
+	t = sanitize_str(red);
+	free(red);
+	if (t)
+		vis = sanitize_visible(t, strlen(t));
+	if (vis)
+		red2 = redact_str(vis);
+	if (red2 && strcmp(vis, red2) != 0) {
+		free(t);
+		t = sanitize_str(red2);
 	}
-	if (n < strlen(s))
-		ap_buf_adds(b, "...");
-	ap_buf_adds(b, "`");
+	if (!vis || !red2) {
+		free(t);
+		t = NULL;
+	}
+	free(vis);
+	free(red2);
+	if (!t)
+		return NULL;
+	tl = strlen(t);
+	n = sanitize_cut(t, tl, max);
+	if (n < tl) {
+		t[n] = '\0';
+		*cut = true;
+	}
+	return t;
 }
 
-/* Prose from the model or a test run: kept as markdown, but it cannot mention anyone (@user),
- * link or close an issue (#N), hide text or fake our marker (<!--). */
+#define OMITTED "(text omitted: out of memory)"
+
+/* Inline code: one line, no backticks, neutralised, capped. */
+static void add_inline(ap_buf *b, const char *s, size_t max)
+{
+	bool cut;
+	char *t = clean(s, max, &cut);
+
+	ap_buf_adds(b, "`");
+	for (char *c = t; c && *c; c++) {
+		if (*c == '`')
+			*c = '\'';
+		else if (*c == '\n' || *c == '\t')
+			*c = ' ';
+	}
+	ap_buf_adds(b, t ? t : OMITTED);
+	if (cut)
+		ap_buf_adds(b, " ...");
+	ap_buf_adds(b, "`");
+	free(t);
+}
+
+/* A fenced code block that the text from start on opened at the beginning of a line and did
+ * not close is closed, so what follows (our own sections) is not swallowed by it. Only fences
+ * in column 0 count as opened: such a fence cannot be inside a list item or a quote, so the
+ * closing line is never a new fence of its own. */
+static void close_fence(ap_buf *b, size_t start)
+{
+	const char *p, *end;
+	char fc = 0;
+	size_t flen = 0;
+	bool line_start = start == 0 || (b->data && b->data[start - 1] == '\n');
+
+	if (!b->data)
+		return;
+	p = b->data + start;
+	end = b->data + b->len;
+	while (p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p)), *le = eol ? eol : end;
+		const char *q = p;
+		size_t run = 0, ind = 0;
+
+		while (q < le && *q == ' ' && ind < 4) {
+			q++;
+			ind++;
+		}
+		if (q < le && (*q == '`' || *q == '~'))
+			while (q + run < le && q[run] == *q)
+				run++;
+		if (line_start && run >= 3 && !fc && ind == 0 &&
+		    (*q == '~' || !memchr(q + run, '`', (size_t)(le - q - run)))) {
+			fc = *q;
+			flen = run;
+		} else if (line_start && run >= flen && fc && ind < 4 && *q == fc) {
+			const char *r = q + run;
+
+			while (r < le && (*r == ' ' || *r == '\t'))
+				r++;
+			if (r == le)
+				fc = 0;
+		}
+		line_start = true;
+		p = eol ? eol + 1 : end;
+	}
+	if (!fc)
+		return;
+	ap_buf_adds(b, "\n");
+	for (size_t i = 0; i < flen; i++)
+		ap_buf_add(b, &fc, 1);
+	ap_buf_adds(b, "\n");
+}
+
+/* Prose from the model or a test run: kept as markdown, neutralised (it cannot mention anyone,
+ * link, reference or close an issue, embed an image, hide text or fake our marker), capped,
+ * and any code block it opened is closed. */
 static void add_prose(ap_buf *b, const char *s, size_t max)
 {
-	size_t n = ap_utf8_cut(s, max);
+	size_t start = b->len;
+	bool cut;
+	char *t = clean(s, max, &cut);
 
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-
-		if (c == '@' && i + 1 < n &&
-		    (isalnum((unsigned char)s[i + 1]) || s[i + 1] == '-')) {
-			ap_buf_adds(b, "@" ZWSP);
-		} else if (c == '#' && i + 1 < n && isdigit((unsigned char)s[i + 1])) {
-			ap_buf_adds(b, "#" ZWSP);
-		} else if (c == '<' && strncmp(s + i, "<!--", 4) == 0) {
-			ap_buf_adds(b, "&lt;");
-		} else if ((unsigned char)c < 0x20 && c != '\n' && c != '\t') {
-			continue;
-		} else {
-			ap_buf_add(b, &c, 1);
-		}
-	}
-	if (n < strlen(s))
+	ap_buf_adds(b, t ? t : OMITTED);
+	free(t);
+	close_fence(b, start);
+	if (cut)
 		ap_buf_adds(b, "\n\n(truncated)");
 }
 
-/* A fenced block whose fence is longer than any backtick run inside s. */
+/* A fenced block whose fence is longer than any backtick run inside the (neutralised) text. */
 static void add_fenced(ap_buf *b, const char *s, size_t max)
 {
-	size_t run = 0, longest = 0, n = ap_utf8_cut(s, max), fence;
+	size_t run = 0, longest = 0, n, fence;
+	bool cut;
+	char *t = clean(s, max, &cut);
+	const char *text = t ? t : OMITTED;
 
+	n = strlen(text);
 	for (size_t i = 0; i < n; i++) {
-		run = s[i] == '`' ? run + 1 : 0;
+		run = text[i] == '`' ? run + 1 : 0;
 		if (run > longest)
 			longest = run;
 	}
@@ -94,14 +176,31 @@ static void add_fenced(ap_buf *b, const char *s, size_t max)
 	for (size_t i = 0; i < fence; i++)
 		ap_buf_adds(b, "`");
 	ap_buf_adds(b, "\n");
-	ap_buf_add(b, s, n);
-	if (n && s[n - 1] != '\n')
+	ap_buf_add(b, text, n);
+	if (n && text[n - 1] != '\n')
 		ap_buf_adds(b, "\n");
-	if (n < strlen(s))
+	if (cut)
 		ap_buf_adds(b, "... (truncated)\n");
 	for (size_t i = 0; i < fence; i++)
 		ap_buf_adds(b, "`");
 	ap_buf_adds(b, "\n");
+	free(t);
+}
+
+/* A URL GitHub gave us (the PR's html_url): written as is, so it stays a link, when it is one
+ * plain http(s) URL; anything else is treated like model text. */
+static void add_url(ap_buf *b, const char *url)
+{
+	bool plain = strncmp(url, "https://", 8) == 0 || strncmp(url, "http://", 7) == 0;
+
+	for (const char *c = url; plain && *c; c++)
+		if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7F ||
+		    strchr("<>()[]`\\", *c))
+			plain = false;
+	if (plain && strlen(url) <= 400)
+		ap_buf_adds(b, url);
+	else
+		add_inline(b, url, 400);
 }
 
 static void add_clock(ap_buf *b, int64_t ms)
@@ -249,6 +348,30 @@ int progress_render_comment(const progress_view *v, char **out)
 		add_prose(&b, v->test_note, 600);
 		ap_buf_adds(&b, "\n\n");
 	}
+	if (v->environment) {
+		ap_buf_adds(&b, "**Environment:** ");
+		add_prose(&b, v->environment, 800);
+		ap_buf_adds(&b, "\n\n");
+	}
+	if (v->blocked) {
+		const char *p = v->blocked, *eol;
+		int n = 0;
+
+		ap_buf_adds(&b, "**Blocked network connections** (refused by the egress proxy):\n");
+		while (*p && n++ < MAX_BLOCKED_LINES) {
+			char line[1200];
+			size_t len;
+
+			eol = strchr(p, '\n');
+			len = eol ? (size_t)(eol - p) : strlen(p);
+			snprintf(line, sizeof(line), "%.*s", (int)len, p);
+			ap_buf_adds(&b, "- ");
+			add_inline(&b, line, 600);
+			ap_buf_adds(&b, "\n");
+			p = eol ? eol + 1 : p + len;
+		}
+		ap_buf_adds(&b, "\n");
+	}
 	if (verdict) {
 		ap_buf_adds(&b, "**Latest Tester verdict:** ");
 		add_inline(&b, verdict, 300);
@@ -257,8 +380,21 @@ int progress_render_comment(const progress_view *v, char **out)
 	if (v->state == PROGRESS_FAILED || v->state == PROGRESS_CANCELLED) {
 		ap_buf_adds(&b, v->state == PROGRESS_FAILED ? "**Why it failed:** "
 							    : "**Why it stopped:** ");
-		add_prose(&b, v->failure ? v->failure : "no reason was recorded", 2000);
-		ap_buf_adds(&b, "\n\n");
+		{
+			/* A first line of prose; what follows (a command's output) fenced. */
+			const char *f = v->failure ? v->failure : "no reason was recorded";
+			const char *nl = strchr(f, '\n');
+			char first_line[2100];
+
+			snprintf(first_line, sizeof(first_line), "%.*s",
+				 (int)(nl ? (size_t)(nl - f) : strlen(f)), f);
+			add_prose(&b, first_line, 2000);
+			ap_buf_adds(&b, "\n\n");
+			if (nl && nl[1]) {
+				add_fenced(&b, nl + 1, 3000);
+				ap_buf_adds(&b, "\n");
+			}
+		}
 		if (v->tried) {
 			ap_buf_adds(&b, "**What was tried:** ");
 			add_prose(&b, v->tried, 2000);
@@ -275,7 +411,7 @@ int progress_render_comment(const progress_view *v, char **out)
 	}
 	if (v->pr_url && !v->iteration) {
 		ap_buf_adds(&b, "**Pull request:** ");
-		add_prose(&b, v->pr_url, 400);
+		add_url(&b, v->pr_url);
 		ap_buf_adds(&b, "\n\n");
 	}
 	first = v->n_events > MAX_STEP_LINES ? v->n_events - MAX_STEP_LINES : 0;
@@ -368,6 +504,9 @@ int progress_render_pr_body(const pr_body_input *in, char **out)
 		    "This draft pull request was written by autopatch. The reproduction test "
 		    "failed before the fix and passes after it, and the repository's tests show no "
 		    "new failures, in a network-less sandbox.\n\n");
+	/* Our closing line, before any text the model influenced, so nothing it wrote (an
+	 * unclosed code block, say) can turn it into code. */
+	ap_buf_addf(&b, "Fixes #%" PRId64 "\n\n", in->issue);
 	add_section(&b, "Summary", in->summary, MAX_PROSE);
 	add_section(&b, "Suspected cause", in->cause, MAX_PROSE);
 	if (in->repro_test && *in->repro_test) {
@@ -382,7 +521,6 @@ int progress_render_pr_body(const pr_body_input *in, char **out)
 		add_prose(&b, in->test_note, 600);
 		ap_buf_adds(&b, "\n\n");
 	}
-	ap_buf_addf(&b, "Fixes #%" PRId64 "\n\n", in->issue);
 	add_model_line(&b, in);
 	return finish(&b, out);
 }
@@ -411,6 +549,7 @@ int progress_render_reply(const pr_body_input *in, int ok, const char *commit_sh
 {
 	ap_buf b = AP_BUF_INIT(BUILD_CAP);
 
+	ap_buf_addf(&b, REPLY_MARKER " (job %" PRId64 ") -->\n", in->job_id);
 	if (ok) {
 		ap_buf_adds(&b, "**autopatch** pushed a new commit");
 		if (commit_sha) {

@@ -4,8 +4,11 @@
  *
  * Pure functions of their inputs (no I/O, no clock), so the comment is a view of the job's event
  * rows and can be re-rendered identically after a restart. Every result is already redacted and
- * capped below GitHub's 65536-character body limit; text that came from the model or a test run
- * is fenced or quoted so it cannot break the layout or ping anyone.
+ * capped below GitHub's 65536-character body limit. Every text that came from the model, a test
+ * run or the repository (summary, cause, evidence, failure, events, file names, the test note)
+ * is neutralised by job/sanitize.h — it cannot close or link an issue, mention anyone, embed an
+ * image or link elsewhere, or fake a marker — and redacted both as written and as a reader sees
+ * it. Only text autopatch writes itself (the "Fixes #N" line, the PR link) is left live.
  */
 #ifndef AP_PROGRESS_H
 #define AP_PROGRESS_H
@@ -34,13 +37,15 @@ typedef struct progress_view {
 	enum progress_state state;
 	const progress_event *events;
 	size_t n_events;
-	const char *test_note;	/* which test command and why ("detected `make test`: ...") */
-	const char *pr_url;	/* the PR, once it exists */
-	const char *failure;	/* why it failed or was cancelled */
-	const char *tried;	/* what was tried (iterations, last verdict, budgets) */
-	const char *trajectory; /* where the operator finds the trajectory (host path) */
-	int64_t now_ms;		/* for the running stage's elapsed time; 0: omit it */
-	bool iteration;		/* the job changes an existing PR after review feedback */
+	const char *test_note;	 /* which test command and why ("detected `make test`: ...") */
+	const char *pr_url;	 /* the PR, once it exists */
+	const char *failure;	 /* why it failed or was cancelled */
+	const char *tried;	 /* what was tried (iterations, last verdict, budgets) */
+	const char *trajectory;	 /* where the operator finds the trajectory (host path) */
+	int64_t now_ms;		 /* for the running stage's elapsed time; 0: omit it */
+	bool iteration;		 /* the job changes an existing PR after review feedback */
+	const char *environment; /* image and setup ("sandbox image ...; setup ran (12 s)") */
+	const char *blocked;	 /* connections the egress proxy refused, one per line */
 } progress_view;
 
 #define PROGRESS_VIEW_VERSION 1
@@ -79,15 +84,22 @@ typedef struct pr_body_input {
 		.version = PR_BODY_INPUT_VERSION                                                   \
 	}
 
-/* Render the PR body (ends with "Fixes #N"). *out is malloc'd. 0 or AP_ENOMEM. */
+/* Render the PR body. Its only closing reference is the "Fixes #N" line after the first
+ * paragraph, ahead of every text the model influenced (all of which is neutralised, see
+ * job/sanitize.h). *out is malloc'd. 0 or AP_ENOMEM. */
 int progress_render_pr_body(const pr_body_input *in, char **out);
 
 /* The PR title: "Fix #N: <issue title>" with the title's control characters removed and its
  * length capped. *out is malloc'd. */
 int progress_render_pr_title(int64_t issue, const char *issue_title, char **out);
 
+/* The start of the reply's first line: REPLY_MARKER " (job N) -->". A retry that cannot tell
+ * whether its reply was posted (GitHub answered 5xx) finds it by this line. */
+#define REPLY_MARKER "<!-- autopatch:reply"
+
 /* The reply posted on the PR after an iteration: what changed (commit, summary, evidence) or
- * why nothing was pushed. ok selects which. *out is malloc'd. */
+ * why nothing was pushed. ok selects which. It starts with the reply marker line naming
+ * in->job_id. *out is malloc'd. */
 int progress_render_reply(const pr_body_input *in, int ok, const char *commit_sha,
 			  const char *failure, char **out);
 

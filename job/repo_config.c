@@ -23,7 +23,8 @@
 #define MAX_STRING 4096 /* one scalar value */
 #define MAX_QUOTE  120	/* characters of the offending line quoted in an error */
 
-static const char *const known_keys = "image, setup, test, max_iterations, paths, network";
+static const char *const known_keys =
+    "image, setup, test, max_iterations, paths, network, agent_network, cache_key";
 
 /* Parsing context: the source text, for quoting lines in errors. */
 struct ctx {
@@ -141,6 +142,64 @@ static int get_int(const struct ctx *cx, const char *key, const yaml_node_t *n, 
 	return 0;
 }
 
+enum list_kind { LIST_GLOB, LIST_NET, LIST_STR };
+
+/* true/false (YAML 1.1 spellings yes/no/on/off too), plain style only. */
+static int get_bool(const struct ctx *cx, const char *key, const yaml_node_t *n, bool *out)
+{
+	static const char *const yes[] = {"true", "True", "yes", "on"};
+	static const char *const no[] = {"false", "False", "no", "off"};
+	const char *v;
+
+	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return cfg_error(cx, n->start_mark.line, "\"%s\" must be true or false", key);
+	v = (const char *)n->data.scalar.value;
+	for (size_t i = 0; i < 4; i++) {
+		if (strcmp(v, yes[i]) == 0) {
+			*out = true;
+			return 0;
+		}
+		if (strcmp(v, no[i]) == 0) {
+			*out = false;
+			return 0;
+		}
+	}
+	return cfg_error(cx, n->start_mark.line, "\"%s\" must be true or false, got \"%.40s\"", key,
+			 v);
+}
+
+/* The setup steps as one script for a shell (sh -c): one step as it is, several under set -e
+ * one per line, so the first failing step stops it. */
+static int join_setup(repo_config *c)
+{
+	ap_buf b = AP_BUF_INIT((size_t)MAX_LIST * (MAX_STRING + 1) + 16);
+	int rc = 0;
+
+	free(c->setup);
+	c->setup = NULL;
+	if (!c->setup_steps[0])
+		return 0;
+	if (c->setup_steps[1])
+		rc = ap_buf_adds(&b, "set -e\n");
+	for (char **p = c->setup_steps; *p && !rc; p++)
+		rc = ap_buf_addf(&b, "%s%s", *p, p[1] ? "\n" : "");
+	if (!rc && !(c->setup = strdup(ap_buf_str(&b))))
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	ap_buf_release(&b);
+	return rc;
+}
+
+static int get_list(const struct ctx *cx, const char *key, const yaml_node_t *n,
+		    enum list_kind kind, char ***out);
+
+/* `setup:` a command or a list of commands. */
+static int get_setup(const struct ctx *cx, const yaml_node_t *n, repo_config *c)
+{
+	int rc = get_list(cx, "setup", n, LIST_STR, &c->setup_steps);
+
+	return rc ? rc : join_setup(c);
+}
+
 /* A path glob from the file: relative, no "..", printable. */
 static int check_glob(const struct ctx *cx, const yaml_node_t *n, const char *g)
 {
@@ -191,8 +250,6 @@ static int check_net(const struct ctx *cx, const yaml_node_t *n, const char *v, 
 	return 0;
 }
 
-enum list_kind { LIST_GLOB, LIST_NET };
-
 /* A list of strings (a single string counts as a list of one) into a NULL-terminated array. */
 static int get_list(const struct ctx *cx, const char *key, const yaml_node_t *n,
 		    enum list_kind kind, char ***out)
@@ -235,6 +292,8 @@ static int get_list(const struct ctx *cx, const char *key, const yaml_node_t *n,
 			goto out_free_list;
 		if (kind == LIST_GLOB) {
 			rc = check_glob(cx, item, s);
+			l[i] = s;
+		} else if (kind == LIST_STR) {
 			l[i] = s;
 		} else {
 			rc = check_net(cx, item, s, &l[i]);
@@ -302,7 +361,8 @@ static int config_alloc(repo_config **out)
 	*out = NULL;
 	if (!c)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	if (empty_list(&c->allow) || empty_list(&c->deny) || empty_list(&c->network)) {
+	if (empty_list(&c->allow) || empty_list(&c->deny) || empty_list(&c->network) ||
+	    empty_list(&c->setup_steps) || empty_list(&c->cache_key)) {
 		repo_config_free(c);
 		return AP_ENOMEM;
 	}
@@ -333,7 +393,7 @@ static int parse_root(const struct ctx *cx, const yaml_node_t *root, repo_config
 		if (strcmp(name, "image") == 0)
 			rc = get_string(cx, name, v, &c->image);
 		else if (strcmp(name, "setup") == 0)
-			rc = get_string(cx, name, v, &c->setup);
+			rc = get_setup(cx, v, c);
 		else if (strcmp(name, "test") == 0)
 			rc = get_string(cx, name, v, &c->test);
 		else if (strcmp(name, "max_iterations") == 0)
@@ -342,6 +402,10 @@ static int parse_root(const struct ctx *cx, const yaml_node_t *root, repo_config
 			rc = parse_paths(cx, v, c);
 		else if (strcmp(name, "network") == 0)
 			rc = get_list(cx, name, v, LIST_NET, &c->network);
+		else if (strcmp(name, "agent_network") == 0)
+			rc = get_bool(cx, name, v, &c->agent_network);
+		else if (strcmp(name, "cache_key") == 0)
+			rc = get_list(cx, name, v, LIST_GLOB, &c->cache_key);
 		else
 			rc = cfg_error(cx, k->start_mark.line,
 				       "unknown key \"%.40s\" (allowed: %s)", name, known_keys);
@@ -469,8 +533,8 @@ int repo_config_load(repo_config **out, const char *repo_dir)
 	int rc;
 
 	*out = NULL;
-	/* FS_READ_NOFOLLOW: a symlink in an untrusted checkout must not make the host read
-	 * another file. */
+	/* Beneath the checkout, through no symlink in any component (common/beneath.h): a
+	 * `.github -> /etc` in an untrusted checkout must not make the host read a host file. */
 	rc = fs_read_file_at(&b, repo_dir, REPO_CONFIG_PATH, FS_READ_NOFOLLOW);
 	if (rc == AP_ENOTFOUND) {
 		ap_error_clear();
@@ -586,80 +650,21 @@ bool repo_config_glob(const char *pattern, const char *path)
 	return glob_at(pattern, path, 0);
 }
 
-static bool path_is_safe(const char *path)
+const char *repo_config_path_refusal(const repo_config *c, const char *path, char *buf, size_t cap)
 {
-	const char *seg;
-
-	if (!*path || path[0] == '/')
-		return false;
-	for (seg = path; seg; seg = strchr(seg, '/') ? strchr(seg, '/') + 1 : NULL)
-		if (strncmp(seg, "..", 2) == 0 && (seg[2] == '/' || seg[2] == '\0'))
-			return false;
-	return true;
-}
-
-/* Which rule refuses path: NULL when allowed. */
-static const char *refusal(const repo_config *c, const char *path, const char **glob)
-{
-	*glob = NULL;
-	if (!path_is_safe(path))
-		return "is outside the repository";
-	/* The config decides how a patch is proven (test, image, network, paths): a patch
-	 * must never rewrite the rules it is judged by, whatever paths.allow says. */
-	if (strcasecmp(path, REPO_CONFIG_PATH) == 0 ||
-	    strcasecmp(path, ".github/autopatch.yaml") == 0)
-		return "is autopatch's own configuration, which a patch may never change";
 	for (char **d = c->deny; d && *d; d++)
 		if (repo_config_glob(*d, path)) {
-			*glob = *d;
-			return "is refused by the paths.deny glob";
+			snprintf(buf, cap, "is refused by the paths.deny glob `%s` in %s", *d,
+				 REPO_CONFIG_PATH);
+			return buf;
 		}
 	if (!c->allow || !c->allow[0])
 		return NULL;
 	for (char **a = c->allow; *a; a++)
 		if (repo_config_glob(*a, path))
 			return NULL;
-	return "matches no paths.allow glob in " REPO_CONFIG_PATH;
-}
-
-bool repo_config_path_allowed(const repo_config *c, const char *path)
-{
-	const char *g;
-
-	return refusal(c, path, &g) == NULL;
-}
-
-int repo_config_check_paths(const repo_config *c, const char *paths_nl)
-{
-	const char *p = paths_nl, *eol;
-	char path[4096];
-
-	while (p && *p) {
-		const char *why, *g;
-		size_t n;
-
-		eol = strchr(p, '\n');
-		n = eol ? (size_t)(eol - p) : strlen(p);
-		if (n >= sizeof(path))
-			return ap_error_set(AP_EDENIED,
-					    "the patch touches a path longer than %zu bytes",
-					    sizeof(path) - 1);
-		memcpy(path, p, n);
-		path[n] = '\0';
-		p = eol ? eol + 1 : NULL;
-		if (n == 0)
-			continue;
-		why = refusal(c, path, &g);
-		if (why && g)
-			return ap_error_set(
-			    AP_EDENIED,
-			    "the patch changes `%s`, which %s `%s` in " REPO_CONFIG_PATH, path, why,
-			    g);
-		if (why)
-			return ap_error_set(AP_EDENIED, "the patch changes `%s`, which %s", path,
-					    why);
-	}
-	return 0;
+	snprintf(buf, cap, "matches no paths.allow glob in %s", REPO_CONFIG_PATH);
+	return buf;
 }
 
 void repo_config_free(repo_config *c)
@@ -674,5 +679,7 @@ void repo_config_free(repo_config *c)
 	free_list(c->allow);
 	free_list(c->deny);
 	free_list(c->network);
+	free_list(c->setup_steps);
+	free_list(c->cache_key);
 	free(c);
 }

@@ -5,14 +5,19 @@
  * strictly validated (unknown keys are rejected, types are checked), and every error names the
  * line, quotes it and says what is wrong, because that sentence becomes the job's comment.
  *
- *   image: python:3.12-slim          # sandbox image (default: the server's)
- *   setup: pip install -e .          # run once in the box before anything
+ *   image: node                      # a flavour (python node go rust java c) or any image
+ *                                    # reference (default: a flavour chosen from the checkout)
+ *   setup: pip install -e .          # a command or a list of them, run once before anything
+ *                                    # (the setup phase: docs/environments.md)
  *   test: python3 -m pytest -q       # the repository's test command
  *   max_iterations: 3                # Builder/Tester rounds, 1..20
  *   paths:
  *     allow: [GLOB, ...]             # the diff may only touch these (default: everything)
- *     deny: [GLOB, ...]              # ... and never these
- *   network: ["pypi.org:443"]        # egress allow-list (default: no network)
+ *     deny: [GLOB, ...]              # ... and never these (both paths of a rename or copy)
+ *   network: ["pypi.org:443"]        # egress allow-list of the setup phase (default: none)
+ *   agent_network: true              # keep the allow-list after setup too (default: false)
+ *   cache_key: ["requirements/dev.txt"] # files whose content keys the environment cache
+ *                                    # (default: the usual lockfiles and manifests)
  *
  * Both `autopatch serve` (job/pipeline.c) and `autopatch fix` (cli/fix.c) load it with
  * repo_config_load(). Without a `test:` the test command is detected from the checkout by
@@ -34,7 +39,9 @@
 typedef struct repo_config {
 	bool from_file;	    /* .github/autopatch.yml existed */
 	char *image;	    /* NULL: the server's default image */
-	char *setup;	    /* NULL: no setup step */
+	char *setup;	    /* NULL: no setup; else setup_steps as one sh script (one step as it
+			     * is; several one per line after "set -e") */
+	char **setup_steps; /* the `setup:` commands in order; empty: none */
 	char *test;	    /* NULL: none configured and none detected */
 	char *test_source;  /* one sentence: "from .github/autopatch.yml" or what detection chose */
 	char *test_why;	    /* NULL: `test` is from the file; else what the detector decided
@@ -43,6 +50,8 @@ typedef struct repo_config {
 	char **allow;	    /* path globs the diff may touch; empty: everything */
 	char **deny;	    /* path globs the diff must not touch */
 	char **network;	    /* "host:port" entries; empty: no network */
+	bool agent_network; /* the allow-list stays on after setup (opt-in) */
+	char **cache_key;   /* globs of files keying the environment cache; empty: defaults */
 } repo_config;
 
 /* Parse the text of an autopatch.yml. On success *out is a new config (repo_config_free()).
@@ -56,8 +65,9 @@ int repo_config_parse(repo_config **out, const char *text, size_t len);
 /* Read <repo_dir>/.github/autopatch.yml when present (parse as above), else defaults. In both
  * cases, when no test command is configured it is detected from repo_dir (testcmd_detect());
  * when nothing is detected either, test stays NULL and test_source says what was looked for.
- * A symlinked or non-regular config file is refused (AP_EDENIED): the checkout is untrusted.
- */
+ * The checkout is untrusted: the file is read beneath repo_dir through no symbolic link in any
+ * component (common/beneath.h), so a symlinked `.github` or config file, or a non-regular
+ * one, is refused with AP_EDENIED and never read. */
 int repo_config_load(repo_config **out, const char *repo_dir);
 
 /* Glob match of a repository-relative path: `*` and `?` stay inside one path segment, `**`
@@ -65,13 +75,14 @@ int repo_config_load(repo_config **out, const char *repo_dir);
  * "**" then "/test_*.py" matches such a file at any depth), `[abc]` is a character class. */
 bool repo_config_glob(const char *pattern, const char *path);
 
-/* Whether the diff may touch path: matches an allow glob (or allow is empty) and no deny glob.
- * Paths with a ".." segment or a leading "/" are never allowed. */
-bool repo_config_path_allowed(const repo_config *c, const char *path);
-
-/* Check every path of a newline-separated list. 0 when all are allowed; AP_EDENIED with a
- * sentence naming the first refused path and the rule that refused it. */
-int repo_config_check_paths(const repo_config *c, const char *paths_nl);
+/* The repository's own rules for a path a patch touches (paths.allow / paths.deny): NULL when
+ * they let the patch touch path, else a phrase that completes "`path` ..." and names the rule
+ * ("is refused by the paths.deny glob `*.pem` in .github/autopatch.yml", "matches no
+ * paths.allow glob in .github/autopatch.yml"), written into buf (cap bytes) and returned.
+ * Only the globs: the rules every patch obeys (.git, symlinks, workflows, autopatch's own
+ * configuration, paths outside the repository) are github/patch.h's, and the whole policy
+ * over a diff is job/patch_policy.h's. */
+const char *repo_config_path_refusal(const repo_config *c, const char *path, char *buf, size_t cap);
 
 /* Accepts NULL. */
 void repo_config_free(repo_config *c);

@@ -67,6 +67,7 @@ struct sbx_box {
 	bool has_repo;	       /* /repo is bound */
 	bool sweeping;	       /* sweep() is running its own exec: no sweep of the sweep */
 	sbx_egress *eg;	       /* the allow-list network + proxy, or NULL */
+	char phase[16];	       /* sbx_box_set_phase() */
 };
 
 /* --- settings --------------------------------------------------------------------------- */
@@ -247,6 +248,23 @@ int sbx_image_present(sbx_engine *e, const char *image)
 	return rc;
 }
 
+int sbx_image_id(sbx_engine *e, const char *image, char *out, size_t n)
+{
+	cJSON *info = NULL, *iid;
+	int rc = dk_image_inspect(e->dk, image ? image : e->image, SBX_PROBE_TIMEOUT_MS, &info);
+
+	if (rc == 0) {
+		iid = cJSON_GetObjectItemCaseSensitive(info, "Id");
+		if (cJSON_IsString(iid) && strlen(iid->valuestring) < n)
+			snprintf(out, n, "%s", iid->valuestring);
+		else
+			rc = ap_error_set(AP_EIO, "docker image inspect %.200s: no image id",
+					  image ? image : e->image);
+	}
+	cJSON_Delete(info);
+	return rc;
+}
+
 /* --- create ----------------------------------------------------------------------------- */
 
 static cJSON *ulimit(const char *name, int64_t v)
@@ -298,8 +316,12 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	arr = cJSON_AddArrayToObject(b, "Env");
 	if (!arr)
 		goto err_nomem;
-	static const char *const env[] = {"HOME=/tmp/workspace", "CI=1", "TMPDIR=/tmp",
-					  "LANG=C.UTF-8", NULL};
+	/* PIP_BREAK_SYSTEM_PACKAGES: Debian's pip refuses any install outside a venv (PEP 668);
+	 * with it, `pip install -e .` as the box user falls back to a user install in HOME,
+	 * which is what a setup step means (docs/environments.md). */
+	static const char *const env[] = {
+	    "HOME=/tmp/workspace",	   "CI=1", "TMPDIR=/tmp", "LANG=C.UTF-8",
+	    "PIP_BREAK_SYSTEM_PACKAGES=1", NULL};
 	for (const char *const *p = env; *p; p++) {
 		if (!(item = cJSON_CreateString(*p)))
 			goto err_nomem;
@@ -835,6 +857,71 @@ const char *sbx_box_id(const sbx_box *b)
 	return b->id;
 }
 
+void sbx_box_set_phase(sbx_box *b, const char *phase)
+{
+	snprintf(b->phase, sizeof(b->phase), "%s", phase ? phase : "");
+}
+
+/* The fallback of sbx_box_set_network: take the box off its Internal network. */
+static int disconnect_box(sbx_box *b)
+{
+	cJSON *body = cJSON_CreateObject();
+	char path[256];
+	int rc;
+
+	if (!body || !cJSON_AddStringToObject(body, "Container", b->id) ||
+	    !cJSON_AddTrueToObject(body, "Force")) {
+		cJSON_Delete(body);
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	snprintf(path, sizeof(path), "/networks/%s/disconnect", sbx_egress_network(b->eg));
+	rc = dk_request(b->e->dk, "POST", path, body, SBX_API_TIMEOUT, NULL, NULL);
+	cJSON_Delete(body);
+	return rc;
+}
+
+int sbx_box_set_network(sbx_box *b, enum sbx_network net)
+{
+	char why[512];
+	int rc;
+
+	if (net != SBX_NET_NONE)
+		return ap_error_set(AP_EINVAL, "a box's network can only be switched off");
+	if (!b->eg)
+		return 0;
+	rc = sbx_egress_lock(b->eg);
+	if (rc == 0)
+		return 0;
+	snprintf(why, sizeof(why), "%s", ap_error_last());
+	ap_warn("sandbox: %s; disconnecting container %s from its network instead", why, b->name);
+	rc = disconnect_box(b);
+	if (rc == 0)
+		return 0;
+	snprintf(why, sizeof(why), "%s", ap_error_last());
+	kill_container(b->e, b->id);
+	b->killed = true;
+	return ap_error_set(rc,
+			    "the sandbox could not be taken offline after setup (%s); it was "
+			    "killed",
+			    why);
+}
+
+int sbx_box_denials(sbx_box *b, sbx_denial *out, size_t max, size_t *n)
+{
+	const sbx_denial *d;
+	size_t have;
+
+	*n = 0;
+	if (!b->eg)
+		return 0;
+	if (sbx_egress_drain_log(b->eg) < 0)
+		return AP_EIO;
+	d = sbx_egress_denials(b->eg, &have);
+	for (size_t i = 0; i < have && *n < max; i++)
+		out[(*n)++] = d[i];
+	return 0;
+}
+
 int sbx_destroy(sbx_box *b)
 {
 	char why[1024];
@@ -883,6 +970,8 @@ struct exec_io {
 	void *ud;
 	int rc;	      /* first redaction failure: the exec fails rather than pass a raw byte on */
 	bool pending; /* bytes went in since the last nudge */
+	sbx_output_fn raw; /* sbx_cmd.raw_stdout: stdout bypasses redaction and capture */
+	void *raw_ud;
 };
 
 /* Bytes a redactor gathers beyond its hold-back before rescanning: bounds the rescans of
@@ -906,6 +995,10 @@ static void on_payload(void *ud, int stream, const char *p, size_t n)
 
 	if (io->rc)
 		return; /* an earlier write failed: drop, never pass unredacted bytes */
+	if (io->raw && stream != SBX_STREAM_STDERR) {
+		io->raw(io->raw_ud, SBX_STREAM_STDOUT, p, n);
+		return;
+	}
 	rc = redact_stream_write(stream == SBX_STREAM_STDERR ? io->err.rs : io->out.rs, p, n);
 	if (rc)
 		io->rc = rc;
@@ -950,7 +1043,7 @@ static int exec_create(sbx_box *b, const sbx_cmd *cmd, int seconds, char *exec_i
 
 	if (!body)
 		goto out_nomem;
-	if (!cJSON_AddBoolToObject(body, "AttachStdin", cmd->stdin_data != NULL) ||
+	if (!cJSON_AddBoolToObject(body, "AttachStdin", cmd->stdin_data || cmd->stdin_fn) ||
 	    !cJSON_AddTrueToObject(body, "AttachStdout") ||
 	    !cJSON_AddTrueToObject(body, "AttachStderr") || !cJSON_AddFalseToObject(body, "Tty") ||
 	    !cJSON_AddFalseToObject(body, "Privileged") ||
@@ -1074,8 +1167,9 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 	sbx_demux dm = SBX_DEMUX_INIT;
 	const char *in = cmd->stdin_data;
 	size_t in_left = cmd->stdin_data ? cmd->stdin_len : 0;
-	bool in_open = cmd->stdin_data != NULL;
-	char buf[65536];
+	bool in_open = cmd->stdin_data || cmd->stdin_fn;
+	bool in_fn = !cmd->stdin_data && cmd->stdin_fn;
+	char buf[65536], inbuf[65536];
 	struct pollfd p;
 	long long left;
 	ssize_t n;
@@ -1085,11 +1179,22 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 		return rc;
 	if (io->rc)
 		return io->rc;
-	if (in_open && !in_left) {
+	if (in_open && !in_left && !in_fn) {
 		shutdown(fd, SHUT_WR);
 		in_open = false;
 	}
 	for (;;) {
+		if (in_open && in_fn && !in_left) {
+			long got = cmd->stdin_fn(cmd->stdin_ud, inbuf, sizeof(inbuf));
+
+			if (got <= 0) {
+				shutdown(fd, SHUT_WR);
+				in_open = false;
+			} else {
+				in = inbuf;
+				in_left = (size_t)got;
+			}
+		}
 		if (cmd->cancel && *cmd->cancel)
 			return ap_error_set(AP_ECANCELLED, "the command was cancelled");
 		left = deadline_ms - dk_now_ms();
@@ -1121,7 +1226,7 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 				in += n;
 				in_left -= (size_t)n;
 			}
-			if (!in_left || !in_open) {
+			if ((!in_left && !in_fn) || !in_open) {
 				shutdown(fd, SHUT_WR);
 				in_open = false;
 			}
@@ -1185,6 +1290,25 @@ static void sweep(sbx_box *b)
 	sbx_result_release(&res);
 }
 
+/* Tell the egress log reader which phase and command later denials belong to: a `sh -c`
+ * script by its text, anything else by its argv joined with spaces. */
+static void egress_context(sbx_box *b, const sbx_cmd *cmd)
+{
+	char text[SBX_DENIAL_CMD_MAX];
+	const char *const *a = cmd->argv;
+	size_t pos = 0;
+
+	text[0] = '\0';
+	if (a[0] && a[1] && a[2] && strcmp(a[0], "sh") == 0 && strcmp(a[1], "-c") == 0)
+		a += 2;
+	for (; *a && pos + 1 < sizeof(text); a++)
+		pos += (size_t)snprintf(text + pos, sizeof(text) - pos, "%s%s", pos ? " " : "", *a);
+	for (char *c = text; *c; c++)
+		if (*c == '\n' || *c == '\r' || *c == '\t')
+			*c = ' ';
+	sbx_egress_set_context(b->eg, b->phase, text);
+}
+
 int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 {
 	struct exec_io io;
@@ -1203,7 +1327,12 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 	cap = cmd->output_cap ? cmd->output_cap : b->e->output_cap;
 	if (cap < 2)
 		cap = 2;
-	io = (struct exec_io){.fn = cmd->on_output, .ud = cmd->on_output_ud};
+	io = (struct exec_io){.fn = cmd->on_output,
+			      .ud = cmd->on_output_ud,
+			      .raw = cmd->raw_stdout,
+			      .raw_ud = cmd->raw_stdout_ud};
+	if (b->eg && !b->sweeping)
+		egress_context(b, cmd);
 	io.out = (struct exec_stream){&io, SBX_STREAM_STDOUT, SBX_CAPTURE_INIT(cap), NULL};
 	io.err = (struct exec_stream){&io, SBX_STREAM_STDERR, SBX_CAPTURE_INIT(cap), NULL};
 	if ((rc = redact_stream_new(&io.out.rs, on_redacted, &io.out)) ||

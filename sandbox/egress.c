@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,11 @@ struct sbx_egress {
 	char proxy_url[96];
 	char last_ts[48]; /* timestamp of the last log line relayed */
 	int denials;	  /* denials relayed so far */
+	bool locked;	  /* the proxy logged "egress locked" */
+	char phase[16];	  /* what the box is doing (sbx_egress_set_context) */
+	char command[SBX_DENIAL_CMD_MAX];
+	sbx_denial seen[SBX_EGRESS_MAX_DENIALS]; /* denials grouped by host, port, phase, cmd */
+	size_t n_seen;
 	char env_store[EG_ENV_N][128];
 	const char *env[EG_ENV_N + 1];
 };
@@ -386,6 +392,54 @@ static void demux_lines(const ap_buf *raw, void (*fn)(sbx_egress *, char *), sbx
 	ap_buf_release(&line);
 }
 
+/* "host:port" (CONNECT) or "http://host[:port]/..." (plain HTTP) -> host and port. */
+static void split_target(const char *t, char *host, size_t n, int *port)
+{
+	const char *h = t, *end, *colon;
+
+	*port = 0;
+	if (strncasecmp(t, "http://", 7) == 0) {
+		h = t + 7;
+		*port = 80;
+	}
+	end = h + strcspn(h, "/?#");
+	colon = NULL;
+	for (const char *p = h; p < end; p++)
+		if (*p == ':')
+			colon = p;
+	if (colon) {
+		*port = atoi(colon + 1);
+		end = colon;
+	}
+	snprintf(host, n, "%.*s", (int)(end - h), h);
+}
+
+/* Group one denial under the context the box set. */
+static void record_denial(sbx_egress *eg, const char *target)
+{
+	char host[256];
+	int port;
+	sbx_denial *d;
+
+	split_target(target, host, sizeof(host), &port);
+	for (size_t i = 0; i < eg->n_seen; i++) {
+		d = &eg->seen[i];
+		if (d->port == port && strcmp(d->host, host) == 0 &&
+		    strcmp(d->phase, eg->phase) == 0 && strcmp(d->command, eg->command) == 0) {
+			d->count++;
+			return;
+		}
+	}
+	if (eg->n_seen == SBX_EGRESS_MAX_DENIALS)
+		return;
+	d = &eg->seen[eg->n_seen++];
+	snprintf(d->host, sizeof(d->host), "%s", host);
+	d->port = port;
+	d->count = 1;
+	snprintf(d->phase, sizeof(d->phase), "%s", eg->phase);
+	snprintf(d->command, sizeof(d->command), "%s", eg->command);
+}
+
 static const char *jstr(const cJSON *o, const char *k)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -415,8 +469,13 @@ static void relay_line(sbx_egress *eg, char *line)
 	msg = jstr(j, "msg");
 	if (strcmp(msg, "egress denied") == 0) {
 		eg->denials++;
+		record_denial(eg, jstr(j, "target"));
 		ap_warn("egress denied (job %s): %s %s from %s: %s", eg->job, jstr(j, "method"),
 			jstr(j, "target"), jstr(j, "client"), jstr(j, "reason"));
+	} else if (strcmp(msg, "egress locked") == 0) {
+		eg->locked = true;
+		ap_info("egress locked (job %s): the proxy refuses everything from now on",
+			eg->job);
 	} else if (strcmp(msg, "egress allowed") == 0) {
 		ap_info("egress allowed (job %s): %s %s from %s", eg->job, jstr(j, "method"),
 			jstr(j, "target"), jstr(j, "client"));
@@ -441,6 +500,42 @@ int sbx_egress_drain_log(sbx_egress *eg)
 		demux_lines(&raw, relay_line, eg);
 	ap_buf_release(&raw);
 	return rc ? rc : eg->denials;
+}
+
+void sbx_egress_set_context(sbx_egress *eg, const char *phase, const char *command)
+{
+	snprintf(eg->phase, sizeof(eg->phase), "%s", phase ? phase : "");
+	snprintf(eg->command, sizeof(eg->command), "%s", command ? command : "");
+}
+
+const sbx_denial *sbx_egress_denials(const sbx_egress *eg, size_t *n)
+{
+	*n = eg->n_seen;
+	return eg->seen;
+}
+
+int sbx_egress_lock(sbx_egress *eg)
+{
+	char path[160];
+	int rc;
+
+	if (!eg->proxy_id[0])
+		return ap_error_set(AP_EINVAL, "egress: no proxy to lock");
+	snprintf(path, sizeof(path), "/containers/%s/kill?signal=SIGUSR1", eg->proxy_id);
+	rc = dk_request(eg->dk, "POST", path, NULL, EG_API_TIMEOUT, NULL, NULL);
+	if (rc)
+		return rc;
+	for (int i = 0; i < 100 && !eg->locked; i++) {
+		struct timespec ts = {0, 50 * 1000 * 1000};
+
+		if (sbx_egress_drain_log(eg) < 0)
+			ap_error_clear();
+		if (!eg->locked)
+			nanosleep(&ts, NULL);
+	}
+	return eg->locked ? 0
+			  : ap_error_set(AP_EIO, "egress: the proxy did not confirm the lock "
+						 "within 5 s");
 }
 
 /* Find "addr" in the proxy's "listening" line. */

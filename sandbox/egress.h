@@ -29,11 +29,13 @@
 
 #include "common/config.h"
 #include "sandbox/docker_api.h"
+#include "sandbox/sandbox.h"
 
 typedef struct sbx_egress sbx_egress;
 
-#define SBX_EGRESS_MAX_NETS 16
-#define SBX_EGRESS_PORT	    3128
+#define SBX_EGRESS_MAX_NETS    16
+#define SBX_EGRESS_PORT	       3128
+#define SBX_EGRESS_MAX_DENIALS 64 /* distinct (host, port, phase, command) groups kept */
 
 /* Settings, read once from the config (AUTOPATCH_EGRESS_*; docs/egress.md). */
 typedef struct sbx_egress_opts {
@@ -88,6 +90,21 @@ const char *const *sbx_egress_env(const sbx_egress *eg);
  * warn line "egress denied: ...", each allowed connection as info. Returns how many denials
  * were seen so far in total, or < 0 when the log could not be read. */
 int sbx_egress_drain_log(sbx_egress *eg);
+
+/* What later denials are attributed to: the box's phase ("setup", "agent") and the command
+ * running (both copied, cut to fit). */
+void sbx_egress_set_context(sbx_egress *eg, const char *phase, const char *command);
+
+/* The denials relayed so far, grouped by host, port, phase and command (at most
+ * SBX_EGRESS_MAX_DENIALS groups; later new groups are only counted in the log). Owned by eg;
+ * valid until the next drain. */
+const sbx_denial *sbx_egress_denials(const sbx_egress *eg, size_t *n);
+
+/* Lock the proxy for good (SIGUSR1): from now on it refuses every request with 403 "the setup
+ * phase is over" (each logged as a denial) and closes open tunnels. Waits up to 5 s for the
+ * proxy to confirm in its log; AP_EIO when it does not (the caller must then cut the box off
+ * another way), or the daemon's error. */
+int sbx_egress_lock(sbx_egress *eg);
 
 /* Drain the log, remove the proxy container and the network, free eg, on every path. The
  * sandbox container must already be gone. Accepts NULL. Returns 0 or the first error. */

@@ -61,6 +61,7 @@
 #define IDLE_TIMEOUT_MS	   (300 * 1000)
 #define MAX_RULES	   256
 #define MAX_NETS	   64
+#define LOCK_POLL_MS	   500
 
 static egp_rule rules[MAX_RULES];
 static size_t n_rules;
@@ -72,6 +73,10 @@ static egp_net client_net; /* --listen-net: only clients on the job's network ar
 static bool have_client_net;
 static atomic_int active_conns;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+/* SIGUSR1 (sent by the host when a job's setup phase ends) locks the proxy for good: every
+ * later request is refused and open tunnels are closed within LOCK_POLL_MS. There is no way
+ * back: the agent phase that follows has no network. */
+static volatile sig_atomic_t locked;
 
 struct conn {
 	int fd;
@@ -280,16 +285,22 @@ static void relay(int cfd, int ufd, bool client_in)
 {
 	char buf[16384];
 	bool c_open = client_in, u_open = true;
+	int idle_ms = 0;
 
 	while (u_open) {
 		struct pollfd p[2] = {{ufd, POLLIN, 0}, {cfd, c_open ? POLLIN : 0, 0}};
-		int n = poll(p, 2, IDLE_TIMEOUT_MS);
+		int n = poll(p, 2, LOCK_POLL_MS);
 
+		if (locked)
+			return;
+		if (n == 0 && (idle_ms += LOCK_POLL_MS) < IDLE_TIMEOUT_MS)
+			continue;
 		if (n <= 0) {
 			if (n < 0 && errno == EINTR)
 				continue;
 			return;
 		}
+		idle_ms = 0;
 		if (p[0].revents) {
 			ssize_t r = recv(ufd, buf, sizeof(buf), 0);
 
@@ -512,6 +523,11 @@ static void *serve(void *arg)
 		     reason);
 		goto out;
 	}
+	if (locked) {
+		deny(c, 403, t.method, target,
+		     "the setup phase is over: the agent phase has no network");
+		goto out;
+	}
 	if (!egp_allowed(rules, n_rules, t.host, t.port)) {
 		deny(c, 403, t.method, target, "host:port is not on the egress allow-list");
 		goto out;
@@ -597,6 +613,12 @@ static int parse_listen(const char *s, struct sockaddr_storage *out, socklen_t *
 	return -1;
 }
 
+static void on_lock(int sig)
+{
+	(void)sig;
+	locked = 1;
+}
+
 static int usage(const char *msg)
 {
 	fprintf(stderr,
@@ -615,6 +637,7 @@ int main(int argc, char **argv)
 	long port = 3128;
 	char shown[INET6_ADDRSTRLEN + 8];
 	int lfd, one = 1;
+	bool announced = false;
 	pthread_attr_t attr;
 
 	for (int i = 1; i < argc; i++) {
@@ -659,6 +682,13 @@ int main(int argc, char **argv)
 		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
 
 	signal(SIGPIPE, SIG_IGN);
+	{
+		struct sigaction sa;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_lock; /* no SA_RESTART: accept() returns to announce it */
+		sigaction(SIGUSR1, &sa, NULL);
+	}
 	lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
 	    bind(lfd, (struct sockaddr *)&ss, slen) < 0 || listen(lfd, 128) < 0 ||
@@ -690,6 +720,10 @@ int main(int argc, char **argv)
 		pthread_t th;
 		int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
 
+		if (locked && !announced) {
+			announced = true;
+			log_event("info", "egress locked", NULL, NULL, NULL, NULL, NULL);
+		}
 		if (fd < 0)
 			continue;
 		c = calloc(1, sizeof(*c));
@@ -719,7 +753,16 @@ int main(int argc, char **argv)
 			atomic_fetch_sub(&active_conns, 1);
 			continue;
 		}
-		if (pthread_create(&th, &attr, serve, c) != 0) {
+		/* Only the main thread takes SIGUSR1, so its accept() wakes up to log the lock. */
+		sigset_t usr1, prev;
+
+		sigemptyset(&usr1);
+		sigaddset(&usr1, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &usr1, &prev);
+		int started = pthread_create(&th, &attr, serve, c);
+
+		pthread_sigmask(SIG_SETMASK, &prev, NULL);
+		if (started != 0) {
 			close(fd);
 			free(c);
 			atomic_fetch_sub(&active_conns, 1);

@@ -73,6 +73,10 @@ typedef struct sbx_result {
  * the last bytes of a stream may only arrive when the command ends). */
 typedef void (*sbx_output_fn)(void *ud, int stream, const char *p, size_t n);
 
+/* Supplies stdin bytes as the command reads them (sbx_cmd.stdin_fn): fills up to n bytes of
+ * buf and returns how many, 0 at the end, or < 0 to stop (stdin is then closed early). */
+typedef long (*sbx_input_fn)(void *ud, char *buf, size_t n);
+
 /* One command: argv is executed directly (never through a host-side shell). */
 typedef struct sbx_cmd {
 	const char *const *argv; /* NULL-terminated */
@@ -86,11 +90,18 @@ typedef struct sbx_cmd {
 	void *on_output_ud;
 	const volatile sig_atomic_t *cancel; /* when it becomes non-zero, sbx_exec kills the box
 					      * and returns AP_ECANCELLED */
+	/* Binary streams kept on the host (environment archives), never shown to a person or a
+	 * model: */
+	sbx_output_fn raw_stdout; /* when set, stdout goes only here: unredacted, uncapped, and
+				   * not in res->out; stderr is handled as usual */
+	void *raw_stdout_ud;
+	sbx_input_fn stdin_fn; /* when set (and stdin_data is NULL), stdin is read from it */
+	void *stdin_ud;
 } sbx_cmd;
 
 #define SBX_CMD_INIT                                                                               \
 	{                                                                                          \
-		NULL, NULL, NULL, 0, 60, 0, NULL, NULL, NULL                                       \
+		NULL, NULL, NULL, 0, 60, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL               \
 	}
 
 /* Connect to the backend named by the config (DOCKER_HOST etc.) and read the sandbox
@@ -152,6 +163,40 @@ const char *sbx_engine_image(const sbx_engine *e);
 int sbx_image_present(sbx_engine *e, const char *image);
 
 #define SBX_PROBE_TIMEOUT_MS 10000L
+
+/* The id ("sha256:...") of image (NULL: sbx_engine_image()) in the backend, into out (at least
+ * 80 bytes). AP_ENOTFOUND when absent (the sentence names the image), else the backend's
+ * error. Never pulls. */
+int sbx_image_id(sbx_engine *e, const char *image, char *out, size_t n);
+
+/* ---- phases of a box (the setup phase may use the network; the agent phase may not) ---- */
+
+/* Name the phase later commands belong to ("setup", "agent", ...; copied): egress denials are
+ * reported with it. */
+void sbx_box_set_phase(sbx_box *b, const char *phase);
+
+/* Switch the box's network, one way only: SBX_NET_NONE ends the allow-list of a box created
+ * with SBX_NET_ALLOWLIST (a box without one is already offline: 0). Its proxy is locked for
+ * good: every later request is refused (and reported as a denial), tunnels opened during setup
+ * are closed. When the proxy does not confirm the lock, the box is disconnected from its
+ * network instead; when that fails too, the box is killed and the error returned, so a box
+ * never stays online by accident. AP_EINVAL for any other net. */
+int sbx_box_set_network(sbx_box *b, enum sbx_network net);
+
+#define SBX_DENIAL_CMD_MAX 200
+
+/* Connections the egress proxy refused, grouped. */
+typedef struct sbx_denial {
+	char host[256];			  /* the host the command asked for */
+	int port;			  /* its port (0: not given) */
+	int count;			  /* refused connections in this group */
+	char phase[16];			  /* sbx_box_set_phase() at the time ("" when unset) */
+	char command[SBX_DENIAL_CMD_MAX]; /* the command that tried (its `sh -c` text) */
+} sbx_denial;
+
+/* Copy the box's egress denials so far (after reading the proxy's latest log lines) into out
+ * (at most max); *n gets how many were copied. 0 for a box without an allow-list (n = 0). */
+int sbx_box_denials(sbx_box *b, sbx_denial *out, size_t max, size_t *n);
 
 /* This engine's owner id (AUTOPATCH_OWNER_ID or the default hash; see docs/sandbox.md). */
 const char *sbx_owner_id(const sbx_engine *e);

@@ -11,7 +11,7 @@ APT_PACKAGES=(
   build-essential meson ninja-build pkg-config clang clang-format libclang-rt-14-dev
   libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libssl-dev libgit2-dev libsqlite3-dev
   libyaml-dev libpcre2-dev libcmocka-dev libpq-dev zlib1g-dev postgresql
-  python3 python3-pytest git sqlite3 openssl curl ca-certificates
+  python3 python3-pytest python3-yaml git sqlite3 openssl curl ca-certificates chromium
   docker.io runsc mmdebstrap iptables wrk nginx nodejs npm
 )
 
@@ -61,6 +61,22 @@ deploy/sandbox-image/build.sh
 if [[ ! -d tests/fixtures/node_modules/@octokit/webhooks-examples ]]; then
   log "installing npm test fixtures"
   (cd tests/fixtures && npm install --no-package-lock --no-audit --no-fund --loglevel=error)
+fi
+
+# playwright-core for the console's browser tests, at the version pinned by the lockfile; it
+# drives Debian's /usr/bin/chromium (installed above) and never downloads a browser.
+pw_want=$(sed -n 's/.*"playwright-core": "\([0-9.]*\)".*/\1/p' tests/browser/package.json)
+pw_have=$(sed -n 's/^  "version": "\([0-9.]*\)".*/\1/p' \
+  tests/browser/node_modules/playwright-core/package.json 2>/dev/null || true)
+if [[ $pw_have != "$pw_want" ]]; then
+  log "installing the browser-test driver (playwright-core)"
+  (cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# A real npm registry (verdaccio) for tests/e2e/test_environments.py, pinned by its lockfile.
+if [[ ! -x standins/verdaccio/node_modules/.bin/verdaccio ]]; then
+  log "installing the verdaccio stand-in"
+  (cd standins/verdaccio && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 log "building"

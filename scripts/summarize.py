@@ -2,7 +2,7 @@
 """Sum every suite's results into one closing line: "N passed, N failed".
 
 Reads checks.json (style and layout), meson's testlog.json files (one JSON object per test
-executable), fuzz.json (one object per fuzz target) and pytest's JUnit XML from the results folder. Exit status 1 if anything
+executable), fuzz.json (one object per fuzz target) and pytest's JUnit XML (e2e.xml, browser.xml) from the results folder. Exit status 1 if anything
 failed, including set-up steps counted by the caller.
 """
 import json
@@ -30,15 +30,17 @@ for name in ("checks.json", "unit.json", "unit-asan.json", "fuzz.json"):
             failed += 1
             print(f"failed: {name}: {rec.get('name')}")
 
-xml_path = results / "e2e.xml"
-if xml_path.exists():
+for suite in ("e2e", "browser"):
+    xml_path = results / f"{suite}.xml"
+    if not xml_path.exists():
+        continue
     root = ET.parse(xml_path).getroot()
     for case in root.iter("testcase"):
         bad = case.find("failure") is not None or case.find("error") is not None
         skipped = case.find("skipped") is not None
         if bad or skipped:
             failed += 1
-            print(f"failed: e2e: {case.get('classname')}.{case.get('name')}"
+            print(f"failed: {suite}: {case.get('classname')}.{case.get('name')}"
                   + (" (skipped)" if skipped else ""))
         else:
             passed += 1

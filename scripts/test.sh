@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh - set up (via bootstrap.sh), build with -Werror, and run every suite:
-# unit tests (plain and under ASan+UBSan), fuzzing (60 s a target), and the black-box
-# end-to-end tests (pytest) against the real binary, Docker engine, git server and stand-ins.
+# unit tests (plain and under ASan+UBSan), fuzzing (60 s a target), the black-box
+# end-to-end tests (pytest) against the real binary, Docker engine, git server and stand-ins,
+# and the browser tests of the console (headless Chromium).
 # Ends with one line "N passed, N failed" summing all suites; exits non-zero if any failed.
 #
 # Usage: scripts/test.sh [pytest args...]   (extra args narrow the pytest run, e.g. -k webhook)
@@ -86,12 +87,32 @@ else
   fail_setup=$((fail_setup + 1))
 fi
 
+step "sandbox flavours the end-to-end tests run in"
+# tests/e2e/test_environments.py runs projects in the python and node flavours; each build is
+# skipped when its content-hash tag exists (a first build takes a few minutes).
+for flavor in python node; do
+  deploy/sandbox-image/build.sh --flavor "$flavor" || fail_setup=$((fail_setup + 1))
+done
+
 step "end-to-end tests (pytest)"
 if [[ -x build/autopatch ]]; then
   AP_BUILD_DIR="$root/build" timeout 4500 /usr/bin/python3 -m pytest tests/e2e -rA -p no:cacheprovider \
     --junitxml="$results/e2e.xml" "$@"
   rc=$?
   # pytest exit 5 = nothing collected: count as a failure of the suite, not a silent pass.
+  if ((rc == 5)); then fail_setup=$((fail_setup + 1)); fi
+else
+  fail_setup=$((fail_setup + 1))
+fi
+
+step "browser tests (headless Chromium)"
+# The console, registration and sign-in in Debian's chromium driven by playwright-core
+# (tests/browser/); screenshots are kept in build-results/browser/.
+if [[ -x build/autopatch ]]; then
+  AP_BUILD_DIR="$root/build" AP_SCREENSHOTS="$results/browser" timeout 1800 \
+    /usr/bin/python3 -m pytest tests/browser -rA -p no:cacheprovider \
+    --junitxml="$results/browser.xml"
+  rc=$?
   if ((rc == 5)); then fail_setup=$((fail_setup + 1)); fi
 else
   fail_setup=$((fail_setup + 1))

@@ -2,6 +2,7 @@
 /* server/http.c - libmicrohttpd front end: the public and the admin listener (see http.h). */
 #include "server/http.h"
 #include "common/buf.h"
+#include "server/console.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "server/deadline.h"
@@ -20,9 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* Rows on the status page. */
-#define STATUS_JOBS 25
-#define PAGE_CAP    (1024 * 1024)
+#define PAGE_CAP (1024 * 1024)
 /* libmicrohttpd's idle timeout (s); the deadlines of http_limits are the tighter bound. */
 #define IDLE_TIMEOUT_S 30
 /* How often the deadline watcher looks at every connection. */
@@ -37,9 +36,19 @@ struct listener {
 	queue *rq; /* reader connection for the GET endpoints (this polling thread only) */
 };
 
+/* The webhook secrets in use: immutable once published; replaced whole after a
+ * registration (http_server.sec under sec_lock), freed by the last reader. */
+struct secrets {
+	atomic_int refs;
+	char *cur, *prev;
+};
+
 struct http_server {
 	http_config cfg;
 	struct listener pub, adm;
+	console *con;		  /* the admin listener's pages (NULL when it is off) */
+	pthread_mutex_t sec_lock; /* guards sec (the pointer) */
+	struct secrets *sec;
 	dl_tracker *dl;	      /* the header and body deadlines of every connection */
 	atomic_int inflight;  /* webhook requests begun and not yet completed */
 	atomic_int suspended; /* of those, waiting for the ingest writer's COMMIT */
@@ -53,6 +62,7 @@ struct req {
 	dl_conn *dc; /* the connection's deadline (NULL only if it is untracked) */
 	int64_t start_ns;
 	bool is_hook;
+	bool is_form; /* a POST to the console: body buffered, then console_handle */
 	enum req_state state;
 	ap_buf body;
 	bool too_big;
@@ -176,6 +186,72 @@ static enum MHD_Result answer_stored(struct req *r)
 	}
 }
 
+static void secrets_put(struct secrets *sec)
+{
+	if (!sec || atomic_fetch_sub(&sec->refs, 1) != 1)
+		return;
+	for (char **p = (char *[]){sec->cur, sec->prev}, **e = p + 2; p < e; p++)
+		if (*p) {
+			memset(*p, 0, strlen(*p));
+			free(*p);
+		}
+	free(sec);
+}
+
+static struct secrets *secrets_new(const char *cur, const char *prev)
+{
+	struct secrets *sec = calloc(1, sizeof(*sec));
+
+	if (!sec)
+		return NULL;
+	atomic_init(&sec->refs, 1);
+	sec->cur = cur ? strdup(cur) : NULL;
+	sec->prev = prev ? strdup(prev) : NULL;
+	if ((cur && !sec->cur) || (prev && !sec->prev)) {
+		secrets_put(sec);
+		return NULL;
+	}
+	return sec;
+}
+
+/* A reference to the secrets in use (release with secrets_put). */
+static struct secrets *secrets_get(http_server *s)
+{
+	struct secrets *sec;
+
+	pthread_mutex_lock(&s->sec_lock);
+	sec = s->sec;
+	if (sec)
+		atomic_fetch_add(&sec->refs, 1);
+	pthread_mutex_unlock(&s->sec_lock);
+	return sec;
+}
+
+/* The console stored a new App: verify with its secret from the next delivery on. */
+static void on_registered(void *ud, const char *webhook_secret)
+{
+	http_server *s = ud;
+	struct secrets *sec = secrets_new(webhook_secret, NULL), *old;
+
+	if (!sec) {
+		ap_err("out of memory: the new webhook secret is not in use until a restart");
+		return;
+	}
+	pthread_mutex_lock(&s->sec_lock);
+	old = s->sec;
+	s->sec = sec;
+	pthread_mutex_unlock(&s->sec_lock);
+	secrets_put(old);
+}
+
+static void on_console_queued(void *ud)
+{
+	http_server *s = ud;
+
+	if (s->cfg.pool)
+		wk_notify(s->cfg.pool);
+}
+
 static enum MHD_Result hook_complete(struct req *r)
 {
 	http_server *s = r->s;
@@ -191,9 +267,13 @@ static enum MHD_Result hook_complete(struct req *r)
 	};
 	q_delivery *d = &r->item.d;
 
+	struct secrets *sec = secrets_get(s);
+	wh_config wc = {{sec ? sec->cur : NULL, sec ? sec->prev : NULL}, s->cfg.wh.label};
+
 	/* The whole request is in: what remains is the server's work, not the client's. */
 	dl_arm(r->dc, DL_BODY, 0);
-	wh_handle(&s->cfg.wh, &wreq, &r->dec);
+	wh_handle(&wc, &wreq, &r->dec);
+	secrets_put(sec);
 	if (r->dec.action == WH_REJECT) {
 		ap_log(AP_LOG_INFO,
 		       wreq.delivery && strlen(wreq.delivery) <= WH_DELIVERY_MAX ? wreq.delivery
@@ -249,84 +329,6 @@ static enum MHD_Result on_hook(struct req *r, const char *upload, size_t *upload
 		return MHD_YES;
 	}
 	return hook_complete(r);
-}
-
-static void html_escape(ap_buf *b, const char *s)
-{
-	for (; s && *s; s++) {
-		switch (*s) {
-		case '<':
-			ap_buf_adds(b, "&lt;");
-			break;
-		case '>':
-			ap_buf_adds(b, "&gt;");
-			break;
-		case '&':
-			ap_buf_adds(b, "&amp;");
-			break;
-		case '"':
-			ap_buf_adds(b, "&quot;");
-			break;
-		case '\'':
-			ap_buf_adds(b, "&#39;");
-			break;
-		default:
-			ap_buf_add(b, s, 1);
-		}
-	}
-}
-
-static const char *jstr(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-
-	return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static enum MHD_Result status_page(struct listener *l, struct MHD_Connection *c)
-{
-	ap_buf b = AP_BUF_INIT(PAGE_CAP);
-	cJSON *jobs = NULL, *j;
-	q_stats st;
-	enum MHD_Result ret;
-
-	if (q_get_stats(l->rq, &st) || q_jobs_json(l->rq, 0, STATUS_JOBS, &jobs))
-		return respond_json(c, 500, "database unavailable", 0);
-	ap_buf_addf(&b,
-		    "<!doctype html><html><head><meta charset=\"utf-8\"><title>autopatch</title>"
-		    "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.2em .6em;"
-		    "text-align:left;border-bottom:1px solid #ddd}</style></head><body>"
-		    "<h1>autopatch</h1><p>queued %lld &middot; running %lld &middot; succeeded "
-		    "%lld &middot; failed %lld &middot; cancelled %lld &middot; workers %d</p>"
-		    "<table><tr><th>id</th><th>repository</th><th>issue</th><th>trigger</th>"
-		    "<th>state</th><th>stage</th><th>attempts</th><th>updated</th>"
-		    "<th>result or error</th></tr>",
-		    (long long)st.queued, (long long)st.running, (long long)st.succeeded,
-		    (long long)st.failed, (long long)st.cancelled, l->s->cfg.workers);
-	cJSON_ArrayForEach(j, jobs)
-	{
-		const char *res = *jstr(j, "result") ? jstr(j, "result") : jstr(j, "error");
-
-		ap_buf_addf(&b, "<tr><td>%d</td><td>", cJSON_GetObjectItem(j, "id")->valueint);
-		html_escape(&b, jstr(j, "repo"));
-		ap_buf_addf(&b, "</td><td>%d</td><td>", cJSON_GetObjectItem(j, "issue")->valueint);
-		html_escape(&b, jstr(j, "trigger"));
-		ap_buf_adds(&b, "</td><td>");
-		html_escape(&b, jstr(j, "state"));
-		ap_buf_adds(&b, "</td><td>");
-		html_escape(&b, jstr(j, "stage"));
-		ap_buf_addf(&b, "</td><td>%d</td><td>",
-			    cJSON_GetObjectItem(j, "attempts")->valueint);
-		html_escape(&b, jstr(j, "updated"));
-		ap_buf_adds(&b, "</td><td>");
-		html_escape(&b, res);
-		ap_buf_adds(&b, "</td></tr>");
-	}
-	ap_buf_adds(&b, "</table></body></html>\n");
-	cJSON_Delete(jobs);
-	ret = respond(c, 200, "text/html; charset=utf-8", ap_buf_str(&b), b.len);
-	ap_buf_release(&b);
-	return ret;
 }
 
 static enum MHD_Result healthz(struct listener *l, struct MHD_Connection *c)
@@ -412,15 +414,38 @@ static enum MHD_Result hook_begin(http_server *s, struct MHD_Connection *c, cons
 
 /* The admin listener's pages. */
 static enum MHD_Result admin_route(struct listener *l, struct MHD_Connection *c, const char *url,
-				   bool get)
+				   const char *method, bool get)
 {
 	if (strcmp(url, "/healthz") == 0)
 		return get ? healthz(l, c) : respond_json(c, 405, "use GET", 0);
+	if (strcmp(url, "/metrics") == 0 && l->s->con && !console_may_read_metrics(l->s->con, c))
+		return respond_json(c, 401, "sign in at /login as an operator to read /metrics", 0);
 	if (strcmp(url, "/metrics") == 0)
 		return get ? metrics_page(l, c) : respond_json(c, 405, "use GET", 0);
-	if (strcmp(url, "/") == 0)
-		return get ? status_page(l, c) : respond_json(c, 405, "use GET", 0);
+	if (l->s->con)
+		return console_handle(l->s->con, c, l->rq, url, get ? "GET" : method, NULL, 0);
 	return respond_json(c, 404, "not found", 0);
+}
+
+/* A POST to the console: buffer its (small) form body, then answer. */
+static enum MHD_Result on_form(struct req *r, struct listener *l, const char *url,
+			       const char *upload, size_t *upload_size)
+{
+	if (dl_enforce(r->s->dl, r->dc, dl_now_ns()))
+		return MHD_NO;
+	if (*upload_size) {
+		if (!r->too_big && ap_buf_add(&r->body, upload, *upload_size) != 0) {
+			r->too_big = true;
+			ap_buf_release(&r->body);
+		}
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	dl_arm(r->dc, DL_BODY, 0);
+	if (r->too_big)
+		return respond_json(r->conn, 413, "form too large", 0);
+	return console_handle(r->s->con, r->conn, l->rq, url, "POST", ap_buf_str(&r->body),
+			      r->body.len);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -433,10 +458,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
 
 	(void)version;
+	if (r && r->is_form)
+		return on_form(r, l, url, upload, upload_size);
 	if (r)
 		return on_hook(r, upload, upload_size);
 	if (!l->admin && strcmp(url, s->cfg.path) == 0)
 		return hook_begin(s, c, method, con_cls);
+	if (l->admin && s->con && strcmp(method, "POST") == 0) {
+		r = calloc(1, sizeof(*r));
+		if (!r)
+			return MHD_NO;
+		r->s = s;
+		r->conn = c;
+		r->dc = conn_of(c);
+		r->is_form = true;
+		r->dec = (wh_decision)WH_DECISION_INIT;
+		ap_buf_init(&r->body, CONSOLE_BODY_MAX);
+		*con_cls = r;
+		atomic_fetch_add(&s->inflight, 1);
+		dl_arm(r->dc, DL_BODY, after_s(s->cfg.lim.body_s));
+		return MHD_YES;
+	}
 	if (*upload_size) { /* a body sent to a GET endpoint: drain it */
 		if (dl_enforce(s->dl, conn_of(c), dl_now_ns()))
 			return MHD_NO;
@@ -449,7 +491,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	else
 		dl_arm(conn_of(c), DL_BODY, 0);
 	if (l->admin)
-		return admin_route(l, c, url, get);
+		return admin_route(l, c, url, method, get);
 	/* Public: the webhook path and the health check, nothing else. */
 	if (strcmp(url, "/healthz") == 0)
 		return get ? healthz(l, c) : respond_json(c, 405, "use GET", 0);
@@ -577,9 +619,13 @@ static void listener_stop(struct listener *l)
 /* Stop both daemons (their close notifications untrack every connection) and free. */
 static void teardown(http_server *s)
 {
+	console_stop_streams(s->con, 2000);
 	listener_stop(&s->adm);
 	listener_stop(&s->pub);
+	console_free(s->con);
 	dl_free(s->dl);
+	secrets_put(s->sec);
+	pthread_mutex_destroy(&s->sec_lock);
 	free(s);
 }
 
@@ -595,6 +641,21 @@ int http_start(http_server **out, const http_config *cfg)
 	s->cfg = *cfg;
 	s->pub = (struct listener){.s = s, .admin = false, .at = cfg->public_at};
 	s->adm = (struct listener){.s = s, .admin = true, .at = cfg->admin_at};
+	pthread_mutex_init(&s->sec_lock, NULL);
+	s->sec = secrets_new(cfg->wh.secrets[0], cfg->wh.secrets[1]);
+	if (!s->sec) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (s->adm.at.kind != LISTEN_OFF) {
+		console_config cc = cfg->console;
+
+		cc.registered = on_registered;
+		cc.queued = on_console_queued;
+		cc.ud = s;
+		if ((rc = console_new(&s->con, &cc)))
+			goto fail;
+	}
 	if ((rc = dl_new(&s->dl, DEADLINE_TICK_MS, on_cut)))
 		goto fail;
 	if ((rc = listener_start(&s->pub, "set PORT or AUTOPATCH_BIND to a free address")))
@@ -622,6 +683,7 @@ void http_stop(http_server *s, int64_t wait_ms)
 		return;
 	listener_quiesce(&s->pub);
 	listener_quiesce(&s->adm);
+	console_stop_streams(s->con, wait_ms < 2000 ? wait_ms : 2000);
 	for (; waited < suspended_max_ms; waited += 10) {
 		if (atomic_load(&s->suspended) == 0 &&
 		    (atomic_load(&s->inflight) == 0 || waited >= wait_ms))

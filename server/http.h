@@ -4,7 +4,9 @@
  * The public listener (AUTOPATCH_BIND and PORT: what GitHub or a reverse proxy reaches)
  * serves the webhook path (POST) and GET /healthz; every other path is a JSON 404 there. The
  * admin listener (AUTOPATCH_ADMIN_LISTEN: loopback by default, a unix socket, or off) serves
- * the status page GET /, GET /metrics and GET /healthz, never the webhook path. No decision
+ * the console (console.h: job list, job pages, registration, sign-in), GET /metrics and GET
+ * /healthz, never the webhook path. A registration replaces the webhook secrets in use
+ * without a restart (readers hold a reference to the old ones until they finish). No decision
  * depends on the client's address or on forwarded headers: what is private is simply not
  * served on the public listener.
  *
@@ -25,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "server/console.h"
 #include "server/ingest.h"
 #include "server/listen.h"
 #include "server/webhook.h"
@@ -43,10 +46,13 @@ typedef struct http_limits {
 } http_limits;
 
 typedef struct http_config {
-	listen_spec public_at; /* LISTEN_TCP */
-	listen_spec admin_at;  /* LISTEN_TCP, LISTEN_UNIX or LISTEN_OFF */
-	const char *path;      /* WEBHOOK_PATH */
-	wh_config wh;	       /* secrets and label; strings must outlive the server */
+	listen_spec public_at;	/* LISTEN_TCP */
+	listen_spec admin_at;	/* LISTEN_TCP, LISTEN_UNIX or LISTEN_OFF */
+	const char *path;	/* WEBHOOK_PATH */
+	wh_config wh;		/* secrets (copied; replaced by a registration) and label (must
+				 * outlive the server) */
+	console_config console; /* the admin listener's console (its callbacks and ud are
+				 * set by http_start) */
 	const char *db_path;
 	ingest *ing;
 	wk_pool *pool; /* may be NULL (AUTOPATCH_WORKERS=0) */

@@ -1241,16 +1241,18 @@ static void add_text_or_null(queue *q, cJSON *o, const char *key, const q__res *
 		cJSON_AddNullToObject(o, key);
 }
 
-static int add_events(queue *q, cJSON *job, int64_t id)
+/* Append the events of job id above event id after (at most limit; <= 0: all) to arr, each
+ * {time, stage, message} and, with with_id, its id; *last gets the newest id. Under q->lock. */
+static int events_into(queue *q, cJSON *arr, int64_t id, int64_t after, int limit, bool with_id,
+		       int64_t *last)
 {
-	cJSON *arr = cJSON_AddArrayToObject(job, "events");
 	q__res *r = NULL;
 	int rc;
 
-	if (!arr)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	if ((rc = x(q, "SELECT time, stage, message FROM job_events WHERE job=?1 ORDER BY id",
-		    ARGS(QI(id)), &r, NULL)))
+	if ((rc = x(q,
+		    "SELECT id, time, stage, message FROM job_events WHERE job=?1 AND id>?2 "
+		    "ORDER BY id LIMIT ?3",
+		    ARGS(QI(id), QI(after), QI(limit > 0 ? limit : INT64_MAX)), &r, NULL)))
 		return rc;
 	for (int i = 0; i < q->drv->res_rows(r); i++) {
 		cJSON *e = cJSON_CreateObject();
@@ -1260,12 +1262,25 @@ static int add_events(queue *q, cJSON *job, int64_t id)
 			rc = ap_error_set(AP_ENOMEM, "out of memory");
 			break;
 		}
-		add_time(e, "time", q->drv->res_int(r, i, 0));
-		add_text_or_null(q, e, "stage", r, i, 1);
-		add_text_or_null(q, e, "message", r, i, 2);
+		*last = q->drv->res_int(r, i, 0);
+		if (with_id)
+			cJSON_AddNumberToObject(e, "id", (double)*last);
+		add_time(e, "time", q->drv->res_int(r, i, 1));
+		add_text_or_null(q, e, "stage", r, i, 2);
+		add_text_or_null(q, e, "message", r, i, 3);
 	}
 	q->drv->res_free(r);
 	return rc;
+}
+
+static int add_events(queue *q, cJSON *job, int64_t id)
+{
+	cJSON *arr = cJSON_AddArrayToObject(job, "events");
+	int64_t last = 0;
+
+	if (!arr)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return events_into(q, arr, id, 0, 0, false, &last);
 }
 
 int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
@@ -1284,7 +1299,10 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 	if ((rc = x(q,
 		    "SELECT id, delivery, repo, issue, trigger, state, stage, attempts, "
 		    "created, updated, result, error, feedback, cancel_requested, "
-		    "not_before FROM jobs WHERE (?1 = 0 OR id = ?1) ORDER BY id DESC "
+		    "not_before, (SELECT value FROM job_state s WHERE s.job=jobs.id AND "
+		    "s.key='tokens'), (SELECT value FROM job_state s WHERE s.job=jobs.id AND "
+		    "s.key='cost'), (SELECT value FROM job_state s WHERE s.job=jobs.id AND "
+		    "s.key='pr_url') FROM jobs WHERE (?1 = 0 OR id = ?1) ORDER BY id DESC "
 		    "LIMIT ?2",
 		    ARGS(QI(id), QI(limit > 0 ? limit : INT64_MAX)), &r, NULL)))
 		goto out_end;
@@ -1310,6 +1328,13 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 		add_text_or_null(q, o, "error", r, i, 11);
 		add_text_or_null(q, o, "feedback", r, i, 12);
 		cJSON_AddBoolToObject(o, "cancel_requested", q->drv->res_int(r, i, 13) != 0);
+		cJSON_AddNumberToObject(o, "created_ms", (double)q->drv->res_int(r, i, 8));
+		if (!q->drv->res_null(r, i, 15))
+			cJSON_AddNumberToObject(o, "tokens", (double)q->drv->res_int(r, i, 15));
+		if (!q->drv->res_null(r, i, 16))
+			add_text_or_null(q, o, "cost", r, i, 16);
+		if (!q->drv->res_null(r, i, 17))
+			add_text_or_null(q, o, "pr_url", r, i, 17);
 		if (id > 0 && (rc = add_events(q, o, id)))
 			goto out_end;
 	}
@@ -1324,4 +1349,85 @@ out:
 	}
 	*out = arr;
 	return 0;
+}
+
+/* The issue's active job is checked first (the partial unique index would refuse the UPDATE
+ * anyway, with a constraint error each backend words differently). */
+int q_retry(queue *q, int64_t id, const char *why, int64_t now)
+{
+	q__res *r = NULL;
+	int64_t changed = 0;
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	if ((rc = sx(q, q->drv->begin_write)))
+		goto out;
+	if ((rc = x(q,
+		    "SELECT 1 FROM jobs a, jobs j WHERE j.id=?1 AND a.repo=j.repo AND "
+		    "a.issue=j.issue AND a.id<>j.id AND a.state IN ('queued','running')",
+		    ARGS(QI(id)), &r, NULL)))
+		goto out_rollback;
+	if (q->drv->res_rows(r) > 0) {
+		rc = ap_error_set(AP_EDUPLICATE, "job %lld's issue already has an active job",
+				  (long long)id);
+		goto out_rollback;
+	}
+	if ((rc = x(q,
+		    "UPDATE jobs SET state='queued', attempts=0, not_before=?1, result=NULL, "
+		    "error=NULL, cancel_requested=0, lease_owner=NULL, lease_until=NULL, "
+		    "updated=?1 WHERE id=?2 AND state IN ('failed','cancelled')",
+		    ARGS(QI(now), QI(id)), NULL, &changed)))
+		goto out_rollback;
+	if (changed == 0) {
+		rc = ap_error_set(AP_EINVAL, "job %lld is not failed or cancelled", (long long)id);
+		goto out_rollback;
+	}
+	if ((rc = add_event(q, id, NULL, why ? why : "retried", now)) || (rc = sx(q, "COMMIT")))
+		goto out_rollback;
+	if (q->drv->notify)
+		q->drv->notify(q->db);
+	goto out;
+out_rollback:
+	rollback(q);
+out:
+	q->drv->res_free(r);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int q_events_since(queue *q, int64_t id, int64_t after, int limit, cJSON **out, int64_t *last)
+{
+	cJSON *arr = cJSON_CreateArray();
+	int rc;
+
+	*out = NULL;
+	if (!arr)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	pthread_mutex_lock(&q->lock);
+	rc = events_into(q, arr, id, after, limit, true, last);
+	pthread_mutex_unlock(&q->lock);
+	if (rc) {
+		cJSON_Delete(arr);
+		return rc;
+	}
+	*out = arr;
+	return 0;
+}
+
+int q_job_state(queue *q, int64_t id, char *state, size_t cap)
+{
+	q__res *r = NULL;
+	int rc;
+
+	if (cap)
+		state[0] = '\0';
+	pthread_mutex_lock(&q->lock);
+	rc = x(q, "SELECT state FROM jobs WHERE id=?1", ARGS(QI(id)), &r, NULL);
+	if (rc == 0 && q->drv->res_rows(r) == 0)
+		rc = ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id);
+	else if (rc == 0)
+		snprintf(state, cap, "%s", q->drv->res_text(r, 0, 0));
+	q->drv->res_free(r);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
 }

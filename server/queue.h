@@ -186,9 +186,24 @@ typedef struct q_stats {
 int q_get_stats(queue *q, q_stats *out);
 
 /* Jobs newest first as a JSON array of objects (id, delivery, repo, issue, trigger, state,
- * stage, attempts, created, updated (RFC 3339), result, error). id > 0 selects one job and
+ * stage, attempts, created, updated (RFC 3339), created_ms, result, error, and when the job
+ * recorded them: tokens, cost, pr_url). id > 0 selects one job and
  * adds its "events" array. limit <= 0 means no limit. *out is freed with cJSON_Delete. */
 int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out);
+
+/* Put a failed or cancelled job back in the queue as new (attempts 0, due now), with the
+ * event why. AP_EINVAL when the job is not failed or cancelled (or does not exist),
+ * AP_EDUPLICATE when its issue already has an active job. */
+int q_retry(queue *q, int64_t id, const char *why, int64_t now);
+
+/* The events of job id whose event id is above after, oldest first, at most limit (<= 0: no
+ * limit), as a JSON array of {id, time, stage, message}; *last (unchanged when none) gets the
+ * newest event id. *out is freed with cJSON_Delete. */
+int q_events_since(queue *q, int64_t id, int64_t after, int limit, cJSON **out, int64_t *last);
+
+/* The job's state ("queued" ... "cancelled") into state[0..cap). AP_ENOTFOUND when there is
+ * no such job. */
+int q_job_state(queue *q, int64_t id, char *state, size_t cap);
 
 const char *q_stage_name(enum job_stage stage);
 

@@ -32,6 +32,20 @@ What it serves (GitHub's documented request/response shapes and status codes):
     POST /repos/{o}/{r}/pulls (head must exist in the bare repo, else 422; one open PR per head)
     GET  /repos/{o}/{r}/pulls?head=owner:branch&state=open|closed|all
     GET|PATCH /repos/{o}/{r}/pulls/{n}         GET /repos/{o}/{r}/pulls/{n}/comments
+  App registration from a manifest and "Sign in with GitHub" (web pages and their API):
+    POST /settings/apps/new?state=S, POST /organizations/{org}/settings/apps/new?state=S
+         (form field manifest): a "Create GitHub App" page whose button goes back to the
+         manifest's redirect_url with ?code=C&state=S (a code works once, for an hour)
+    POST /app-manifests/{code}/conversions (no auth): the new App (id, slug, pem,
+         webhook_secret, client_id, client_secret, html_url); its key signs JWTs from now on
+    GET  /apps/{slug}/installations/new        the installation page (HTML)
+    GET  /login/oauth/authorize?client_id&redirect_uri&state: one "Sign in as LOGIN" button per
+         configured user, back to redirect_uri with ?code&state
+    POST /login/oauth/access_token (form: client_id, client_secret, code): {"access_token":
+         "ghu_..."}, or {"error": "bad_verification_code"}
+    GET  /user and GET /repos/{o}/{r} with a user token: the user, and the repository with
+         permissions.push as configured ({"users": {"alice": {"push": ["o/r"]}}}); a
+         repository the user has no access to is 404
   git smart HTTP through `git http-backend` at /{o}/{r}.git/... with Basic auth
   x-access-token:<issued token> (the repo's clone_url); refs/pull/N/head follows each open
   PR's head branch, as on GitHub.
@@ -42,10 +56,14 @@ Control endpoints (for tests; not part of GitHub):
   GET  /_stub/state           repos, issues, comments, labels, reactions, PRs, tokens, pushes
   POST /_stub/fail            {"path": regex, "method": "POST"|null, "status": 503, "times": 1,
                                "retry_after": 1, "headers": {...}, "message": "...",
-                               "body": {...}} — answer matching requests with that instead
+                               "body": {...}, "drop": false, "after": false} — answer matching
+                               requests with that instead (drop: close the connection without
+                               an answer); with "after": true the request is applied first and
+                               only its answer is lost (GitHub did it, the client cannot tell)
   POST /_stub/fail/clear      forget every injected failure
   POST /_stub/config          {"token_ttl": s, "clock_offset": s, "app_id": "1",
-                               "installations": [1, 2]}
+                               "installations": [1, 2], "manifest_code_ttl": s,
+                               "users": {"alice": {"push": ["o/r"], "see": ["o/r2"]}}}
   POST /_stub/seed            {"repos": [seed_repo kwargs ...]}
   POST /_stub/comments        {"repo": "o/r", "issue": 1, "count": 250} bulk comments
   POST /_stub/review_comments {"repo": "o/r", "pull": 2, "comments": [{"body","path","line"}]}
@@ -127,6 +145,12 @@ class State:
         self.pushes = []
         self.next_id = 1000
         self.base_url = ""
+        self.manifest_codes = {}  # code -> {"manifest", "expires", "used"}
+        self.manifest_code_ttl = 3600
+        self.apps = []            # Apps created from manifests (secrets included)
+        self.oauth_codes = {}     # code -> login
+        self.user_tokens = {}     # ghu_ token -> login
+        self.users = {}           # login -> {"push": [repo], "see": [repo]}
 
     def now(self):
         return time.time() + self.clock_offset
@@ -387,8 +411,11 @@ class Handler(BaseHTTPRequestHandler):
                 handler, _ = route(self.CONTROL, self.command, req.path)
                 return handler(self, data)
             self.record(req.path, req.qs, req.body)
-            if self.injected_failure(req.path):
-                return
+            f = self.take_failure(req.path)
+            if f and f.get("after"):
+                return self.apply_then_fail(f, req)
+            if f:
+                return self.send_failure(f)
             handler, m = route(self.ROUTES, self.command, req.path)
             handler(self, m, req)
         except HttpError as e:
@@ -416,7 +443,8 @@ class Handler(BaseHTTPRequestHandler):
                     body.decode("utf-8", "replace") if body and len(body) < 4096 else None),
             })
 
-    def injected_failure(self, path):
+    def take_failure(self, path):
+        """The injected failure this request meets (its count taken), else None."""
         with self.st.lock:
             for f in self.st.failures:
                 if f["times"] <= 0:
@@ -426,14 +454,27 @@ class Handler(BaseHTTPRequestHandler):
                 if not re.search(f["path"], path):
                     continue
                 f["times"] -= 1
-                break
-            else:
-                return False
+                return f
+        return None
+
+    def apply_then_fail(self, f, req):
+        """An "after" failure: GitHub applied the request, then its answer was lost."""
+        self.send = lambda *a, **kw: None  # the real answer goes nowhere
+        try:
+            handler, m = route(self.ROUTES, self.command, req.path)
+            handler(self, m, req)
+        except HttpError:
+            pass
+        finally:
+            del self.send
+        return self.send_failure(f)
+
+    def send_failure(self, f):
         if f.get("drop"):
             self.close_connection = True
             self.wfile.flush()
             self.connection.shutdown(2)
-            return True
+            return
         headers = dict(f.get("headers") or {})
         if f.get("retry_after") is not None:
             headers["Retry-After"] = str(f["retry_after"])
@@ -443,7 +484,6 @@ class Handler(BaseHTTPRequestHandler):
             429: "You have exceeded a secondary rate limit.",
         }.get(f["status"], "Server Error"), "documentation_url": DOCS}
         self.send(f["status"], body, headers)
-        return True
 
     # ---- control (CONTROL routes: handler(self, data), data = the parsed JSON body) ------
     def stub_requests(self, data):
@@ -475,7 +515,8 @@ class Handler(BaseHTTPRequestHandler):
     def stub_config(self, data):
         st = self.st
         with st.lock:
-            for k in ("token_ttl", "clock_offset", "app_id", "slug"):
+            for k in ("token_ttl", "clock_offset", "app_id", "slug", "manifest_code_ttl",
+                      "users"):
                 if k in data:
                     setattr(st, k, str(data[k]) if k == "app_id" else data[k])
             if "installations" in data:  # a list of ids; [] = installed nowhere
@@ -624,6 +665,122 @@ class Handler(BaseHTTPRequestHandler):
             raise HttpError(404, "Not Found")
         return p
 
+
+    # ---- App manifest flow and OAuth sign-in (web pages + their API) ---------------------
+    def user_login(self):
+        tok = self.bearer()
+        with self.st.lock:
+            return self.st.user_tokens.get(tok) if tok else None
+
+    def html(self, status, body, headers=None):
+        page = ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+                "<title>GitHub stand-in</title></head><body>" + body + "</body></html>")
+        return self.send(status, raw=page.encode(), headers=headers,
+                         ctype="text/html; charset=utf-8")
+
+    def new_app_page(self, m, req):
+        st = self.st
+        form = urllib.parse.parse_qs(req.body.decode("utf-8", "replace"))
+        state = (req.query.get("state") or [""])[0]
+        try:
+            manifest = json.loads(form.get("manifest", [""])[0])
+        except ValueError:
+            return self.html(422, "<h1>Invalid manifest</h1>")
+        code = "mc_" + secrets.token_hex(10)
+        with st.lock:
+            st.manifest_codes[code] = {"manifest": manifest, "org": m.group(1),
+                                       "expires": st.now() + float(st.manifest_code_ttl),
+                                       "used": False}
+        esc = lambda v: (str(v).replace("&", "&amp;").replace('"', "&quot;")
+                         .replace("<", "&lt;"))
+        return self.html(200, (
+            f"<h1>Create GitHub App</h1><p>Name: <b id=\"app-name\">{esc(manifest.get('name'))}"
+            f"</b></p><p>Webhook URL: <code id=\"hook-url\">"
+            f"{esc((manifest.get('hook_attributes') or {}).get('url'))}</code></p>"
+            f"<form method=\"get\" action=\"{esc(manifest.get('redirect_url'))}\">"
+            f"<input type=\"hidden\" name=\"code\" value=\"{code}\">"
+            f"<input type=\"hidden\" name=\"state\" value=\"{esc(state)}\">"
+            f"<button id=\"create\" type=\"submit\">Create GitHub App for "
+            f"{esc(m.group(1) or 'your account')}</button></form>"))
+
+    def manifest_conversion(self, m, req):
+        st = self.st
+        with st.lock:
+            entry = st.manifest_codes.get(m.group(1))
+            if not entry or entry["used"] or entry["expires"] <= st.now():
+                raise HttpError(404, "Not Found")
+            entry["used"] = True
+        d = os.path.join(st.dir, "apps", m.group(1))
+        os.makedirs(d, exist_ok=True)
+        key, pub = os.path.join(d, "key.pem"), os.path.join(d, "pub.pem")
+        subprocess.run(["openssl", "genrsa", "-traditional", "-out", key, "2048"], check=True,
+                       capture_output=True)
+        subprocess.run(["openssl", "rsa", "-in", key, "-pubout", "-out", pub], check=True,
+                       capture_output=True)
+        manifest = entry["manifest"]
+        with st.lock:
+            app_id = st.new_id()
+            slug = re.sub(r"[^a-z0-9-]", "-", str(manifest.get("name", "app")).lower())
+            app = {"id": app_id, "slug": slug, "node_id": f"A_{app_id}",
+                   "name": manifest.get("name"), "owner": st.user_obj(entry["org"] or "octo"),
+                   "html_url": f"{st.base_url}/apps/{slug}",
+                   "client_id": "Iv1." + secrets.token_hex(8),
+                   "client_secret": secrets.token_hex(20),
+                   "webhook_secret": secrets.token_hex(20),
+                   "pem": open(key).read(), "manifest": manifest,
+                   "created_at": iso(st.now()), "updated_at": iso(st.now())}
+            st.apps.append(app)
+            st.app_id, st.app_key_pub, st.slug = str(app_id), pub, slug
+        out = {k: v for k, v in app.items() if k != "manifest"}
+        out["permissions"] = manifest.get("default_permissions", {})
+        out["events"] = manifest.get("default_events", [])
+        return self.send(201, out)
+
+    def install_page(self, m, req):
+        return self.html(200, f"<h1 id=\"install\">Install {m.group(1)}</h1>"
+                              "<p>Choose where to install the App.</p>")
+
+    def oauth_authorize(self, m, req):
+        st = self.st
+        q = {k: v[0] for k, v in req.query.items()}
+        if not any(a["client_id"] == q.get("client_id") for a in st.apps):
+            return self.html(404, "<h1>Unknown OAuth application</h1>")
+        buttons = []
+        for login in sorted(st.users):
+            code = "oc_" + secrets.token_hex(10)
+            with st.lock:
+                st.oauth_codes[code] = {"login": login, "client_id": q.get("client_id")}
+            target = q.get("redirect_uri", "") + "?" + urllib.parse.urlencode(
+                {"code": code, "state": q.get("state", "")})
+            buttons.append(f"<li><a id=\"as-{login}\" href=\"{target.replace('&', '&amp;')}\">"
+                           f"Sign in as {login}</a></li>")
+        return self.html(200, "<h1>Sign in to GitHub</h1><ul>" + "".join(buttons) + "</ul>")
+
+    def oauth_token(self, m, req):
+        st = self.st
+        form = {k: v[0] for k, v in urllib.parse.parse_qs(req.body.decode()).items()}
+        with st.lock:
+            entry = st.oauth_codes.pop(form.get("code", ""), None)
+            app = next((a for a in st.apps if a["client_id"] == form.get("client_id")), None)
+        if not app or app["client_secret"] != form.get("client_secret"):
+            return self.send(200, {"error": "incorrect_client_credentials",
+                                   "error_description": "The client_id and/or client_secret "
+                                                        "passed are incorrect."})
+        if not entry or entry["client_id"] != app["client_id"]:
+            return self.send(200, {"error": "bad_verification_code",
+                                   "error_description": "The code passed is incorrect or "
+                                                        "expired."})
+        tok = "ghu_" + secrets.token_hex(18)
+        with st.lock:
+            st.user_tokens[tok] = entry["login"]
+        return self.send(200, {"access_token": tok, "token_type": "bearer", "scope": ""})
+
+    def get_user(self, m, req):
+        login = self.user_login()
+        if login is None:
+            raise HttpError(401, "Requires authentication")
+        return self.send(200, self.st.user_obj(login))
+
     # ---- App endpoints, JWT (ROUTES: handler(self, m, req)) ------------------------------
     def get_app(self, m, req):
         st = self.st
@@ -674,6 +831,18 @@ class Handler(BaseHTTPRequestHandler):
         """/repos/{o}/{r}[/rest]: the installation token first (401 / 404 before any route
         is looked at, as on GitHub), then REPO_ROUTES on the rest of the path."""
         owner, name, rest = m.group(1), m.group(2), m.group(3) or ""
+        login = self.user_login()
+        if login is not None:  # a user's token: what that user may see, nothing else
+            user = self.st.users.get(login, {})
+            fn = f"{owner}/{name}"
+            repo = self.st.repos.get(fn)
+            push = fn in user.get("push", [])
+            if not repo or rest or self.command != "GET" or not (push or fn in user.get("see", [])):
+                raise HttpError(404, "Not Found")
+            obj = self.st.repo_obj(repo)
+            obj["permissions"] = {"admin": False, "maintain": False, "push": push,
+                                  "triage": push, "pull": True}
+            return self.send(200, obj)
         repo = self.repo_or_404(owner, name)
         self.require_token(repo)
         handler, m = route(self.REPO_ROUTES, self.command, rest)
@@ -931,6 +1100,12 @@ class Handler(BaseHTTPRequestHandler):
         (None, r"^/_stub/revoke$", stub_revoke),
     )
     ROUTES = routes(
+        ("POST", r"^/(?:organizations/([A-Za-z0-9-]+)/)?settings/apps/new$", new_app_page),
+        ("POST", r"^/app-manifests/([A-Za-z0-9_-]+)/conversions$", manifest_conversion),
+        ("GET", r"^/apps/([^/]+)/installations/new$", install_page),
+        ("GET", r"^/login/oauth/authorize$", oauth_authorize),
+        ("POST", r"^/login/oauth/access_token$", oauth_token),
+        ("GET", r"^/user$", get_user),
         # git smart HTTP at each repo's clone_url, passed through to `git http-backend`
         (None, r"^/(?!repos/|app/)([^/]+)/([^/]+?)(?:\.git)?/(info/refs|git-upload-pack|"
                r"git-receive-pack|HEAD)$", git),
@@ -1012,9 +1187,10 @@ class GitHubStub:
             self.state.requests.clear()
 
     def config(self, **kw):
-        """token_ttl, clock_offset, app_id, slug, installations (list of ids)."""
+        """token_ttl, clock_offset, app_id, slug, installations (list of ids),
+        manifest_code_ttl, users ({"alice": {"push": ["o/r"]}})."""
         with self.state.lock:
-            for k in ("token_ttl", "clock_offset", "slug"):
+            for k in ("token_ttl", "clock_offset", "slug", "manifest_code_ttl", "users"):
                 if k in kw:
                     setattr(self.state, k, kw[k])
             if "app_id" in kw:
@@ -1025,12 +1201,12 @@ class GitHubStub:
                     for i in kw["installations"]}
 
     def fail(self, path, status=503, times=1, method=None, retry_after=None, headers=None,
-             message=None, body=None, drop=False):
+             message=None, body=None, drop=False, after=False):
         with self.state.lock:
             self.state.failures.append({"path": path, "status": status, "times": times,
                                         "method": method, "retry_after": retry_after,
                                         "headers": headers, "message": message, "body": body,
-                                        "drop": drop})
+                                        "drop": drop, "after": after})
 
 
 def main(argv=None):

@@ -39,7 +39,8 @@ Script format (JSON file or object):
       "retry_after": 1,             #   with this retry-after header (seconds)
       "repeat": true,               # optional: replay this step forever (never consumed);
                                     #   "{n}" in argument strings becomes a counter 1, 2, ...
-      "usage": {"in": 100, "out": 20}   # optional token counts (else estimated from sizes)
+      "usage": {"in": 100, "out": 20},  # optional token counts (else estimated from sizes)
+      "delay_s": 2                  # optional: wait this long before answering (a slow model)
     }
 
 When a role's steps run out the stub answers HTTP 500 with {"error": "script exhausted"} and
@@ -196,6 +197,8 @@ class StubServer:
                 if step is None:
                     self._send(500, _error(provider, 500, "script exhausted for role " + role))
                     return
+                if step.get("delay_s"):
+                    time.sleep(float(step["delay_s"]))
                 if step.get("status"):
                     st = int(step["status"])
                     hdrs = {}

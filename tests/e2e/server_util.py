@@ -80,8 +80,8 @@ class Server:
     """One `autopatch serve` process with its own database, public port and admin listener
     (a free loopback port unless AUTOPATCH_ADMIN_LISTEN is given)."""
 
-    def __init__(self, binary, tmp, port, **settings):
-        self.binary, self.tmp, self.port = binary, tmp, port
+    def __init__(self, binary, tmp, port, command="serve", **settings):
+        self.binary, self.tmp, self.port, self.command = binary, tmp, port, command
         self.db = settings.pop("AUTOPATCH_DB", str(tmp / "autopatch.db"))
         self.settings = dict(WEBHOOK_SECRET=SECRET, PORT=port, AUTOPATCH_BIND="127.0.0.1",
                              AUTOPATCH_DB=self.db, AUTOPATCH_WORKERS=0,
@@ -93,7 +93,7 @@ class Server:
 
     def start(self):
         self.logf = open(self.log, "ab")
-        self.proc = subprocess.Popen([self.binary, "serve"], cwd=self.tmp,
+        self.proc = subprocess.Popen([self.binary, self.command], cwd=self.tmp,
                                      env=clean_env(self.tmp, **self.settings),
                                      stdout=self.logf, stderr=self.logf)
         deadline = time.time() + 10

@@ -46,9 +46,14 @@ NAMES = ["configuration", "private key", "JWT accepted", "installations visible"
 
 def test_doctor_all_green(world, autopatch_bin, tmp_path):
     out = run_autopatch(autopatch_bin, ["doctor"], good_env(world), tmp_path)
-    got = lines(out)
+    every = lines(out)
+    got = {k: v for k, v in every.items() if not k.startswith("flavour ")}
     assert list(got) == NAMES, out.stdout + out.stderr
     assert all(l.startswith("✓") for l in got.values()), out.stdout
+    # Every built flavour ran a box with its toolchain (python, the default, is always built).
+    flavours = {k: v for k, v in every.items() if k.startswith("flavour ")}
+    assert "flavour python" in flavours, out.stdout
+    assert all(l.startswith("✓") for l in flavours.values()), out.stdout
     assert out.returncode == 0
     assert 'GitHub App "autopatch"' in got["JWT accepted"]
     assert "1 (octo)" in got["installations visible"]

@@ -40,16 +40,23 @@ def test_test_command_from_the_settings_file_is_used_and_named(autopatch_bin, tm
     assert "PROVEN" in r.out
 
 
-def test_paths_deny_in_the_settings_file_refuses_a_proven_patch(autopatch_bin, tmp_path):
-    config = "test: python3 -m pytest -q\npaths:\n  deny: [\"calc.py\"]\n"
+def test_paths_deny_in_the_settings_file_refuses_the_patch(autopatch_bin, tmp_path):
+    # The Tester's policy hook refuses the diff before it is tested; one round ends the run.
+    config = "test: python3 -m pytest -q\nmax_iterations: 1\npaths:\n  deny: [\"calc.py\"]\n"
     r = run_fix(autopatch_bin, tmp_path, happy(), "openai",
                 extra_files={".github/autopatch.yml": config})
     assert r.code == 1, r
-    assert "settings from .github/autopatch.yml: test, paths\n" in r.out, r
-    assert ("REFUSED: the patch changes `calc.py`, which is refused by the paths.deny glob "
-            "`calc.py` in .github/autopatch.yml") in r.out, r
+    assert "settings from .github/autopatch.yml: test, max_iterations, paths\n" in r.out, r
+    rule = ("the patch changes `calc.py`: `calc.py` is refused by the paths.deny glob "
+            "`calc.py` in .github/autopatch.yml")
+    assert "[testing] round 1: rejected - " + rule in r.out, r
+    assert "NOT PROVEN: the Tester rejected the patch in all 1 rounds; last verdict: " + rule \
+        in r.out, r
     assert "\nPROVEN:" not in r.out
     assert not r.out_path.exists()
+    # nothing was tested: the policy runs before the pristine copy and the suite
+    events = [json.loads(line) for line in r.traj_path.read_text().splitlines()]
+    assert not [e for e in events if e["type"] == "tester_run"], events
 
 
 def test_detection_is_the_pipelines(autopatch_bin, tmp_path):
@@ -99,4 +106,5 @@ def test_linked_settings_file_is_refused(autopatch_bin, tmp_path):
                        cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2, (p.stdout, p.stderr)
-    assert ".github/autopatch.yml is a symbolic link" in p.stderr, p.stderr
+    assert "`.github/autopatch.yml` is or goes through a symbolic link" in p.stderr, p.stderr
+    assert "'true'" not in p.stdout + p.stderr

@@ -47,6 +47,9 @@ class FakeDaemon:
                     self.wfile.write(b"OK")
                 elif "/containers/json" in self.path or "/networks" in self.path:
                     self._reply(200, [])
+                elif "/images/" in self.path and self.path.endswith("/json"):
+                    # the image is inspected before a box is created (its VOLUMEs)
+                    self._reply(200, {"Id": "sha256:" + "0" * 64, "Config": {"Volumes": None}})
                 else:
                     self._reply(500, {"message": "fake daemon says no"})
 

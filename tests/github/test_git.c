@@ -354,6 +354,35 @@ static void test_workflow_change_allowed_when_configured(void **state)
 	assert_int_equal(gh_git_apply(f->git, f->dir, diff, strlen(diff)), AP_EINVAL);
 }
 
+/* "Files changed" is what the commit changes against its parent, read by libgit2 on the
+ * host: a rename shows as `old -> new`, a deletion is marked, whatever a sandbox would list. */
+static void test_changed_files_come_from_the_commit(void **state)
+{
+	struct fx *f = *state;
+	static const char diff[] = "diff --git a/lib/util.py b/lib/helpers.py\n"
+				   "similarity index 100%\n"
+				   "rename from lib/util.py\n"
+				   "rename to lib/helpers.py\n"
+				   "diff --git a/calc.py b/calc.py\n"
+				   "deleted file mode 100644\n"
+				   "--- a/calc.py\n"
+				   "+++ /dev/null\n"
+				   "@@ -1,2 +0,0 @@\n"
+				   "-def add(a, b):\n"
+				   "-    return a - b\n";
+	char *commit = NULL, *files = NULL;
+
+	assert_int_equal(gh_git_checkout(f->git, f->clone_url, f->token, "main", f->dir, NULL), 0);
+	assert_int_equal(gh_git_apply(f->git, f->dir, diff, strlen(diff)), 0);
+	assert_int_equal(gh_git_commit(f->git, f->dir, "autopatch/issue-3", "x\n", &commit), 0);
+	assert_int_equal(gh_git_changed_files(f->git, f->dir, commit, &files), 0);
+	assert_string_equal(files, "calc.py (deleted)\nlib/util.py -> lib/helpers.py\n");
+	free(files);
+	assert_int_equal(gh_git_changed_files(f->git, f->dir, "no-such-rev", &files), AP_EINVAL);
+	assert_null(files);
+	free(commit);
+}
+
 /* A failed push (revoked token) logs one error line without the token. */
 static void test_push_failure_log_has_no_token(void **state)
 {
@@ -393,6 +422,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_push_lands_on_bare_repo, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_cache_reused_and_fetched, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_dangerous_diffs_refused, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_changed_files_come_from_the_commit, fx_setup,
+					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_workflow_change_allowed_when_configured, fx_setup,
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_push_failure_log_has_no_token, fx_setup,

@@ -54,6 +54,9 @@ static int group_setup(void **state)
 	    "\"labels\":[\"autopatch\",\"bug\"]},{\"title\":\"Second\"}]},"
 	    /* One repository per installation for the rate-limit tests: their limits are
 	     * process-wide per installation and must not hold back the other tests. */
+	    /* The POST-not-repeated test's own repository, so its writes count nowhere else. */
+	    "{\"full_name\":\"octo/post\",\"branches\":[\"feature\"],"
+	    "\"issues\":[{\"title\":\"One\"},{\"title\":\"Two\"}]},"
 	    "{\"full_name\":\"octo/rl2\",\"installation\":2},"
 	    "{\"full_name\":\"octo/rl3\",\"installation\":3},"
 	    "{\"full_name\":\"octo/rl4\",\"installation\":4},"
@@ -370,6 +373,103 @@ static void test_5xx_retried_with_backoff(void **state)
 		     "{\"path\":\"^/repos/octo/hello$\",\"status\":503,\"times\":5}", NULL);
 	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), AP_EHTTP);
 	assert_non_null(strstr(ap_error_last(), "503"));
+}
+
+static void fail_next(const char *json)
+{
+	gh_stub_http(&stub, "POST", "/_stub/fail", json, NULL);
+}
+
+static size_t comments_with(gh_rest *r, const char *body)
+{
+	cJSON *list = NULL, *it;
+	size_t n = 0;
+
+	assert_int_equal(gh_comments_list(r, "octo/post", 1, &list), 0);
+	cJSON_ArrayForEach(it, list)
+	{
+		const char *b = cJSON_GetStringValue(cJSON_GetObjectItem(it, "body"));
+
+		n += b && strcmp(b, body) == 0;
+	}
+	cJSON_Delete(list);
+	return n;
+}
+
+/* Changed deliberately (issue 11): a POST that creates something (a comment, a pull request)
+ * is not repeated after a 5xx or a connection that broke once the request was out, since
+ * GitHub may have applied it; the caller gets AP_EUNAVAIL and gh_rest_maybe_applied(). POSTs
+ * that are safe to repeat (labels, reactions, minting a token) are retried like reads. */
+static void test_5xx_post_not_repeated(void **state)
+{
+	struct fx *f = *state;
+	gh_comment c = {0};
+	gh_pull pr = {0};
+	gh_pull_new req = GH_PULL_NEW_INIT;
+	const char *labels[] = {"x-label"};
+	gh_app *app2 = NULL;
+	char *tok = NULL;
+
+	/* GitHub applied it and answered 502: one attempt, and the comment exists once. */
+	fail_next("{\"path\":\"^/repos/octo/post/issues/1/comments$\",\"method\":\"POST\","
+		  "\"status\":502,\"times\":1,\"after\":true}");
+	assert_int_equal(gh_comment_create(f->rest, "octo/post", 1, "applied-then-502", &c),
+			 AP_EUNAVAIL);
+	assert_true(gh_rest_maybe_applied(f->rest));
+	assert_non_null(strstr(ap_error_last(), "HTTP 502"));
+	assert_non_null(strstr(ap_error_last(), "may have been applied"));
+	assert_int_equal(gh_stub_count(&stub, "POST", "/repos/octo/post/issues/1/comments"), 1);
+	assert_int_equal(comments_with(f->rest, "applied-then-502"), 1);
+	assert_false(gh_rest_maybe_applied(f->rest)); /* the next call clears it */
+
+	/* The connection breaks after the request went out: the same. */
+	gh_stub_http(&stub, "POST", "/_stub/requests/clear", "{}", NULL);
+	fail_next("{\"path\":\"^/repos/octo/post/issues/1/comments$\",\"method\":\"POST\","
+		  "\"times\":1,\"drop\":true,\"after\":true}");
+	assert_int_equal(gh_comment_create(f->rest, "octo/post", 1, "applied-then-cut", &c),
+			 AP_EUNAVAIL);
+	assert_true(gh_rest_maybe_applied(f->rest));
+	assert_int_equal(gh_stub_count(&stub, "POST", "/repos/octo/post/issues/1/comments"), 1);
+	assert_int_equal(comments_with(f->rest, "applied-then-cut"), 1);
+
+	/* A pull request: a 503 that applied nothing is not repeated either. */
+	gh_stub_http(&stub, "POST", "/_stub/requests/clear", "{}", NULL);
+	fail_next("{\"path\":\"^/repos/octo/post/pulls$\",\"method\":\"POST\","
+		  "\"status\":503,\"times\":1}");
+	req.title = "t";
+	req.head = "feature";
+	req.base = "main";
+	assert_int_equal(gh_pull_create(f->rest, "octo/post", &req, &pr), AP_EUNAVAIL);
+	assert_true(gh_rest_maybe_applied(f->rest));
+	assert_int_equal(gh_stub_count(&stub, "POST", "/repos/octo/post/pulls"), 1);
+
+	/* Safe to repeat: retried with backoff, not flagged. */
+	gh_stub_http(&stub, "POST", "/_stub/requests/clear", "{}", NULL);
+	fail_next("{\"path\":\"^/repos/octo/post/issues/2/labels$\",\"method\":\"POST\","
+		  "\"status\":502,\"times\":2}");
+	fail_next("{\"path\":\"^/repos/octo/post/issues/2/reactions$\",\"method\":\"POST\","
+		  "\"status\":503,\"times\":1}");
+	assert_int_equal(gh_labels_add(f->rest, "octo/post", 2, labels, 1), 0);
+	assert_false(gh_rest_maybe_applied(f->rest));
+	assert_int_equal(gh_reaction_add_issue(f->rest, "octo/post", 2, "eyes"), 0);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/repos/octo/post/issues/2/labels"), 3);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/repos/octo/post/issues/2/reactions"), 2);
+	/* Minting a token (a fresh App: no cached one). */
+	fail_next("{\"path\":\"/access_tokens$\",\"method\":\"POST\",\"status\":502,"
+		  "\"times\":1}");
+	assert_int_equal(gh_app_new(&app2, f->cfg), 0);
+	assert_int_equal(gh_app_token(app2, 1, &tok), 0);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 2);
+	free(tok);
+	gh_app_free(app2);
+	/* A 5xx to a PATCH is still retried. */
+	gh_stub_http(&stub, "POST", "/_stub/requests/clear", "{}", NULL);
+	assert_int_equal(gh_comment_create(f->rest, "octo/post", 1, "to-edit", &c), 0);
+	fail_next("{\"path\":\"^/repos/octo/post/issues/comments/\",\"method\":\"PATCH\","
+		  "\"status\":502,\"times\":1}");
+	assert_int_equal(gh_comment_update(f->rest, "octo/post", c.id, "edited", NULL), 0);
+	assert_int_equal(gh_stub_count(&stub, "PATCH", "/repos/octo/post/issues/comments/"), 2);
+	gh_comment_release(&c);
 }
 
 static void test_pagination_returns_all_pages(void **state)
@@ -989,6 +1089,7 @@ int main(void)
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_rate_limits_and_plain_403, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_5xx_retried_with_backoff, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_5xx_post_not_repeated, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_pagination_returns_all_pages, fx_setup,
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_token_is_denied_with_message, fx_setup,

@@ -168,50 +168,30 @@ static void test_globs(void **state)
 	assert_true(repo_config_glob(".github/workflows/**", ".github/workflows/ci.yml"));
 }
 
+/* The repository's own path rules: NULL when allowed, else a phrase naming the glob. The
+ * rules every patch obeys (autopatch's own configuration, .git, ...) are github/patch.c's,
+ * tested in tests/github/test_patch.c. */
 static void test_path_policy(void **state)
 {
 	repo_config *c = parse_ok("paths:\n  allow: [\"calc/**\", \"tests/**\"]\n"
 				  "  deny: [\"calc/vendor/**\"]\n");
+	char buf[256];
+	const char *why;
 
 	(void)state;
-	assert_true(repo_config_path_allowed(c, "calc/ops.py"));
-	assert_true(repo_config_path_allowed(c, "tests/test_ops.py"));
-	assert_false(repo_config_path_allowed(c, "README.md"));
-	assert_false(repo_config_path_allowed(c, "calc/vendor/x.py"));
-	assert_false(repo_config_path_allowed(c, "calc/../../etc/passwd"));
-	assert_false(repo_config_path_allowed(c, "/etc/passwd"));
-	assert_int_equal(repo_config_check_paths(c, "calc/ops.py\ntests/test_ops.py\n"), 0);
-	assert_int_equal(repo_config_check_paths(c, "calc/ops.py\nsetup.py\n"), AP_EDENIED);
-	assert_non_null(strstr(ap_error_last(), "`setup.py`"));
-	assert_non_null(strstr(ap_error_last(), "paths.allow"));
-	assert_int_equal(repo_config_check_paths(c, "calc/vendor/y.py"), AP_EDENIED);
-	assert_non_null(strstr(ap_error_last(), "paths.deny"));
-	assert_non_null(strstr(ap_error_last(), "calc/vendor/**"));
+	assert_null(repo_config_path_refusal(c, "calc/ops.py", buf, sizeof(buf)));
+	assert_null(repo_config_path_refusal(c, "tests/test_ops.py", buf, sizeof(buf)));
+	why = repo_config_path_refusal(c, "README.md", buf, sizeof(buf));
+	assert_non_null(why);
+	assert_string_equal(why, "matches no paths.allow glob in .github/autopatch.yml");
+	why = repo_config_path_refusal(c, "calc/vendor/x.py", buf, sizeof(buf));
+	assert_non_null(why);
+	assert_string_equal(why, "is refused by the paths.deny glob `calc/vendor/**` in "
+				 ".github/autopatch.yml");
 	repo_config_free(c);
 
 	c = parse_ok("test: make test\n");
-	assert_true(repo_config_path_allowed(c, "anything/at/all.c")); /* no allow list */
-	repo_config_free(c);
-}
-
-/* A patch may never change the file that says how it is proven, whatever the globs say. */
-static void test_own_config_always_refused(void **state)
-{
-	repo_config *c = parse_ok("test: make test\n");
-
-	(void)state;
-	assert_false(repo_config_path_allowed(c, ".github/autopatch.yml"));
-	assert_false(repo_config_path_allowed(c, ".GitHub/AutoPatch.yml"));
-	assert_int_equal(repo_config_check_paths(c, "calc.py\n.github/autopatch.yml\n"),
-			 AP_EDENIED);
-	assert_non_null(strstr(ap_error_last(), "`.github/autopatch.yml`"));
-	assert_non_null(strstr(ap_error_last(), "configuration"));
-	assert_true(repo_config_path_allowed(c, ".github/other.yml"));
-	repo_config_free(c);
-
-	c = parse_ok("paths:\n  allow: [\".github/**\", \"**\"]\n");
-	assert_false(repo_config_path_allowed(c, ".github/autopatch.yml"));
-	assert_true(repo_config_path_allowed(c, ".github/CODEOWNERS"));
+	assert_null(repo_config_path_refusal(c, "anything/at/all.c", buf, sizeof(buf)));
 	repo_config_free(c);
 }
 
@@ -345,6 +325,27 @@ static void test_load_refuses_symlink(void **state)
 	rm_repo(dir);
 }
 
+/* A directory symlink on the way (`.github -> <host dir>`) is refused too, and the host file
+ * behind it is never read: its content appears in no message. */
+static void test_load_refuses_symlinked_directory(void **state)
+{
+	static const char *const files[] = {"x=", NULL};
+	static const char *const host_files[] = {"autopatch.yml=test: echo canary-rc-91f3\n", NULL};
+	char *dir = make_repo(files), *host = make_repo(host_files), path[600];
+	repo_config *c = NULL;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/.github", dir);
+	assert_int_equal(symlink(host, path), 0);
+	assert_int_equal(repo_config_load(&c, dir), AP_EDENIED);
+	assert_null(c);
+	assert_non_null(strstr(ap_error_last(), ".github/autopatch.yml"));
+	assert_non_null(strstr(ap_error_last(), "symbolic link"));
+	assert_null(strstr(ap_error_last(), "canary-rc-91f3"));
+	rm_repo(dir);
+	rm_repo(host);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -356,10 +357,10 @@ int main(void)
 	    cmocka_unit_test(test_size_cap),
 	    cmocka_unit_test(test_globs),
 	    cmocka_unit_test(test_path_policy),
-	    cmocka_unit_test(test_own_config_always_refused),
 	    cmocka_unit_test(test_detection_is_the_shared_detector),
 	    cmocka_unit_test(test_load_file_and_detection),
 	    cmocka_unit_test(test_load_refuses_symlink),
+	    cmocka_unit_test(test_load_refuses_symlinked_directory),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,1269 @@
+/* SPDX-License-Identifier: MIT */
+/* job/environment.c - toolchain image choice, the setup phase, the environment cache and the
+ * blocked-egress report (see environment.h). */
+#include "job/environment.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "job/repo_config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define TAIL_CAP	      4000	  /* output tail kept for a failure sentence */
+#define LIVE_LINE_MAX	      160	  /* characters of the live setup line */
+#define LIVE_INTERVAL_MS      1000	  /* least time between live updates */
+#define KEY_FILES_MAX	      256	  /* files hashed into a cache key */
+#define KEY_FILE_CAP	      (16u << 20) /* largest file hashed */
+#define KEY_WALK_DEPTH	      12
+#define KEY_WALK_ENTRIES      20000
+#define LIST_CAP	      (1u << 20) /* ENV_FILES_LIST read back */
+#define SBX_DENIAL_REPORT_MAX 64
+
+const char *const env_flavors[] = {"node", "go", "rust", "java", "python", "c", NULL};
+
+static const char *const default_flavor = "python";
+
+/* Marker files at the top of a checkout, in the order they decide. */
+static const struct {
+	const char *file;
+	const char *flavor;
+} markers[] = {
+    {"package.json", "node"},
+    {"go.mod", "go"},
+    {"Cargo.toml", "rust"},
+    {"pom.xml", "java"},
+    {"build.gradle", "java"},
+    {"build.gradle.kts", "java"},
+    {"pyproject.toml", "python"},
+    {"setup.py", "python"},
+    {"setup.cfg", "python"},
+    {"requirements.txt", "python"},
+    {"Pipfile", "python"},
+    {"pytest.ini", "python"},
+    {"tox.ini", "python"},
+    {"conftest.py", "python"},
+    {"CMakeLists.txt", "c"},
+    {"Makefile", "c"},
+    {"makefile", "c"},
+    {"GNUmakefile", "c"},
+};
+
+/* Which flavour has a command (the first word of a step or of the test command). */
+static const struct {
+	const char *cmd;
+	const char *flavor;
+} tools[] = {
+    {"npm", "node"},	  {"npx", "node"},	 {"node", "node"},     {"nodejs", "node"},
+    {"yarn", "node"},	  {"pnpm", "node"},	 {"go", "go"},	       {"gofmt", "go"},
+    {"cargo", "rust"},	  {"rustc", "rust"},	 {"mvn", "java"},      {"gradle", "java"},
+    {"java", "java"},	  {"javac", "java"},	 {"pip", "python"},    {"pip3", "python"},
+    {"python", "python"}, {"python3", "python"}, {"pytest", "python"}, {"tox", "python"},
+    {"gcc", "c"},	  {"g++", "c"},		 {"cc", "c"},	       {"cmake", "c"},
+    {"ctest", "c"},	  {"make", "c"},	 {"pkg-config", "c"},
+};
+
+static const char *const default_key_globs[] = {"requirements*.txt",
+						"pyproject.toml",
+						"poetry.lock",
+						"Pipfile",
+						"Pipfile.lock",
+						"setup.py",
+						"setup.cfg",
+						"package.json",
+						"package-lock.json",
+						"npm-shrinkwrap.json",
+						"yarn.lock",
+						"pnpm-lock.yaml",
+						"go.mod",
+						"go.sum",
+						"Cargo.toml",
+						"Cargo.lock",
+						"pom.xml",
+						"build.gradle",
+						"build.gradle.kts",
+						"gradle.lockfile",
+						"Gemfile",
+						"Gemfile.lock",
+						"composer.json",
+						"composer.lock",
+						NULL};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void note(const env_setup_opts *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note(const env_setup_opts *o, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	if (!o->note)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	o->note(o->ud, msg);
+}
+
+/* ---- the image ---- */
+
+bool env_is_flavor(const char *name)
+{
+	for (size_t i = 0; name && env_flavors[i]; i++)
+		if (strcmp(name, env_flavors[i]) == 0)
+			return true;
+	return false;
+}
+
+void env_flavor_image(const ap_config *cfg, const char *flavor, char *out, size_t n)
+{
+	if (strcmp(flavor, default_flavor) == 0)
+		snprintf(out, n, "%s", cfg_str(cfg, "AUTOPATCH_SANDBOX_IMAGE"));
+	else
+		snprintf(out, n, "%s:%s", cfg_str(cfg, "AUTOPATCH_FLAVOR_REPOSITORY"), flavor);
+}
+
+/* A regular file (no link) at the top of the checkout, through the safe reader. */
+static bool has_file(const char *repo_dir, const char *name)
+{
+	ap_buf b = AP_BUF_INIT(1);
+	int rc = fs_read_file_at(&b, repo_dir, name, FS_READ_NOFOLLOW);
+
+	ap_buf_release(&b);
+	ap_error_clear();
+	return rc == 0 || rc == AP_ETOOBIG;
+}
+
+/* A regular *.py file at the top of the checkout (no link followed). */
+static bool has_top_py(const char *repo_dir)
+{
+	int fd = open(repo_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	bool found = false;
+	int n = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	while (!found && n++ < 2000 && (de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+		struct stat st;
+
+		if (len > 3 && strcmp(de->d_name + len - 3, ".py") == 0 &&
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode))
+			found = true;
+	}
+	closedir(d);
+	return found;
+}
+
+int env_choose_image(env_choice *out, const ap_config *cfg, const char *repo_dir,
+		     const char *image_field, const char *source)
+{
+	char prefix[300];
+
+	memset(out, 0, sizeof(*out));
+	if (image_field && env_is_flavor(image_field)) {
+		snprintf(out->flavor, sizeof(out->flavor), "%s", image_field);
+		env_flavor_image(cfg, out->flavor, out->image, sizeof(out->image));
+		snprintf(out->why, sizeof(out->why), "`image: %s` in %s", image_field,
+			 source ? source : REPO_CONFIG_PATH);
+		return 0;
+	}
+	if (image_field) {
+		if (strlen(image_field) >= sizeof(out->image))
+			return ap_error_set(AP_EINVAL, "`image: %.80s...` is too long",
+					    image_field);
+		snprintf(out->image, sizeof(out->image), "%s", image_field);
+		snprintf(out->why, sizeof(out->why), "`image: %.200s` in %s", image_field,
+			 source ? source : REPO_CONFIG_PATH);
+		/* autopatch-sandbox:go is the go flavour, however it was named. */
+		snprintf(prefix, sizeof(prefix),
+			 "%s:", cfg_str(cfg, "AUTOPATCH_FLAVOR_REPOSITORY"));
+		if (strncmp(image_field, prefix, strlen(prefix)) == 0 &&
+		    env_is_flavor(image_field + strlen(prefix)))
+			snprintf(out->flavor, sizeof(out->flavor), "%s",
+				 image_field + strlen(prefix));
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(markers) / sizeof(markers[0]); i++) {
+		/* A Makefile often only wraps another toolchain: Python sources at the top
+		 * make it a Python project. */
+		if (strcmp(markers[i].flavor, "c") == 0 && has_top_py(repo_dir)) {
+			snprintf(out->flavor, sizeof(out->flavor), "%s", "python");
+			snprintf(out->why, sizeof(out->why),
+				 "Python files at the top of the checkout");
+			break;
+		}
+		if (has_file(repo_dir, markers[i].file)) {
+			snprintf(out->flavor, sizeof(out->flavor), "%s", markers[i].flavor);
+			snprintf(out->why, sizeof(out->why), "%s in the checkout", markers[i].file);
+			break;
+		}
+	}
+	if (!out->flavor[0]) {
+		snprintf(out->flavor, sizeof(out->flavor), "%s", default_flavor);
+		snprintf(out->why, sizeof(out->why),
+			 "the default: no package.json, go.mod, Cargo.toml, pom.xml, build.gradle, "
+			 "CMakeLists.txt or Makefile in the checkout");
+	}
+	env_flavor_image(cfg, out->flavor, out->image, sizeof(out->image));
+	return 0;
+}
+
+void env_describe_choice(const env_choice *c, char *out, size_t n)
+{
+	if (c->flavor[0])
+		snprintf(out, n, "sandbox image %s (flavour %s: %s)", c->image, c->flavor, c->why);
+	else
+		snprintf(out, n, "sandbox image %s (%s)", c->image, c->why);
+}
+
+static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* AUTOPATCH_SANDBOX_BUILD_CMD --flavor NAME on the host, output to a pipe we keep the tail
+ * of, within the build timeout. */
+static int build_flavor(const ap_config *cfg, const char *flavor)
+{
+	const char *cmd = cfg_str(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD");
+	char *argv[] = {(char *)cmd, "--flavor", (char *)flavor, NULL};
+	posix_spawn_file_actions_t fa;
+	char tail[TAIL_CAP + 1] = "", buf[4096];
+	size_t tlen = 0;
+	int64_t timeout_s = 1200, deadline;
+	int pfd[2], status = 0, rc;
+	pid_t pid;
+
+	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S", 1, 86400, &timeout_s)))
+		return rc;
+	if (pipe2(pfd, O_CLOEXEC) != 0)
+		return ap_error_set(AP_EIO, "pipe: %s", strerror(errno));
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
+	rc = posix_spawn(&pid, cmd, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pfd[1]);
+	if (rc != 0) {
+		close(pfd[0]);
+		return ap_error_set(AP_EIO, "cannot run AUTOPATCH_SANDBOX_BUILD_CMD %s: %s", cmd,
+				    strerror(rc));
+	}
+	deadline = now_ms() + timeout_s * 1000;
+	for (;;) {
+		struct pollfd p = {pfd[0], POLLIN, 0};
+		int64_t left = deadline - now_ms();
+		ssize_t got;
+
+		if (left <= 0) {
+			kill(pid, SIGKILL);
+			break;
+		}
+		if (poll(&p, 1, left > 1000 ? 1000 : (int)left) <= 0)
+			continue;
+		got = read(pfd[0], buf, sizeof(buf));
+		if (got <= 0)
+			break;
+		for (ssize_t i = 0; i < got; i++) {
+			if (tlen == TAIL_CAP) {
+				memmove(tail, tail + TAIL_CAP / 2, TAIL_CAP / 2);
+				tlen = TAIL_CAP / 2;
+			}
+			tail[tlen++] = buf[i];
+		}
+	}
+	close(pfd[0]);
+	tail[tlen] = '\0';
+	waitpid(pid, &status, 0);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	return ap_error_set(AP_EIO, "building the %s flavour (`%s --flavor %s`) %s %d:\n%s", flavor,
+			    cmd, flavor, WIFEXITED(status) ? "exited with" : "was killed by signal",
+			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), tail);
+}
+
+int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
+		    void (*note_fn)(void *ud, const char *msg), void *ud)
+{
+	char msg[512];
+	int rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
+
+	if (rc != AP_ENOTFOUND)
+		return rc;
+	ap_error_clear();
+	if (!c->flavor[0])
+		return ap_error_set(
+		    AP_ENOTFOUND,
+		    "the sandbox image %s (%s) is not on the autopatch host's Docker "
+		    "engine, and autopatch never pulls: run `docker pull %s` there, "
+		    "or name another image in `image:`",
+		    c->image, c->why, c->image);
+	if (!cfg_is_set(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD"))
+		return ap_error_set(AP_ENOTFOUND,
+				    "the sandbox image %s for the %s flavour (%s) is not built on "
+				    "this host: build it with `deploy/sandbox-image/build.sh "
+				    "--flavor %s` (a few minutes), or set "
+				    "AUTOPATCH_SANDBOX_BUILD_CMD to build flavours on first use",
+				    c->image, c->flavor, c->why, c->flavor);
+	snprintf(msg, sizeof(msg),
+		 "building the sandbox image for the %s flavour (first use; this takes a few "
+		 "minutes)",
+		 c->flavor);
+	if (note_fn)
+		note_fn(ud, msg);
+	pthread_mutex_lock(&build_lock);
+	/* Another job may have built it while this one waited. */
+	rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
+	if (rc == AP_ENOTFOUND) {
+		ap_error_clear();
+		rc = build_flavor(cfg, c->flavor);
+		if (rc == 0)
+			rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
+	}
+	pthread_mutex_unlock(&build_lock);
+	if (rc == 0 && note_fn) {
+		snprintf(msg, sizeof(msg), "built the sandbox image %s", c->image);
+		note_fn(ud, msg);
+	}
+	return rc;
+}
+
+/* ---- commands in the box ---- */
+
+/* Run a short sh script in the box; the exit code in *code. */
+static int box_sh(sbx_box *b, const char *script, int timeout_s, int *code, sbx_result *keep)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result r = SBX_RESULT_INIT;
+	int rc;
+
+	cmd.argv = argv;
+	cmd.timeout_s = timeout_s;
+	cmd.output_cap = LIST_CAP;
+	rc = sbx_exec(b, &cmd, &r);
+	if (rc == 0)
+		*code = r.exit_code;
+	if (keep && rc == 0)
+		*keep = r;
+	else
+		sbx_result_release(&r);
+	return rc;
+}
+
+const char *env_flavor_of_command(const char *command)
+{
+	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++)
+		if (strcmp(command, tools[i].cmd) == 0)
+			return tools[i].flavor;
+	return NULL;
+}
+
+/* The first word of a shell command when it is a plain command name worth probing. */
+static bool first_word(const char *cmdline, char *out, size_t n)
+{
+	static const char *const skip[] = {
+	    "if", "for", "while", "case",  "until", "exec", "set", "export",  "cd",   "{",
+	    "(",  "!",	 "true",  "false", ":",	    ".",    "env", "command", "sudo", NULL};
+	size_t len;
+
+	while (*cmdline == ' ' || *cmdline == '\t' || *cmdline == '\n')
+		cmdline++;
+	len = strcspn(cmdline, " \t\n;&|<>()$`\"'\\");
+	if (len == 0 || len >= n)
+		return false;
+	snprintf(out, n, "%.*s", (int)len, cmdline);
+	if (strchr(out, '=') || strchr(out, '/'))
+		return false;
+	for (size_t i = 0; skip[i]; i++)
+		if (strcmp(out, skip[i]) == 0)
+			return false;
+	for (const char *p = out; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.' || *p == '+'))
+			return false;
+	return true;
+}
+
+static int missing_tool(const env_choice *c, const char *what, const char *cmdline,
+			const char *word)
+{
+	const char *fl = env_flavor_of_command(word);
+	char where[400];
+
+	env_describe_choice(c, where, sizeof(where));
+	if (fl && (!c->flavor[0] || strcmp(fl, c->flavor) != 0))
+		return ap_error_set(
+		    AP_ENOTFOUND,
+		    "the %s `%.200s` needs `%s`, which the %s does not have; the %s "
+		    "flavour has it: add `image: %s` to %s",
+		    what, cmdline, word, where, fl, fl, REPO_CONFIG_PATH);
+	return ap_error_set(AP_ENOTFOUND,
+			    "the %s `%.200s` needs `%s`, which the %s does not have, and no "
+			    "flavour provides it: name an image that has it in `image:` in %s, or "
+			    "install it in `setup:`",
+			    what, cmdline, word, where, REPO_CONFIG_PATH);
+}
+
+int env_check_tools(sbx_box *b, const env_choice *c, const char *const *setup_steps,
+		    const char *test_cmd)
+{
+	char word[64], script[128];
+	int code = 0, rc;
+	size_t n = 0;
+
+	while (setup_steps && setup_steps[n])
+		n++;
+	for (size_t i = 0; i <= n; i++) {
+		const char *line = i < n ? setup_steps[i] : test_cmd;
+
+		if (!line || !first_word(line, word, sizeof(word)))
+			continue;
+		snprintf(script, sizeof(script), "command -v '%s' >/dev/null 2>&1", word);
+		rc = box_sh(b, script, 30, &code, NULL);
+		if (rc)
+			return rc;
+		if (code != 0)
+			return missing_tool(c, i < n ? "setup step" : "test command", line, word);
+	}
+	return 0;
+}
+
+/* ---- the cache key ---- */
+
+struct keywalk {
+	char **paths;
+	size_t n, seen;
+	const char *const *globs;
+	bool top_only;
+};
+
+static bool key_match(const struct keywalk *w, const char *rel)
+{
+	for (size_t i = 0; w->globs[i]; i++)
+		if (repo_config_glob(w->globs[i], rel))
+			return true;
+	return false;
+}
+
+static int walk(struct keywalk *w, int dfd, const char *rel, int depth)
+{
+	DIR *d;
+	struct dirent *de;
+	int rc = 0;
+
+	if (depth > KEY_WALK_DEPTH)
+		return 0;
+	d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return ap_error_set(AP_EIO, "cannot read the checkout: %s", strerror(errno));
+	}
+	while (!rc && (de = readdir(d)) != NULL) {
+		char path[4096];
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+		    (depth == 0 && strcmp(de->d_name, ".git") == 0) ||
+		    strcmp(de->d_name, "node_modules") == 0)
+			continue;
+		if (++w->seen > KEY_WALK_ENTRIES)
+			break;
+		snprintf(path, sizeof(path), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && !w->top_only) {
+			int fd = openat(dirfd(d), de->d_name,
+					O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (fd >= 0)
+				rc = walk(w, fd, path, depth + 1);
+		} else if (S_ISREG(st.st_mode) && key_match(w, path) && w->n < KEY_FILES_MAX) {
+			if (!(w->paths[w->n] = strdup(path)))
+				rc = ap_error_set(AP_ENOMEM, "out of memory");
+			else
+				w->n++;
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void hash_str(EVP_MD_CTX *h, const char *label, const char *s)
+{
+	EVP_DigestUpdate(h, label, strlen(label) + 1);
+	EVP_DigestUpdate(h, s ? s : "", strlen(s ? s : "") + 1);
+}
+
+int env_cache_key(char out[65], const char *image_id, const char *setup_script, const char *repo_id,
+		  const char *repo_dir, const char *const *globs)
+{
+	struct keywalk w = {0};
+	EVP_MD_CTX *h = EVP_MD_CTX_new();
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	int fd, rc = 0;
+
+	out[0] = '\0';
+	if (!h)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	w.globs = globs && globs[0] ? globs : default_key_globs;
+	w.top_only = !(globs && globs[0]);
+	w.paths = calloc(KEY_FILES_MAX, sizeof(*w.paths));
+	if (!w.paths) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out;
+	}
+	fd = open(repo_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = ap_error_set(AP_EIO, "cannot open the checkout: %s", strerror(errno));
+		goto out;
+	}
+	if ((rc = walk(&w, fd, "", 0)))
+		goto out;
+	qsort(w.paths, w.n, sizeof(*w.paths), cmp_str);
+	EVP_DigestInit_ex(h, EVP_sha256(), NULL);
+	hash_str(h, "autopatch-env-1", "");
+	hash_str(h, "image", image_id);
+	hash_str(h, "setup", setup_script);
+	hash_str(h, "repo", repo_id);
+	for (size_t i = 0; i < w.n; i++) {
+		ap_buf b = AP_BUF_INIT(KEY_FILE_CAP);
+
+		rc = fs_read_file_at(&b, repo_dir, w.paths[i], FS_READ_NOFOLLOW);
+		hash_str(h, "file", w.paths[i]);
+		if (rc == 0) {
+			EVP_DigestUpdate(h, b.data ? b.data : "", b.len);
+		} else {
+			/* Too big or refused: the key says so, and changes with its size. */
+			hash_str(h, "unreadable", ap_error_name(rc));
+			ap_error_clear();
+			rc = 0;
+		}
+		ap_buf_release(&b);
+	}
+	EVP_DigestFinal_ex(h, md, &mdlen);
+	for (unsigned int i = 0; i < 32 && i < mdlen; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+out:
+	for (size_t i = 0; w.paths && i < w.n; i++)
+		free(w.paths[i]);
+	free(w.paths);
+	EVP_MD_CTX_free(h);
+	return rc;
+}
+
+/* ---- the cache on the host ---- */
+
+static void repo_slug(const char *repo_id, char *out, size_t n)
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	char hex[17];
+	size_t j = 0;
+
+	EVP_Digest(repo_id, strlen(repo_id), md, &mdlen, EVP_sha256(), NULL);
+	for (int i = 0; i < 8; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	/* A readable tail of the name, then the hash that makes it unique. */
+	const char *tailp = strrchr(repo_id, '/');
+	const char *name = tailp && tailp[1] ? tailp + 1 : repo_id;
+	char clean[41];
+
+	for (const char *p = name; *p && j < sizeof(clean) - 1; p++)
+		clean[j++] = ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_')
+				 ? *p
+				 : '_';
+	clean[j] = '\0';
+	snprintf(out, n, "%s-%s", clean, hex);
+}
+
+static void cache_root(const ap_config *cfg, char *out, size_t n)
+{
+	snprintf(out, n, "%s/env-cache", cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
+}
+
+static void entry_paths(const ap_config *cfg, const char *repo_id, const char *key, char *dir,
+			char *tar, char *meta, size_t n)
+{
+	char root[3000], slug[80];
+
+	cache_root(cfg, root, sizeof(root));
+	repo_slug(repo_id, slug, sizeof(slug));
+	snprintf(dir, n, "%s/%s", root, slug);
+	snprintf(tar, n, "%s/%s.tar", dir, key);
+	snprintf(meta, n, "%s/%s.json", dir, key);
+}
+
+static void write_meta(const char *path, const env_cache_entry *e)
+{
+	char tmp[4300];
+	FILE *f;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	/* Only values autopatch made itself: the repository id, a hex key, an image
+	 * reference (letters, digits, ._-/:@), numbers. */
+	fprintf(f,
+		"{\"repo\":\"%s\",\"key\":\"%s\",\"image\":\"%s\",\"bytes\":%" PRId64
+		",\"setup_ms\":%" PRId64 "}\n",
+		e->repo, e->key, e->image, e->bytes, e->setup_ms);
+	if (fclose(f) == 0)
+		rename(tmp, path);
+	else
+		unlink(tmp);
+}
+
+static bool json_field(const char *text, const char *name, char *out, size_t n)
+{
+	char pat[40];
+	const char *p, *end;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", name);
+	p = strstr(text, pat);
+	if (!p)
+		return false;
+	p += strlen(pat);
+	if (*p == '"') {
+		p++;
+		end = strchr(p, '"');
+	} else {
+		end = p + strcspn(p, ",}");
+	}
+	if (!end)
+		return false;
+	snprintf(out, n, "%.*s", (int)(end - p), p);
+	return true;
+}
+
+static int read_entry(const char *dir, const char *name, env_cache_entry *e)
+{
+	char path[4200], num[32];
+	ap_buf b = AP_BUF_INIT(8192);
+	struct stat st;
+	size_t len = strlen(name);
+	int rc;
+
+	if (len < 6 || strcmp(name + len - 5, ".json") != 0)
+		return AP_ENOTFOUND;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	rc = fs_read_file(&b, path, FS_READ_NOFOLLOW);
+	if (rc) {
+		ap_buf_release(&b);
+		ap_error_clear();
+		return AP_ENOTFOUND;
+	}
+	memset(e, 0, sizeof(*e));
+	json_field(ap_buf_str(&b), "repo", e->repo, sizeof(e->repo));
+	json_field(ap_buf_str(&b), "key", e->key, sizeof(e->key));
+	json_field(ap_buf_str(&b), "image", e->image, sizeof(e->image));
+	if (json_field(ap_buf_str(&b), "setup_ms", num, sizeof(num)))
+		e->setup_ms = strtoll(num, NULL, 10);
+	ap_buf_release(&b);
+	snprintf(path, sizeof(path), "%s/%.*s.tar", dir, (int)(len - 5), name);
+	if (stat(path, &st) != 0)
+		return AP_ENOTFOUND;
+	e->bytes = st.st_size;
+	e->used_s = st.st_mtime;
+	return 0;
+}
+
+static int cmp_used(const void *a, const void *b)
+{
+	const env_cache_entry *x = a, *y = b;
+
+	return x->used_s < y->used_s ? 1 : x->used_s > y->used_s ? -1 : 0;
+}
+
+int env_cache_list(const ap_config *cfg, env_cache_entry **out, size_t *n)
+{
+	char root[3000], dir[3400];
+	DIR *rd, *dd;
+	struct dirent *re, *de;
+	env_cache_entry *v = NULL, e;
+	size_t cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	cache_root(cfg, root, sizeof(root));
+	rd = opendir(root);
+	if (!rd)
+		return errno == ENOENT
+			   ? 0
+			   : ap_error_set(AP_EIO, "cannot read %s: %s", root, strerror(errno));
+	while ((re = readdir(rd)) != NULL) {
+		if (re->d_name[0] == '.')
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%s", root, re->d_name);
+		dd = opendir(dir);
+		if (!dd)
+			continue;
+		while ((de = readdir(dd)) != NULL) {
+			if (read_entry(dir, de->d_name, &e) != 0)
+				continue;
+			if (*n == cap) {
+				env_cache_entry *nv;
+
+				cap = cap ? cap * 2 : 16;
+				nv = realloc(v, cap * sizeof(*v));
+				if (!nv) {
+					closedir(dd);
+					closedir(rd);
+					free(v);
+					return ap_error_set(AP_ENOMEM, "out of memory");
+				}
+				v = nv;
+			}
+			v[(*n)++] = e;
+		}
+		closedir(dd);
+	}
+	closedir(rd);
+	qsort(v, *n, sizeof(*v), cmp_used);
+	*out = v;
+	return 0;
+}
+
+static void remove_entry(const ap_config *cfg, const env_cache_entry *e)
+{
+	char dir[4200], tar[4200], meta[4200];
+
+	entry_paths(cfg, e->repo, e->key, dir, tar, meta, sizeof(dir));
+	unlink(meta);
+	unlink(tar);
+	rmdir(dir); /* when it was the repository's last entry */
+}
+
+int env_cache_clear(const ap_config *cfg, const char *repo_id, size_t *removed)
+{
+	env_cache_entry *v = NULL;
+	size_t n = 0;
+	int rc = env_cache_list(cfg, &v, &n);
+
+	*removed = 0;
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		if (!repo_id || strcmp(v[i].repo, repo_id) == 0) {
+			remove_entry(cfg, &v[i]);
+			(*removed)++;
+		}
+	free(v);
+	return 0;
+}
+
+/* Least recently used entries go until the total fits the cap (the newest is kept). */
+static void evict(const ap_config *cfg, const env_setup_opts *o)
+{
+	env_cache_entry *v = NULL;
+	size_t n = 0;
+	int64_t cap = 0, total = 0;
+
+	if (cfg_bytes(cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &cap) ||
+	    env_cache_list(cfg, &v, &n)) {
+		ap_error_clear();
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		total += v[i].bytes;
+	for (size_t i = n; i-- > 1 && total > cap;) {
+		remove_entry(cfg, &v[i]);
+		total -= v[i].bytes;
+		if (o)
+			note(o, "environment cache: evicted key %.12s (%s, least recently used)",
+			     v[i].key, v[i].repo);
+	}
+	free(v);
+}
+
+/* ---- streaming archives ---- */
+
+struct sink {
+	int fd;
+	int64_t bytes, cap;
+	bool failed;
+};
+
+static void sink_write(void *ud, int stream, const char *p, size_t n)
+{
+	struct sink *s = ud;
+
+	(void)stream;
+	if (s->failed)
+		return;
+	if (s->bytes + (int64_t)n > s->cap) {
+		s->failed = true;
+		return;
+	}
+	while (n) {
+		ssize_t w = write(s->fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			s->failed = true;
+			return;
+		}
+		p += w;
+		n -= (size_t)w;
+		s->bytes += w;
+	}
+}
+
+static long source_read(void *ud, char *buf, size_t n)
+{
+	int fd = *(int *)ud;
+	ssize_t r;
+
+	do
+		r = read(fd, buf, n);
+	while (r < 0 && errno == EINTR);
+	return (long)r;
+}
+
+/* Lines that save and restore the archive. The list of kept paths travels as the archive's
+ * first member, so a restore knows what it restored. */
+#define ENV_LIST_MEMBER ".autopatch-env-keep"
+static const char SCRIPT_SAVE[] =
+    "cp " ENV_KEEP_LIST " " ENV_DIR "/" ENV_LIST_MEMBER " && "
+    "tar -cf - -C " ENV_DIR " " ENV_LIST_MEMBER " -C /tmp/workspace -T " ENV_KEEP_LIST;
+static const char SCRIPT_RESTORE[] =
+    "mkdir -p " ENV_DIR " /tmp/workspace/.git/info && tar -xf - -C /tmp/workspace && "
+    "mv /tmp/workspace/" ENV_LIST_MEMBER " " ENV_KEEP_LIST " && cp " ENV_KEEP_LIST
+    " " ENV_FILES_LIST " && cat " ENV_FILES_LIST
+    " | sed 's|^|/|' >> /tmp/workspace/.git/info/exclude";
+
+/* Snapshot the untracked files (all of them, ignored ones too) before setup. */
+static const char SCRIPT_BEFORE[] =
+    "mkdir -p " ENV_DIR " && cd /tmp/workspace && "
+    "git -c safe.directory='*' ls-files -o --directory > " ENV_DIR "/before 2>/dev/null || "
+    ": > " ENV_DIR "/before";
+
+/* After setup: what is new is the environment; keep it out of every diff, and list what the
+ * cache keeps (tool download caches left out). */
+static const char SCRIPT_AFTER[] =
+    "cd /tmp/workspace && git -c safe.directory='*' ls-files -o --directory > " ENV_DIR
+    "/after && grep -vxFf " ENV_DIR "/before " ENV_DIR "/after > " ENV_FILES_LIST "; "
+    "mkdir -p .git/info && sed 's|^|/|' " ENV_FILES_LIST " >> .git/info/exclude && "
+    "grep -vE '^(\\.cache|\\.npm)/' " ENV_FILES_LIST " > " ENV_KEEP_LIST "; "
+    "wc -l < " ENV_KEEP_LIST;
+
+/* One archive command (save or restore) with its deadline and a small output cap; a non-zero
+ * exit is AP_EIO naming what and quoting its stderr. */
+static int archive_exec(const env_setup_opts *o, sbx_cmd *cmd, const char *what)
+{
+	sbx_result r = SBX_RESULT_INIT;
+	int rc;
+
+	cmd->timeout_s = 600;
+	cmd->output_cap = 8192;
+	cmd->cancel = o->cancel;
+	rc = sbx_exec(o->box, cmd, &r);
+	if (rc == 0 && r.exit_code != 0)
+		rc = ap_error_set(AP_EIO, "%s exited with %d: %.300s", what, r.exit_code,
+				  r.err ? r.err : "");
+	sbx_result_release(&r);
+	return rc;
+}
+
+static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_result *res)
+{
+	const char *argv[] = {"sh", "-c", SCRIPT_RESTORE, NULL};
+	sbx_cmd cmd = SBX_CMD_INIT;
+	int64_t start = now_ms();
+	struct stat st;
+	int fd, rc;
+
+	fd = open(tar, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return AP_ENOTFOUND;
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return AP_ENOTFOUND;
+	}
+	cmd.argv = argv;
+	cmd.stdin_fn = source_read;
+	cmd.stdin_ud = &fd;
+	rc = archive_exec(o, &cmd, "restoring the cached environment");
+	close(fd);
+	if (rc)
+		return rc;
+	/* Used now: the LRU clock is the archive's mtime. */
+	utimensat(AT_FDCWD, tar, NULL, 0);
+	res->restored = true;
+	res->have_products = true;
+	res->archive_bytes = st.st_size;
+	res->setup_ms = now_ms() - start;
+	return 0;
+}
+
+static int cache_save(const env_setup_opts *o, const char *dir, const char *tar, const char *meta,
+		      env_setup_result *res)
+{
+	const char *argv[] = {"sh", "-c", SCRIPT_SAVE, NULL};
+	sbx_cmd cmd = SBX_CMD_INIT;
+	char tmp[4300];
+	struct sink s = {-1, 0, 0, false};
+	env_cache_entry e;
+	int rc;
+
+	if ((rc = cfg_bytes(o->cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &s.cap)))
+		return rc;
+	if ((rc = fs_mkdir_p(dir, 0700)))
+		return rc;
+	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", tar, (int)getpid());
+	s.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (s.fd < 0)
+		return ap_error_set(AP_EIO, "cannot write %s: %s", tmp, strerror(errno));
+	cmd.argv = argv;
+	cmd.raw_stdout = sink_write;
+	cmd.raw_stdout_ud = &s;
+	rc = archive_exec(o, &cmd, "archiving the environment");
+	if (close(s.fd) != 0)
+		s.failed = true;
+	if (rc == 0 && s.failed)
+		rc = ap_error_set(
+		    AP_ETOOBIG, "the environment is larger than AUTOPATCH_ENV_CACHE_SIZE or could "
+				"not be written; it was not cached");
+	if (rc) {
+		unlink(tmp);
+		return rc;
+	}
+	if (rename(tmp, tar) != 0) {
+		unlink(tmp);
+		return ap_error_set(AP_EIO, "cannot store %s: %s", tar, strerror(errno));
+	}
+	memset(&e, 0, sizeof(e));
+	snprintf(e.repo, sizeof(e.repo), "%s", o->repo_id);
+	snprintf(e.key, sizeof(e.key), "%s", res->key);
+	snprintf(e.image, sizeof(e.image), "%s", o->image->image);
+	e.bytes = s.bytes;
+	e.setup_ms = res->setup_ms;
+	write_meta(meta, &e);
+	res->archive_bytes = s.bytes;
+	return 0;
+}
+
+/* ---- the setup phase ---- */
+
+struct live {
+	const env_setup_opts *o;
+	const char *step;
+	int index, count;
+	int64_t start, last;
+	char line[LIVE_LINE_MAX + 1]; /* the last complete non-empty line */
+	char cur[LIVE_LINE_MAX + 1];  /* the line being received */
+	size_t cur_len;
+	char tail[TAIL_CAP + 1];
+	size_t tail_len;
+};
+
+static void live_show(struct live *l, bool force)
+{
+	char msg[600];
+	int64_t t = now_ms();
+
+	if (!l->o->live || (!force && t - l->last < LIVE_INTERVAL_MS))
+		return;
+	l->last = t;
+	snprintf(msg, sizeof(msg), "setup %d/%d `%.120s` running (%lld s)%s%s", l->index + 1,
+		 l->count, l->step, (long long)((t - l->start) / 1000), l->line[0] ? ": " : "",
+		 l->line);
+	l->o->live(l->o->ud, msg);
+}
+
+static void live_output(void *ud, int stream, const char *p, size_t n)
+{
+	struct live *l = ud;
+
+	(void)stream;
+	for (size_t i = 0; i < n; i++) {
+		char c = p[i];
+
+		if (l->tail_len == TAIL_CAP) {
+			memmove(l->tail, l->tail + TAIL_CAP / 2, TAIL_CAP / 2);
+			l->tail_len = TAIL_CAP / 2;
+		}
+		l->tail[l->tail_len++] = c;
+		if (c == '\n' || c == '\r') {
+			if (l->cur_len) {
+				l->cur[l->cur_len] = '\0';
+				memcpy(l->line, l->cur, l->cur_len + 1);
+			}
+			l->cur_len = 0;
+		} else if (l->cur_len < LIVE_LINE_MAX && (unsigned char)c >= 0x20) {
+			l->cur[l->cur_len++] = c;
+		}
+	}
+	l->tail[l->tail_len] = '\0';
+	live_show(l, false);
+}
+
+/* The last lines of the tail (at most 12 and 700 bytes: the whole error message is capped at
+ * 1 KiB, and the last lines say most). */
+static const char *tail_lines(const char *t)
+{
+	size_t len = strlen(t);
+	const char *p = t + len;
+	int lines = 0;
+
+	while (len && (t[len - 1] == '\n' || t[len - 1] == '\r'))
+		len--;
+	p = t + len;
+	while (p > t && lines < 12 && (size_t)(t + len - p) < 700) {
+		p--;
+		if (*p == '\n')
+			lines++;
+	}
+	return *p == '\n' ? p + 1 : p;
+}
+
+static int run_steps(const env_setup_opts *o, env_setup_result *res)
+{
+	int64_t timeout_s = 900, start = now_ms();
+	size_t count = 0;
+	int rc;
+
+	if ((rc = cfg_int(o->cfg, "AUTOPATCH_SETUP_TIMEOUT_S", 1, 86400, &timeout_s)))
+		return rc;
+	while (o->setup_steps[count])
+		count++;
+	for (size_t i = 0; i < count; i++) {
+		const char *argv[] = {"sh", "-c", o->setup_steps[i], NULL};
+		sbx_cmd cmd = SBX_CMD_INIT;
+		sbx_result r = SBX_RESULT_INIT;
+		struct live *l = calloc(1, sizeof(*l));
+		int64_t left = timeout_s - (now_ms() - start) / 1000;
+
+		if (!l)
+			return ap_error_set(AP_ENOMEM, "out of memory");
+		l->o = o;
+		l->step = o->setup_steps[i];
+		l->index = (int)i;
+		l->count = (int)count;
+		l->start = now_ms();
+		live_show(l, true);
+		cmd.argv = argv;
+		cmd.timeout_s = left > 0 ? (int)left : 1;
+		cmd.on_output = live_output;
+		cmd.on_output_ud = l;
+		cmd.cancel = o->cancel;
+		rc = sbx_exec(o->box, &cmd, &r);
+		if (rc == 0 && (r.exit_code != 0 || r.timed_out)) {
+			char word[64];
+			const char *fl = NULL, *tl = tail_lines(l->tail);
+			char hint[700] = "";
+
+			if (r.exit_code == 127 &&
+			    first_word(o->setup_steps[i], word, sizeof(word)) &&
+			    (fl = env_flavor_of_command(word)) &&
+			    (!o->image->flavor[0] || strcmp(fl, o->image->flavor) != 0))
+				snprintf(
+				    hint, sizeof(hint),
+				    " (`%s` is not in the sandbox image %s; the %s flavour has "
+				    "it: add `image: %s` to %s)",
+				    word, o->image->image, fl, fl, REPO_CONFIG_PATH);
+			if (r.timed_out)
+				rc = ap_error_set(AP_ETIMEOUT,
+						  "setup failed: `%.200s` did not finish within "
+						  "AUTOPATCH_SETUP_TIMEOUT_S (%lld s for all setup "
+						  "steps); its output ended with:\n%s",
+						  o->setup_steps[i], (long long)timeout_s, tl);
+			else
+				rc = ap_error_set(
+				    AP_EINVAL,
+				    "setup failed: `%.200s` exited with %d after %lld "
+				    "s%s; its output ended with:\n%s",
+				    o->setup_steps[i], r.exit_code,
+				    (long long)((now_ms() - l->start) / 1000), hint, tl);
+		}
+		if (o->live && rc == 0) {
+			char msg[400];
+
+			snprintf(msg, sizeof(msg), "setup %zu/%zu `%.200s` done (%lld s)", i + 1,
+				 count, o->setup_steps[i],
+				 (long long)((now_ms() - l->start) / 1000));
+			o->live(o->ud, msg);
+		}
+		sbx_result_release(&r);
+		free(l);
+		if (rc)
+			return rc;
+	}
+	res->ran = true;
+	res->setup_ms = now_ms() - start;
+	return 0;
+}
+
+/* End the setup phase: network off (unless the repository opted in), phase "agent". */
+static int end_setup(const env_setup_opts *o)
+{
+	int rc = 0;
+
+	if (o->had_network && !o->agent_network) {
+		rc = sbx_box_set_network(o->box, SBX_NET_NONE);
+		if (rc == 0)
+			note(o, "network off: the egress allow-list ended with setup");
+	} else if (o->had_network) {
+		note(o, "network stays on for the agent phase (`agent_network: true`)");
+	}
+	sbx_box_set_phase(o->box, "agent");
+	return rc;
+}
+
+int env_setup(const env_setup_opts *o, env_setup_result *res)
+{
+	char dir[4200], tar[4200], meta[4200], why[600];
+	bool use_cache = true;
+	int code = 0, rc, erc;
+	sbx_result r = SBX_RESULT_INIT;
+
+	memset(res, 0, sizeof(*res));
+	sbx_box_set_phase(o->box, "setup");
+	if (!o->setup_steps || !o->setup_steps[0]) {
+		rc = 0;
+		goto out_end;
+	}
+	if ((rc = cfg_bool(o->cfg, "AUTOPATCH_ENV_CACHE", &use_cache)))
+		goto out_end;
+	if (use_cache) {
+		rc = env_cache_key(res->key, o->image->image_id, o->setup_script, o->repo_id,
+				   o->repo_dir, o->cache_key_globs);
+		if (rc)
+			goto out_end;
+		entry_paths(o->cfg, o->repo_id, res->key, dir, tar, meta, sizeof(dir));
+		rc = cache_restore(o, tar, res);
+		if (rc == 0) {
+			snprintf(res->summary, sizeof(res->summary),
+				 "environment restored from cache (key %.12s, %.1f MB, %.1f s)",
+				 res->key, (double)res->archive_bytes / 1e6,
+				 (double)res->setup_ms / 1000);
+			note(o, "%s", res->summary);
+			goto out_end;
+		}
+		if (rc != AP_ENOTFOUND) {
+			if (rc == AP_ECANCELLED)
+				goto out_end;
+			note(o,
+			     "the cached environment could not be restored (%.300s); running "
+			     "setup",
+			     ap_error_last());
+			ap_error_clear();
+		}
+		rc = 0;
+	}
+	if ((rc = box_sh(o->box, SCRIPT_BEFORE, 60, &code, NULL)))
+		goto out_end;
+	if ((rc = run_steps(o, res)))
+		goto out_end;
+	if ((rc = box_sh(o->box, SCRIPT_AFTER, 120, &code, &r)))
+		goto out_end;
+	res->have_products = r.out && strtol(r.out, NULL, 10) > 0;
+	sbx_result_release(&r);
+	snprintf(res->summary, sizeof(res->summary), "setup ran (%lld s)",
+		 (long long)((res->setup_ms + 500) / 1000));
+	note(o, "%s", res->summary);
+	if (use_cache && res->have_products) {
+		erc = cache_save(o, dir, tar, meta, res);
+		if (erc == 0) {
+			note(o, "environment cached (key %.12s, %.1f MB)", res->key,
+			     (double)res->archive_bytes / 1e6);
+			evict(o->cfg, o);
+		} else if (erc == AP_ECANCELLED) {
+			rc = erc;
+		} else {
+			note(o, "the environment was not cached: %.300s", ap_error_last());
+			ap_error_clear();
+		}
+	}
+out_end:
+	if (rc) {
+		/* Keep the phase's error; the network still goes off. */
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		erc = end_setup(o);
+		ap_error_set(rc, "%s", why);
+		(void)erc;
+		return rc;
+	}
+	return end_setup(o);
+}
+
+/* ---- blocked egress ---- */
+
+int env_blocked_report(sbx_box *b, char **out)
+{
+	sbx_denial d[SBX_DENIAL_REPORT_MAX];
+	ap_buf buf = AP_BUF_INIT(16384);
+	size_t n = 0;
+	int rc;
+
+	*out = NULL;
+	rc = sbx_box_denials(b, d, SBX_DENIAL_REPORT_MAX, &n);
+	if (rc)
+		return rc;
+	if (n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char hp[300];
+		bool agent = strcmp(d[i].phase, "agent") == 0;
+
+		if (d[i].port)
+			snprintf(hp, sizeof(hp), "%s:%d", d[i].host, d[i].port);
+		else
+			snprintf(hp, sizeof(hp), "%s", d[i].host);
+		ap_buf_addf(&buf, "%s%s, %d time%s, during %s by `%s`: ", i ? "\n" : "", hp,
+			    d[i].count, d[i].count == 1 ? "" : "s",
+			    agent	    ? "the agent phase"
+			    : d[i].phase[0] ? d[i].phase
+					    : "a command",
+			    d[i].command);
+		if (agent)
+			ap_buf_addf(&buf,
+				    "the agent phase is offline; fetch it in `setup:` (with `%s` "
+				    "in `network:`), or add `agent_network: true` and `%s` to "
+				    "`network:` in %s",
+				    hp, hp, REPO_CONFIG_PATH);
+		else
+			ap_buf_addf(&buf, "add `%s` to `network:` in %s", hp, REPO_CONFIG_PATH);
+	}
+	*out = strdup(ap_buf_str(&buf));
+	ap_buf_release(&buf);
+	return *out ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
+}

@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/* job/environment.h - a repository's environment: which toolchain image its box runs, the
+ * setup phase (the only time a box may reach the network), the per-repository environment
+ * cache, and the report of connections the egress proxy refused. docs/environments.md is the
+ * user's manual; this is the contract.
+ *
+ * Both front ends use it in the same order, so one repository is prepared the same way by
+ * `autopatch serve` (job/pipeline.c) and `autopatch fix` (cli/fix.c):
+ *
+ *   env_choose_image()   `image:` (a flavour or any reference), else a flavour chosen from the
+ *                        checkout; one sentence says which and why
+ *   env_check_image()    present on the Docker host, else the sentence that says how to make it
+ *                        so (docker pull, or the flavour's build command) - before any model
+ *                        call and before any box
+ *   env_check_tools()    the first word of every setup step and of the test command exists in
+ *                        the box, else the sentence naming the command and the flavour that
+ *                        has it
+ *   env_setup()          restore the cached environment, or run `setup:` (phase "setup", the
+ *                        allow-list of `network:`, its own deadline, output streamed to
+ *                        on_live) and cache what it produced; then switch the box's network
+ *                        off (unless agent_network) and set its phase to "agent"
+ *   env_blocked_report() the connections the proxy refused, with the line to add
+ *
+ * What setup produced (files not tracked by git in the workspace, which is also HOME) is listed
+ * in the box at ENV_FILES_LIST and added to the workspace's .git/info/exclude, so it never
+ * enters a patch. ENV_PREPARE_TREE_CMD copies it into another tree (the Tester's pristine and
+ * patched copies); it is what the pipeline passes the fixer as fixer_opts.setup_cmd ("the
+ * command that prepares a tree", re-run offline): setup itself never runs twice.
+ *
+ * The cache lives on the host under $AUTOPATCH_DATA_DIR/env-cache/<repository>/: one tar
+ * archive per key, streamed out of the box and back into later boxes, never unpacked (nor
+ * listed) on the host. See env_cache_key() for the key.
+ *
+ * Errors: 0 or a negative AP_E* with ap_error_set(); the sentences are meant for the progress
+ * comment. Nothing here is thread-unsafe; the cache directory is shared by the workers
+ * (entries are written to a temporary name and renamed).
+ */
+#ifndef AP_ENVIRONMENT_H
+#define AP_ENVIRONMENT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/config.h"
+#include "sandbox/sandbox.h"
+
+/* In the box: the setup products (one path per line, relative to the workspace; directories
+ * end in "/"), and the subset kept in the cache and copied into other trees (tool caches such
+ * as .cache/ and .npm/ left out). */
+#define ENV_DIR	       "/tmp/.ap-env"
+#define ENV_FILES_LIST ENV_DIR "/files"
+#define ENV_KEEP_LIST  ENV_DIR "/keep"
+
+/* sh script: copy the kept setup products from the workspace into the current directory (a
+ * no-op in the workspace itself, or when there are none). Offline, idempotent. */
+#define ENV_PREPARE_TREE_CMD                                                                       \
+	"d=$(pwd -P); [ \"$d\" = /tmp/workspace ] || [ ! -s " ENV_KEEP_LIST " ] || "               \
+	"tar -C /tmp/workspace -cf - -T " ENV_KEEP_LIST " | tar -C \"$d\" -xf -"
+
+#define ENV_FLAVOR_MAX 16
+
+/* The image a repository's box runs. */
+typedef struct env_choice {
+	char image[256];	     /* the reference handed to the sandbox */
+	char flavor[ENV_FLAVOR_MAX]; /* "python", "node", ...; "" for an image that is no flavour */
+	char why[320];		     /* "package.json in the checkout", "`image: node` in ..." */
+	char image_id[80];	     /* filled by env_check_image() */
+} env_choice;
+
+/* The flavours, NULL-terminated, in detection order of their marker files. */
+extern const char *const env_flavors[];
+
+/* Whether name is a flavour short name. */
+bool env_is_flavor(const char *name);
+
+/* The image of a flavour: AUTOPATCH_SANDBOX_IMAGE for the default flavour (python), else
+ * AUTOPATCH_FLAVOR_REPOSITORY:NAME. */
+void env_flavor_image(const ap_config *cfg, const char *flavor, char *out, size_t n);
+
+/*
+ * Choose the image: image_field (the file's `image:`, or a flag) is a flavour name or an
+ * image reference; without it the flavour comes from marker files at the top of repo_dir,
+ * read through the safe reader (no symbolic link, regular files only): package.json -> node,
+ * go.mod -> go, Cargo.toml -> rust, pom.xml / build.gradle(.kts) -> java, then Python's own
+ * files (pyproject.toml, setup.py, setup.cfg, requirements.txt, Pipfile, pytest.ini, tox.ini,
+ * conftest.py) -> python, then any *.py file at the top -> python (a Makefile often only wraps
+ * pytest), then CMakeLists.txt / Makefile -> c, else python. source names where image_field came
+ * from (for the sentence). Cannot fail but for AP_EINVAL (an over-long reference).
+ */
+int env_choose_image(env_choice *out, const ap_config *cfg, const char *repo_dir,
+		     const char *image_field, const char *source);
+
+/* One sentence for the comment and fix's output: "sandbox image autopatch-sandbox:node
+ * (flavour node: package.json in the checkout)". */
+void env_describe_choice(const env_choice *c, char *out, size_t n);
+
+/*
+ * Whether the chosen image is present (fills c->image_id). AP_ENOTFOUND with the sentence:
+ * for a flavour, the build command (`deploy/sandbox-image/build.sh --flavor NAME`); for
+ * another image, `docker pull IMAGE` (autopatch never pulls). With AUTOPATCH_SANDBOX_BUILD_CMD
+ * set, a missing flavour is built on first use instead: note() is told before the build starts
+ * (it takes minutes), builds are serialised across jobs, and a failed or timed-out build
+ * (AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S) ends with its exit status and output tail.
+ */
+int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
+		    void (*note)(void *ud, const char *msg), void *ud);
+
+/*
+ * Run `command -v` in the box for the first word of each setup step and of test_cmd (words
+ * with '=' or '/' and shell keywords are skipped). AP_ENOTFOUND with "the setup step `npm ci`
+ * needs `npm`, which the sandbox image ... does not have; the node flavour has it (add `image:
+ * node` to .github/autopatch.yml)".
+ */
+int env_check_tools(sbx_box *b, const env_choice *c, const char *const *setup_steps,
+		    const char *test_cmd);
+
+/* The flavour whose image has command (e.g. "npm" -> "node"), or NULL. */
+const char *env_flavor_of_command(const char *command);
+
+/* What env_setup() needs. Strings are borrowed. */
+typedef struct env_setup_opts {
+	int version;
+	const ap_config *cfg;
+	sbx_box *box;				 /* prepared (workspace filled) */
+	const env_choice *image;		 /* its image (the id keys the cache) */
+	const char *repo_id;			 /* "owner/name", or the checkout's absolute path */
+	const char *repo_dir;			 /* host checkout, for the lockfiles of the key */
+	const char *const *setup_steps;		 /* NULL-terminated; empty: no setup */
+	const char *setup_script;		 /* the steps as one script (repo_config.setup) */
+	const char *const *cache_key_globs;	 /* NULL or empty: the default lockfile list */
+	bool had_network;			 /* the box was created with the allow-list */
+	bool agent_network;			 /* keep it after setup */
+	const volatile sig_atomic_t *cancel;	 /* optional */
+	void (*note)(void *ud, const char *msg); /* one event per step of the phase */
+	void (*live)(void *ud, const char *msg); /* the live setup line (replaced each time) */
+	void *ud;
+} env_setup_opts;
+
+#define ENV_SETUP_OPTS_VERSION 1
+#define ENV_SETUP_OPTS_INIT                                                                        \
+	{                                                                                          \
+		.version = ENV_SETUP_OPTS_VERSION                                                  \
+	}
+
+/* What happened. */
+typedef struct env_setup_result {
+	bool ran;	       /* setup ran (no cache hit) */
+	bool restored;	       /* the cache supplied the environment */
+	bool have_products;    /* ENV_KEEP_LIST is non-empty: pass ENV_PREPARE_TREE_CMD on */
+	int64_t setup_ms;      /* wall time of setup, or of the restore */
+	char key[65];	       /* cache key (hex), "" when there was no setup */
+	int64_t archive_bytes; /* size of the archive restored or stored */
+	char summary[200]; /* "setup ran (12 s)" / "environment restored from cache (key ...)" */
+} env_setup_result;
+
+/*
+ * The setup phase, as described at the top. A failing step ends it with AP_EINVAL and "setup
+ * failed: `STEP` exited with N (after M s)" plus the tail of its output on the following
+ * lines; a deadline (AUTOPATCH_SETUP_TIMEOUT_S, for all steps together) with AP_ETIMEOUT and
+ * the same; exit 127 names the missing command and its flavour. A cache that cannot be read or
+ * written is only a note (setup runs, or its result is not kept). The network is switched off
+ * before returning 0, and on every error path too.
+ */
+int env_setup(const env_setup_opts *o, env_setup_result *res);
+
+/*
+ * The cache key: hex SHA-256 over the image id, the setup script, repo_id, and the path and
+ * content of every file of repo_dir matching the globs (default: the lockfiles and manifests
+ * at the top: requirements*.txt, pyproject.toml, poetry.lock, Pipfile(.lock), setup.py,
+ * setup.cfg, package.json, package-lock.json, npm-shrinkwrap.json, yarn.lock,
+ * pnpm-lock.yaml, go.mod, go.sum, Cargo.toml, Cargo.lock, pom.xml, build.gradle(.kts),
+ * gradle.lockfile, Gemfile(.lock), composer.json, composer.lock). The checkout is walked
+ * without following a link (.git and node_modules skipped, at most 256 files of 16 MiB).
+ */
+int env_cache_key(char out[65], const char *image_id, const char *setup_script, const char *repo_id,
+		  const char *repo_dir, const char *const *globs);
+
+/* One cached environment (env_cache_list). */
+typedef struct env_cache_entry {
+	char repo[256]; /* repo_id it belongs to */
+	char key[65];
+	char image[256];  /* the image reference it was made in */
+	int64_t bytes;	  /* archive size */
+	int64_t used_s;	  /* last use (Unix time) */
+	int64_t setup_ms; /* how long the setup it replaces took */
+} env_cache_entry;
+
+/* Every entry, most recently used first. *out is malloc'd (free()); AP_EIO. */
+int env_cache_list(const ap_config *cfg, env_cache_entry **out, size_t *n);
+
+/* Remove the entries of repo_id (NULL: all). *removed gets how many. */
+int env_cache_clear(const ap_config *cfg, const char *repo_id, size_t *removed);
+
+/*
+ * The connections the box's egress proxy refused so far, one line each:
+ * "registry.npmjs.org:443, 3 times, during setup by `npm ci`: add `registry.npmjs.org:443`
+ * to `network:` in .github/autopatch.yml". *out is malloc'd, NULL when there were none.
+ */
+int env_blocked_report(sbx_box *b, char **out);
+
+#endif

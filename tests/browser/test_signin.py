@@ -1,0 +1,83 @@
+"""Sign-in through the stand-in's OAuth pages on a console that requires it: nothing but the
+sign-in page without a session; a user without push access to a repository sees nothing of
+its jobs (list, page, events); a user with push access sees them and may press the buttons,
+which need the session's CSRF token. Session cookies are HttpOnly, Secure and SameSite=Lax."""
+import json
+import os
+import re
+import urllib.parse
+import urllib.request
+
+from github_stub import GitHubStub
+from server_util import SECRET, Server, examples, free_port, sign
+
+
+def register_app(gh, console):
+    """An App made through the stand-in's manifest endpoints (as /setup would)."""
+    manifest = {"name": "autopatch", "redirect_url": console + "/setup/callback",
+                "hook_attributes": {"url": "http://127.0.0.1:1/hook"}}
+    form = urllib.parse.urlencode({"manifest": json.dumps(manifest)}).encode()
+    with urllib.request.urlopen(gh.url + "/settings/apps/new?state=x", data=form) as r:
+        code = re.search(r'name="code" value="([^"]+)"', r.read().decode()).group(1)
+    req = urllib.request.Request(f"{gh.url}/app-manifests/{code}/conversions", data=b"",
+                                 method="POST")
+    with urllib.request.urlopen(req) as r:
+        return json.loads(r.read())
+
+
+def queue_job(s, repo, issue):
+    p = json.loads(json.dumps(next(e for e in examples("issues") if e["action"] == "labeled")))
+    p["repository"]["full_name"], p["repository"]["name"] = repo, repo.split("/")[1]
+    p["installation"] = {"id": 1}
+    p["sender"]["type"] = "User"
+    p["label"] = {"name": "autopatch"}
+    p["issue"]["number"] = issue
+    body = json.dumps(p).encode()
+    status, _, text = s.request("POST", "/api/github/webhooks", body, {
+        "Content-Type": "application/json", "X-GitHub-Event": "issues",
+        "X-GitHub-Delivery": os.urandom(8).hex(), "X-Hub-Signature-256": sign(body)})
+    assert status == 202, text
+    return json.loads(text)["job"]
+
+
+def test_sign_in_shows_only_repositories_the_user_can_push_to(autopatch_bin, tmp_path,
+                                                                browser):
+    gh = GitHubStub(str(tmp_path / "github")).start()
+    port, admin = free_port(), free_port()
+    console = f"http://127.0.0.1:{admin}"
+    app = register_app(gh, console)
+    gh.seed_repo("octo/calc")
+    gh.seed_repo("octo/secret")
+    gh.config(users={"alice": {"push": ["octo/calc"], "see": ["octo/secret"]},
+                     "bob": {"see": ["octo/calc"]}})
+    s = Server(autopatch_bin, tmp_path, port, AUTOPATCH_ADMIN_LISTEN=f"127.0.0.1:{admin}",
+               AUTOPATCH_CONSOLE_SIGN_IN="always", GITHUB_URL=gh.url, GITHUB_API_URL=gh.url,
+               GITHUB_CLIENT_ID=app["client_id"], GITHUB_CLIENT_SECRET=app["client_secret"])
+    try:
+        s.start()
+        calc = queue_job(s, "octo/calc", 1)
+        secret = queue_job(s, "octo/secret", 2)
+        # Without a session: 401 everywhere but the sign-in page, and no job data.
+        for path in ("/", f"/jobs/{calc}", f"/jobs/{calc}/events", f"/jobs/{calc}/trajectory",
+                     "/setup", "/metrics"):
+            status, _, body = s.admin_request("GET", path)
+            assert status == 401, path
+            assert b"octo/calc" not in body and b"octo/secret" not in body
+        out = browser("signin.mjs", console=console, aliceJob=calc, secretJob=secret)
+        assert out["before"]["status"] == 401
+        assert "Sign in" in out["before"]["text"]
+        assert "octo/calc" not in out["bobList"] and "octo/secret" not in out["bobList"]
+        assert "No jobs to show" in out["bobList"]
+        assert out["bobJobStatus"] == 403 and out["bobEventsStatus"] == 403
+        cookie = next(c for c in out["bobCookies"] if c["name"] == "ap_session")
+        assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Lax"
+        assert cookie["expires"] > 0
+        assert "octo/calc" in out["aliceList"]
+        assert "octo/secret" not in out["aliceList"]  # alice can see it but not push
+        assert out["aliceJobStatus"] == 200
+        assert out["forgedCancel"] == 403
+        assert out["afterCancel"].startswith("cancelled")
+        assert SECRET not in s.log_text() and app["client_secret"] not in s.log_text()
+    finally:
+        s.stop()
+        gh.stop()
