@@ -80,6 +80,14 @@ struct inst_state {
 
 static pthread_mutex_t states_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct inst_state *states;
+static const gh_write_pacer *shared_pacer; /* set at start-up (gh_rest_set_pacer) */
+
+void gh_rest_set_pacer(const gh_write_pacer *p)
+{
+	pthread_mutex_lock(&states_lock);
+	shared_pacer = p;
+	pthread_mutex_unlock(&states_lock);
+}
 
 static int64_t now_ms(void)
 {
@@ -107,6 +115,28 @@ static void sleep_ms(int64_t ms)
 	ts.tv_nsec = (ms % 1000) * 1000000;
 	while (nanosleep(&ts, &ts) != 0)
 		;
+}
+
+/* How long a write of slot must wait for its turn: the shared pacer's slot when there is one,
+ * else the in-process spacing after this process's last write. */
+static int64_t write_wait_ms(gh_rest *r, struct inst_state *slot)
+{
+	const gh_write_pacer *p;
+	int64_t wait = 0;
+
+	pthread_mutex_lock(&states_lock);
+	p = shared_pacer;
+	pthread_mutex_unlock(&states_lock);
+	if (p && r->spacing_ms > 0) {
+		if (p->reserve(p->ud, slot->key, r->spacing_ms, &wait) == 0)
+			return wait;
+		ap_warn("shared GitHub write pacing unavailable (%s): spacing in this process",
+			ap_error_last());
+		ap_error_clear();
+	}
+	if (slot->last_write_ms)
+		wait = slot->last_write_ms + r->spacing_ms - now_ms();
+	return wait;
 }
 
 static struct inst_state *state_for(int64_t key)
@@ -624,8 +654,8 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 			sleep_ms(wait);
 			continue; /* the deadline and the block are checked again */
 		}
-		if (slot && slot->last_write_ms) {
-			wait = slot->last_write_ms + r->spacing_ms - now_ms();
+		if (slot) {
+			wait = write_wait_ms(r, slot);
 			if (wait > left)
 				wait = left;
 			sleep_ms(wait);

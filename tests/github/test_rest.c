@@ -963,6 +963,61 @@ static void test_concurrent_writes_serialized_and_spaced(void **state)
 	assert_true(min_gap >= 0.145);
 }
 
+/* A stand-in for the replicas' shared pacer: the first reservation finds the slot taken by
+ * "another replica" 300 ms ahead; fail = 1 makes reserve fail (the client must then fall
+ * back to its in-process spacing). */
+struct fake_pacer {
+	int calls, fail;
+	int64_t installation, spacing;
+};
+
+static int fake_reserve(void *ud, int64_t installation, int64_t spacing_ms, int64_t *wait_ms)
+{
+	struct fake_pacer *fp = ud;
+
+	fp->installation = installation;
+	fp->spacing = spacing_ms;
+	*wait_ms = fp->calls++ == 0 ? 300 : 0;
+	if (fp->fail)
+		return ap_error_set(AP_EUNAVAIL, "database down");
+	return 0;
+}
+
+static void test_shared_pacer_spaces_writes_across_processes(void **state)
+{
+	struct fx *f = *state;
+	struct fake_pacer fp = {0};
+	gh_write_pacer pacer = {fake_reserve, &fp};
+	struct timespec a, b;
+	gh_rest *r = NULL;
+	gh_comment c = {0};
+	char *tok = NULL;
+
+	cfg_set(f->cfg, "AUTOPATCH_GH_WRITE_SPACING_MS", "100");
+	assert_int_equal(gh_app_token(f->app, 1, &tok), 0);
+	free(tok);
+	assert_int_equal(gh_rest_new(&r, f->cfg, gh_app_creds(f->app), 1), 0);
+	gh_rest_set_pacer(&pacer);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(gh_comment_create(r, "octo/hello", 2, "paced", &c), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	gh_comment_release(&c);
+	/* the write waited for the slot the database handed out, reads are not paced */
+	assert_true((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 >= 290);
+	assert_int_equal(fp.calls, 1);
+	assert_int_equal(fp.installation, 1);
+	assert_int_equal(fp.spacing, 100);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/hello", NULL, NULL), 0);
+	assert_int_equal(fp.calls, 1);
+	/* the database unreachable: the write still goes out, spaced in-process */
+	fp.fail = 1;
+	assert_int_equal(gh_comment_create(r, "octo/hello", 2, "fallback", &c), 0);
+	gh_comment_release(&c);
+	assert_int_equal(fp.calls, 2);
+	gh_rest_set_pacer(NULL);
+	gh_rest_free(r);
+}
+
 /* A 401 right after a token was minted (replication delay) is retried with the same token,
  * not answered with a second mint. */
 static void test_new_token_401_retried_without_mint(void **state)
@@ -1054,6 +1109,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_response_size_cap, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_writes_serialized_and_spaced, fx_setup,
 					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_shared_pacer_spaces_writes_across_processes,
+					    fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_new_token_401_retried_without_mint, fx_setup,
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_mint_rate_limit_returned_to_caller, fx_setup,
