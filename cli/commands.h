@@ -30,6 +30,6 @@ int serve_run(ap_config *cfg, bool registration);
  * admin listener's TCP address; "" for a unix socket), without a trailing slash. AP_EINVAL
  * with a sentence for a setting that is not an http(s) URL. */
 int serve_console_url(const ap_config *cfg, const listen_spec *admin, char *out, size_t cap);
-int cache_main(int argc, char **argv, ap_config *cfg);	  /* cli/cache.c */
+int cache_main(int argc, char **argv, ap_config *cfg); /* cli/cache.c */
 
 #endif

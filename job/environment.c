@@ -869,7 +869,10 @@ static const char SCRIPT_RESTORE[] =
     "mkdir -p " ENV_DIR " /tmp/workspace/.git/info && tar -xf - -C /tmp/workspace && "
     "mv /tmp/workspace/" ENV_LIST_MEMBER " " ENV_KEEP_LIST " && cp " ENV_KEEP_LIST
     " " ENV_FILES_LIST " && cat " ENV_FILES_LIST
-    " | sed 's|^|/|' >> /tmp/workspace/.git/info/exclude";
+    " | sed 's|^|/|' >> /tmp/workspace/.git/info/exclude && "
+    /* the tool download caches in HOME are not archived, but a later run recreates them
+     * (npm writes ~/.npm/_logs): they stay out of every diff too */
+    "printf '/.npm/\\n/.cache/\\n' >> /tmp/workspace/.git/info/exclude";
 
 /* Snapshot the untracked files (all of them, ignored ones too) before setup. */
 static const char SCRIPT_BEFORE[] =
