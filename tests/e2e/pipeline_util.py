@@ -176,7 +176,7 @@ class Rig:
             return ""
 
     # ---- webhooks ----------------------------------------------------------------------
-    def post(self, event, payload, delivery=None):
+    def post(self, event, payload, delivery=None, timeout=10):
         body = json.dumps(payload).encode()
         sig = "sha256=" + hmac.new(self.webhook_secret.encode(), body, hashlib.sha256).hexdigest()
         req = urllib.request.Request(
@@ -185,7 +185,7 @@ class Rig:
                      "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
                      "X-Hub-Signature-256": sig, "User-Agent": "GitHub-Hookshot/e2e"})
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status
         except urllib.error.HTTPError as e:
             return e.code

@@ -5,6 +5,10 @@ behind a real nginx running deploy/nginx/autopatch.conf, with one GitHub stand-i
 database is a throw-away PostgreSQL server (pg_util.PgServer) and whose deliveries go through
 nginx to replicas[0..n). Each replica is its own process with its own port and data directory
 (per host: warm pool, clone cache, trajectories), all sharing the database.
+
+Every wait polls real state (the queue through `autopatch jobs`, the stand-ins' recorded
+requests, /proc) against a generous deadline, so a loaded machine makes the tests slower, not
+flaky; a timeout says what was awaited and shows the jobs and every replica's log.
 """
 import base64
 import json
@@ -23,6 +27,8 @@ from pipeline_util import Rig, free_port
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NGINX_CONF = ROOT / "deploy" / "nginx" / "autopatch.conf"
 WRITE_METHODS = ("POST", "PATCH", "PUT", "DELETE")
+START_TIMEOUT = 120  # a replica's (or nginx's) first /healthz on a loaded machine
+POST_TIMEOUT = 60  # one delivery through nginx (its proxy_read_timeout is 30 s)
 
 
 class Replica:
@@ -33,11 +39,15 @@ class Replica:
         self.port = free_port()
         self.log = cluster.tmp / f"replica{index}.log"
         self.proc = None
+        self.stopped = False  # stopped (or killed) by the test on purpose
+        self.model = None  # its own model stand-in (else the cluster's)
 
     def env(self):
         e = self.cluster.env()
         e.update({"PORT": str(self.port), "AUTOPATCH_WORKERS": str(self.workers),
                   "AUTOPATCH_DATA_DIR": str(self.cluster.tmp / f"data{self.index}")})
+        if self.model:
+            e["AUTOPATCH_LLM_BASE_URL"] = self.model.url + "/v1"
         return e
 
     def start(self):
@@ -45,7 +55,8 @@ class Replica:
         self.proc = subprocess.Popen([self.cluster.bin, "serve"], env=self.env(), stdout=log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
-        deadline = time.time() + 30
+        self.stopped = False
+        deadline = time.time() + START_TIMEOUT
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"replica {self.index} exited:\n{self.log_text()[-3000:]}")
@@ -56,8 +67,9 @@ class Replica:
                         return self
             except (urllib.error.URLError, ConnectionError, OSError):
                 pass
-            time.sleep(0.1)
-        raise AssertionError(f"replica {self.index} did not answer /healthz")
+            time.sleep(0.2)
+        raise AssertionError(f"replica {self.index} did not answer /healthz within "
+                             f"{START_TIMEOUT} s:\n{self.log_text()[-3000:]}")
 
     @property
     def pid(self):
@@ -70,7 +82,34 @@ class Replica:
         if self.alive():
             self.proc.send_signal(sig)
 
+    def proc_state(self):
+        """The kernel's state letter for the process (T: stopped by a signal), or None."""
+        try:
+            stat = pathlib.Path(f"/proc/{self.pid}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError, TypeError):
+            return None
+        return stat.rpartition(")")[2].split()[0]
+
+    def freeze(self, timeout=30):
+        """SIGSTOP, and wait until the kernel reports every thread stopped."""
+        self.send(signal.SIGSTOP)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            tasks = pathlib.Path(f"/proc/{self.pid}/task")
+            states = set()
+            for t in tasks.iterdir():
+                try:
+                    states.add((t / "stat").read_text().rpartition(")")[2].split()[0])
+                except FileNotFoundError:
+                    pass
+            if states == {"T"}:
+                return time.time()
+            time.sleep(0.05)
+        raise AssertionError(f"replica {self.index} did not stop after SIGSTOP within "
+                             f"{timeout} s (state {self.proc_state()})")
+
     def stop(self, sig=signal.SIGTERM):
+        self.stopped = True
         if self.alive():
             if sig != signal.SIGCONT:
                 self.proc.send_signal(signal.SIGCONT)  # a frozen one must be able to exit
@@ -89,8 +128,12 @@ class Replica:
 
 
 class Cluster(Rig):
-    def __init__(self, tmp, autopatch_bin, replicas=2, workers=1, script=None, env=None):
+    def __init__(self, tmp, autopatch_bin, replicas=2, workers=1, script=None, env=None,
+                 lease_seconds=10):
         super().__init__(tmp, autopatch_bin, script=script, env=env, workers=workers)
+        # The lease is short so rescues are quick, but long enough (heartbeat every third of
+        # it) that a replica starved of CPU for a few seconds keeps its job.
+        self.lease_seconds = lease_seconds
         self.pg = None
         self.nginx = None
         self.nginx_port = free_port()
@@ -107,7 +150,8 @@ class Cluster(Rig):
 
     def env(self):
         e = super().env()
-        e.update({"AUTOPATCH_DB": self.pg.uri, "AUTOPATCH_LEASE_SECONDS": "3",
+        e.update({"AUTOPATCH_DB": self.pg.uri,
+                  "AUTOPATCH_LEASE_SECONDS": str(self.lease_seconds),
                   "AUTOPATCH_MAX_CONNECTIONS_PER_IP": "0"})
         e.update(self.extra_env)
         return e
@@ -150,22 +194,25 @@ class Cluster(Rig):
         self.nginx = subprocess.Popen([nginx, "-p", str(d), "-c", str(d / "nginx.conf"),
                                        "-e", str(d / "error.log"), "-g", "daemon off;"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
+        deadline = time.time() + START_TIMEOUT
         while time.time() < deadline:
+            if self.nginx.poll() is not None:
+                break
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.nginx_port}/healthz",
-                                            timeout=2) as r:
+                                            timeout=5) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, OSError):
-                time.sleep(0.1)
-        raise AssertionError("nginx did not come up: " + (d / "error.log").read_text())
+                time.sleep(0.2)
+        raise AssertionError("nginx did not answer /healthz (through it, a replica's) within "
+                             f"{START_TIMEOUT} s: " + (d / "error.log").read_text())
 
     # ---- deliveries go through nginx ----------------------------------------------------
     def _post_at(self, port, event, payload, delivery):
         saved, self.port = self.port, port
         try:
-            return Rig.post(self, event, payload, delivery)
+            return Rig.post(self, event, payload, delivery, timeout=POST_TIMEOUT)
         finally:
             self.port = saved
 
@@ -180,6 +227,8 @@ class Cluster(Rig):
     def stop(self):
         for r in self.replicas:
             r.stop()
+            if r.model:
+                r.model.stop()
         if self.nginx and self.nginx.poll() is None:
             self.nginx.terminate()
             self.nginx.wait(timeout=30)
@@ -194,14 +243,21 @@ class Cluster(Rig):
                          for r in self.replicas)
 
     def wait(self, pred, timeout=240, what="condition"):
+        """Poll pred until it is true (returns its value); fails naming what was awaited when
+        the deadline passes or a replica the test did not stop has exited."""
         deadline = time.time() + timeout
         while time.time() < deadline:
             last = pred()
             if last:
                 return last
-            time.sleep(0.3)
-        raise AssertionError(f"timed out waiting for {what}; jobs={self.safe_jobs()}\n"
-                             + self.log_text())
+            dead = [r.index for r in self.replicas
+                    if r.proc is not None and not r.stopped and not r.alive()]
+            if dead:
+                raise AssertionError(f"replica(s) {dead} exited while waiting for {what}; "
+                                     f"jobs={self.safe_jobs()}\n" + self.log_text())
+            time.sleep(0.5)
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}; "
+                             f"jobs={self.safe_jobs()}\n" + self.log_text())
 
     # ---- observations -------------------------------------------------------------------
     def events(self, job_id):
