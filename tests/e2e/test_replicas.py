@@ -5,6 +5,8 @@ real nginx (deploy/nginx/autopatch.conf), with one GitHub stand-in and the scrip
   job per triggering delivery, one PR for the issue;
 - `kill -9` of the replica running the Builder: the other rescues the job after the lease
   and finishes it;
+- SIGTERM of the replica running the Builder: it releases the lease as it stops, and the other
+  takes the job at once (long before the lease could expire), the attempt not counted;
 - a replica frozen (SIGSTOP) past its lease, resumed (SIGCONT) after its job was leased again
   elsewhere, writes nothing to GitHub from then on (the stand-in's recorded requests);
 - PostgreSQL restarted mid-burst: every delivery that got a 2xx has its row and its job.
@@ -161,6 +163,38 @@ def test_kill_9_mid_builder_other_replica_finishes(cluster_factory):
         f"leased again by the survivor after the kill: {owners}"
     assert any("lease expired" in m for m in c.events(1)), \
         f"a 'lease expired' rescue event: {c.events(1)}"
+    assert len(c.pulls()) == 1, f"one PR: {c.pulls()}"
+
+
+def test_sigterm_hands_the_running_job_to_the_other_replica_at_once(cluster_factory):
+    lease = 300  # a takeover within this cannot be the rescue of an expired lease
+    c = cluster_factory(replicas=2, workers=1, script=slow_builder_script(900),
+                        lease_seconds=lease)
+    assert c.label() == 202
+    wait_builder(c)
+    c.wait(lambda: c.job_boxes(1), 180, "the job's sandbox")
+    victim = c.replica_of(c.leases(1)[-1])
+    c.model.script = type(c.model.script)(happy_script())
+    t_term = time.time()
+    victim.stop(signal.SIGTERM)
+    assert victim.proc.returncode == 0, \
+        f"replica {victim.index} exits 0 on SIGTERM:\n{victim.log_text()[-3000:]}"
+    c.wait(lambda: len(c.leases(1)) >= 2, lease / 2, "the other replica to lease the "
+           "released job (well before the lease could have expired)")
+    assert time.time() - t_term < lease, "taken over before the lease expired"
+    events = c.events(1)
+    assert any(m.startswith("re-queued (shutdown)") for m in events), \
+        f"the stopping replica released the job: {events}"
+    assert not any("lease expired" in m for m in events), \
+        f"a release, not a rescue of an expired lease: {events}"
+    owners = c.leases(1)
+    assert c.replica_of(owners[-1]) is not victim, f"leased again by the other: {owners}"
+    leased = [m for m in events if m.startswith("leased by ")]
+    assert leased[-1].endswith("(attempt 1)"), \
+        f"the interrupted attempt is not counted: {leased}"
+    c.wait(lambda: c.job_done(1), JOB_TIMEOUT, "the other replica to finish the job")
+    jobs = c.jobs()
+    assert jobs[0]["state"] == "succeeded", f"the handed-over job succeeded: {jobs}"
     assert len(c.pulls()) == 1, f"one PR: {c.pulls()}"
 
 
