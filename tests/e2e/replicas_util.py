@@ -210,11 +210,8 @@ class Cluster(Rig):
 
     # ---- deliveries go through nginx ----------------------------------------------------
     def _post_at(self, port, event, payload, delivery):
-        saved, self.port = self.port, port
-        try:
-            return Rig.post(self, event, payload, delivery, timeout=POST_TIMEOUT)
-        finally:
-            self.port = saved
+        # The port is an argument, never a swapped attribute: the tests post from threads.
+        return Rig.post(self, event, payload, delivery, timeout=POST_TIMEOUT, port=port)
 
     def post(self, event, payload, delivery=None):
         return self._post_at(self.nginx_port, event, payload, delivery)
