@@ -108,6 +108,15 @@ typedef struct gh_write_pacer {
  * clients are made. A reserve that fails falls back to the in-process spacing for that write. */
 void gh_rest_set_pacer(const gh_write_pacer *p);
 
+/* Asked on the calling thread right before each write (POST/PATCH/PUT/DELETE) of this client
+ * goes on the wire: after any pacing wait and the token, with the connection up and nothing
+ * sent. Non-zero refuses it: nothing is sent, the call fails with that code (not retried) and
+ * the guard's error text. The job's lease fencing, so that a run frozen or delayed between
+ * its own fence check and the write sends nothing once another run owns the job. ud is
+ * borrowed; fn NULL removes the guard. */
+typedef int (*gh_write_guard_fn)(void *ud);
+void gh_rest_set_write_guard(gh_rest *r, gh_write_guard_fn fn, void *ud);
+
 /* How many HTTP attempts this client has made (retries included), for tests and metrics. */
 int64_t gh_rest_attempts(const gh_rest *r);
 

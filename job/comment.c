@@ -64,6 +64,15 @@ static bool may_write(job_comment *c)
 	return false;
 }
 
+/* The REST client's write guard (gh_rest_set_write_guard): the same check, asked again as the
+ * request goes on the wire. */
+static int write_guard(void *ud)
+{
+	if (may_write(ud))
+		return 0;
+	return ap_error_set(AP_ESTALE, "the job's lease is not current");
+}
+
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -257,6 +266,8 @@ int comment_new(job_comment **out, const ap_config *cfg, const gh_creds *creds, 
 	rc = gh_rest_new(&c->rest, cfg, creds, job->installation_id);
 	if (rc)
 		return rc;
+	if (fence && fence->check)
+		gh_rest_set_write_guard(c->rest, write_guard, c);
 	rc = pthread_create(&c->th, NULL, cm_main, c);
 	if (rc)
 		return ap_error_set(AP_ENOMEM, "cannot start the comment thread: %s", strerror(rc));

@@ -93,7 +93,9 @@ typedef struct job_ops {
 	 * current one (and the lease is extended); AP_ESTALE once the job was rescued or leased
 	 * again (this run was presumed dead: another run owns the job now), or another negative
 	 * code when it cannot be checked. On any non-zero the job must not do the side effect,
-	 * publish nothing further and return (should_stop is then true as well). */
+	 * publish nothing further and return (should_stop is then true as well). The job's
+	 * REST clients also ask it as each write goes on the wire (gh_rest_set_write_guard), so
+	 * a run frozen between its check and the request sends nothing. */
 	int (*fence)(void *ctx);
 } job_ops;
 

@@ -345,6 +345,12 @@ static int fence_cb(void *ud)
 	return job_ctl_fence((const job_ctl *)ud);
 }
 
+/* The job's REST client asks the fence again as each write goes on the wire. */
+static int write_guard(void *ud)
+{
+	return fence(ud);
+}
+
 /* Between steps: stopped by a cancel or a shutdown (AP_ECANCELLED), or because this run's
  * lease is no longer current (AP_ESTALE). */
 static int checkpoint(struct run *r)
@@ -1170,6 +1176,7 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	rc = gh_rest_new(&r.rest, p->cfg, gh_app_creds(p->app), job->installation_id);
 	if (rc)
 		goto out;
+	gh_rest_set_write_guard(r.rest, write_guard, &r);
 	/* A job cancelled while it waited for a retry comes here only to say so in its comment. */
 	if ((rc = checkpoint(&r)))
 		goto out;

@@ -396,6 +396,56 @@ static size_t comments_with(gh_rest *r, const char *body)
 	return n;
 }
 
+struct guard_fx {
+	int verdict; /* what the guard answers */
+	int calls;
+};
+
+static int test_guard(void *ud)
+{
+	struct guard_fx *g = ud;
+
+	g->calls++;
+	if (g->verdict)
+		return ap_error_set(g->verdict, "lease epoch 1 is no longer current");
+	return 0;
+}
+
+/* The write guard (issue 14's fencing): asked once per write as it goes on the wire, never
+ * for a read; a refusal sends nothing, is not retried, and says why. */
+static void test_write_guard_refuses_before_sending(void **state)
+{
+	struct fx *f = *state;
+	struct guard_fx g = {0, 0};
+	gh_comment c = {0};
+	gh_repo repo = {0};
+
+	gh_stub_http(&stub, "POST", "/_stub/requests/clear", "{}", NULL);
+	gh_rest_set_write_guard(f->rest, test_guard, &g);
+	assert_int_equal(gh_comment_create(f->rest, "octo/post", 1, "guarded-allowed", &c), 0);
+	gh_comment_release(&c);
+	assert_int_equal(g.calls, 1);
+	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), 0);
+	assert_int_equal(g.calls, 1); /* reads are not guarded */
+
+	g.verdict = AP_ESTALE;
+	assert_int_equal(gh_comment_create(f->rest, "octo/post", 1, "guarded-refused", &c),
+			 AP_ESTALE);
+	assert_int_equal(g.calls, 2); /* once: a refusal is not retried */
+	assert_non_null(strstr(ap_error_last(), "not sent"));
+	assert_non_null(strstr(ap_error_last(), "no longer current"));
+	assert_false(gh_rest_maybe_applied(f->rest));
+	assert_int_equal(gh_comment_update(f->rest, "octo/post", 1, "guarded-edit", NULL),
+			 AP_ESTALE);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/repos/octo/post/issues/1/comments"), 1);
+	assert_int_equal(gh_stub_count(&stub, "PATCH", "/repos/octo/post/issues/comments"), 0);
+	gh_rest_set_write_guard(f->rest, NULL, NULL);
+	assert_int_equal(comments_with(f->rest, "guarded-allowed"), 1);
+	assert_int_equal(comments_with(f->rest, "guarded-refused"), 0);
+	gh_comment_release(&c);
+	gh_repo_release(&repo);
+}
+
 /* Changed deliberately (issue 11): a POST that creates something (a comment, a pull request)
  * is not repeated after a 5xx or a connection that broke once the request was out, since
  * GitHub may have applied it; the caller gets AP_EUNAVAIL and gh_rest_maybe_applied(). POSTs
@@ -1090,6 +1140,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rate_limits_and_plain_403, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_5xx_retried_with_backoff, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_5xx_post_not_repeated, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_write_guard_refuses_before_sending, fx_setup,
+					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_pagination_returns_all_pages, fx_setup,
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_token_is_denied_with_message, fx_setup,
