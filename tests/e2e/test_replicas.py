@@ -199,7 +199,11 @@ def test_sigterm_hands_the_running_job_to_the_other_replica_at_once(cluster_fact
 
 
 def test_frozen_worker_resumed_after_release_publishes_nothing(cluster_factory):
-    c = cluster_factory(replicas=2, workers=1, script=slow_builder_script(20), serve=False)
+    # Each GitHub write waits 2 s for its pacing slot after its fence check, so the freeze
+    # likely lands between a write's check and its request: the resumed run must not send it
+    # (the REST client's write guard asks the fence again as the request goes out).
+    c = cluster_factory(replicas=2, workers=1, script=slow_builder_script(20), serve=False,
+                        env={"AUTOPATCH_GH_WRITE_SPACING_MS": "2000"})
     a, b = c.replicas
     # b has its own model stand-in: what the resumed a asks the model cannot take b's turns.
     b.model = StubServer(happy_script()).start()
