@@ -631,25 +631,33 @@ static void entry_paths(const ap_config *cfg, const char *repo_id, const char *k
 	snprintf(meta, n, "%s/%s.json", dir, key);
 }
 
-static void write_meta(const char *path, const env_cache_entry *e)
+static int write_meta(const char *path, const env_cache_entry *e)
 {
-	char tmp[4300];
-	FILE *f;
+	char text[1024];
+	int len;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
-	if (!f)
-		return;
 	/* Only values autopatch made itself: the repository id, a hex key, an image
 	 * reference (letters, digits, ._-/:@), numbers. */
-	fprintf(f,
-		"{\"repo\":\"%s\",\"key\":\"%s\",\"image\":\"%s\",\"bytes\":%" PRId64
-		",\"setup_ms\":%" PRId64 "}\n",
-		e->repo, e->key, e->image, e->bytes, e->setup_ms);
-	if (fclose(f) == 0)
-		rename(tmp, path);
-	else
-		unlink(tmp);
+	len = snprintf(text, sizeof(text),
+		       "{\"repo\":\"%s\",\"key\":\"%s\",\"image\":\"%s\",\"bytes\":%" PRId64
+		       ",\"setup_ms\":%" PRId64 "}\n",
+		       e->repo, e->key, e->image, e->bytes, e->setup_ms);
+	return fs_write_atomic(path, text, (size_t)len, 0600);
+}
+
+/* The LRU clock: the archive's mtime, from the wall clock with nanoseconds (the kernel's own
+ * file times are coarser, and two uses a few milliseconds apart must stay ordered). */
+static int set_used_now(const char *tar)
+{
+	struct timespec t[2];
+
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[1] = t[0];
+	if (utimensat(AT_FDCWD, tar, t, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	return errno == ENOENT
+		   ? AP_ENOTFOUND
+		   : ap_error_set(AP_EIO, "cannot mark %s used: %s", tar, strerror(errno));
 }
 
 static bool json_field(const char *text, const char *name, char *out, size_t n)
@@ -702,7 +710,8 @@ static int read_entry(const char *dir, const char *name, env_cache_entry *e)
 	if (stat(path, &st) != 0)
 		return AP_ENOTFOUND;
 	e->bytes = st.st_size;
-	e->used_s = st.st_mtime;
+	e->used_s = st.st_mtim.tv_sec;
+	e->used_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 	return 0;
 }
 
@@ -710,7 +719,7 @@ static int cmp_used(const void *a, const void *b)
 {
 	const env_cache_entry *x = a, *y = b;
 
-	return x->used_s < y->used_s ? 1 : x->used_s > y->used_s ? -1 : 0;
+	return x->used_ns < y->used_ns ? 1 : x->used_ns > y->used_ns ? -1 : 0;
 }
 
 int env_cache_list(const ap_config *cfg, env_cache_entry **out, size_t *n)
@@ -790,28 +799,82 @@ int env_cache_clear(const ap_config *cfg, const char *repo_id, size_t *removed)
 	return 0;
 }
 
-/* Least recently used entries go until the total fits the cap (the newest is kept). */
-static void evict(const ap_config *cfg, const env_setup_opts *o)
+int env_cache_put(const ap_config *cfg, const env_cache_entry *e, int (*write_fn)(void *ud, int fd),
+		  void *ud)
+{
+	char dir[4200], tar[4200], meta[4200], tmp[4300];
+	env_cache_entry m = *e;
+	struct stat st;
+	int fd, rc;
+
+	entry_paths(cfg, e->repo, e->key, dir, tar, meta, sizeof(dir));
+	if ((rc = fs_mkdir_p(dir, 0700)))
+		return rc;
+	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", tar); /* unique: workers may race */
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		return ap_error_set(AP_EIO, "cannot write in %s: %s", dir, strerror(errno));
+	rc = write_fn(ud, fd);
+	if (rc == 0 && fstat(fd, &st) != 0)
+		rc = ap_error_set(AP_EIO, "cannot stat %s: %s", tmp, strerror(errno));
+	if (close(fd) != 0 && rc == 0)
+		rc = ap_error_set(AP_EIO, "cannot write %s: %s", tmp, strerror(errno));
+	if (rc == 0 && rename(tmp, tar) != 0)
+		rc = ap_error_set(AP_EIO, "cannot store %s: %s", tar, strerror(errno));
+	if (rc) {
+		unlink(tmp);
+		return rc;
+	}
+	m.bytes = st.st_size;
+	if ((rc = write_meta(meta, &m)) || (rc = set_used_now(tar))) {
+		unlink(tar);
+		return rc;
+	}
+	return 0;
+}
+
+int env_cache_touch(const ap_config *cfg, const char *repo_id, const char *key)
+{
+	char dir[4200], tar[4200], meta[4200];
+
+	entry_paths(cfg, repo_id, key, dir, tar, meta, sizeof(dir));
+	return set_used_now(tar);
+}
+
+int env_cache_evict(const ap_config *cfg, const char *keep_repo, const char *keep_key,
+		    void (*note_fn)(void *ud, const char *msg), void *ud, size_t *removed)
 {
 	env_cache_entry *v = NULL;
 	size_t n = 0;
 	int64_t cap = 0, total = 0;
+	int rc;
 
-	if (cfg_bytes(cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &cap) ||
-	    env_cache_list(cfg, &v, &n)) {
-		ap_error_clear();
-		return;
-	}
+	*removed = 0;
+	if ((rc = cfg_bytes(cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &cap)) ||
+	    (rc = env_cache_list(cfg, &v, &n)))
+		return rc;
 	for (size_t i = 0; i < n; i++)
 		total += v[i].bytes;
-	for (size_t i = n; i-- > 1 && total > cap;) {
+	/* v is most recently used first: remove from the end. */
+	for (size_t i = n; i-- > 0 && total > cap;) {
+		char msg[400];
+
+		if (keep_repo && strcmp(v[i].repo, keep_repo) == 0 &&
+		    strcmp(v[i].key, keep_key) == 0)
+			continue;
 		remove_entry(cfg, &v[i]);
 		total -= v[i].bytes;
-		if (o)
-			note(o, "environment cache: evicted key %.12s (%s, least recently used)",
-			     v[i].key, v[i].repo);
+		(*removed)++;
+		if (note_fn) {
+			snprintf(
+			    msg, sizeof(msg),
+			    "environment cache: evicted key %.12s (%.256s, least recently used)",
+			    v[i].key, v[i].repo);
+			note_fn(ud, msg);
+		}
 	}
 	free(v);
+	return 0;
 }
 
 /* ---- streaming archives ---- */
@@ -929,8 +992,9 @@ static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_res
 	close(fd);
 	if (rc)
 		return rc;
-	/* Used now: the LRU clock is the archive's mtime. */
-	utimensat(AT_FDCWD, tar, NULL, 0);
+	/* Used now: a restore moves the entry to the front of the LRU order. */
+	if (env_cache_touch(o->cfg, o->repo_id, res->key) != 0)
+		ap_error_clear();
 	res->restored = true;
 	ap_stat_add(AP_STAT_ENV_CACHE_HITS, 1);
 	res->have_products = true;
@@ -939,50 +1003,47 @@ static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_res
 	return 0;
 }
 
-static int cache_save(const env_setup_opts *o, const char *dir, const char *tar, const char *meta,
-		      env_setup_result *res)
+/* The archive of the kept setup products, streamed from the box into the cache's file. */
+struct saver {
+	const env_setup_opts *o;
+	struct sink s;
+};
+
+static int save_archive(void *ud, int fd)
 {
+	struct saver *sv = ud;
 	const char *argv[] = {"sh", "-c", SCRIPT_SAVE, NULL};
 	sbx_cmd cmd = SBX_CMD_INIT;
-	char tmp[4300];
-	struct sink s = {-1, 0, 0, false};
-	env_cache_entry e;
 	int rc;
 
-	if ((rc = cfg_bytes(o->cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &s.cap)))
-		return rc;
-	if ((rc = fs_mkdir_p(dir, 0700)))
-		return rc;
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", tar, (int)getpid());
-	s.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (s.fd < 0)
-		return ap_error_set(AP_EIO, "cannot write %s: %s", tmp, strerror(errno));
+	sv->s.fd = fd;
 	cmd.argv = argv;
 	cmd.raw_stdout = sink_write;
-	cmd.raw_stdout_ud = &s;
-	rc = archive_exec(o, &cmd, "archiving the environment");
-	if (close(s.fd) != 0)
-		s.failed = true;
-	if (rc == 0 && s.failed)
+	cmd.raw_stdout_ud = &sv->s;
+	rc = archive_exec(sv->o, &cmd, "archiving the environment");
+	if (rc == 0 && sv->s.failed)
 		rc = ap_error_set(
 		    AP_ETOOBIG, "the environment is larger than AUTOPATCH_ENV_CACHE_SIZE or could "
 				"not be written; it was not cached");
-	if (rc) {
-		unlink(tmp);
+	return rc;
+}
+
+static int cache_save(const env_setup_opts *o, env_setup_result *res)
+{
+	struct saver sv = {o, {-1, 0, 0, false}};
+	env_cache_entry e;
+	int rc;
+
+	if ((rc = cfg_bytes(o->cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &sv.s.cap)))
 		return rc;
-	}
-	if (rename(tmp, tar) != 0) {
-		unlink(tmp);
-		return ap_error_set(AP_EIO, "cannot store %s: %s", tar, strerror(errno));
-	}
 	memset(&e, 0, sizeof(e));
 	snprintf(e.repo, sizeof(e.repo), "%s", o->repo_id);
 	snprintf(e.key, sizeof(e.key), "%s", res->key);
 	snprintf(e.image, sizeof(e.image), "%s", o->image->image);
-	e.bytes = s.bytes;
 	e.setup_ms = res->setup_ms;
-	write_meta(meta, &e);
-	res->archive_bytes = s.bytes;
+	if ((rc = env_cache_put(o->cfg, &e, save_archive, &sv)))
+		return rc;
+	res->archive_bytes = sv.s.bytes;
 	return 0;
 }
 
@@ -1208,11 +1269,14 @@ int env_setup(const env_setup_opts *o, env_setup_result *res)
 		 (long long)((res->setup_ms + 500) / 1000));
 	note(o, "%s", res->summary);
 	if (use_cache && res->have_products) {
-		erc = cache_save(o, dir, tar, meta, res);
+		erc = cache_save(o, res);
 		if (erc == 0) {
+			size_t gone = 0;
+
 			note(o, "environment cached (key %.12s, %.1f MB)", res->key,
 			     (double)res->archive_bytes / 1e6);
-			evict(o->cfg, o);
+			if (env_cache_evict(o->cfg, o->repo_id, res->key, o->note, o->ud, &gone))
+				ap_error_clear();
 		} else if (erc == AP_ECANCELLED) {
 			rc = erc;
 		} else {
