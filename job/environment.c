@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,6 +31,7 @@
 extern char **environ;
 
 #define TAIL_CAP	      4000	  /* output tail kept for a failure sentence */
+#define BUILD_TAIL_MAX	      400	  /* of it quoted after a failed image build */
 #define LIVE_LINE_MAX	      160	  /* characters of the live setup line */
 #define LIVE_INTERVAL_MS      1000	  /* least time between live updates */
 #define KEY_FILES_MAX	      256	  /* files hashed into a cache key */
@@ -251,42 +253,57 @@ void env_describe_choice(const env_choice *c, char *out, size_t n)
 
 static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* AUTOPATCH_SANDBOX_BUILD_CMD --flavor NAME on the host, output to a pipe we keep the tail
- * of, within the build timeout. */
-static int build_flavor(const ap_config *cfg, const char *flavor)
+static const char *tail_lines(const char *t);
+
+/* AUTOPATCH_SANDBOX_BUILD_CMD --flavor NAME on the host, in its own process group, output to a
+ * pipe we keep the tail of, within the build timeout (the whole group is killed after it).
+ * AP_ENOTFOUND with the sentence when it cannot run, fails or times out: the image is still
+ * not there, and the operator's build is what must change. */
+static int build_flavor(const ap_config *cfg, const env_choice *c)
 {
 	const char *cmd = cfg_str(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD");
-	char *argv[] = {(char *)cmd, "--flavor", (char *)flavor, NULL};
+	char *argv[] = {(char *)cmd, "--flavor", (char *)c->flavor, NULL};
 	posix_spawn_file_actions_t fa;
-	char tail[TAIL_CAP + 1] = "", buf[4096];
+	posix_spawnattr_t attr;
+	char tail[TAIL_CAP + 1] = "", buf[4096], what[1200];
 	size_t tlen = 0;
-	int64_t timeout_s = 1200, deadline;
+	int64_t timeout_s = 1200, start = now_ms(), deadline;
 	int pfd[2], status = 0, rc;
+	bool timed_out = false;
+	const char *tl;
 	pid_t pid;
 
 	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S", 1, 86400, &timeout_s)))
 		return rc;
+	snprintf(what, sizeof(what),
+		 "the sandbox image %s for the %s flavour (%s) is not built on this host, and "
+		 "building it with AUTOPATCH_SANDBOX_BUILD_CMD failed: `%.200s --flavor %s`",
+		 c->image, c->flavor, c->why, cmd, c->flavor);
 	if (pipe2(pfd, O_CLOEXEC) != 0)
 		return ap_error_set(AP_EIO, "pipe: %s", strerror(errno));
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
-	rc = posix_spawn(&pid, cmd, &fa, NULL, argv, environ);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setpgroup(&attr, 0);
+	rc = posix_spawn(&pid, cmd, &fa, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pfd[1]);
 	if (rc != 0) {
 		close(pfd[0]);
-		return ap_error_set(AP_EIO, "cannot run AUTOPATCH_SANDBOX_BUILD_CMD %s: %s", cmd,
-				    strerror(rc));
+		return ap_error_set(AP_ENOTFOUND, "%s could not be run: %s", what, strerror(rc));
 	}
-	deadline = now_ms() + timeout_s * 1000;
+	deadline = start + timeout_s * 1000;
 	for (;;) {
 		struct pollfd p = {pfd[0], POLLIN, 0};
 		int64_t left = deadline - now_ms();
 		ssize_t got;
 
 		if (left <= 0) {
-			kill(pid, SIGKILL);
+			timed_out = true;
+			kill(-pid, SIGKILL);
 			break;
 		}
 		if (poll(&p, 1, left > 1000 ? 1000 : (int)left) <= 0)
@@ -305,11 +322,61 @@ static int build_flavor(const ap_config *cfg, const char *flavor)
 	close(pfd[0]);
 	tail[tlen] = '\0';
 	waitpid(pid, &status, 0);
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+	if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
-	return ap_error_set(AP_EIO, "building the %s flavour (`%s --flavor %s`) %s %d:\n%s", flavor,
-			    cmd, flavor, WIFEXITED(status) ? "exited with" : "was killed by signal",
-			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), tail);
+	/* The sentence is capped at 1 KiB: keep the end of the tail, where the error is. */
+	tl = tail_lines(tail);
+	if (strlen(tl) > BUILD_TAIL_MAX)
+		tl += strlen(tl) - BUILD_TAIL_MAX;
+	if (timed_out)
+		return ap_error_set(AP_ENOTFOUND,
+				    "%s did not finish within AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S "
+				    "(%lld s); its output ended with:\n%s",
+				    what, (long long)timeout_s, tl);
+	return ap_error_set(AP_ENOTFOUND, "%s %s %d after %lld s; its output ended with:\n%s", what,
+			    WIFEXITED(status) ? "exited with" : "was killed by signal",
+			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+			    (long long)((now_ms() - start) / 1000), tl);
+}
+
+/* Builds are serialised across this process's workers (build_lock) and across processes
+ * sharing AUTOPATCH_DATA_DIR (a flock: two `autopatch fix` runs), so a flavour is built once;
+ * whoever waited finds it present. */
+static int build_locked(sbx_engine *e, const ap_config *cfg, env_choice *c)
+{
+	char lock[4200];
+	int fd, rc;
+
+	snprintf(lock, sizeof(lock), "%s/sandbox-build.lock", cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
+	if (fs_mkdir_p(cfg_str(cfg, "AUTOPATCH_DATA_DIR"), 0700) != 0)
+		ap_error_clear();
+	pthread_mutex_lock(&build_lock);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0)
+		while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
+			;
+	/* Another job may have built it while this one waited. */
+	rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
+	if (rc == AP_ENOTFOUND) {
+		ap_error_clear();
+		rc = build_flavor(cfg, c);
+		if (rc == 0) {
+			rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
+			if (rc == AP_ENOTFOUND)
+				rc = ap_error_set(
+				    AP_ENOTFOUND,
+				    "AUTOPATCH_SANDBOX_BUILD_CMD `%.200s --flavor %s` "
+				    "exited with 0, but the sandbox image %s is still "
+				    "not on the Docker engine: the command must tag it "
+				    "so (AUTOPATCH_FLAVOR_REPOSITORY:%s)",
+				    cfg_str(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD"), c->flavor,
+				    c->image, c->flavor);
+		}
+	}
+	if (fd >= 0)
+		close(fd); /* releases the flock */
+	pthread_mutex_unlock(&build_lock);
+	return rc;
 }
 
 int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
@@ -341,16 +408,7 @@ int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
 		 c->flavor);
 	if (note_fn)
 		note_fn(ud, msg);
-	pthread_mutex_lock(&build_lock);
-	/* Another job may have built it while this one waited. */
-	rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
-	if (rc == AP_ENOTFOUND) {
-		ap_error_clear();
-		rc = build_flavor(cfg, c->flavor);
-		if (rc == 0)
-			rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
-	}
-	pthread_mutex_unlock(&build_lock);
+	rc = build_locked(e, cfg, c);
 	if (rc == 0 && note_fn) {
 		snprintf(msg, sizeof(msg), "built the sandbox image %s", c->image);
 		note_fn(ud, msg);

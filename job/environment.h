@@ -100,9 +100,14 @@ void env_describe_choice(const env_choice *c, char *out, size_t n);
  * Whether the chosen image is present (fills c->image_id). AP_ENOTFOUND with the sentence:
  * for a flavour, the build command (`deploy/sandbox-image/build.sh --flavor NAME`); for
  * another image, `docker pull IMAGE` (autopatch never pulls). With AUTOPATCH_SANDBOX_BUILD_CMD
- * set, a missing flavour is built on first use instead: note() is told before the build starts
- * (it takes minutes), builds are serialised across jobs, and a failed or timed-out build
- * (AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S) ends with its exit status and output tail.
+ * set, a missing flavour is built on first use instead (`CMD --flavor NAME`, in its own process
+ * group): note() is told before the build starts ("building the sandbox image for the go
+ * flavour (first use; ...)") and after ("built the sandbox image ..."); builds are serialised
+ * across the workers of a process and across processes sharing AUTOPATCH_DATA_DIR (a flock on
+ * its sandbox-build.lock), so a job that waited finds the image built and builds nothing. A
+ * build that cannot start, fails, passes AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S (its process group
+ * is killed) or exits 0 without tagging the image is AP_ENOTFOUND too - the image is still
+ * missing - with the command, its exit status and the tail of its output.
  */
 int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
 		    void (*note)(void *ud, const char *msg), void *ud);
