@@ -17,6 +17,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import subprocess
 import time
 import urllib.request
@@ -539,3 +540,67 @@ def test_server_setup_runs_then_the_fix_is_proven(rig_factory):
     text = progress_text(rig)
     assert "setup ran (" in text and "**Environment:**" in text
     assert not any(".venv" in p for p in rig.branch_files("autopatch/issue-1"))
+
+
+# ---- the cache's size cap: the least recently used entries go ----
+
+# 1.2 MB of setup products per repository (random bytes: the archive cannot be smaller).
+BLOB_SETUP = "mkdir -p .venv && head -c 1200000 /dev/urandom > .venv/blob"
+
+
+def cached_key(out):
+    m = re.search(r"environment cached \(key ([0-9a-f]{12})", out)
+    assert m, out
+    return m.group(1)
+
+
+def cache_cli(autopatch_bin, home, *args):
+    r = subprocess.run([str(autopatch_bin), "cache", *args], capture_output=True, text=True,
+                       env={"PATH": os.environ["PATH"], "AUTOPATCH_DATA_DIR": str(home / "data"),
+                            "AUTOPATCH_ENV_FILE": "/dev/null"})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_cache_size_cap_evicts_the_least_recently_used(autopatch_bin, tmp_path):
+    """Three repositories' environments of 1.2 MB under a 3 MiB cap: storing the third pushes
+    out the one least recently *used* - a restore counts - not the one stored first."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"AUTOPATCH_ENV_CACHE_SIZE": "3m"}
+    repos = {n: error_repo(tmp_path / n, f"setup: {BLOB_SETUP}\n")
+             for n in ("alpha", "beta", "gamma")}
+    keys = {}
+    for n in ("alpha", "beta"):
+        r = run_fix(autopatch_bin, home, repos[n], happy(), env)
+        assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+        keys[n] = cached_key(r.stdout)
+        assert "evicted" not in r.stdout
+    # alpha again: restored from the cache, which makes beta the least recently used.
+    r = run_fix(autopatch_bin, home, repos["alpha"], happy(), env)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert f"environment restored from cache (key {keys['alpha']}" in r.stdout
+    assert "setup ran (" not in r.stdout
+    # gamma does not fit beside both: beta goes, alpha (stored first, used since) stays.
+    r = run_fix(autopatch_bin, home, repos["gamma"], happy(), env)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    keys["gamma"] = cached_key(r.stdout)
+    assert (f"environment cache: evicted key {keys['beta']} (local:{repos['beta']}, least "
+            "recently used)") in r.stdout, r.stdout
+    assert r.stdout.count("environment cache: evicted key") == 1, r.stdout
+    listed = cache_cli(autopatch_bin, home, "list")
+    rows = [l for l in listed.splitlines() if l.startswith("local:")]
+    assert [l.split()[0] for l in rows] == [f"local:{repos['gamma']}",
+                                            f"local:{repos['alpha']}"], listed
+    assert [l.split()[1] for l in rows] == [keys["gamma"], keys["alpha"]], listed
+    assert "2 environments, 2.4 MB" in listed, listed
+    assert all(abs(float(l.split()[2].rstrip("MB")) - 1.2) < 0.05 for l in rows), listed
+    # beta's environment is gone: its next job runs setup again (and alpha, now the least
+    # recently used, makes room for it).
+    r = run_fix(autopatch_bin, home, repos["beta"], happy(), env)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "setup ran (" in r.stdout and "restored from cache" not in r.stdout
+    assert f"environment cache: evicted key {keys['alpha']} (local:{repos['alpha']}" in r.stdout
+    rows = [l.split()[0] for l in cache_cli(autopatch_bin, home, "list").splitlines()
+            if l.startswith("local:")]
+    assert rows == [f"local:{repos['beta']}", f"local:{repos['gamma']}"], rows
