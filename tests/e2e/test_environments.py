@@ -715,6 +715,31 @@ def test_fix_builds_a_missing_flavour_on_first_use_and_then_reuses_it(build_cmd,
     assert len(calls.read_text().splitlines()) == 1
 
 
+def test_two_fix_runs_sharing_the_data_dir_build_a_missing_flavour_once(build_cmd,
+                                                                        autopatch_bin, tmp_path):
+    """Two `autopatch fix` processes (no shared memory, so no build_lock between them) with one
+    AUTOPATCH_DATA_DIR: the lock file beside the data serialises them, and one build serves
+    both."""
+    import concurrent.futures
+    env, calls = build_cmd(BUILD_OK)
+    image = env["AUTOPATCH_FLAVOR_REPOSITORY"] + ":go"
+    env["AUTOPATCH_DATA_DIR"] = str(tmp_path / "shared-data")
+    runs = []
+    for n in ("one", "two"):
+        home = tmp_path / n
+        home.mkdir()
+        runs.append((home, error_repo(home, "image: go\ntest: python3 -m pytest -q\n")))
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(lambda hr: run_fix(autopatch_bin, hr[0], hr[1], happy(), env),
+                             runs))
+    assert len(calls.read_text().splitlines()) == 1, calls.read_text()
+    for r in done:
+        assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+        assert "[preparing] building the sandbox image for the go flavour" in r.stdout, r.stdout
+        assert f"[preparing] built the sandbox image {image}" in r.stdout, r.stdout
+        assert "PROVEN" in r.stdout
+
+
 def test_fix_failed_flavour_build_is_an_environment_failure_before_any_model_call(
         build_cmd, autopatch_bin, tmp_path):
     env, calls = build_cmd(BUILD_FAILS)
