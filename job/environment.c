@@ -824,7 +824,8 @@ int env_cache_list(const ap_config *cfg, env_cache_entry **out, size_t *n)
 		closedir(dd);
 	}
 	closedir(rd);
-	qsort(v, *n, sizeof(*v), cmp_used);
+	if (*n > 1)
+		qsort(v, *n, sizeof(*v), cmp_used);
 	*out = v;
 	return 0;
 }
