@@ -115,3 +115,13 @@ void ap_buf_release(ap_buf *b)
 	b->len = 0;
 	b->alloc = 0;
 }
+
+size_t ap_utf8_prefix(const char *s, size_t n, size_t max)
+{
+	if (n <= max)
+		return n;
+	n = max;
+	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	return n;
+}

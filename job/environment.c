@@ -1186,8 +1186,14 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 	size_t count = 0;
 	int rc;
 
-	if ((rc = cfg_int(o->cfg, "AUTOPATCH_SETUP_TIMEOUT_S", 1, 86400, &timeout_s)))
+	const char *what = "AUTOPATCH_SETUP_TIMEOUT_S";
+
+	if (o->timeout_s > 0) {
+		timeout_s = o->timeout_s;
+		what = "`setup_timeout` in " REPO_CONFIG_PATH;
+	} else if ((rc = cfg_int(o->cfg, "AUTOPATCH_SETUP_TIMEOUT_S", 1, 86400, &timeout_s))) {
 		return rc;
+	}
 	while (o->setup_steps[count])
 		count++;
 	for (size_t i = 0; i < count; i++) {
@@ -1226,11 +1232,12 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 				    "it: add `image: %s` to %s)",
 				    word, o->image->image, fl, fl, REPO_CONFIG_PATH);
 			if (r.timed_out)
-				rc = ap_error_set(AP_ETIMEOUT,
-						  "setup failed: `%.200s` did not finish within "
-						  "AUTOPATCH_SETUP_TIMEOUT_S (%lld s for all setup "
-						  "steps); its output ended with:\n%s",
-						  o->setup_steps[i], (long long)timeout_s, tl);
+				rc =
+				    ap_error_set(AP_ETIMEOUT,
+						 "setup failed: `%.200s` did not finish within "
+						 "%s (%lld s for all setup steps); its output "
+						 "ended with:\n%s",
+						 o->setup_steps[i], what, (long long)timeout_s, tl);
 			else
 				rc = ap_error_set(
 				    AP_EINVAL,

@@ -54,10 +54,15 @@
 #define ENV_KEEP_LIST  ENV_DIR "/keep"
 
 /* sh script: copy the kept setup products from the workspace into the current directory (a
- * no-op in the workspace itself, or when there are none). Offline, idempotent. */
+ * no-op in the workspace itself, or when there are none), then point what an editable install
+ * left there (*.pth, *.egg-link, __editable__* files among the products) at this tree instead
+ * of the workspace, so a tree imports its own code. Offline, idempotent. */
 #define ENV_PREPARE_TREE_CMD                                                                       \
-	"d=$(pwd -P); [ \"$d\" = /tmp/workspace ] || [ ! -s " ENV_KEEP_LIST " ] || "               \
-	"tar -C /tmp/workspace -cf - -T " ENV_KEEP_LIST " | tar -C \"$d\" -xf -"
+	"d=$(pwd -P); [ \"$d\" = /tmp/workspace ] || [ ! -s " ENV_KEEP_LIST " ] || { "             \
+	"tar -C /tmp/workspace -cf - -T " ENV_KEEP_LIST " | tar -C \"$d\" -xf - && "               \
+	"while IFS= read -r p; do find \"./$p\" -type f \\( -name '*.pth' -o -name '*.egg-link' "  \
+	"-o -name '__editable__*' \\) 2>/dev/null; done < " ENV_KEEP_LIST " | "                    \
+	"while IFS= read -r f; do sed -i \"s|/tmp/workspace|$d|g\" \"$f\"; done; }"
 
 #define ENV_FLAVOR_MAX 16
 
@@ -128,15 +133,17 @@ const char *env_flavor_of_command(const char *command);
 typedef struct env_setup_opts {
 	int version;
 	const ap_config *cfg;
-	sbx_box *box;				 /* prepared (workspace filled) */
-	const env_choice *image;		 /* its image (the id keys the cache) */
-	const char *repo_id;			 /* "owner/name", or the checkout's absolute path */
-	const char *repo_dir;			 /* host checkout, for the lockfiles of the key */
-	const char *const *setup_steps;		 /* NULL-terminated; empty: no setup */
-	const char *setup_script;		 /* the steps as one script (repo_config.setup) */
-	const char *const *cache_key_globs;	 /* NULL or empty: the default lockfile list */
-	bool had_network;			 /* the box was created with the allow-list */
-	bool agent_network;			 /* keep it after setup */
+	sbx_box *box;			    /* prepared (workspace filled) */
+	const env_choice *image;	    /* its image (the id keys the cache) */
+	const char *repo_id;		    /* "owner/name", or the checkout's absolute path */
+	const char *repo_dir;		    /* host checkout, for the lockfiles of the key */
+	const char *const *setup_steps;	    /* NULL-terminated; empty: no setup */
+	const char *setup_script;	    /* the steps as one script (repo_config.setup) */
+	const char *const *cache_key_globs; /* NULL or empty: the default lockfile list */
+	bool had_network;		    /* the box was created with the allow-list */
+	bool agent_network;		    /* keep it after setup */
+	int timeout_s; /* all steps together; 0: AUTOPATCH_SETUP_TIMEOUT_S (the repository's
+			* `setup_timeout:` when it sets one) */
 	const volatile sig_atomic_t *cancel;	 /* optional */
 	void (*note)(void *ud, const char *msg); /* one event per step of the phase */
 	void (*live)(void *ud, const char *msg); /* the live setup line (replaced each time) */
@@ -163,10 +170,10 @@ typedef struct env_setup_result {
 /*
  * The setup phase, as described at the top. A failing step ends it with AP_EINVAL and "setup
  * failed: `STEP` exited with N (after M s)" plus the tail of its output on the following
- * lines; a deadline (AUTOPATCH_SETUP_TIMEOUT_S, for all steps together) with AP_ETIMEOUT and
- * the same; exit 127 names the missing command and its flavour. A cache that cannot be read or
- * written is only a note (setup runs, or its result is not kept). The network is switched off
- * before returning 0, and on every error path too.
+ * lines; a deadline (o->timeout_s, else AUTOPATCH_SETUP_TIMEOUT_S; all steps together) with
+ * AP_ETIMEOUT and the same; exit 127 names the missing command and its flavour. A cache that cannot
+ * be read or written is only a note (setup runs, or its result is not kept). The network is
+ * switched off before returning 0, and on every error path too.
  */
 int env_setup(const env_setup_opts *o, env_setup_result *res);
 

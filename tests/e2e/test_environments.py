@@ -443,7 +443,8 @@ def error_repo(tmp_path, config):
 def test_missing_image_names_docker_pull_before_any_model_call(autopatch_bin, tmp_path):
     repo = error_repo(tmp_path, "image: autopatch-test/absent-image:1\n")
     r = run_fix(autopatch_bin, tmp_path, repo, happy())
-    assert r.returncode == 1, r.stdout
+    assert r.returncode == 3, r.stdout  # an environment failure
+    assert "ENVIRONMENT FAILURE (no model call was made): " in r.stdout
     assert ("the sandbox image autopatch-test/absent-image:1 (`image: autopatch-test/"
             "absent-image:1` in .github/autopatch.yml) is not on the autopatch host's Docker "
             "engine, and autopatch never pulls: run `docker pull autopatch-test/absent-image:1`"
@@ -455,7 +456,8 @@ def test_missing_flavour_names_its_build_command(autopatch_bin, tmp_path):
     repo = error_repo(tmp_path, "image: rust\n")
     r = run_fix(autopatch_bin, tmp_path, repo, happy(),
                 {"AUTOPATCH_FLAVOR_REPOSITORY": "autopatch-test-absent"})
-    assert r.returncode == 1, r.stdout
+    assert r.returncode == 3, r.stdout  # an environment failure
+    assert "ENVIRONMENT FAILURE (no model call was made): " in r.stdout
     assert ("the sandbox image autopatch-test-absent:rust for the rust flavour (`image: rust` "
             "in .github/autopatch.yml) is not built on this host: build it with "
             "`deploy/sandbox-image/build.sh --flavor rust`") in r.stdout
@@ -465,9 +467,10 @@ def test_missing_flavour_names_its_build_command(autopatch_bin, tmp_path):
 def test_failed_setup_stops_with_status_and_tail_before_any_model_call(autopatch_bin, tmp_path):
     repo = error_repo(tmp_path, "setup:\n  - echo preparing\n  - echo 'no such package' >&2; exit 3\n")
     r = run_fix(autopatch_bin, tmp_path, repo, happy())
-    assert r.returncode == 1, r.stdout
-    assert "NOT PROVEN: setup failed: `echo 'no such package' >&2; exit 3` exited with 3" in r.stdout
-    assert "no such package" in r.stdout.split("NOT PROVEN", 1)[1]
+    assert r.returncode == 3, r.stdout  # an environment failure
+    assert "ENVIRONMENT FAILURE (no model call was made): " in r.stdout
+    assert "ENVIRONMENT FAILURE (no model call was made): setup failed: `echo 'no such package' >&2; exit 3` exited with 3" in r.stdout
+    assert "no such package" in r.stdout.split("ENVIRONMENT FAILURE", 1)[1]
     assert "[setup] setup 1/2 `echo preparing` done" in r.stdout
     assert r.requests == []
 
@@ -475,7 +478,8 @@ def test_failed_setup_stops_with_status_and_tail_before_any_model_call(autopatch
 def test_missing_toolchain_command_names_the_flavour(autopatch_bin, tmp_path):
     repo = error_repo(tmp_path, "image: python\nsetup: npm ci\n")
     r = run_fix(autopatch_bin, tmp_path, repo, happy())
-    assert r.returncode == 1, r.stdout
+    assert r.returncode == 3, r.stdout  # an environment failure
+    assert "ENVIRONMENT FAILURE (no model call was made): " in r.stdout
     assert ("the setup step `npm ci` needs `npm`, which the sandbox image "
             "autopatch-sandbox:latest (flavour python: `image: python` in "
             ".github/autopatch.yml) does not have; the node flavour has it: add `image: node` "
@@ -517,7 +521,8 @@ def test_server_failed_setup_ends_the_job_in_the_comment_before_any_model_call(r
     text = progress_text(rig)
     assert ("**Environment:** sandbox image autopatch-sandbox:latest (flavour python: "
             "conftest.py in the checkout)") in text
-    assert "setup failed: `echo broken-dependency >&2; exit 4` exited with 4" in text, text
+    assert ("environment failure: setup failed: `echo broken-dependency >&2; exit 4` exited "
+            "with 4") in text, text
     assert "broken-dependency" in text.split("setup failed", 1)[1]
     rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
 
@@ -528,7 +533,9 @@ def test_server_missing_image_names_docker_pull_before_any_model_call(rig_factor
     rig.wait(lambda: rig.job_done(1), 180, "the job to fail")
     assert rig.jobs()[0]["state"] == "failed"
     assert rig.model.requests() == []
-    assert "run `docker pull autopatch-test/absent-image:1` there" in progress_text(rig)
+    text = progress_text(rig)
+    assert "environment failure: the sandbox image autopatch-test/absent-image:1" in text, text
+    assert "run `docker pull autopatch-test/absent-image:1` there" in text
 
 
 def test_server_setup_runs_then_the_fix_is_proven(rig_factory):
