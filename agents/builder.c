@@ -17,6 +17,7 @@ static int accept(agent_ctx *a, const tool_finish *fin, tester_verdict *v)
 {
 	fixer_result *res = a->res;
 	res->proven = true;
+	res->weak_evidence = v->weak;
 	res->diff = v->diff;
 	res->evidence = v->evidence;
 	res->files_changed = v->files_changed;

@@ -125,19 +125,80 @@ static char *issue_text(const fixer_opts *o)
 	return s;
 }
 
-static int setup(agent_ctx *a)
+/* Setup in the workspace (the Builder's tree), before anything else. *failed: a sentence
+ * when it failed or hit its deadline. */
+static int setup(agent_ctx *a, int timeout_s, char **failed)
 {
 	const char *argv[] = {"sh", "-c", a->opts->setup_cmd, NULL};
 	sbx_cmd cmd = SBX_CMD_INIT;
 	sbx_result r = SBX_RESULT_INIT;
 	cmd.argv = argv;
-	cmd.timeout_s = 900;
+	cmd.timeout_s = timeout_s;
 	cmd.cancel = a->tools.cancel;
+	*failed = NULL;
 	int rc = sbx_exec(a->opts->box, &cmd, &r);
 	if (!rc)
-		agent_progress(a, "planning", "setup command exited with %d", r.exit_code);
+		agent_progress(a, "preparing", "setup command exited with %d%s", r.exit_code,
+			       r.timed_out ? " (killed by the setup deadline)" : "");
+	if (!rc && (r.exit_code != 0 || r.timed_out)) {
+		char *tail = tools_head_tail(r.err_len ? r.err
+					     : r.out   ? r.out
+						       : "",
+					     r.err_len ? r.err_len : r.out_len, 3000);
+		if (r.timed_out)
+			*failed = tools_asprintf(
+			    "the setup command `%s` was killed by the setup deadline "
+			    "(`setup_timeout`: %d s) in the workspace:\n%s\nRaise `setup_timeout` "
+			    "in .github/autopatch.yml or make the setup faster.",
+			    a->opts->setup_cmd, timeout_s, tail ? tail : "");
+		else
+			*failed = tools_asprintf(
+			    "the setup command `%s` failed in the workspace (exit %d):\n%s\nFix "
+			    "`setup:` in .github/autopatch.yml or use an image that has what it "
+			    "needs.",
+			    a->opts->setup_cmd, r.exit_code, tail ? tail : "");
+		free(tail);
+		if (!*failed)
+			rc = AP_ENOMEM;
+	}
 	sbx_result_release(&r);
 	return rc;
+}
+
+/* Set-up and the Tester's baseline, before the Planner's first model call: an environment
+ * that cannot run the suite stops the job here (res->env_failure) at no model cost. */
+static int prepare(agent_ctx *a, bool *stop)
+{
+	fixer_result *res = a->res;
+	char *env = NULL, *summary = NULL;
+	int setup_s =
+	    a->opts->setup_timeout_s > 0 ? a->opts->setup_timeout_s : TESTER_SETUP_TIMEOUT;
+	int rc;
+
+	*stop = false;
+	if (a->opts->setup_cmd && *a->opts->setup_cmd) {
+		if ((rc = setup(a, setup_s, &env)))
+			return rc;
+	}
+	if (!env) {
+		agent_progress(a, "preparing",
+			       "baseline: running the test suite on the "
+			       "unchanged code");
+		if ((rc = tester_baseline(a->tester, &env, &summary)))
+			return rc;
+	}
+	if (env) {
+		res->env_failure = true;
+		res->failure = tools_asprintf("environment failure: %s", env);
+		agent_progress(a, "preparing", "environment failure: %s", env);
+		free(env);
+		*stop = true;
+		return res->failure ? 0 : AP_ENOMEM;
+	}
+	if (summary)
+		agent_progress(a, "preparing", "%s", summary);
+	free(summary);
+	return 0;
 }
 
 int fixer_run(const fixer_opts *opts, fixer_result *res)
@@ -190,12 +251,20 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 		goto out;
 	tester_set_max_diff_lines(a.tester, max_diff);
 	tester_set_cancel(a.tester, a.tools.cancel);
-	tester_set_patch_check(a.tester, opts->patch_check, opts->patch_check_ud);
+	tester_set_setup(a.tester, opts->setup_cmd);
+	tester_set_limits(a.tester, opts->setup_timeout_s, opts->repro_timeout_s,
+			  opts->suite_timeout_s);
+	tester_set_weak_evidence(a.tester, opts->allow_weak_evidence);
+	tester_set_hang_issue(a.tester,
+			      tester_issue_about_hang(opts->issue_title, opts->issue_body));
+	if (opts->patch_check)
+		tester_set_patch_check(a.tester, opts->patch_check, opts->patch_check_ud);
 	if (!(issue = issue_text(opts))) {
 		rc = AP_ENOMEM;
 		goto out;
 	}
-	if (opts->setup_cmd && *opts->setup_cmd && (rc = setup(&a)))
+	bool stop = false;
+	if ((rc = prepare(&a, &stop)) || stop)
 		goto out;
 	if ((rc = planner_run(&a, issue, &plan)))
 		goto out;
@@ -209,6 +278,8 @@ out:
 	if (a.traj) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddBoolToObject(o, "proven", res->proven);
+		cJSON_AddBoolToObject(o, "env_failure", res->env_failure);
+		cJSON_AddBoolToObject(o, "weak_evidence", res->weak_evidence);
 		cJSON_AddNumberToObject(o, "code", rc);
 		if (res->failure)
 			cJSON_AddStringToObject(o, "failure", res->failure);

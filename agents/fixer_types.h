@@ -6,13 +6,15 @@
 #define AP_FIXER_TYPES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/config.h"
 #include "sandbox/sandbox.h"
 
 /* Progress callback: called at every step with a short line ("planning", "tester: repro fails on
- * pristine as expected"). stage is one of "planning", "building", "testing". */
+ * pristine as expected"). stage is one of "preparing" (setup and the Tester's baseline),
+ * "planning", "building", "testing". */
 typedef void (*fixer_progress_fn)(void *ud, const char *stage, const char *line);
 /* Cancellation check, polled between steps and, from a helper thread, every 200 ms while a
  * sandbox command runs (a true answer kills the command with its box): it must be cheap and
@@ -33,7 +35,10 @@ typedef struct fixer_opts {
 	const char *feedback;	      /* iteration: the reviewer's request, else NULL */
 	const char *previous_summary; /* iteration: what the earlier run did, else NULL */
 	const char *test_cmd;	      /* the repository's test command (shell string, in the box) */
-	const char *setup_cmd;	      /* optional, run once before anything */
+	const char *setup_cmd;	      /* optional: run offline in the workspace and in every
+				       * tree the Tester tests, before anything else there (the
+				       * pipeline and `fix`: ENV_PREPARE_TREE_CMD, which copies
+				       * what env_setup produced; a no-op in the workspace) */
 	int max_iterations;	      /* Builder/Tester rounds; 0 = default 4 */
 	const char *trajectory_path;  /* JSONL file to write (redacted); NULL = none */
 	fixer_progress_fn progress;
@@ -43,6 +48,15 @@ typedef struct fixer_opts {
 				 * could take the run's cost above this (the budget reservation
 				 * the caller holds); the run stops with the "cost" budget */
 	void *ud;
+	/* Additions (zero: the defaults). Per-repository limits from .github/autopatch.yml
+	 * (setup_timeout feeds env_setup's deadline, not the Tester's): */
+	int setup_timeout_s; /* each run of setup_cmd (preparing a tree); 0 = TESTER_SETUP_TIMEOUT
+			      */
+	int repro_timeout_s; /* each run of the reproduction test; 0 = 300 */
+	int suite_timeout_s; /* each run of the test suite; 0 = 1200 */
+	bool
+	    allow_weak_evidence; /* accept exit-status evidence for a suite that fails on
+				  * pristine and gives no per-test results (result.weak_evidence) */
 	/* The host's policy over a patch, called by the Tester on the exact diff bytes it fetched
 	 * from the workspace, before anything is tested: 0 = test it; AP_EDENIED = refused, with
 	 * *why one sentence naming the rule and the path (malloc'd; the Tester frees it), which
@@ -67,6 +81,9 @@ typedef struct fixer_result {
 	char *evidence;	     /* the Tester's before/after evidence, markdown */
 	char *files_changed; /* newline-separated paths */
 	char *failure;	     /* why it failed (budget named, last Tester verdict), else NULL */
+	bool env_failure;    /* the suite cannot run on the unchanged code (failure says why and
+			      * what to change); no model call was made */
+	bool weak_evidence;  /* proven on exit status only, by the repository's opt-in */
 	char *model;	     /* provider/model used */
 	int64_t tokens_in, tokens_out;
 	int model_calls;

@@ -1,337 +1,173 @@
 /* SPDX-License-Identifier: MIT */
-/* agents/tester.c - the deterministic Tester (see tester.h). */
+/* agents/tester.c - the deterministic Tester (see tester.h): trees, runs, their structured
+ * results, the verdict and its evidence. */
 #include "agents/tester.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/redact.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #define WORKSPACE	    "/tmp/workspace"
-#define PRISTINE	    "/tmp/pristine"
-#define SUITE_TIMEOUT_S	    900
-#define REPRO_TIMEOUT_S	    300
+#define TREES		    "/tmp/trees"
+#define PRISTINE	    TREES "/pristine"
+#define PATCHED		    TREES "/patched"
+#define REPORTS		    "/tmp/ap-reports" /* outside every tree; /tmp is noexec, fine */
 #define FEEDBACK_OUTPUT_CAP 6000
+#define SHOW_CAP	    (64u << 10) /* output kept for showing, per stream */
 #define DIFF_CAP	    (1u << 20)
+#define OUT_SECTION_CAP	    (16u << 20) /* stdout read back (go -json / cargo report on it) */
+#define ERR_SECTION_CAP	    (2u << 20)
+#define COLLECT_CAP	    (REPORT_READ_CAP + (4u << 20))
+#define MAX_NAMED	    30 /* tests named in one verdict */
+
+/* ---- scripts (fixed text; every variable part is a positional parameter) ---------------- */
+
+/* $1 nonce: stage everything except interpreter caches, then print two sections (see
+ * report_sections): the changed names and the binary diff. No external diff or textconv, no
+ * colour, fixed prefixes, raw UTF-8 names, no user or system git config: the bytes are what
+ * gets applied and published. */
+#define GIT_DIFF                                                                                   \
+	"git -c safe.directory='*' -c core.quotePath=false diff --cached --no-ext-diff "           \
+	"--no-textconv --no-color --no-relative --src-prefix=a/ --dst-prefix=b/ "                  \
+	"--submodule=short --ignore-submodules=none "
+static const char SCRIPT_DIFF[] =
+    "cd " WORKSPACE " && export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null && "
+    "git -c safe.directory='*' add -A -- . ':(exclude,glob)**/__pycache__/**' "
+    "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && "
+    "printf '\\n@@ap:%s:-1:names\\n' \"$1\" && " GIT_DIFF "--name-only && "
+    "printf '\\n@@ap:%s:-1:diff\\n' \"$1\" && " GIT_DIFF "--binary";
+
+/* $1 side dir, $2 "apply" or "": a fresh copy of /repo without .git in $1/repo, with its own
+ * home and tmp; with apply, the diff on stdin applied by git without any git config. Prints
+ * the box's OOM-kill count. Exit 70: copy failed, 71: the diff does not apply. */
+static const char SCRIPT_TREE[] =
+    "rm -rf \"$1\" && mkdir -p \"$1/repo\" \"$1/home\" \"$1/tmp\" || exit 70; "
+    "find /repo -mindepth 1 -maxdepth 1 ! -name .git -exec cp -R "
+    "--preserve=mode,timestamps,links --no-dereference -t \"$1/repo\" -- {} + || exit 70; "
+    "if [ \"$2\" = apply ]; then cd \"$1/repo\" && env GIT_CONFIG_NOSYSTEM=1 "
+    "GIT_CONFIG_GLOBAL=/dev/null GIT_CEILING_DIRECTORIES=" TREES " HOME=\"$1/home\" "
+    "git apply --whitespace=nowarn - >&2 || exit 71; fi; "
+    "sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory.events "
+    "/sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | head -n 1";
+
+/* HOME of the commands in a tree: the tree itself, as the workspace is the box's HOME, so what
+ * the setup phase put under HOME there (a user site, an editable install) and the tree's
+ * setup_cmd (ENV_PREPARE_TREE_CMD) copied over is found in the tree too. */
+
+/* $1 side dir, $2 setup command: run it in the tree with the tree's home and tmp. */
+static const char SCRIPT_SETUP[] = "cd \"$1/repo\" && exec env HOME=\"$1/repo\" "
+				   "TMPDIR=\"$1/tmp\" sh -c \"$2\" < /dev/null";
+
+/* $1 side dir, $2 report dir, $3 command, $4 test path to add from $6 ("" none), $5 test
+ * path to put back as /repo has it ("" none). stdout and stderr go to files outside the tree;
+ * pytest writes JUnit XML to the report dir whatever the repository's addopts say (colour
+ * off, no cache). Exit 125 before the command started; .started marks that it did. */
+static const char SCRIPT_RUN[] =
+    "rm -rf \"$2\" && mkdir -p \"$2\" && cd \"$1/repo\" || exit 125; "
+    "if [ -n \"$5\" ]; then if [ -e \"/repo/$5\" ]; then cp -- \"/repo/$5\" \"$5\"; else "
+    "rm -f -- \"$5\"; fi || exit 125; fi; "
+    "if [ -n \"$4\" ]; then mkdir -p -- \"$(dirname -- \"$4\")\" && cp -- \"$6/$4\" \"$4\" || "
+    "exit 125; fi; "
+    ": > \"$2/.started\" || exit 125; "
+    "exec env HOME=\"$1/repo\" TMPDIR=\"$1/tmp\" "
+    "PYTEST_ADDOPTS=\"--junitxml=$2/pytest.xml -p no:cacheprovider --color=no\" "
+    "sh -c \"$3\" > \"$2/out\" 2> \"$2/err\" < /dev/null";
+
+/* $1 report dir, $2 tree dir, $3 nonce, $4 out cap, $5 err cap, $6 report cap: everything a
+ * run left, as report_sections(): out, err, each report file, the JUnit files the run wrote
+ * in the tree (conventional names, newer than the start; one section), the OOM count. */
+static const char SCRIPT_COLLECT[] =
+    "N=\"$3\"; sec() { s=$(wc -c < \"$3\" 2>/dev/null) || s=-1; "
+    "printf '\\n@@ap:%s:%s:%s\\n' \"$N\" \"$s\" \"$1\"; head -c \"$2\" -- \"$3\" 2>/dev/null; }; "
+    "if [ ! -e \"$1/.started\" ]; then printf '\\n@@ap:%s:0:nostart\\n' \"$N\"; exit 0; fi; "
+    "sec out \"$4\" \"$1/out\"; sec err \"$5\" \"$1/err\"; "
+    "for f in \"$1\"/*.xml; do [ -f \"$f\" ] && sec \"report:${f##*/}\" \"$6\" \"$f\"; done; "
+    "if cd \"$2\" 2>/dev/null; then printf '\\n@@ap:%s:-1:tree\\n' \"$N\"; "
+    "find . -type f -name '*.xml' -newer \"$1/.started\" \\( -path '*TEST-*' -o "
+    "-path '*junit*' -o -path '*JUnit*' -o -path '*test-results*' -o -path '*test_results*' "
+    "-o -path '*surefire-reports*' -o -path '*report*' \\) -exec cat -- {} + 2>/dev/null | "
+    "head -c \"$6\"; fi; "
+    "o=$(sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory.events "
+    "/sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | head -n 1); "
+    "printf '\\n@@ap:%s:%s:oom\\n' \"$N\" \"${o:--1}\"";
+
+/* ---- state --------------------------------------------------------------------------------- */
+
+/* One run of tests, read back and classified. */
+struct run_out {
+	const char *side; /* "pristine" or "patched" */
+	char *cmd;	  /* as run (instrumented) */
+	int exit_code;
+	bool timed_out, oom;
+	int deadline_s;
+	const char *deadline_key; /* "repro_timeout", "suite_timeout" */
+	enum report_runner runner;
+	bool have_report;
+	const char *source; /* where the per-test results came from */
+	report rep;	    /* finished */
+	enum report_class cls;
+	char *problem; /* the results could not be read (then nothing is decided from them) */
+	char *out;     /* stdout, head and tail, for showing */
+	char *err;     /* stderr, likewise */
+	int64_t millis;
+};
 
 struct tester {
 	sbx_box *box;
 	const char *test_cmd;
-	char *suite_cmd;
+	const char *setup_cmd;
 	traj *traj;
 	int64_t max_diff_lines;
 	const volatile sig_atomic_t *cancel;
-	int (*patch_check)(void *ud, const char *diff, size_t len, char **why);
+	int setup_s, repro_s, suite_s;
+	bool allow_weak, hang_issue;
+	tester_patch_check_fn patch_check;
 	void *patch_check_ud;
+	long long oom_seen; /* the box's OOM-kill count after the last command; -1 unknown */
 	bool have_baseline;
-	int baseline_exit;
-	test_outcomes baseline;
+	char *env_failure;
+	char *baseline_summary;
+	struct run_out base; /* the suite on pristine */
+	char *placed;	     /* test path currently added to the pristine tree */
+	char *repro_key;     /* command + the test's diff section of the cached pristine run */
+	struct run_out prepro;
 };
 
-/* git in the box ignores the system and global config; the workspace's own .git/config is the
- * model's to write, so every option that changes what `git diff` prints is given on the
- * command line: no external diff driver or textconv, no colour, fixed a/ and b/ prefixes,
- * unquoted non-ASCII names, submodules shown. The host never relies on any of this: it parses
- * and checks the bytes itself (the patch_check hook, github/patch.h). */
-#define GIT_ENV "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null && "
-#define GIT	"git -c safe.directory='*' -c core.quotePath=false"
-
-/* Stage everything except interpreter caches, then print the diff (or the names). */
-static const char SCRIPT_DIFF[] =
-    "cd \"$1\" && " GIT_ENV GIT " add -A -- . ':(exclude,glob)**/__pycache__/**' "
-    "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && " GIT
-    " diff --cached --no-ext-diff --no-textconv --no-color --no-relative --src-prefix=a/ "
-    "--dst-prefix=b/ --submodule=short --ignore-submodules=none $2";
-
-/* $1 test path: a fresh pristine copy plus only the reproduction test. The repository's .git
- * is left out: it can be large, /tmp is a size-capped tmpfs, and no test needs it. */
-static const char SCRIPT_PRISTINE[] =
-    "rm -rf " PRISTINE " && mkdir -p " PRISTINE " && "
-    "tar -C /repo --exclude=./.git -cf - . | tar -C " PRISTINE " -xf - && "
-    "if [ -n \"$1\" ]; then mkdir -p -- \"$(dirname -- \"" PRISTINE "/$1\")\" && "
-    "cp -- \"" WORKSPACE "/$1\" \"" PRISTINE "/$1\"; fi";
-
-/* Before a suite run: remember the untracked files and mark the time, so the run's JUnit
- * reports can be found and the files it created removed again. */
-static const char SCRIPT_SUITE_BEFORE[] =
-    "cd \"$1\" && " GIT_ENV "{ " GIT " ls-files -o > /tmp/.ap-untracked 2>/dev/null || "
-    ": > /tmp/.ap-untracked; } && touch /tmp/.ap-suite-mark";
-
-/* JUnit XML reports the run wrote (conventional names), each preceded by a marker line. */
-static const char SCRIPT_JUNIT[] =
-    "cd \"$1\" && find . -path ./.git -prune -o -type f -name '*.xml' -newer /tmp/.ap-suite-mark "
-    "-print | head -n 50 | while IFS= read -r f; do case \"$f\" in *TEST-*|*junit*|*JUnit*|"
-    "*test-results*|*test_results*|*report*) echo \"<!-- autopatch: $f -->\"; cat -- \"$f\";; "
-    "esac; done";
-
-/* After a suite run in the workspace: remove the untracked files it created (reports,
- * caches), so the Tester leaves the workspace - and the diff - as it found them. */
-static const char SCRIPT_SUITE_AFTER[] =
-    "cd \"$1\" && " GIT_ENV GIT " ls-files -o > /tmp/.ap-untracked-after && "
-    "grep -vxFf /tmp/.ap-untracked /tmp/.ap-untracked-after | while IFS= read -r f; do "
-    "rm -f -- \"$f\"; done; true";
-
-/* ---- pytest -rA parsing ---------------------------------------------------------------- */
-
-void test_outcomes_release(test_outcomes *o)
+static void run_out_release(struct run_out *ro)
 {
-	if (!o)
-		return;
-	for (size_t i = 0; i < o->n; i++)
-		free(o->names[i]);
-	free(o->names);
-	free(o->status);
-	memset(o, 0, sizeof(*o));
+	free(ro->cmd);
+	report_release(&ro->rep);
+	free(ro->problem);
+	free(ro->out);
+	free(ro->err);
+	memset(ro, 0, sizeof(*ro));
 }
 
-static int outcomes_add(test_outcomes *o, const char *name, size_t len, char st)
-{
-	char **nn = realloc(o->names, (o->n + 1) * sizeof(*nn));
-	if (!nn)
-		return AP_ENOMEM;
-	o->names = nn;
-	char *ns = realloc(o->status, o->n + 1);
-	if (!ns)
-		return AP_ENOMEM;
-	o->status = ns;
-	if (!(o->names[o->n] = strndup(name, len)))
-		return AP_ENOMEM;
-	o->status[o->n] = st;
-	o->n++;
-	return 0;
-}
+/* ---- small helpers ------------------------------------------------------------------------ */
 
-int tester_parse_pytest(const char *out, test_outcomes *o)
-{
-	static const struct {
-		const char *prefix;
-		char st;
-	} kinds[] = {{"PASSED ", 'P'}, {"FAILED ", 'F'}, {"ERROR ", 'E'}};
-	memset(o, 0, sizeof(*o));
-	for (const char *line = out; line && *line;) {
-		const char *eol = strchr(line, '\n');
-		size_t len = eol ? (size_t)(eol - line) : strlen(line);
-		for (size_t k = 0; k < 3; k++) {
-			size_t pl = strlen(kinds[k].prefix);
-			if (len > pl && strncmp(line, kinds[k].prefix, pl) == 0) {
-				const char *name = line + pl;
-				size_t nl = len - pl;
-				/* "FAILED a::b - message": the name ends at " - ". */
-				for (size_t i = 0; i + 2 < nl; i++)
-					if (name[i] == ' ' && name[i + 1] == '-' &&
-					    name[i + 2] == ' ') {
-						nl = i;
-						break;
-					}
-				while (nl && (name[nl - 1] == '\r' || name[nl - 1] == ' '))
-					nl--;
-				/* Only node ids ("file::test"), not free text. */
-				if (nl && memchr(name, ':', nl) && !memchr(name, ' ', nl) &&
-				    outcomes_add(o, name, nl, kinds[k].st) != 0) {
-					test_outcomes_release(o);
-					return AP_ENOMEM;
-				}
-			}
-		}
-		line = eol ? eol + 1 : NULL;
-	}
-	return 0;
-}
-
-static char status_of(const test_outcomes *o, const char *name)
-{
-	char st = 0;
-	for (size_t i = 0; i < o->n; i++)
-		if (strcmp(o->names[i], name) == 0)
-			st = st == 'P' || st == 0 ? o->status[i] : st; /* any failure wins */
-	return st;
-}
-
-char *tester_regressions(const test_outcomes *before, const test_outcomes *after)
-{
-	ap_buf b = AP_BUF_INIT(64u << 10);
-	for (size_t i = 0; i < before->n; i++) {
-		if (before->status[i] != 'P' || status_of(before, before->names[i]) != 'P')
-			continue;
-		char st = status_of(after, before->names[i]);
-		if (st == 'P')
-			continue;
-		ap_buf_addf(&b, "%s (%s)\n", before->names[i],
-			    st == 0	? "missing after the patch"
-			    : st == 'E' ? "error"
-					: "failed");
-	}
-	if (b.len == 0) {
-		ap_buf_release(&b);
-		return NULL;
-	}
-	return ap_buf_take(&b);
-}
-
-/* The value of attribute name in the tag text [tag, end), malloc'd, or NULL. */
-static char *xml_attr(const char *tag, const char *end, const char *name)
-{
-	size_t nl = strlen(name);
-	for (const char *p = tag; p && p + nl + 2 < end; p++) {
-		if ((p[-1] == ' ' || p[-1] == '\t' || p[-1] == '\n') && strncmp(p, name, nl) == 0 &&
-		    p[nl] == '=' && (p[nl + 1] == '"' || p[nl + 1] == '\'')) {
-			const char *v = p + nl + 2;
-			const char *q = memchr(v, p[nl + 1], (size_t)(end - v));
-			return q ? strndup(v, (size_t)(q - v)) : NULL;
-		}
-	}
-	return NULL;
-}
-
-int tester_parse_junit(const char *xml, test_outcomes *o)
-{
-	memset(o, 0, sizeof(*o));
-	for (const char *p = xml; (p = strstr(p, "<testcase")) != NULL;) {
-		const char *gt = strchr(p, '>');
-		if (!gt)
-			break;
-		if (p[9] != ' ' && p[9] != '\t' && p[9] != '\n' && p[9] != '>' && p[9] != '/') {
-			p += 9;
-			continue;
-		}
-		bool self_closed = gt > p && gt[-1] == '/';
-		const char *body_end = gt;
-		if (!self_closed) {
-			const char *close = strstr(gt, "</testcase>");
-			body_end = close ? close : gt + strlen(gt);
-		}
-		char st = 'P';
-		if (!self_closed) {
-			size_t bl = (size_t)(body_end - gt);
-			char *body = strndup(gt, bl);
-			if (!body)
-				goto nomem;
-			if (strstr(body, "<failure"))
-				st = 'F';
-			else if (strstr(body, "<error"))
-				st = 'E';
-			else if (strstr(body, "<skipped"))
-				st = 'S';
-			free(body);
-		}
-		char *cls = xml_attr(p + 1, gt, "classname");
-		char *name = xml_attr(p + 1, gt, "name");
-		if (name && st != 'S') {
-			char *full =
-			    tools_asprintf("%s%s%s", cls ? cls : "", cls ? "::" : "", name);
-			int rc = full ? outcomes_add(o, full, strlen(full), st) : AP_ENOMEM;
-			free(full);
-			if (rc) {
-				free(cls);
-				free(name);
-				goto nomem;
-			}
-		}
-		free(cls);
-		free(name);
-		p = self_closed ? gt + 1 : body_end;
-	}
-	return 0;
-nomem:
-	test_outcomes_release(o);
-	return AP_ENOMEM;
-}
-
-char *tester_suite_cmd(const char *test_cmd)
-{
-	if (strstr(test_cmd, "pytest") && !strstr(test_cmd, "-rA"))
-		return tools_asprintf("%s -rA", test_cmd);
-	return strdup(test_cmd);
-}
-
-static void count_outcomes(const test_outcomes *o, int *pass, int *fail)
-{
-	*pass = *fail = 0;
-	for (size_t i = 0; i < o->n; i++)
-		(o->status[i] == 'P' ? (*pass)++ : (*fail)++);
-}
-
-/* ---- running things in the box --------------------------------------------------------- */
-
-static int run(tester *t, const char *workdir, const char *const *argv, int timeout_s,
-	       sbx_result *r)
+static int exec_argv(tester *t, const char *workdir, const char *const *argv, int timeout_s,
+		     const char *in, size_t in_len, size_t cap, sbx_result *r)
 {
 	sbx_cmd cmd = SBX_CMD_INIT;
+
 	cmd.argv = argv;
 	cmd.workdir = workdir;
 	cmd.timeout_s = timeout_s;
-	cmd.output_cap = DIFF_CAP;
+	cmd.output_cap = cap;
 	cmd.cancel = t->cancel;
+	cmd.stdin_data = in;
+	cmd.stdin_len = in_len;
 	return sbx_exec(t->box, &cmd, r);
-}
-
-/* A shell command string (the repository's or the Builder's test command). */
-static int run_cmd(tester *t, const char *workdir, const char *shell_cmd, int timeout_s,
-		   sbx_result *r)
-{
-	const char *argv[] = {"env", "PYTHONDONTWRITEBYTECODE=1", "sh", "-c", shell_cmd, NULL};
-	int rc = run(t, workdir, argv, timeout_s, r);
-	if (!rc && t->traj)
-		tools_traj_command(t->traj, "tester_run", shell_cmd, workdir, r);
-	return rc;
-}
-
-static char *combined_output(const sbx_result *r, size_t cap)
-{
-	ap_buf b = AP_BUF_INIT(4u << 20);
-	ap_buf_add(&b, r->out ? r->out : "", r->out_len);
-	if (r->err_len) {
-		ap_buf_adds(&b, "\n--- stderr ---\n");
-		ap_buf_add(&b, r->err, r->err_len);
-	}
-	char *s = tools_head_tail(ap_buf_str(&b), b.len, cap);
-	ap_buf_release(&b);
-	char *clean = s ? redact_str(s) : NULL;
-	free(s);
-	return clean;
-}
-
-/* Last n lines of the output, for the evidence. */
-static char *tail_lines(const sbx_result *r, int n)
-{
-	const char *s = r->out ? r->out : "";
-	size_t len = r->out_len;
-	while (len && s[len - 1] == '\n')
-		len--;
-	size_t start = len;
-	int lines = 0;
-	while (start > 0 && lines < n) {
-		start--;
-		if (s[start] == '\n')
-			lines++;
-	}
-	if (s[start] == '\n')
-		start++;
-	char *t = tools_head_tail(s + start, len - start, 2000);
-	char *clean = t ? redact_str(t) : NULL;
-	free(t);
-	return clean;
-}
-
-static int reject(tester_verdict *v, const char *reason, const char *cmd, const char *dir,
-		  const sbx_result *r)
-{
-	char *out = r ? combined_output(r, FEEDBACK_OUTPUT_CAP) : NULL;
-	v->proven = false;
-	v->reason = strdup(reason);
-	if (r)
-		v->feedback =
-		    tools_asprintf("Tester: REJECTED - %s\n\ncommand: %s\ndirectory: %s\nexit "
-				   "status: %d%s\n--- output (head and tail) ---\n%s",
-				   reason, cmd, dir, r->exit_code,
-				   r->timed_out ? " (timed out)" : "", out ? out : "");
-	else
-		v->feedback = tools_asprintf("Tester: REJECTED - %s", reason);
-	free(out);
-	return v->reason && v->feedback ? 0 : AP_ENOMEM;
 }
 
 static const char *basename_of(const char *p)
@@ -340,83 +176,997 @@ static const char *basename_of(const char *p)
 	return s ? s + 1 : p;
 }
 
-/* Run the repository's suite in dir and parse per-test outcomes: pytest -rA lines, else the
- * JUnit XML reports the run wrote, else none (compare by exit status). */
-static int run_suite(tester *t, const char *dir, sbx_result *r, test_outcomes *o)
+/* Strip "./" prefixes so the test path compares with git's names. */
+static const char *norm_path(const char *p)
 {
-	const char *before[] = {"sh", "-c", SCRIPT_SUITE_BEFORE, "sh", dir, NULL};
-	const char *junit[] = {"sh", "-c", SCRIPT_JUNIT, "sh", dir, NULL};
-	const char *after[] = {"sh", "-c", SCRIPT_SUITE_AFTER, "sh", dir, NULL};
-	sbx_result x = SBX_RESULT_INIT;
-	int rc;
-	memset(o, 0, sizeof(*o));
-	if ((rc = run(t, dir, before, 60, &x)))
-		goto out;
-	sbx_result_release(&x);
-	if ((rc = run_cmd(t, dir, t->suite_cmd, SUITE_TIMEOUT_S, r)))
-		goto out;
-	/* One source per tester, so both sides name tests alike: pytest's -rA lines when the
-	 * command is pytest with -rA, else JUnit reports. */
-	if (strstr(t->suite_cmd, "pytest") && strstr(t->suite_cmd, "-rA")) {
-		if ((rc = tester_parse_pytest(r->out ? r->out : "", o)))
-			goto out;
-	} else {
-		if ((rc = run(t, dir, junit, 60, &x)))
-			goto out;
-		if (x.exit_code == 0 && x.out_len && !x.truncated &&
-		    (rc = tester_parse_junit(x.out, o)))
-			goto out;
-		sbx_result_release(&x);
+	while (p[0] == '.' && p[1] == '/')
+		p += 2;
+	return p;
+}
+
+/* The first n lines of s (at most max bytes), malloc'd; "" for NULL. */
+static char *first_lines(const char *s, int n, size_t max)
+{
+	const char *p = s ? s : "";
+	size_t len = 0;
+
+	while (p[len] && n > 0 && len < max) {
+		if (p[len] == '\n')
+			n--;
+		if (n > 0)
+			len++;
 	}
-	if (t->traj && o->n) {
+	while (len && (p[len - 1] == '\n' || p[len - 1] == '\r'))
+		len--;
+	return strndup(p, len);
+}
+
+/* A fenced block around untrusted text: the fence is longer than any backtick run in it, and
+ * an empty text says so instead of leaving an empty block. */
+static void add_fenced(ap_buf *b, const char *text)
+{
+	size_t run = 0, longest = 0;
+	const char *s = text && *text ? text : "(the command printed nothing)";
+
+	for (const char *p = s; *p; p++) {
+		run = *p == '`' ? run + 1 : 0;
+		if (run > longest)
+			longest = run;
+	}
+	size_t n = longest >= 3 ? longest + 1 : 3;
+	for (size_t i = 0; i < n; i++)
+		ap_buf_adds(b, "`");
+	ap_buf_adds(b, "\n");
+	ap_buf_adds(b, s);
+	if (s[strlen(s) - 1] != '\n')
+		ap_buf_adds(b, "\n");
+	for (size_t i = 0; i < n; i++)
+		ap_buf_adds(b, "`");
+	ap_buf_adds(b, "\n");
+}
+
+/* Inline code for an id or command (one line, no backticks). */
+static void add_code(ap_buf *b, const char *s)
+{
+	ap_buf_adds(b, "`");
+	for (const char *p = s; *p && p - s < 400; p++)
+		ap_buf_add(b, *p == '`' ? "'" : (*p == '\n' || *p == '\r') ? " " : p, 1);
+	ap_buf_adds(b, "`");
+}
+
+static void add_output(ap_buf *b, const struct run_out *ro, size_t cap)
+{
+	ap_buf o = AP_BUF_INIT(4 * SHOW_CAP);
+
+	ap_buf_adds(&o, ro->out ? ro->out : "");
+	if (ro->err && *ro->err) {
+		ap_buf_adds(&o, "\n--- stderr ---\n");
+		ap_buf_adds(&o, ro->err);
+	}
+	char *s = tools_head_tail(ap_buf_str(&o), o.len, cap);
+	ap_buf_adds(b, s ? s : "");
+	free(s);
+	ap_buf_release(&o);
+}
+
+/* Last n lines of the run's stdout (stderr when stdout is empty), for the evidence. */
+static char *tail_lines(const struct run_out *ro, int n)
+{
+	const char *s = ro->out && *ro->out ? ro->out : ro->err ? ro->err : "";
+	size_t len = strlen(s), start;
+	int lines = 0;
+
+	while (len && s[len - 1] == '\n')
+		len--;
+	start = len;
+	while (start > 0 && lines < n) {
+		start--;
+		if (s[start] == '\n')
+			lines++;
+	}
+	if (s[start] == '\n')
+		start++;
+	return tools_head_tail(s + start, len - start, 3000);
+}
+
+static void make_nonce(char out[33])
+{
+	unsigned char r[16];
+	ssize_t got = getrandom(r, sizeof(r), 0);
+
+	if (got != (ssize_t)sizeof(r)) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		for (size_t i = 0; i < sizeof(r); i++)
+			r[i] = (unsigned char)((ts.tv_nsec >> (i % 8)) ^ (getpid() >> (i % 4)) ^
+					       (int)i * 37);
+	}
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(out + 2 * i, 3, "%02x", r[i]);
+}
+
+static long long parse_ll(const char *s, size_t n)
+{
+	long long v = 0;
+	size_t i = 0;
+
+	if (!n)
+		return -1;
+	for (; i < n && isdigit((unsigned char)s[i]) && v < (1LL << 50); i++)
+		v = v * 10 + (s[i] - '0');
+	return i == n ? v : -1;
+}
+
+static void note_oom_count(tester *t, long long n)
+{
+	if (n >= 0)
+		t->oom_seen = n;
+}
+
+/* ---- runs --------------------------------------------------------------------------------- */
+
+static void traj_run(tester *t, const char *kind, const char *dir, const char *cmd,
+		     const struct run_out *ro, const sbx_result *r)
+{
+	if (!t->traj)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "kind", kind);
+	cJSON_AddStringToObject(o, "dir", dir);
+	cJSON_AddStringToObject(o, "command", cmd);
+	if (ro) {
+		report_counts c;
+
+		report_count(&ro->rep, &c);
+		cJSON_AddNumberToObject(o, "exit", ro->exit_code);
+		cJSON_AddBoolToObject(o, "timed_out", ro->timed_out);
+		cJSON_AddStringToObject(o, "class", report_class_name(ro->cls));
+		if (ro->source)
+			cJSON_AddStringToObject(o, "results", ro->source);
+		cJSON_AddNumberToObject(o, "passed", (double)c.passed);
+		cJSON_AddNumberToObject(o, "failed", (double)c.failed);
+		cJSON_AddNumberToObject(o, "skipped", (double)c.skipped);
+		cJSON_AddNumberToObject(o, "errors", (double)c.errors);
+		cJSON_AddNumberToObject(o, "millis", (double)ro->millis);
+		char *s =
+		    tools_head_tail(ro->out ? ro->out : "", ro->out ? strlen(ro->out) : 0, 4000);
+		if (s)
+			cJSON_AddStringToObject(o, "stdout", s);
+		free(s);
+		s = tools_head_tail(ro->err ? ro->err : "", ro->err ? strlen(ro->err) : 0, 2000);
+		if (s)
+			cJSON_AddStringToObject(o, "stderr", s);
+		free(s);
+	} else if (r) {
+		cJSON_AddNumberToObject(o, "exit", r->exit_code);
+		cJSON_AddBoolToObject(o, "timed_out", r->timed_out);
+		cJSON_AddNumberToObject(o, "millis", (double)r->millis);
+		char *s = tools_head_tail(r->out ? r->out : "", r->out_len, 2000);
+		if (s)
+			cJSON_AddStringToObject(o, "stdout", s);
+		free(s);
+		s = tools_head_tail(r->err ? r->err : "", r->err_len, 2000);
+		if (s)
+			cJSON_AddStringToObject(o, "stderr", s);
+		free(s);
+	}
+	traj_event(t->traj, "tester_run", o);
+	if (ro && ro->rep.n) {
 		cJSON *e = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(e, "tests");
+
 		cJSON_AddStringToObject(e, "dir", dir);
-		for (size_t i = 0; list && i < o->n; i++) {
+		for (size_t i = 0; list && i < ro->rep.n; i++) {
+			const report_test *rt = &ro->rep.tests[i];
 			cJSON *one = cJSON_CreateObject();
-			cJSON_AddStringToObject(one, "name", o->names[i]);
+
+			cJSON_AddStringToObject(one, "name", rt->id ? rt->id : "");
 			cJSON_AddStringToObject(one, "status",
-						o->status[i] == 'P'   ? "passed"
-						: o->status[i] == 'F' ? "failed"
-								      : "error");
+						rt->outcome == REPORT_PASSED	? "passed"
+						: rt->outcome == REPORT_FAILED	? "failed"
+						: rt->outcome == REPORT_SKIPPED ? "skipped"
+										: "error");
 			cJSON_AddItemToArray(list, one);
 		}
 		traj_event(t->traj, "tester_tests", e);
 	}
-	if (strcmp(dir, WORKSPACE) == 0)
-		rc = run(t, dir, after, 60, &x);
+}
+
+/* Take the sections of a collect command apart into ro. */
+static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const char *nonce)
+{
+	report_section sec[REPORT_MAX_SECTIONS];
+	size_t n = 0;
+	bool have_files = false;
+	int rc;
+
+	if (r->truncated) {
+		ro->problem = tools_asprintf("its output and reports are larger than %u MiB "
+					     "together; the results cannot be read in full",
+					     REPORT_READ_CAP >> 20);
+		return ro->problem ? 0 : AP_ENOMEM;
+	}
+	if ((rc = report_sections(r->out ? r->out : "", r->out_len, nonce, sec, REPORT_MAX_SECTIONS,
+				  &n)))
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		const report_section *s = &sec[i];
+		bool cut = s->size >= 0 && (size_t)s->size > s->len;
+
+#define IS(x) (s->name_len == strlen(x) && memcmp(s->name, x, s->name_len) == 0)
+		if (IS("nostart"))
+			return ap_error_set(AP_EIO, "the Tester could not start a run in the box");
+		if (IS("oom")) { /* the size field carries the count */
+			if (s->size >= 0 && t->oom_seen >= 0 && s->size > t->oom_seen)
+				ro->oom = ro->exit_code == 128 + 9 && !ro->timed_out;
+			note_oom_count(t, s->size);
+		} else if (IS("out")) {
+			ro->out = tools_head_tail(s->data, s->len, SHOW_CAP);
+			if (ro->runner == REPORT_RUNNER_GO || ro->runner == REPORT_RUNNER_CARGO) {
+				if (cut) {
+					ro->problem = tools_asprintf("its output, which holds the "
+								     "per-test results, is larger "
+								     "than %u MiB",
+								     OUT_SECTION_CAP >> 20);
+					return ro->problem ? 0 : AP_ENOMEM;
+				}
+				rc = ro->runner == REPORT_RUNNER_GO
+					 ? report_parse_go_json(&ro->rep, s->data, s->len)
+					 : report_parse_cargo(&ro->rep, s->data, s->len);
+				if (rc)
+					return rc;
+				ro->have_report = true;
+				ro->source = ro->runner == REPORT_RUNNER_GO
+						 ? "`go test -json`"
+						 : "cargo's per-test lines";
+			}
+		} else if (IS("err")) {
+			ro->err = tools_head_tail(s->data, s->len, SHOW_CAP);
+		} else if (s->name_len > 7 && memcmp(s->name, "report:", 7) == 0) {
+			if (cut) {
+				ro->problem = tools_asprintf(
+				    "its report %.*s is larger than %u MiB", (int)(s->name_len - 7),
+				    s->name + 7, REPORT_READ_CAP >> 20);
+				return ro->problem ? 0 : AP_ENOMEM;
+			}
+			if ((rc = report_parse_junit(&ro->rep, s->data, s->len)))
+				return rc;
+			have_files = ro->have_report = true;
+			ro->source =
+			    ro->rep.pytest ? "JUnit XML (pytest `--junitxml`)" : "JUnit XML";
+		} else if (IS("tree") && !have_files && s->len) {
+			if (s->len >= REPORT_READ_CAP) {
+				ro->problem =
+				    tools_asprintf("the JUnit reports it wrote are larger "
+						   "than %u MiB",
+						   REPORT_READ_CAP >> 20);
+				return ro->problem ? 0 : AP_ENOMEM;
+			}
+			if ((rc = report_parse_junit(&ro->rep, s->data, s->len)))
+				return rc;
+			if (ro->rep.n) {
+				ro->have_report = true;
+				ro->source = "the JUnit XML files the run wrote in the tree";
+			}
+		}
+#undef IS
+	}
+	return 0;
+}
+
+/* Run cmd in side's tree with the report instrumentation, read everything back, classify. */
+static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s,
+		     const char *deadline_key, const char *place, const char *restore,
+		     struct run_out *ro)
+{
+	char rdir[128], nonce[33], caps[3][24], prep_err[300];
+	sbx_result r = SBX_RESULT_INIT;
+	const char *dir = strcmp(side, "pristine") == 0 ? PRISTINE : PATCHED;
+	int rc;
+
+	memset(ro, 0, sizeof(*ro));
+	ro->side = side;
+	ro->deadline_s = timeout_s;
+	ro->deadline_key = deadline_key;
+	ro->runner = report_runner_of(cmd);
+	snprintf(rdir, sizeof(rdir), REPORTS "/%s", side);
+	if (!(ro->cmd = report_instrument(cmd, rdir)))
+		return AP_ENOMEM;
+	{
+		const char *argv[] = {"sh",
+				      "-c",
+				      SCRIPT_RUN,
+				      "sh",
+				      dir,
+				      rdir,
+				      ro->cmd,
+				      place ? place : "",
+				      restore ? restore : "",
+				      PATCHED "/repo",
+				      NULL};
+
+		if ((rc = exec_argv(t, "/tmp", argv, timeout_s, NULL, 0, 64u << 10, &r)))
+			goto out;
+	}
+	ro->exit_code = r.exit_code;
+	ro->timed_out = r.timed_out;
+	ro->millis = r.millis;
+	snprintf(prep_err, sizeof(prep_err), "%s", r.err ? r.err : "");
+	sbx_result_release(&r);
+	make_nonce(nonce);
+	snprintf(caps[0], sizeof(caps[0]), "%u", OUT_SECTION_CAP);
+	snprintf(caps[1], sizeof(caps[1]), "%u", ERR_SECTION_CAP);
+	snprintf(caps[2], sizeof(caps[2]), "%u", REPORT_READ_CAP);
+	{
+		char tree[96];
+
+		snprintf(tree, sizeof(tree), "%s/repo", dir);
+		const char *argv[] = {"sh",  "-c",    SCRIPT_COLLECT, "sh",    rdir, tree,
+				      nonce, caps[0], caps[1],	      caps[2], NULL};
+
+		if ((rc = exec_argv(t, "/tmp", argv, 300, NULL, 0, COLLECT_CAP, &r)))
+			goto out;
+	}
+	if ((rc = read_back(t, ro, &r, nonce))) {
+		if (rc == AP_EIO)
+			ap_error_set(AP_EIO, "the Tester could not start a run in %s: %s", dir,
+				     prep_err);
+		goto out;
+	}
+	report_finish(&ro->rep);
+	{
+		report_run facts = {.exit_code = ro->exit_code,
+				    .timed_out = ro->timed_out,
+				    .oom = ro->oom,
+				    .runner = ro->runner,
+				    .have_report = ro->have_report,
+				    .report = &ro->rep};
+
+		ro->cls = report_classify(&facts);
+	}
+	traj_run(t, strcmp(deadline_key, "repro_timeout") == 0 ? "repro" : "suite", dir, ro->cmd,
+		 ro, NULL);
 out:
-	sbx_result_release(&x);
+	sbx_result_release(&r);
 	return rc;
 }
 
-static int baseline(tester *t)
+/* A fresh tree for side (with the diff applied for patched). *why: a rejection sentence
+ * when the diff does not apply. */
+static int prepare_tree(tester *t, const char *dir, const char *diff, char **why)
 {
-	const char *argv[] = {"sh", "-c", SCRIPT_PRISTINE, "sh", "", NULL};
+	const char *argv[] = {"sh", "-c", SCRIPT_TREE, "sh", dir, diff ? "apply" : "", NULL};
 	sbx_result r = SBX_RESULT_INIT;
-	int rc = run(t, "/tmp", argv, 300, &r);
+	int rc;
+
+	*why = NULL;
+	rc = exec_argv(t, "/tmp", argv, 600, diff, diff ? strlen(diff) : 0, 64u << 10, &r);
 	if (rc)
-		goto out;
-	if (r.exit_code != 0) {
-		rc = ap_error_set(AP_EIO, "cannot copy /repo to " PRISTINE ": %.300s",
-				  r.err ? r.err : "");
-		goto out;
+		return rc;
+	traj_run(t, "tree", dir, diff ? "copy /repo, git apply the diff" : "copy /repo", NULL, &r);
+	if (r.exit_code == 71) {
+		char *e = first_lines(r.err, 8, 2000);
+
+		*why = tools_asprintf("the diff does not apply to a fresh copy of the repository "
+				      "with `git apply`: %s",
+				      e ? e : "");
+		free(e);
+		rc = *why ? 0 : AP_ENOMEM;
+	} else if (r.exit_code != 0) {
+		rc = ap_error_set(AP_EIO, "cannot copy /repo to %s in the box (exit %d): %.300s",
+				  dir, r.exit_code, r.err ? r.err : "");
+	} else {
+		note_oom_count(t, parse_ll(r.out ? r.out : "", r.out ? strcspn(r.out, "\n") : 0));
 	}
-	sbx_result_release(&r);
-	if ((rc = run_suite(t, PRISTINE, &r, &t->baseline)))
-		goto out;
-	t->baseline_exit = r.exit_code;
-	t->have_baseline = true;
-out:
 	sbx_result_release(&r);
 	return rc;
 }
+
+/* Run the setup command in side's tree. *why: a sentence when it failed. */
+static int run_setup(tester *t, const char *side, const char *dir, char **why)
+{
+	const char *argv[] = {"sh", "-c", SCRIPT_SETUP, "sh", dir, t->setup_cmd, NULL};
+	sbx_result r = SBX_RESULT_INIT;
+	int rc;
+
+	*why = NULL;
+	if (!t->setup_cmd || !*t->setup_cmd)
+		return 0;
+	if ((rc = exec_argv(t, "/tmp", argv, t->setup_s, NULL, 0, 1u << 20, &r)))
+		return rc;
+	traj_run(t, "setup", dir, t->setup_cmd, NULL, &r);
+	if (r.exit_code != 0 || r.timed_out) {
+		ap_buf o = AP_BUF_INIT(2 * SHOW_CAP);
+		char *shown;
+
+		ap_buf_add(&o, r.out ? r.out : "", r.out_len);
+		if (r.err_len) {
+			ap_buf_adds(&o, "\n--- stderr ---\n");
+			ap_buf_add(&o, r.err, r.err_len);
+		}
+		shown = tools_head_tail(ap_buf_str(&o), o.len, 3000);
+		if (r.timed_out)
+			*why =
+			    tools_asprintf("the setup command `%s` was killed by the setup "
+					   "deadline (`setup_timeout`: %d s) on the %s code:\n%s",
+					   t->setup_cmd, t->setup_s, side, shown ? shown : "");
+		else
+			*why =
+			    tools_asprintf("the setup command `%s` failed on the %s code (%s):\n%s",
+					   t->setup_cmd, side,
+					   r.exit_code == 127	? "command not found, exit 127"
+					   : r.exit_code == 126 ? "not executable, exit 126"
+								: "non-zero exit",
+					   shown ? shown : "");
+		free(shown);
+		ap_buf_release(&o);
+		rc = *why ? 0 : AP_ENOMEM;
+	}
+	sbx_result_release(&r);
+	return rc;
+}
+
+/* "killed by the suite deadline (`suite_timeout`: 1200 s)" and the like, malloc'd. */
+static char *describe_class(const struct run_out *ro)
+{
+	if (ro->problem)
+		return tools_asprintf("its results cannot be used: %s", ro->problem);
+	switch (ro->cls) {
+	case REPORT_TIMEOUT:
+		/* The box's life caps every command's deadline (sbx_exec): name what fired. */
+		if (ro->millis + 2000 < (int64_t)ro->deadline_s * 1000)
+			return tools_asprintf("killed after %.0f s when the sandbox's life ran out "
+					      "(AUTOPATCH_SANDBOX_WALL_SECONDS), before the `%s` "
+					      "deadline (%d s)",
+					      (double)ro->millis / 1000.0, ro->deadline_key,
+					      ro->deadline_s);
+		return tools_asprintf("killed by the %s deadline (`%s`: %d s)",
+				      strcmp(ro->deadline_key, "repro_timeout") == 0 ? "repro"
+										     : "suite",
+				      ro->deadline_key, ro->deadline_s);
+	case REPORT_EXIT_ONLY:
+		return tools_asprintf("exit status %d, no per-test results", ro->exit_code);
+	case REPORT_NOTHING_RAN:
+		return tools_asprintf("failed before any test ran (exit %d)", ro->exit_code);
+	case REPORT_KILLED:
+		return strdup("killed by SIGKILL (exit 137) before the deadline, and the box's "
+			      "out-of-memory counter did not rise");
+	default:
+		return strdup(report_class_name(ro->cls));
+	}
+}
+
+/* The messages of up to max entries of rep with outcome o (collection only when coll). */
+static void add_messages(ap_buf *b, const report *rep, enum report_outcome o, bool coll_only,
+			 int max)
+{
+	int shown = 0;
+
+	for (size_t i = 0; i < rep->n && shown < max; i++) {
+		const report_test *x = &rep->tests[i];
+
+		if (x->outcome != o || (coll_only && !x->collection))
+			continue;
+		char *m = first_lines(x->message, 12, 1500);
+		ap_buf_adds(b, "- ");
+		add_code(b, x->id);
+		ap_buf_adds(b, ":\n");
+		add_fenced(b, m);
+		free(m);
+		shown++;
+	}
+}
+
+/* ---- the baseline ------------------------------------------------------------------------ */
+
+static const char *what_to_change(const struct run_out *ro)
+{
+	switch (ro->cls) {
+	case REPORT_NOT_FOUND:
+		return "The test command's program is not in the sandbox image. Use an image that "
+		       "has the toolchain (`image:` in .github/autopatch.yml, or "
+		       "AUTOPATCH_SANDBOX_IMAGE), install it in `setup:`, or change `test:`.";
+	case REPORT_NOT_EXECUTABLE:
+		return "A program the test command runs is not executable. Check file modes and "
+		       "`setup:`, or change `test:`.";
+	case REPORT_COLLECTION:
+		return "The tests cannot be loaded on the unchanged code. Install the missing "
+		       "dependencies in `setup:` (or use an image that has them), or leave the "
+		       "broken modules out of `test:`.";
+	case REPORT_NO_TESTS:
+		return "The test command collected no tests. Check `test:` in "
+		       ".github/autopatch.yml.";
+	case REPORT_NOTHING_RAN:
+		return "Check `test:`, `setup:` and the image: the command fails before running "
+		       "any test.";
+	case REPORT_TIMEOUT:
+		return "Raise `suite_timeout` in .github/autopatch.yml or run a faster subset in "
+		       "`test:`.";
+	case REPORT_OOM:
+		return "Give the sandbox more memory (AUTOPATCH_SANDBOX_MEMORY) or run fewer tests "
+		       "at once in `test:`.";
+	case REPORT_KILLED:
+		return "Something killed the suite; check the pids limit (AUTOPATCH_SANDBOX_PIDS) "
+		       "and `test:`.";
+	default:
+		return "Make the suite write per-test results (pytest, `go test`, cargo, ctest "
+		       "--output-junit, Maven/Gradle/jest JUnit reports), make it pass on the "
+		       "unchanged code, or set `allow_weak_evidence: true` in "
+		       ".github/autopatch.yml to accept exit-status evidence (the PR then says "
+		       "so).";
+	}
+}
+
+static int env_failure_for(tester *t, const struct run_out *ro, char **out)
+{
+	ap_buf b = AP_BUF_INIT(64u << 10);
+	char *cls = describe_class(ro), *lines;
+
+	ap_buf_addf(&b, "the test suite cannot run on the unchanged code: %s.\ncommand: %s\n",
+		    cls ? cls : "", t->test_cmd);
+	free(cls);
+	if (ro->cls == REPORT_COLLECTION && ro->rep.n) {
+		ap_buf_adds(&b, "first errors:\n");
+		add_messages(&b, &ro->rep, REPORT_ERROR, true, 3);
+	} else {
+		lines = first_lines(ro->err && *ro->err ? ro->err : ro->out, 20, 3000);
+		ap_buf_adds(&b, "first lines of its output:\n");
+		add_fenced(&b, lines);
+		free(lines);
+	}
+	ap_buf_addf(&b, "%s", what_to_change(ro));
+	*out = ap_buf_take(&b);
+	ap_buf_release(&b);
+	return *out ? 0 : AP_ENOMEM;
+}
+
+static char *counts_line(const struct run_out *ro)
+{
+	report_counts c;
+
+	report_count(&ro->rep, &c);
+	if (ro->cls != REPORT_RAN)
+		return tools_asprintf("exit %d, no per-test results", ro->exit_code);
+	return tools_asprintf("%zu passed, %zu failed, %zu skipped, %zu errors", c.passed, c.failed,
+			      c.skipped, c.errors);
+}
+
+int tester_baseline(tester *t, char **env_failure, char **summary)
+{
+	char *why = NULL;
+	int rc;
+
+	*env_failure = NULL;
+	if (summary)
+		*summary = NULL;
+	if (t->have_baseline)
+		goto answer;
+	if ((rc = prepare_tree(t, PRISTINE, NULL, &why)))
+		return rc;
+	if ((rc = run_setup(t, "unchanged", PRISTINE, &why)))
+		return rc;
+	if (why) {
+		t->env_failure = tools_asprintf("%s\nFix `setup:` in .github/autopatch.yml or use "
+						"an image that has what it needs.",
+						why);
+		free(why);
+		if (!t->env_failure)
+			return AP_ENOMEM;
+		t->have_baseline = true;
+		goto answer;
+	}
+	if ((rc = run_tests(t, "pristine", t->test_cmd, t->suite_s, "suite_timeout", NULL, NULL,
+			    &t->base)))
+		return rc;
+	t->have_baseline = true;
+	if (t->base.problem || !report_class_ran(t->base.cls) ||
+	    (t->base.cls == REPORT_EXIT_ONLY && t->base.exit_code != 0 && !t->allow_weak)) {
+		if ((rc = env_failure_for(t, &t->base, &t->env_failure)))
+			return rc;
+	} else {
+		char *c = counts_line(&t->base);
+
+		t->baseline_summary = tools_asprintf(
+		    "baseline: the suite ran on the unchanged code in %.1f s: %s%s%s",
+		    (double)t->base.millis / 1000.0, c ? c : "", t->base.source ? " (from " : "",
+		    t->base.source ? t->base.source : "");
+		if (t->base.source && t->baseline_summary) {
+			char *s = tools_asprintf("%s)", t->baseline_summary);
+			free(t->baseline_summary);
+			t->baseline_summary = s;
+		}
+		free(c);
+	}
+	if (t->traj) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddBoolToObject(o, "usable", t->env_failure == NULL);
+		if (t->env_failure)
+			cJSON_AddStringToObject(o, "env_failure", t->env_failure);
+		if (t->baseline_summary)
+			cJSON_AddStringToObject(o, "summary", t->baseline_summary);
+		traj_event(t->traj, "tester_baseline", o);
+	}
+answer:
+	if (t->env_failure && !(*env_failure = strdup(t->env_failure)))
+		return AP_ENOMEM;
+	if (summary && t->baseline_summary && !(*summary = strdup(t->baseline_summary)))
+		return AP_ENOMEM;
+	return 0;
+}
+
+/* ---- comparisons ------------------------------------------------------------------------- */
+
+static bool failing(const report_test *x)
+{
+	return x && (x->outcome == REPORT_FAILED || x->outcome == REPORT_ERROR);
+}
+
+char *tester_regressions(const report *before, const report *after, size_t max, size_t *count)
+{
+	ap_buf b = AP_BUF_INIT(256u << 10);
+
+	*count = 0;
+	for (size_t i = 0; i < before->n; i++) {
+		const report_test *x = &before->tests[i], *y;
+		char *m = NULL;
+
+		if (x->outcome != REPORT_PASSED)
+			continue;
+		y = report_find(after, x->id);
+		if (y && y->outcome == REPORT_PASSED)
+			continue;
+		if ((*count)++ >= max)
+			continue;
+		ap_buf_adds(&b, "- ");
+		add_code(&b, x->id);
+		if (!y) {
+			ap_buf_adds(&b, ": disappeared (it did not run after the patch)\n");
+			continue;
+		}
+		m = first_lines(y->message, 1, 300);
+		ap_buf_addf(&b, ": %s%s%s\n",
+			    y->outcome == REPORT_SKIPPED ? "now skipped"
+			    : y->outcome == REPORT_ERROR ? "error"
+							 : "failed",
+			    m && *m ? ": " : "", m ? m : "");
+		free(m);
+	}
+	if (*count > max)
+		ap_buf_addf(&b, "- and %zu more\n", *count - max);
+	if (*count == 0) {
+		ap_buf_release(&b);
+		return NULL;
+	}
+	return ap_buf_take(&b);
+}
+
+/* Names (inline code, comma-separated) of the tests that already failed on pristine. */
+static void add_already_failing(ap_buf *b, const report *base, int max)
+{
+	int shown = 0;
+	size_t total = 0;
+
+	for (size_t i = 0; i < base->n; i++)
+		if (failing(&base->tests[i]))
+			total++;
+	if (!total)
+		return;
+	ap_buf_addf(b, "- already failing before the patch (%zu): ", total);
+	for (size_t i = 0; i < base->n && shown < max; i++)
+		if (failing(&base->tests[i])) {
+			ap_buf_adds(b, shown ? ", " : "");
+			add_code(b, base->tests[i].id);
+			shown++;
+		}
+	if (total > (size_t)max)
+		ap_buf_addf(b, " and %zu more", total - (size_t)max);
+	ap_buf_adds(b, "\n");
+}
+
+/* ---- verdict text ------------------------------------------------------------------------ */
+
+static int reject(tester_verdict *v, const char *reason, const char *cmd, const char *dir,
+		  const struct run_out *ro, const char *detail)
+{
+	ap_buf b = AP_BUF_INIT(256u << 10);
+	char *cls = ro ? describe_class(ro) : NULL;
+
+	v->proven = false;
+	v->reason = strdup(reason);
+	ap_buf_addf(&b, "Tester: REJECTED - %s\n", reason);
+	if (cmd)
+		ap_buf_addf(&b, "\ncommand: %s\ndirectory: %s\n", cmd, dir ? dir : "");
+	if (ro)
+		ap_buf_addf(&b, "run: %s (exit status %d%s)\n", cls ? cls : "", ro->exit_code,
+			    ro->timed_out ? ", timed out" : "");
+	if (detail && *detail)
+		ap_buf_addf(&b, "%s\n", detail);
+	if (ro) {
+		ap_buf_adds(&b, "--- output (head and tail) ---\n");
+		add_output(&b, ro, FEEDBACK_OUTPUT_CAP);
+	}
+	free(cls);
+	v->feedback = ap_buf_take(&b);
+	ap_buf_release(&b);
+	if (v->feedback) {
+		char *clean = redact_str(v->feedback);
+		free(v->feedback);
+		v->feedback = clean;
+	}
+	return v->reason && v->feedback ? 0 : AP_ENOMEM;
+}
+
+static int reject_fmt(tester_verdict *v, const char *cmd, const char *dir, const struct run_out *ro,
+		      const char *detail, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static int reject_fmt(tester_verdict *v, const char *cmd, const char *dir, const struct run_out *ro,
+		      const char *detail, const char *fmt, ...)
+{
+	va_list ap;
+	char *why = NULL;
+	int rc;
+
+	va_start(ap, fmt);
+	if (vasprintf(&why, fmt, ap) < 0)
+		why = NULL;
+	va_end(ap);
+	if (!why)
+		return AP_ENOMEM;
+	rc = reject(v, why, cmd, dir, ro, detail);
+	free(why);
+	return rc;
+}
+
+/* ---- the reproduction test --------------------------------------------------------------- */
+
+enum repro_kind { REPRO_REJECT, REPRO_FAILS, REPRO_FAILS_EXIT, REPRO_HANGS };
+
+/* What the pristine repro run shows. On REPRO_REJECT, *why and *detail (malloc'd) say why. */
+static int judge_pristine(tester *t, const struct run_out *ro, enum repro_kind *kind, char **why,
+			  char **detail)
+{
+	ap_buf d = AP_BUF_INIT(64u << 10);
+	char *cls = describe_class(ro);
+	bool pytest = ro->rep.pytest;
+	size_t fails = 0, errors = 0, skips = 0, passes = 0;
+
+	*kind = REPRO_REJECT;
+	*why = *detail = NULL;
+	if (!cls)
+		return AP_ENOMEM;
+	if (ro->problem) {
+		*why = tools_asprintf("the reproduction test's results on the pristine code "
+				      "cannot be used: %s",
+				      ro->problem);
+		goto out;
+	}
+	if (ro->cls == REPORT_TIMEOUT) {
+		if (t->hang_issue) {
+			*kind = REPRO_HANGS;
+			goto out;
+		}
+		*why = tools_asprintf(
+		    "the reproduction test was %s on the pristine code. A timeout reproduces "
+		    "only an issue about a hang, and this issue does not describe one: make the "
+		    "test fail with an assertion instead (or raise `repro_timeout`)",
+		    cls);
+		goto out;
+	}
+	if (ro->cls == REPORT_COLLECTION) {
+		*why = tools_asprintf("the reproduction test errored before the test body on the "
+				      "pristine code (%s): it must be collected and run, then fail "
+				      "in the test",
+				      cls);
+		add_messages(&d, &ro->rep, REPORT_ERROR, false, 3);
+		goto out;
+	}
+	if (!report_class_ran(ro->cls)) {
+		*why = tools_asprintf("the reproduction test did not run on the pristine code: %s",
+				      cls);
+		goto out;
+	}
+	if (ro->cls == REPORT_EXIT_ONLY) {
+		if (ro->exit_code == 0)
+			*why = strdup("the reproduction test PASSED on the pristine code (exit 0): "
+				      "it does not reproduce the bug. It must fail before the fix "
+				      "and pass after it");
+		else
+			*kind = REPRO_FAILS_EXIT;
+		goto out;
+	}
+	for (size_t i = 0; i < ro->rep.n; i++) {
+		const report_test *x = &ro->rep.tests[i];
+		const report_test *b = report_find(&t->base.rep, x->id);
+
+		if (failing(b))
+			continue; /* failed before this test existed: not the repro's doing */
+		if (x->outcome == REPORT_FAILED ||
+		    (x->outcome == REPORT_ERROR && !pytest && !x->collection))
+			fails++;
+		else if (x->outcome == REPORT_ERROR)
+			errors++;
+		else if (x->outcome == REPORT_SKIPPED)
+			skips++;
+		else
+			passes++;
+	}
+	if (fails) {
+		*kind = REPRO_FAILS;
+	} else if (errors) {
+		*why = strdup("the reproduction test errored before the test body on the pristine "
+			      "code (in a fixture or set-up, not in the test): it must fail in the "
+			      "test itself, with an assertion or an exception from the code under "
+			      "test");
+		add_messages(&d, &ro->rep, REPORT_ERROR, false, 3);
+	} else if (skips) {
+		*why = strdup("the reproduction test was SKIPPED on the pristine code: a skipped "
+			      "test proves nothing. It must run and fail (install what it needs in "
+			      "`setup:` or do not skip)");
+		add_messages(&d, &ro->rep, REPORT_SKIPPED, false, 3);
+	} else if (passes) {
+		*why = strdup("the reproduction test PASSED on the pristine code: it does not "
+			      "reproduce the bug. It must fail before the fix and pass after it");
+	} else {
+		*why = strdup("the reproduction test run on the pristine code reported only tests "
+			      "that already failed before it was added: it does not reproduce the "
+			      "bug");
+	}
+out:
+	free(cls);
+	if (d.len)
+		*detail = ap_buf_take(&d);
+	ap_buf_release(&d);
+	return *kind != REPRO_REJECT || *why ? 0 : AP_ENOMEM;
+}
+
+/* The failing-on-pristine tests (their ids, with messages), for the evidence. */
+static void add_pristine_failures(ap_buf *b, const tester *t, const struct run_out *ro)
+{
+	int shown = 0;
+
+	for (size_t i = 0; i < ro->rep.n && shown < 5; i++) {
+		const report_test *x = &ro->rep.tests[i];
+
+		if (!(x->outcome == REPORT_FAILED ||
+		      (x->outcome == REPORT_ERROR && !ro->rep.pytest)) ||
+		    failing(report_find(&t->base.rep, x->id)))
+			continue;
+		char *m = first_lines(x->message, 15, 2000);
+		ap_buf_adds(b, "  - ");
+		add_code(b, x->id);
+		ap_buf_adds(b, " failed:\n\n");
+		add_fenced(b, m && *m ? m : NULL);
+		ap_buf_adds(b, "\n");
+		free(m);
+		shown++;
+	}
+}
+
+/* On the patched tree: every test that reproduced on pristine passes, nothing new fails. */
+static int judge_patched(tester *t, enum repro_kind kind, const struct run_out *pre,
+			 const struct run_out *ro, char **why, char **detail)
+{
+	ap_buf d = AP_BUF_INIT(64u << 10);
+	char *cls = describe_class(ro);
+
+	*why = *detail = NULL;
+	if (!cls)
+		return AP_ENOMEM;
+	if (ro->problem) {
+		*why = tools_asprintf("the reproduction test's results on the patched code cannot "
+				      "be used: %s",
+				      ro->problem);
+		goto out;
+	}
+	if (!report_class_ran(ro->cls)) {
+		*why = tools_asprintf("the reproduction test did not complete on the patched code: "
+				      "%s",
+				      cls);
+		if (ro->cls == REPORT_COLLECTION)
+			add_messages(&d, &ro->rep, REPORT_ERROR, false, 3);
+		goto out;
+	}
+	if (kind == REPRO_FAILS && ro->cls != REPORT_RAN) {
+		*why = strdup("the reproduction test gave per-test results on the pristine code "
+			      "but none on the patched code: the evidence is missing");
+		goto out;
+	}
+	for (size_t i = 0; kind == REPRO_FAILS && i < pre->rep.n; i++) {
+		const report_test *x = &pre->rep.tests[i], *y;
+
+		if (!(x->outcome == REPORT_FAILED ||
+		      (x->outcome == REPORT_ERROR && !pre->rep.pytest)) ||
+		    failing(report_find(&t->base.rep, x->id)))
+			continue;
+		y = report_find(&ro->rep, x->id);
+		if (!y) {
+			*why =
+			    tools_asprintf("the reproduction test `%s` did not run on the patched "
+					   "code",
+					   x->id);
+			goto out;
+		}
+		if (y->outcome == REPORT_SKIPPED) {
+			*why =
+			    tools_asprintf("the reproduction test `%s` was SKIPPED on the patched "
+					   "code: it must run and pass",
+					   x->id);
+			add_messages(&d, &ro->rep, REPORT_SKIPPED, false, 3);
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < ro->rep.n; i++) {
+		const report_test *y = &ro->rep.tests[i];
+
+		if (failing(y) && !failing(report_find(&t->base.rep, y->id))) {
+			*why =
+			    strdup("the reproduction test FAILS on the patched code: the fix does "
+				   "not work yet");
+			add_messages(&d, &ro->rep, REPORT_FAILED, false, 3);
+			add_messages(&d, &ro->rep, REPORT_ERROR, false, 3);
+			goto out;
+		}
+	}
+	if (ro->cls == REPORT_RAN) {
+		report_counts c;
+
+		report_count(&ro->rep, &c);
+		if (c.passed == 0) {
+			*why =
+			    strdup(c.skipped ? "the reproduction test was SKIPPED on the patched "
+					       "code: it must run and pass"
+					     : "the reproduction test ran no test on the patched "
+					       "code");
+			add_messages(&d, &ro->rep, REPORT_SKIPPED, false, 3);
+			goto out;
+		}
+	}
+	if (ro->cls == REPORT_EXIT_ONLY && ro->exit_code != 0) {
+		*why = tools_asprintf("the reproduction test FAILS on the patched code (exit %d): "
+				      "the fix does not work yet",
+				      ro->exit_code);
+		goto out;
+	}
+out:
+	free(cls);
+	if (d.len)
+		*detail = ap_buf_take(&d);
+	ap_buf_release(&d);
+	return 0;
+}
+
+/* The diff section of path ("diff --git a/path b/path" up to the next file), or NULL. */
+static char *diff_section(const char *diff, const char *path)
+{
+	char *hdr = tools_asprintf("diff --git a/%s b/%s\n", path, path);
+	const char *p, *e;
+	char *s = NULL;
+
+	if (!hdr)
+		return NULL;
+	p = strstr(diff, hdr);
+	if (p && (p == diff || p[-1] == '\n')) {
+		e = strstr(p + strlen(hdr), "\ndiff --git ");
+		s = strndup(p, e ? (size_t)(e - p) : strlen(p));
+	}
+	free(hdr);
+	return s;
+}
+
+/* ---- the diff ------------------------------------------------------------------------------ */
 
 static int fetch_diff(tester *t, tester_verdict *v, bool *too_big)
 {
-	const char *argv[] = {"sh", "-c", SCRIPT_DIFF, "sh", WORKSPACE, "--binary", NULL};
+	char nonce[33];
+	const char *argv[] = {"sh", "-c", SCRIPT_DIFF, "sh", nonce, NULL};
 	sbx_result r = SBX_RESULT_INIT;
-	int rc = run(t, WORKSPACE, argv, 120, &r);
-	if (rc)
+	report_section sec[4];
+	size_t n = 0;
+	int rc;
+
+	make_nonce(nonce);
+	if ((rc = exec_argv(t, WORKSPACE, argv, 120, NULL, 0, DIFF_CAP, &r)))
 		goto out;
 	if (r.exit_code != 0) {
 		rc = ap_error_set(AP_EIO, "git diff failed in the workspace: %.300s",
@@ -424,13 +1174,20 @@ static int fetch_diff(tester *t, tester_verdict *v, bool *too_big)
 		goto out;
 	}
 	*too_big = r.truncated;
-	v->diff = strdup(r.out ? r.out : "");
-	sbx_result_release(&r);
-	argv[5] = "--name-only";
-	if ((rc = run(t, WORKSPACE, argv, 120, &r)))
+	if ((rc = report_sections(r.out ? r.out : "", r.out_len, nonce, sec, 4, &n)))
 		goto out;
-	v->files_changed = strdup(r.out ? r.out : "");
-	if (!v->diff || !v->files_changed)
+	if (n != 2 || sec[0].name_len != 5 || memcmp(sec[0].name, "names", 5) != 0 ||
+	    sec[1].name_len != 4 || memcmp(sec[1].name, "diff", 4) != 0) {
+		rc = *too_big ? 0
+			      : ap_error_set(AP_EIO, "git diff in the workspace printed "
+						     "something unexpected");
+		v->diff = strdup("");
+		v->files_changed = strdup("");
+	} else {
+		v->files_changed = strndup(sec[0].data, sec[0].len);
+		v->diff = strndup(sec[1].data, sec[1].len);
+	}
+	if (!rc && (!v->diff || !v->files_changed))
 		rc = AP_ENOMEM;
 out:
 	sbx_result_release(&r);
@@ -452,48 +1209,6 @@ int64_t tester_diff_changed_lines(const char *diff)
 		l = e ? e + 1 : NULL;
 	}
 	return n;
-}
-
-void tester_set_max_diff_lines(tester *t, int64_t max)
-{
-	t->max_diff_lines = max;
-}
-
-void tester_set_cancel(tester *t, const volatile sig_atomic_t *cancel)
-{
-	t->cancel = cancel;
-}
-
-void tester_set_patch_check(tester *t,
-			    int (*fn)(void *ud, const char *diff, size_t len, char **why), void *ud)
-{
-	t->patch_check = fn;
-	t->patch_check_ud = ud;
-}
-
-/* The host's policy over the exact bytes about to be tested: 0 when it passes (or there is
- * none), 0 with a rejection in v when it refuses, < 0 when it failed. */
-static int policy_check(tester *t, tester_verdict *v)
-{
-	char *why = NULL;
-	int rc;
-
-	if (!t->patch_check)
-		return 0;
-	rc = t->patch_check(t->patch_check_ud, v->diff, strlen(v->diff), &why);
-	if (rc == AP_EDENIED) {
-		v->proven = false;
-		v->reason = why ? why : strdup("the host's patch policy refused the diff");
-		why = NULL;
-		v->feedback = tools_asprintf(
-		    "Tester: REJECTED - %s\n\nThe host checks the diff of /tmp/workspace itself "
-		    "and will not test, apply or publish a patch that breaks a rule. Undo that "
-		    "change in the workspace (restore or delete the file) and call finish again.",
-		    v->reason ? v->reason : "");
-		rc = v->reason && v->feedback ? 0 : AP_ENOMEM;
-	}
-	free(why);
-	return rc;
 }
 
 /* True when files (newline-separated) holds something besides path. */
@@ -522,167 +1237,328 @@ static bool has_line(const char *files, const char *path)
 	return false;
 }
 
-/* Strip "./" prefixes so the test path compares with git's names. */
-static const char *norm_path(const char *p)
+/* ---- evidence ----------------------------------------------------------------------------- */
+
+static void add_counts_table(ap_buf *b, const struct run_out *before, const struct run_out *after)
 {
-	while (p[0] == '.' && p[1] == '/')
-		p += 2;
-	return p;
+	report_counts x, y;
+
+	report_count(&before->rep, &x);
+	report_count(&after->rep, &y);
+	ap_buf_adds(b, "| | passed | failed | skipped | errors | exit |\n"
+		       "|---|---:|---:|---:|---:|---:|\n");
+	ap_buf_addf(b, "| pristine | %zu | %zu | %zu | %zu | %d |\n", x.passed, x.failed, x.skipped,
+		    x.errors, before->exit_code);
+	ap_buf_addf(b, "| patched | %zu | %zu | %zu | %zu | %d |\n", y.passed, y.failed, y.skipped,
+		    y.errors, after->exit_code);
+}
+
+static char *evidence(tester *t, const tool_finish *fin, const char *test_path,
+		      enum repro_kind kind, const struct run_out *pre, const struct run_out *post,
+		      const struct run_out *suite, bool weak)
+{
+	ap_buf b = AP_BUF_INIT(256u << 10);
+	char *tail = NULL;
+
+	if (weak)
+		ap_buf_adds(&b,
+			    "> **Weak evidence.** The test suite gives no per-test results and "
+			    "already fails on the unchanged code, so regressions cannot be ruled "
+			    "out; this repository accepts that (`allow_weak_evidence: true`).\n\n");
+	ap_buf_adds(&b, "**Reproduction test** ");
+	add_code(&b, test_path);
+	ap_buf_adds(&b, ", run with ");
+	add_code(&b, fin->test_command);
+	ap_buf_adds(&b, "\n");
+	switch (kind) {
+	case REPRO_HANGS:
+		ap_buf_addf(&b,
+			    "- pristine code: **timed out after %d s before the patch** (the "
+			    "repro deadline, `repro_timeout`; the issue is about a hang)\n",
+			    pre->deadline_s);
+		tail = tail_lines(pre, 12);
+		if (tail && *tail) {
+			ap_buf_adds(&b, "  last output before the deadline:\n\n");
+			add_fenced(&b, tail);
+		}
+		break;
+	case REPRO_FAILS_EXIT:
+		ap_buf_addf(&b,
+			    "- pristine code: **fails** with exit status %d (the runner gives no "
+			    "per-test results: exit-status evidence):\n\n",
+			    pre->exit_code);
+		tail = tail_lines(pre, 15);
+		add_fenced(&b, tail);
+		break;
+	default:
+		ap_buf_addf(&b,
+			    "- pristine code: **fails** in the test (per-test results from %s):\n",
+			    pre->source ? pre->source : "the runner");
+		add_pristine_failures(&b, t, pre);
+	}
+	if (post->cls == REPORT_RAN) {
+		report_counts c;
+
+		report_count(&post->rep, &c);
+		ap_buf_addf(&b,
+			    "- patched code: **passes** in %.1f s (%zu passed, %zu failed, %zu "
+			    "skipped, exit %d)\n\n",
+			    (double)post->millis / 1000.0, c.passed, c.failed, c.skipped,
+			    post->exit_code);
+	} else {
+		ap_buf_addf(&b, "- patched code: **passes** (exit %d in %.1f s)\n\n",
+			    post->exit_code, (double)post->millis / 1000.0);
+	}
+	ap_buf_adds(&b, "**Test suite** ");
+	add_code(&b, t->test_cmd);
+	if (t->base.cls == REPORT_RAN) {
+		ap_buf_addf(&b, " (per-test results from %s)\n\n",
+			    t->base.source ? t->base.source : "the runner");
+		add_counts_table(&b, &t->base, suite);
+		ap_buf_adds(&b, "\n");
+		add_already_failing(&b, &t->base.rep, MAX_NAMED);
+		ap_buf_adds(&b, "- every test that passed before the patch passes after it\n");
+	} else {
+		ap_buf_addf(&b,
+			    " (no per-test results: compared by exit status)\n- pristine: exit %d\n"
+			    "- patched: exit %d\n",
+			    t->base.exit_code, suite->exit_code);
+	}
+	ap_buf_adds(&b, "\n**Commands** (in the sandbox; each tree is its own HOME)\n");
+	if (t->setup_cmd && *t->setup_cmd) {
+		ap_buf_adds(&b, "- setup, in both trees: ");
+		add_code(&b, t->setup_cmd);
+		ap_buf_adds(&b, "\n");
+	}
+	ap_buf_adds(&b, "- patched tree: a fresh copy of the repository with this exact diff "
+			"applied by `git apply`\n- reproduction: ");
+	add_code(&b, pre->cmd);
+	ap_buf_adds(&b, "\n- suite: ");
+	add_code(&b, suite->cmd);
+	ap_buf_adds(&b, "\n");
+	free(tail);
+	char *s = ap_buf_take(&b);
+	ap_buf_release(&b);
+	char *clean = s ? redact_str(s) : NULL;
+	free(s);
+	return clean;
+}
+
+/* ---- the check ------------------------------------------------------------------------------ */
+
+/* The host's policy over the exact bytes about to be tested: 0 when it passes (or there is
+ * none), 0 with a rejection in v when it refuses, < 0 when it failed. */
+static int policy_check(tester *t, tester_verdict *v)
+{
+	char *why = NULL;
+	int rc;
+
+	if (!t->patch_check)
+		return 0;
+	rc = t->patch_check(t->patch_check_ud, v->diff, strlen(v->diff), &why);
+	if (rc == AP_EDENIED) {
+		v->proven = false;
+		v->reason = why ? why : strdup("the host's patch policy refused the diff");
+		why = NULL;
+		v->feedback = tools_asprintf(
+		    "Tester: REJECTED - %s\n\nThe host checks the diff of /tmp/workspace itself "
+		    "and will not test, apply or publish a patch that breaks a rule. Undo that "
+		    "change in the workspace (restore or delete the file) and call finish again.",
+		    v->reason ? v->reason : "");
+		rc = v->reason && v->feedback ? 0 : AP_ENOMEM;
+	}
+	free(why);
+	return rc;
 }
 
 int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 {
-	sbx_result r = SBX_RESULT_INIT;
-	test_outcomes after = {0};
-	char *regress = NULL, *pristine_tail = NULL;
+	struct run_out post = {0}, suite = {0};
 	const char *test_path = norm_path(fin->test_path);
+	char *why = NULL, *detail = NULL, *key = NULL, *section = NULL;
+	enum repro_kind kind = REPRO_REJECT;
 	bool too_big = false;
 	int rc = 0;
-	memset(v, 0, sizeof(*v));
 
+	memset(v, 0, sizeof(*v));
 	if (!strstr(fin->test_command, basename_of(test_path))) {
 		rc = reject(v,
 			    "test_command must run the reproduction test: it does not name the "
 			    "file given as test_path",
-			    fin->test_command, WORKSPACE, NULL);
+			    fin->test_command, WORKSPACE, NULL, NULL);
 		goto out;
 	}
 	if ((rc = fetch_diff(t, v, &too_big)))
 		goto out;
 	if (too_big) {
 		rc = reject(v, "the diff is larger than 1 MiB: keep the change small", "git diff",
-			    WORKSPACE, NULL);
+			    WORKSPACE, NULL, NULL);
 		goto out;
 	}
 	if (!*v->diff) {
-		rc = reject(v, "the workspace has no changes", "git diff", WORKSPACE, NULL);
+		rc = reject(v, "the workspace has no changes", "git diff", WORKSPACE, NULL, NULL);
 		goto out;
 	}
+	/* The host's policy on the bytes just fetched, before anything is tested. */
 	if ((rc = policy_check(t, v)) || v->reason)
 		goto out;
 	int64_t changed = tester_diff_changed_lines(v->diff);
 	if (t->max_diff_lines > 0 && changed > t->max_diff_lines) {
-		char *why = tools_asprintf(
-		    "the diff adds or removes %lld lines (limit %lld): make the "
-		    "smallest change that fixes the issue and remove unrelated "
-		    "files and edits (changed files:\n%s)",
-		    (long long)changed, (long long)t->max_diff_lines, v->files_changed);
-		rc = why ? reject(v, why, "git diff", WORKSPACE, NULL) : AP_ENOMEM;
-		free(why);
+		rc = reject_fmt(v, "git diff", WORKSPACE, NULL, NULL,
+				"the diff adds or removes %lld lines (limit %lld): make the "
+				"smallest change that fixes the issue and remove unrelated "
+				"files and edits (changed files:\n%s)",
+				(long long)changed, (long long)t->max_diff_lines, v->files_changed);
 		goto out;
 	}
 	if (!has_line(v->files_changed, test_path)) {
 		rc = reject(v,
 			    "the reproduction test is not a new or changed file in the workspace "
 			    "(test_path must name the test you wrote)",
-			    "git diff --name-only", WORKSPACE, NULL);
+			    "git diff --name-only", WORKSPACE, NULL, NULL);
 		goto out;
 	}
 	if (!changes_besides(v->files_changed, test_path)) {
 		rc = reject(v, "only the reproduction test changed: the fix itself is missing",
-			    "git diff --name-only", WORKSPACE, NULL);
+			    "git diff --name-only", WORKSPACE, NULL, NULL);
 		goto out;
 	}
-	if (!t->have_baseline && (rc = baseline(t)))
-		goto out;
-
-	/* 1. The reproduction test must fail on the pristine code. */
 	{
-		const char *argv[] = {"sh", "-c", SCRIPT_PRISTINE, "sh", test_path, NULL};
-		if ((rc = run(t, "/tmp", argv, 300, &r)))
+		char *ef = NULL;
+
+		if ((rc = tester_baseline(t, &ef, NULL)))
 			goto out;
-		if (r.exit_code != 0) {
-			rc = ap_error_set(AP_EIO, "cannot prepare " PRISTINE ": %.300s",
-					  r.err ? r.err : "");
+		if (ef) {
+			rc = reject(v, ef, t->test_cmd, PRISTINE, NULL, NULL);
+			free(ef);
 			goto out;
 		}
-		sbx_result_release(&r);
 	}
-	if ((rc = run_cmd(t, PRISTINE, fin->test_command, REPRO_TIMEOUT_S, &r)))
-		goto out;
-	if (r.exit_code == 0) {
-		rc = reject(v,
-			    "the reproduction test PASSED on the pristine code: it does not "
-			    "reproduce the bug. It must fail before the fix and pass after it",
-			    fin->test_command, PRISTINE, &r);
-		goto out;
-	}
-	int pristine_exit = r.exit_code;
-	pristine_tail = tail_lines(&r, 12);
-	sbx_result_release(&r);
 
-	/* 2. ... and pass on the patched workspace. */
-	if ((rc = run_cmd(t, WORKSPACE, fin->test_command, REPRO_TIMEOUT_S, &r)))
+	/* The patched tree: the exact bytes applied to a fresh copy, then setup. */
+	if ((rc = prepare_tree(t, PATCHED, v->diff, &why)))
 		goto out;
-	if (r.exit_code != 0) {
-		rc = reject(v,
-			    "the reproduction test FAILS on the patched code: the fix does not "
-			    "work yet",
-			    fin->test_command, WORKSPACE, &r);
+	if (why) {
+		rc = reject(v, why, "git apply", PATCHED, NULL, NULL);
 		goto out;
 	}
-	sbx_result_release(&r);
-
-	/* 3. No test that passed on pristine may fail on patched. */
-	if ((rc = run_suite(t, WORKSPACE, &r, &after)))
+	if ((rc = run_setup(t, "patched", PATCHED, &why)))
 		goto out;
-	int bp, bf, ap_, af;
-	count_outcomes(&t->baseline, &bp, &bf);
-	count_outcomes(&after, &ap_, &af);
-	if (t->baseline.n > 0) {
-		regress = tester_regressions(&t->baseline, &after);
-		if (regress) {
-			char *why = tools_asprintf("the patch breaks tests that passed before:\n%s",
-						   regress);
-			rc = why ? reject(v, why, t->suite_cmd, WORKSPACE, &r) : AP_ENOMEM;
-			free(why);
+	if (why) {
+		rc = reject(v, why, t->setup_cmd, PATCHED "/repo", NULL, NULL);
+		goto out;
+	}
+
+	/* 1. The repro test must fail on the pristine code (reused when neither the test nor
+	 * the command changed since the last round). */
+	section = diff_section(v->diff, test_path);
+	key = section ? tools_asprintf("%s\n%s", fin->test_command, section) : NULL;
+	if (!key || !t->repro_key || strcmp(key, t->repro_key) != 0) {
+		const char *restore =
+		    t->placed && strcmp(t->placed, test_path) != 0 ? t->placed : NULL;
+
+		free(t->repro_key);
+		t->repro_key = NULL;
+		run_out_release(&t->prepro);
+		if ((rc = run_tests(t, "pristine", fin->test_command, t->repro_s, "repro_timeout",
+				    test_path, restore, &t->prepro)))
+			goto out;
+		free(t->placed);
+		t->placed = strdup(test_path);
+		t->repro_key = key;
+		key = NULL;
+	}
+	if ((rc = judge_pristine(t, &t->prepro, &kind, &why, &detail)))
+		goto out;
+	if (kind == REPRO_REJECT) {
+		rc = reject(v, why, fin->test_command, PRISTINE "/repo", &t->prepro, detail);
+		goto out;
+	}
+
+	/* 2. ... and pass on the patched tree. */
+	if ((rc = run_tests(t, "patched", fin->test_command, t->repro_s, "repro_timeout", NULL,
+			    NULL, &post)))
+		goto out;
+	if ((rc = judge_patched(t, kind, &t->prepro, &post, &why, &detail)))
+		goto out;
+	if (why) {
+		rc = reject(v, why, fin->test_command, PATCHED "/repo", &post, detail);
+		goto out;
+	}
+
+	/* 3. No test that passed on pristine may fail, error, skip or disappear on patched. */
+	if ((rc = run_tests(t, "patched", t->test_cmd, t->suite_s, "suite_timeout", NULL, NULL,
+			    &suite)))
+		goto out;
+	if (suite.problem || !report_class_ran(suite.cls)) {
+		char *cls = describe_class(&suite);
+
+		rc =
+		    cls ? reject_fmt(v, t->test_cmd, PATCHED "/repo", &suite, NULL,
+				     "the test suite did not complete on the patched code: %s", cls)
+			: AP_ENOMEM;
+		free(cls);
+		goto out;
+	}
+	if (t->base.cls == REPORT_RAN) {
+		size_t count = 0;
+		char *reg;
+
+		if (suite.cls != REPORT_RAN) {
+			rc = reject(v,
+				    "the test suite gave per-test results on the pristine code but "
+				    "none on the patched code: the evidence is missing",
+				    t->test_cmd, PATCHED "/repo", &suite, NULL);
 			goto out;
 		}
-	} else if (t->baseline_exit == 0 && r.exit_code != 0) {
-		rc = reject(v,
-			    "the test suite passed on the pristine code and fails on the patched "
-			    "code",
-			    t->suite_cmd, WORKSPACE, &r);
+		reg = tester_regressions(&t->base.rep, &suite.rep, MAX_NAMED, &count);
+		if (reg) {
+			rc = reject_fmt(v, t->test_cmd, PATCHED "/repo", &suite, NULL,
+					"the patch breaks %zu test%s that passed before:\n%s",
+					count, count == 1 ? "" : "s", reg);
+			free(reg);
+			goto out;
+		}
+	} else if (t->base.exit_code == 0 && suite.exit_code != 0) {
+		rc = reject_fmt(v, t->test_cmd, PATCHED "/repo", &suite, NULL,
+				"the test suite passed on the pristine code (exit 0) and fails on "
+				"the patched code (exit %d); it gives no per-test results to say "
+				"which test",
+				suite.exit_code);
 		goto out;
+	} else if (t->base.exit_code != 0) {
+		if (!t->allow_weak) {
+			rc = reject(v,
+				    "weak evidence: the test suite fails on the pristine code and "
+				    "gives no per-test results, so a regression cannot be told "
+				    "from the failures already there",
+				    t->test_cmd, PATCHED "/repo", &suite, NULL);
+			goto out;
+		}
+		v->weak = true;
 	}
 
 	v->proven = true;
 	v->reason = strdup("proven");
-	if (t->baseline.n > 0)
-		v->evidence = tools_asprintf(
-		    "**Reproduction test** `%s`, run with `%s`\n"
-		    "- pristine code: **fails** (exit %d), as it must:\n```\n%s\n```\n"
-		    "- patched code: **passes** (exit 0)\n\n"
-		    "**Test suite** `%s`\n"
-		    "- pristine: %d passed, %d failed (exit %d)\n"
-		    "- patched: %d passed, %d failed (exit %d)\n"
-		    "- no test that passed before fails after the patch\n",
-		    test_path, fin->test_command, pristine_exit, pristine_tail ? pristine_tail : "",
-		    t->suite_cmd, bp, bf, t->baseline_exit, ap_, af, r.exit_code);
-	else
-		v->evidence = tools_asprintf(
-		    "**Reproduction test** `%s`, run with `%s`\n"
-		    "- pristine code: **fails** (exit %d), as it must:\n```\n%s\n```\n"
-		    "- patched code: **passes** (exit 0)\n\n"
-		    "**Test suite** `%s` (compared by exit status)\n"
-		    "- pristine: exit %d\n- patched: exit %d\n",
-		    test_path, fin->test_command, pristine_exit, pristine_tail ? pristine_tail : "",
-		    t->suite_cmd, t->baseline_exit, r.exit_code);
+	v->evidence = evidence(t, fin, test_path, kind, &t->prepro, &post, &suite, v->weak);
 	if (!v->reason || !v->evidence)
 		rc = AP_ENOMEM;
 out:
 	if (t->traj && v->reason) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddBoolToObject(o, "proven", v->proven);
+		cJSON_AddBoolToObject(o, "weak", v->weak);
 		cJSON_AddStringToObject(o, "reason", v->reason);
 		if (v->files_changed)
 			cJSON_AddStringToObject(o, "files_changed", v->files_changed);
 		traj_event(t->traj, "verdict", o);
 	}
-	free(regress);
-	free(pristine_tail);
-	test_outcomes_release(&after);
-	sbx_result_release(&r);
+	free(why);
+	free(detail);
+	free(key);
+	free(section);
+	run_out_release(&post);
+	run_out_release(&suite);
 	return rc;
 }
 
@@ -698,6 +1574,97 @@ void tester_verdict_release(tester_verdict *v)
 	memset(v, 0, sizeof(*v));
 }
 
+/* ---- hang issues -------------------------------------------------------------------------- */
+
+static bool has_word(const char *text, const char *w)
+{
+	size_t n = strlen(w);
+
+	for (const char *p = text; p && *p; p++) {
+		if (strncasecmp(p, w, n) != 0)
+			continue;
+		bool left = p == text || !isalnum((unsigned char)p[-1]);
+		bool right = !isalnum((unsigned char)p[n]);
+
+		if (left && right)
+			return true;
+	}
+	return false;
+}
+
+bool tester_issue_about_hang(const char *title, const char *body)
+{
+	static const char *const words[] = {"hang",
+					    "hangs",
+					    "hung",
+					    "hanging",
+					    "deadlock",
+					    "deadlocks",
+					    "deadlocked",
+					    "freeze",
+					    "freezes",
+					    "frozen",
+					    "infinite loop",
+					    "endless loop",
+					    "never returns",
+					    "never terminates",
+					    "never finishes",
+					    "never completes",
+					    "stuck",
+					    "livelock",
+					    "times out",
+					    "timed out",
+					    NULL};
+
+	for (const char *const *w = words; *w; w++)
+		if (has_word(title, *w) || has_word(body, *w))
+			return true;
+	return false;
+}
+
+/* ---- life cycle ------------------------------------------------------------------------- */
+
+void tester_set_max_diff_lines(tester *t, int64_t max)
+{
+	t->max_diff_lines = max;
+}
+
+void tester_set_cancel(tester *t, const volatile sig_atomic_t *cancel)
+{
+	t->cancel = cancel;
+}
+
+void tester_set_setup(tester *t, const char *setup_cmd)
+{
+	t->setup_cmd = setup_cmd;
+}
+
+void tester_set_limits(tester *t, int setup_s, int repro_s, int suite_s)
+{
+	if (setup_s > 0)
+		t->setup_s = setup_s;
+	if (repro_s > 0)
+		t->repro_s = repro_s;
+	if (suite_s > 0)
+		t->suite_s = suite_s;
+}
+
+void tester_set_weak_evidence(tester *t, bool allow)
+{
+	t->allow_weak = allow;
+}
+
+void tester_set_hang_issue(tester *t, bool about_hang)
+{
+	t->hang_issue = about_hang;
+}
+
+void tester_set_patch_check(tester *t, tester_patch_check_fn fn, void *ud)
+{
+	t->patch_check = fn;
+	t->patch_check_ud = ud;
+}
+
 int tester_new(tester **out, sbx_box *box, const char *test_cmd, traj *tr)
 {
 	tester *t = calloc(1, sizeof(*t));
@@ -707,11 +1674,10 @@ int tester_new(tester **out, sbx_box *box, const char *test_cmd, traj *tr)
 	t->test_cmd = test_cmd;
 	t->traj = tr;
 	t->max_diff_lines = 500;
-	t->suite_cmd = tester_suite_cmd(test_cmd);
-	if (!t->suite_cmd) {
-		free(t);
-		return AP_ENOMEM;
-	}
+	t->setup_s = TESTER_SETUP_TIMEOUT;
+	t->repro_s = TESTER_REPRO_TIMEOUT;
+	t->suite_s = TESTER_SUITE_TIMEOUT;
+	t->oom_seen = -1;
 	*out = t;
 	return 0;
 }
@@ -720,7 +1686,11 @@ void tester_free(tester *t)
 {
 	if (!t)
 		return;
-	free(t->suite_cmd);
-	test_outcomes_release(&t->baseline);
+	run_out_release(&t->base);
+	run_out_release(&t->prepro);
+	free(t->env_failure);
+	free(t->baseline_summary);
+	free(t->placed);
+	free(t->repro_key);
 	free(t);
 }

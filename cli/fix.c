@@ -80,6 +80,26 @@ static void print_blocked(sbx_box *box)
 	free(rep);
 }
 
+/* An environment problem found before the fixer (image, toolchain, setup): no patch can fix
+ * it, so it is reported as one (exit 3, like the Tester's baseline) with what to change.
+ * Returns the exit code. */
+static int env_failure_exit(int rc, const char *what)
+{
+	const char *f = what && *what ? what : ap_error_last();
+	char *why;
+
+	if (rc == AP_ECANCELLED) {
+		printf("NOT PROVEN: cancelled\n");
+		return 130;
+	}
+	if (strncmp(f, "environment failure: ", 21) == 0)
+		f += 21;
+	why = redact_str(f);
+	printf("ENVIRONMENT FAILURE (no model call was made): %s\n", why ? why : "");
+	free(why);
+	return 3;
+}
+
 static void usage(void)
 {
 	fprintf(
@@ -128,8 +148,25 @@ static void print_settings(const repo_config *rc, const char *test_arg, const ch
 		ap_buf_adds(&b, ", paths");
 	if (rc->network[0])
 		ap_buf_adds(&b, ", network");
+	if (rc->agent_network)
+		ap_buf_adds(&b, ", agent_network");
+	if (rc->cache_key[0])
+		ap_buf_adds(&b, ", cache_key");
 	printf("settings from %s: %s\n", REPO_CONFIG_PATH, b.len ? b.data + 2 : "none");
 	ap_buf_release(&b);
+	if (rc->setup_timeout || rc->repro_timeout || rc->suite_timeout ||
+	    rc->allow_weak_evidence) {
+		printf("[preparing] from %s:", REPO_CONFIG_PATH);
+		if (rc->setup_timeout)
+			printf(" setup_timeout %d s", rc->setup_timeout);
+		if (rc->repro_timeout)
+			printf(" repro_timeout %d s", rc->repro_timeout);
+		if (rc->suite_timeout)
+			printf(" suite_timeout %d s", rc->suite_timeout);
+		if (rc->allow_weak_evidence)
+			printf(" allow_weak_evidence");
+		printf("\n");
+	}
 }
 
 static int write_out(const char *path, const char *diff)
@@ -285,7 +322,9 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	}
 	/* Environment errors end here, before any box or model call. */
 	if ((rc = env_check_image(engine, cfg, &choice, env_note, NULL))) {
-		printf("NOT PROVEN: %s\n", ap_error_last());
+		code = rc == AP_ENOTFOUND ? env_failure_exit(rc, NULL) : 1;
+		if (code == 1)
+			printf("NOT PROVEN: %s\n", ap_error_last());
 		goto out;
 	}
 	sbx_spec spec = {.version = SBX_SPEC_VERSION};
@@ -307,7 +346,9 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	fflush(stdout);
 	steps = setup_arg ? one_step : (const char *const *)rcfg->setup_steps;
 	if ((rc = env_check_tools(box, &choice, steps, test_cmd))) {
-		printf("NOT PROVEN: %s\n", ap_error_last());
+		code = rc == AP_ENOTFOUND ? env_failure_exit(rc, NULL) : 1;
+		if (code == 1)
+			printf("NOT PROVEN: %s\n", ap_error_last());
 		goto out;
 	}
 	env_setup_opts eo = ENV_SETUP_OPTS_INIT;
@@ -324,14 +365,20 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	eo.cache_key_globs = (const char *const *)rcfg->cache_key;
 	eo.had_network = rcfg->network[0] != NULL;
 	eo.agent_network = rcfg->agent_network;
+	eo.timeout_s = rcfg->setup_timeout;
 	eo.note = env_note;
 	eo.live = env_live;
 	if ((rc = env_setup(&eo, &er))) {
-		char *why = redact_str(ap_error_last());
-		printf("NOT PROVEN: %s\n", why ? why : "setup failed");
-		free(why);
+		/* The repository's setup failed (or passed its deadline): an environment failure.
+		 * An engine error stays an error. */
+		if (rc == AP_EINVAL || rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
+			code = env_failure_exit(rc, NULL);
+		} else {
+			char *why = redact_str(ap_error_last());
+			printf("NOT PROVEN: %s\n", why ? why : "setup failed");
+			free(why);
+		}
 		print_blocked(box);
-		code = rc == AP_ECANCELLED ? 130 : 1;
 		goto out;
 	}
 
@@ -351,6 +398,11 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	fo.should_stop = should_stop;
 	fo.patch_check = patch_policy_fixer_check;
 	fo.patch_check_ud = &policy;
+	/* setup_timeout is env_setup's deadline above, and the one of preparing each tree: */
+	fo.setup_timeout_s = rcfg->setup_timeout;
+	fo.repro_timeout_s = rcfg->repro_timeout;
+	fo.suite_timeout_s = rcfg->suite_timeout;
+	fo.allow_weak_evidence = rcfg->allow_weak_evidence;
 	rc = fixer_run(&fo, &res);
 
 	if (traj_path)
@@ -368,6 +420,9 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		printf("REFUSED: %s\n", ap_error_last());
 		code = 1;
 	} else if (rc == 0 && res.proven) {
+		if (res.weak_evidence)
+			printf("\nWEAK EVIDENCE: the suite gives no per-test results and fails on "
+			       "the unchanged code; accepted because of allow_weak_evidence\n");
 		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
 		printf("\n=== Tester evidence ===\n%s\n", res.evidence ? res.evidence : "");
 		printf("summary: %s\n", res.summary ? res.summary : "");
@@ -381,6 +436,9 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		if (out_path)
 			printf("patch written to %s\n", out_path);
 		code = 0;
+	} else if (rc == 0 && res.env_failure) {
+		/* No patch can fix this: the environment must change (image, setup, test). */
+		code = env_failure_exit(0, res.failure ? res.failure : "");
 	} else {
 		char *why = redact_str(res.failure ? res.failure : ap_error_last());
 		printf("NOT PROVEN: %s\n", why ? why : "");

@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,11 @@ static int gh_push(void *ud, const char *token, const char *repo, bool *yes)
 	return gh_user_can_push(ud, token, repo, yes);
 }
 
+static int gh_member(void *ud, const char *token, const char *org, bool *yes)
+{
+	return gh_user_in_org(ud, token, org, yes);
+}
+
 /* Every connection is a descriptor: raise the soft limit as far as the connection caps need,
  * or say which limit to change. */
 static int ensure_fds(const struct serve_opts *o)
@@ -197,9 +203,16 @@ static int ensure_fds(const struct serve_opts *o)
 	return 0;
 }
 
+/* What the threads share: the ingest writer wakes the pool, a registration on the admin
+ * listener may create the pipeline and the pool (lock), the main thread stops them after the
+ * listeners stopped. */
 struct serve_ctx {
-	wk_pool *pool;
-	queue *pace_q; /* shared databases: GitHub write pacing across replicas */
+	const ap_config *cfg;
+	pthread_mutex_t lock;	 /* pipe, and starting the pool */
+	pipeline *pipe;		 /* NULL until there is an App (and workers are wanted) */
+	_Atomic(wk_pool *) pool; /* NULL until the workers run */
+	wk_config wc;		 /* the pool's settings, .ud set when it starts */
+	queue *pace_q;		 /* shared databases: GitHub write pacing across replicas */
 };
 
 static int reserve_write(void *ud, int64_t installation, int64_t spacing_ms, int64_t *wait_ms)
@@ -213,19 +226,57 @@ static void on_queued(void *ud)
 {
 	struct serve_ctx *ctx = ud;
 
-	wk_notify(ctx->pool);
+	wk_notify(atomic_load(&ctx->pool));
+}
+
+/* A registration on the console: the running workers switch to the new App; when none ran
+ * (registration mode, no App yet), the pipeline and the workers start now. A failure is
+ * logged; the workers then keep what they had (restart to retry). */
+static void on_registered(void *ud, http_server *http, const char *app_id, const char *pem)
+{
+	struct serve_ctx *ctx = ud;
+	pipeline *pipe = NULL;
+	wk_pool *pool = NULL;
+
+	pthread_mutex_lock(&ctx->lock);
+	if (ctx->pipe) {
+		if (pipeline_set_app(ctx->pipe, app_id, pem))
+			ap_err("the workers still use the previous App (restart to use App %s): %s",
+			       app_id, ap_error_last());
+		else
+			ap_info("the workers use App %s from now on", app_id);
+	} else if (ctx->wc.workers > 0) {
+		if (pipeline_new_as(&pipe, ctx->cfg, app_id, pem)) {
+			ap_err("no workers for App %s (fix this and restart): %s", app_id,
+			       ap_error_last());
+		} else {
+			ctx->wc.ud = pipe;
+			if (wk_start(&pool, &ctx->wc)) {
+				ap_err("no workers for App %s (restart to retry): %s", app_id,
+				       ap_error_last());
+				pipeline_free(pipe);
+			} else {
+				ctx->pipe = pipe;
+				atomic_store(&ctx->pool, pool);
+				http_set_pool(http, pool, ctx->wc.workers);
+				wk_notify(pool);
+				ap_info("%d worker(s) started for App %s", ctx->wc.workers, app_id);
+			}
+		}
+	}
+	pthread_mutex_unlock(&ctx->lock);
 }
 
 int serve_run(ap_config *cfg, bool registration)
 {
 	struct serve_opts o;
-	struct serve_ctx ctx = {NULL, NULL};
+	struct serve_ctx ctx = {.cfg = cfg};
 	gh_write_pacer pacer = {reserve_write, &ctx};
 	gh_urls urls;
 	http_config hc;
 	http_server *http = NULL;
-	pipeline *pipe = NULL;
 	ingest *ing = NULL;
+	bool app_later = false;
 	queue *q = NULL;
 	sigset_t sigs;
 	char instance[128], host[64] = "host";
@@ -234,10 +285,10 @@ int serve_run(ap_config *cfg, bool registration)
 	if (read_opts(cfg, &o, registration) || ensure_fds(&o))
 		return usage_error(ap_error_last());
 	if (registration && !cfg_is_set(cfg, "APP_ID") && o.workers > 0) {
-		ap_info("no App is registered yet: jobs are queued and run after a restart once "
-			"it is");
-		o.workers = 0;
+		ap_info("no App is registered yet: the workers start once it is");
+		app_later = true;
 	}
+	pthread_mutex_init(&ctx.lock, NULL);
 
 	/* Signals are taken by sigwait below; block them before any thread starts. */
 	sigemptyset(&sigs);
@@ -261,7 +312,7 @@ int serve_run(ap_config *cfg, bool registration)
 		}
 		gh_rest_set_pacer(&pacer);
 	}
-	if (o.workers > 0 && pipeline_new(&pipe, cfg)) {
+	if (o.workers > 0 && !app_later && pipeline_new(&ctx.pipe, cfg)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		goto out;
 	}
@@ -272,24 +323,26 @@ int serve_run(ap_config *cfg, bool registration)
 	gethostname(host, sizeof(host) - 1);
 	snprintf(instance, sizeof(instance), "%.60s:%d:%lld", host, (int)getpid(),
 		 (long long)q_now_ms());
-	if (o.workers > 0) {
-		wk_config wc = {
-		    .db_path = o.db,
-		    .workers = (int)o.workers,
-		    .lease_ms = o.lease_s * 1000,
-		    .heartbeat_ms = o.heartbeat_s * 1000,
-		    .rescue_ms = o.rescue_s * 1000,
-		    .max_attempts = (int)o.max_attempts,
-		    .retry_base_ms = o.retry_s * 1000,
-		    .instance = instance,
-		    .run = pipeline_run,
-		    .ud = pipe,
-		};
+	ctx.wc = (wk_config){
+	    .db_path = o.db,
+	    .workers = (int)o.workers,
+	    .lease_ms = o.lease_s * 1000,
+	    .heartbeat_ms = o.heartbeat_s * 1000,
+	    .rescue_ms = o.rescue_s * 1000,
+	    .max_attempts = (int)o.max_attempts,
+	    .retry_base_ms = o.retry_s * 1000,
+	    .instance = instance,
+	    .run = pipeline_run,
+	    .ud = ctx.pipe,
+	};
+	if (ctx.pipe) {
+		wk_pool *pool = NULL;
 
-		if (wk_start(&ctx.pool, &wc)) {
+		if (wk_start(&pool, &ctx.wc)) {
 			fprintf(stderr, "autopatch: %s\n", ap_error_last());
 			goto out;
 		}
+		atomic_store(&ctx.pool, pool);
 	}
 	if (gh_urls_get(cfg, &urls)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
@@ -302,8 +355,8 @@ int serve_run(ap_config *cfg, bool registration)
 	    .wh = {{o.secret, o.secret_prev}, o.label},
 	    .db_path = o.db,
 	    .ing = ing,
-	    .pool = ctx.pool,
-	    .workers = (int)o.workers,
+	    .pool = atomic_load(&ctx.pool),
+	    .workers = ctx.pipe ? (int)o.workers : 0,
 	    .lim = {(int)o.max_conn, (int)o.per_ip, (int)o.headers_s, (int)o.body_s},
 	    .console =
 		{
@@ -317,16 +370,18 @@ int serve_run(ap_config *cfg, bool registration)
 		    .operators = cfg_str(cfg, "AUTOPATCH_CONSOLE_USERS"),
 		    .sign_in = strcmp(o.sign_in, "always") == 0 || !listen_is_local(&o.admin_at),
 		    .session_ms = o.session_h * 3600 * 1000,
-		    .gh = {cfg, gh_convert, gh_exchange, gh_login, gh_push},
+		    .gh = {cfg, gh_convert, gh_exchange, gh_login, gh_push, gh_member},
 		},
+	    .registered = on_registered,
+	    .ud = &ctx,
 	};
 	if (http_start(&http, &hc)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		goto out;
 	}
 	ap_info("listening on %s port %lld, webhook path %s, %lld worker(s), database %s (%s%s)",
-		o.bind, (long long)o.port, o.path, (long long)o.workers, o.db, q_backend(q),
-		q_shared(q) ? ", shared with any other replica" : "");
+		o.bind, (long long)o.port, o.path, ctx.pipe ? (long long)o.workers : 0LL, o.db,
+		q_backend(q), q_shared(q) ? ", shared with any other replica" : "");
 	if (o.admin_at.kind == LISTEN_OFF)
 		ap_info("admin listener off: no status page, no /metrics");
 	else
@@ -350,10 +405,13 @@ int serve_run(ap_config *cfg, bool registration)
 	ret = 0;
 out:
 	/* Order matters: stop taking requests, commit what was accepted, then stop the jobs. */
-	http_stop(http, 3000);
+	http_stop(http, 3000); /* no registration starts workers after this */
 	ing_free(ing);
-	wk_stop(ctx.pool, o.grace_s * 1000);
-	pipeline_free(pipe);
+	pthread_mutex_lock(&ctx.lock);
+	wk_stop(atomic_load(&ctx.pool), o.grace_s * 1000);
+	pipeline_free(ctx.pipe);
+	pthread_mutex_unlock(&ctx.lock);
+	pthread_mutex_destroy(&ctx.lock);
 	gh_rest_set_pacer(NULL);
 	q_close(ctx.pace_q);
 	q_close(q);

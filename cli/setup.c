@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* cli/setup.c - `autopatch setup`: print the URL of the one-click App registration page
  * (/setup on the admin listener). When no server answers on the admin listener, start one in
- * registration mode (`serve` that may start without a webhook secret: every delivery is
- * refused until the registration stored one), which then keeps running as the server. */
+ * registration mode (`serve` that may start without a webhook secret or App: every delivery
+ * is refused until the registration stored one, and the workers start with the new App),
+ * which then keeps running as the server. */
 #include "cli/commands.h"
 #include "common/err.h"
 #include "server/listen.h"

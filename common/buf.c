@@ -116,14 +116,17 @@ void ap_buf_release(ap_buf *b)
 	b->alloc = 0;
 }
 
-size_t ap_utf8_cut(const char *s, size_t max)
+size_t ap_utf8_prefix(const char *s, size_t n, size_t max)
 {
-	size_t n = strlen(s);
-
 	if (n <= max)
 		return n;
 	n = max;
 	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
 		n--;
 	return n;
+}
+
+size_t ap_utf8_cut(const char *s, size_t max)
+{
+	return ap_utf8_prefix(s, strlen(s), max);
 }

@@ -47,6 +47,10 @@ char *ap_buf_take(ap_buf *b);
 /* The contents as a C string, "" when empty. Valid until the next change to b. */
 const char *ap_buf_str(const ap_buf *b);
 
+/* How many of the n bytes at s to keep so that at most max remain without cutting a UTF-8
+ * sequence in two (n itself when n <= max). */
+size_t ap_utf8_prefix(const char *s, size_t n, size_t max);
+
 /* Free the contents; b may be reused after ap_buf_init(). Accepts NULL. */
 void ap_buf_release(ap_buf *b);
 

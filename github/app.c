@@ -30,9 +30,10 @@ struct gh_app {
 	char *app_id;
 	char *api_url;
 	int64_t margin_s;
-	pthread_mutex_t lock;	   /* skew and the token list */
+	pthread_mutex_t lock;	   /* key, app_id, generation, skew and the token list */
 	pthread_mutex_t mint_lock; /* one mint at a time, so concurrent callers share it */
 	int64_t skew_s;		   /* server clock - local clock */
+	uint64_t generation;	   /* bumped by each gh_app_set_identity */
 	struct token *tokens;
 	gh_creds creds; /* this app as the REST client's credentials */
 };
@@ -42,16 +43,30 @@ static int64_t creds_token_age(void *ud, int64_t installation_id);
 static void creds_invalidate(void *ud, int64_t installation_id);
 static void creds_set_server_time(void *ud, int64_t server_now);
 
-int gh_app_new(gh_app **out, const ap_config *cfg)
+/* The key in pem (PEM text, or what PRIVATE_KEY accepts), through the settings' loader. */
+static int key_from_pem(gh_key **out, const char *pem)
 {
-	const char *id = cfg_str(cfg, "APP_ID");
+	ap_config *tmp = NULL;
+	int rc;
+
+	*out = NULL;
+	if ((rc = cfg_new_empty(&tmp)) || (rc = cfg_set(tmp, "PRIVATE_KEY", pem ? pem : "")))
+		goto out;
+	rc = gh_key_load(out, tmp);
+out:
+	cfg_free(tmp);
+	return rc;
+}
+
+static int app_new(gh_app **out, const ap_config *cfg, const char *id, const char *pem)
+{
 	gh_urls urls;
 	gh_app *a;
 	size_t n;
 	int rc;
 
 	*out = NULL;
-	if (!id)
+	if (!id || !*id)
 		return ap_error_set(AP_EINVAL, "set APP_ID to the App ID shown on the GitHub App's "
 					       "settings page");
 	if ((rc = gh_urls_get(cfg, &urls)))
@@ -65,7 +80,7 @@ int gh_app_new(gh_app **out, const ap_config *cfg)
 	rc = cfg_int(cfg, "AUTOPATCH_GH_TOKEN_MARGIN_S", 0, 3000, &a->margin_s);
 	if (rc)
 		goto err_free;
-	rc = gh_key_load(&a->key, cfg);
+	rc = pem ? key_from_pem(&a->key, pem) : gh_key_load(&a->key, cfg);
 	if (rc)
 		goto err_free;
 	a->app_id = strdup(id);
@@ -88,6 +103,20 @@ int gh_app_new(gh_app **out, const ap_config *cfg)
 err_free:
 	gh_app_free(a);
 	return rc;
+}
+
+int gh_app_new(gh_app **out, const ap_config *cfg)
+{
+	return app_new(out, cfg, cfg_str(cfg, "APP_ID"), NULL);
+}
+
+int gh_app_new_as(gh_app **out, const ap_config *cfg, const char *app_id, const char *pem)
+{
+	if (!pem || !*pem) {
+		*out = NULL;
+		return ap_error_set(AP_EINVAL, "the registration handed over no private key");
+	}
+	return app_new(out, cfg, app_id, pem);
 }
 
 static void token_free(struct token *t)
@@ -119,6 +148,42 @@ void gh_app_free(gh_app *app)
 	free(app);
 }
 
+int gh_app_set_identity(gh_app *app, const char *app_id, const char *pem)
+{
+	struct token *old_tokens, *next;
+	gh_key *key = NULL, *old_key;
+	char *id, *old_id;
+	int rc;
+
+	if (!app_id || !*app_id)
+		return ap_error_set(AP_EINVAL, "the registration handed over no App ID");
+	if ((rc = key_from_pem(&key, pem)))
+		return rc;
+	id = strdup(app_id);
+	if (!id) {
+		gh_key_free(key);
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	pthread_mutex_lock(&app->lock);
+	old_key = app->key;
+	old_id = app->app_id;
+	old_tokens = app->tokens;
+	app->key = key;
+	app->app_id = id;
+	app->tokens = NULL;
+	app->skew_s = 0;
+	app->generation++;
+	pthread_mutex_unlock(&app->lock);
+	for (; old_tokens; old_tokens = next) {
+		next = old_tokens->next;
+		token_free(old_tokens);
+	}
+	gh_key_free(old_key);
+	free(old_id);
+	ap_info("the App's identity is now App %s; cached installation tokens dropped", app_id);
+	return 0;
+}
+
 const gh_creds *gh_app_creds(const gh_app *app)
 {
 	return &app->creds;
@@ -131,19 +196,15 @@ static void gh_app_set_server_time(gh_app *app, int64_t server_now)
 	pthread_mutex_unlock(&app->lock);
 }
 
-static int64_t server_now(gh_app *app)
-{
-	int64_t s;
-
-	pthread_mutex_lock(&app->lock);
-	s = app->skew_s;
-	pthread_mutex_unlock(&app->lock);
-	return (int64_t)time(NULL) + s;
-}
-
+/* Signed under the lock: a registration may swap the key and id at any moment. */
 static int gh_app_jwt(gh_app *app, char **out)
 {
-	return gh_jwt_sign(out, app->key, app->app_id, server_now(app));
+	int rc;
+
+	pthread_mutex_lock(&app->lock);
+	rc = gh_jwt_sign(out, app->key, app->app_id, (int64_t)time(NULL) + app->skew_s);
+	pthread_mutex_unlock(&app->lock);
+	return rc;
 }
 
 /* The cached token if it is still fresh enough: a malloc'd copy in *out. Caller holds lock. */
@@ -242,6 +303,7 @@ out_free_rest:
 int gh_app_token(gh_app *app, int64_t installation_id, char **out)
 {
 	struct token *t = NULL;
+	uint64_t generation;
 	int rc;
 
 	*out = NULL;
@@ -258,6 +320,7 @@ int gh_app_token(gh_app *app, int64_t installation_id, char **out)
 	/* Another thread may have minted while this one waited. */
 	pthread_mutex_lock(&app->lock);
 	rc = cached_locked(app, installation_id, out);
+	generation = app->generation;
 	pthread_mutex_unlock(&app->lock);
 	if (rc != AP_ENOTFOUND)
 		goto out_unlock_mint;
@@ -271,10 +334,14 @@ int gh_app_token(gh_app *app, int64_t installation_id, char **out)
 		goto out_unlock_mint;
 	}
 	pthread_mutex_lock(&app->lock);
-	drop_locked(app, installation_id);
-	t->next = app->tokens;
-	app->tokens = t;
+	if (app->generation == generation) {
+		drop_locked(app, installation_id);
+		t->next = app->tokens;
+		app->tokens = t;
+		t = NULL;
+	}
 	pthread_mutex_unlock(&app->lock);
+	token_free(t); /* the old App's, minted while the identity changed: not cached */
 out_unlock_mint:
 	pthread_mutex_unlock(&app->mint_lock);
 	return rc;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* github/app.h - the GitHub App identity: JWTs and a thread-safe installation-token cache.
  *
- * One gh_app per process (the worker pool shares it). Tokens are minted with
+ * One gh_app per process (the worker pool shares it); a registration may swap its identity
+ * while it is in use (gh_app_set_identity). Tokens are minted with
  * POST /app/installations/{id}/access_tokens, kept in memory only, registered with the
  * redaction layer as soon as they arrive, and reused until AUTOPATCH_GH_TOKEN_MARGIN_S
  * (default 600) seconds before their expires_at.
@@ -20,6 +21,17 @@ typedef struct gh_app gh_app;
  * https://api.github.com). AP_EINVAL with a sentence when a setting is missing or bad. The
  * config is borrowed and must outlive the app. *out is freed with gh_app_free(). */
 int gh_app_new(gh_app **out, const ap_config *cfg);
+
+/* The same with the identity given instead of read from cfg (a registration that happened
+ * while the server ran): app_id is the App ID, pem its private key (PEM text); both copied. */
+int gh_app_new_as(gh_app **out, const ap_config *cfg, const char *app_id, const char *pem);
+
+/* Switch the App to another identity (a new registration) without stopping anyone: the next
+ * JWT is signed as app_id with pem, every cached installation token (the old App's) is dropped,
+ * and a token the old App was minting meanwhile is handed to its caller but not cached.
+ * Thread-safe; the credentials table (gh_app_creds) stays the same pointer. On error (AP_EINVAL:
+ * the key does not parse, or no app_id; AP_ENOMEM) the App is unchanged. */
+int gh_app_set_identity(gh_app *app, const char *app_id, const char *pem);
 
 /* Accepts NULL. */
 void gh_app_free(gh_app *app);

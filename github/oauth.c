@@ -201,3 +201,53 @@ int gh_user_can_push(const ap_config *cfg, const char *token, const char *repo, 
 	gh_repo_release(&info);
 	return rc;
 }
+
+/* An organization login: letters, digits and hyphens, at most 39. */
+static bool org_ok(const char *org)
+{
+	size_t n = org ? strspn(org, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				     "0123456789-")
+		       : 0;
+
+	return n > 0 && n <= 39 && org[n] == '\0';
+}
+
+int gh_user_in_org(const ap_config *cfg, const char *token, const char *org, bool *yes)
+{
+	char path[96];
+	gh_rest *r = NULL;
+	cJSON *o = NULL;
+	int rc;
+
+	*yes = false;
+	if (!org_ok(org))
+		return ap_error_set(AP_EINVAL, "\"%.60s\" is not an organization's login",
+				    org ? org : "");
+	snprintf(path, sizeof(path), "/user/memberships/orgs/%s", org);
+	if ((rc = gh_rest_new_token(&r, cfg, token)))
+		return rc;
+	rc = gh_rest_call(r, "GET", path, NULL, &o);
+	gh_rest_free(r);
+	if (rc == AP_ENOTFOUND) {
+		ap_error_clear();
+		return 0;
+	}
+	if (rc == AP_EDENIED) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		return ap_error_set(AP_EDENIED,
+				    "GitHub refused to say whether the user belongs to %s (%s): "
+				    "give the App the organization permission Members (read) and "
+				    "have the organization accept it",
+				    org, why);
+	}
+	if (!rc) {
+		const char *state =
+		    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "state"));
+
+		*yes = state && strcmp(state, "active") == 0;
+	}
+	cJSON_Delete(o);
+	return rc;
+}

@@ -38,4 +38,12 @@ int gh_user_login(const ap_config *cfg, const char *token, char **login);
  * not an error. */
 int gh_user_can_push(const ap_config *cfg, const char *token, const char *repo, bool *yes);
 
+/* Whether the token's user is an active member of the organization org: GET
+ * /user/memberships/orgs/{org} with the user's token and its state ("pending", an invitation
+ * not yet accepted, is false). An organization the user does not belong to (404) is false, not
+ * an error. GitHub answers 403 when the App lacks the organization permission "Members"
+ * (read) or the organization blocks it: AP_EDENIED with a sentence naming that permission.
+ * AP_EINVAL for a name that is not an organization login. */
+int gh_user_in_org(const ap_config *cfg, const char *token, const char *org, bool *yes);
+
 #endif

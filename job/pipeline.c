@@ -109,7 +109,8 @@ static void set_str(char **dst, const char *s)
 	*dst = c;
 }
 
-int pipeline_new(pipeline **out, const ap_config *cfg)
+static int pipeline_create(pipeline **out, const ap_config *cfg, const char *app_id,
+			   const char *pem)
 {
 	pipeline *p;
 	char path[4096];
@@ -155,7 +156,7 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 		rc = ap_error_set(AP_EIO, "cannot create %s: %s", path, strerror(errno));
 		goto out_free;
 	}
-	rc = gh_app_new(&p->app, cfg);
+	rc = app_id ? gh_app_new_as(&p->app, cfg, app_id, pem) : gh_app_new(&p->app, cfg);
 	if (rc)
 		goto out_free;
 	rc = gh_git_new(&p->git, cfg);
@@ -181,6 +182,25 @@ int pipeline_new(pipeline **out, const ap_config *cfg)
 out_free:
 	pipeline_free(p);
 	return rc;
+}
+
+int pipeline_new(pipeline **out, const ap_config *cfg)
+{
+	return pipeline_create(out, cfg, NULL, NULL);
+}
+
+int pipeline_new_as(pipeline **out, const ap_config *cfg, const char *app_id, const char *pem)
+{
+	if (!app_id || !*app_id) {
+		*out = NULL;
+		return ap_error_set(AP_EINVAL, "the registration handed over no App ID");
+	}
+	return pipeline_create(out, cfg, app_id, pem);
+}
+
+int pipeline_set_app(pipeline *p, const char *app_id, const char *pem)
+{
+	return gh_app_set_identity(p->app, app_id, pem);
 }
 
 void pipeline_free(pipeline *p)
@@ -558,6 +578,23 @@ static bool needs_own_box(struct run *r, const struct work *w)
 	return strcmp(def, w->choice.image_id) != 0;
 }
 
+/* An environment problem found before the fixer (image, toolchain, setup): the job fails
+ * with the reason prefixed "environment failure: ", as the Tester's baseline says it, before
+ * any model call. Returns AP_EINVAL (not retried: the repository's settings must change). */
+static int env_failure(struct run *r)
+{
+	char *msg = NULL;
+	int rc;
+
+	if (asprintf(&msg, "environment failure: %s", ap_error_last()) < 0)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	set_str(&r->failure, msg);
+	event(r, msg);
+	rc = ap_error_set(AP_EINVAL, "%s", msg);
+	free(msg);
+	return rc;
+}
+
 static int prepare(struct run *r, struct work *w, bool iterate)
 {
 	char *token = NULL, *sha = NULL, msg[256], label[32];
@@ -633,7 +670,7 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	/* A missing image ends the job here, with how to make it available. */
 	rc = env_check_image(r->p->sbx, r->p->cfg, &w->choice, env_note_cb, r);
 	if (rc)
-		return rc;
+		return rc == AP_ENOTFOUND ? env_failure(r) : rc;
 	if (needs_own_box(r, w)) {
 		sbx_spec spec = {.version = SBX_SPEC_VERSION};
 
@@ -656,8 +693,9 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	if ((rc = sbx_prepare(w->custom ? w->custom : w->box)))
 		return rc;
 	/* A toolchain command the image lacks: say which flavour has it, before any model call. */
-	return env_check_tools(w->custom ? w->custom : w->box, &w->choice,
-			       (const char *const *)w->rc->setup_steps, w->rc->test);
+	rc = env_check_tools(w->custom ? w->custom : w->box, &w->choice,
+			     (const char *const *)w->rc->setup_steps, w->rc->test);
+	return rc == AP_ENOTFOUND ? env_failure(r) : rc;
 }
 
 /* The setup phase (docs/environments.md): restore the cached environment or run `setup:`,
@@ -678,13 +716,16 @@ static int setup_env(struct run *r, struct work *w)
 	o.cache_key_globs = (const char *const *)w->rc->cache_key;
 	o.had_network = w->rc->network[0] != NULL;
 	o.agent_network = w->rc->agent_network;
+	o.timeout_s = w->rc->setup_timeout; /* 0: AUTOPATCH_SETUP_TIMEOUT_S */
 	o.note = env_note_cb;
 	o.live = env_live_cb;
 	o.ud = r;
 	rc = env_setup(&o, &w->env);
 	r->live_ev = -1;
-	if (rc == AP_ETIMEOUT) /* a setup past its deadline is the repository's, not passing */
-		rc = ap_error_set(AP_EINVAL, "%s", ap_error_last());
+	/* A failed setup, or one past its deadline, is the repository's environment: not a
+	 * passing problem to retry, and no model call is spent on it. */
+	if (rc == AP_ETIMEOUT || rc == AP_EINVAL)
+		rc = env_failure(r);
 	if (w->env.summary[0] &&
 	    asprintf(&s, "%s; %s", r->environment ? r->environment : "", w->env.summary) >= 0) {
 		free(r->environment);
@@ -725,6 +766,10 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	/* Setup ran (or was restored) before the fixer; it only prepares other trees from it. */
 	o.setup_cmd = w->env.have_products ? ENV_PREPARE_TREE_CMD : NULL;
 	o.max_iterations = w->rc->max_iterations;
+	o.setup_timeout_s = w->rc->setup_timeout;
+	o.repro_timeout_s = w->rc->repro_timeout;
+	o.suite_timeout_s = w->rc->suite_timeout;
+	o.allow_weak_evidence = w->rc->allow_weak_evidence;
 	o.trajectory_path = r->trajectory;
 	o.progress = on_progress;
 	o.should_stop = on_should_stop;
@@ -811,6 +856,7 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->priced = w->res.priced;
 	in->cost_micro = w->res.cost_micro;
 	in->estimated_calls = w->res.estimated_calls;
+	in->weak_evidence = w->res.weak_evidence;
 }
 
 /* Sleep ms, in slices, checking for a stop: 0, or AP_ECANCELLED when the job was stopped. */
@@ -1207,7 +1253,7 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	}
 	if ((rc = checkpoint(&r)))
 		goto out;
-	stage(&r, STAGE_PLANNING, NULL);
+	/* The fixer names its stages: the Tester's baseline is still "preparing". */
 	rc = run_fixer(&r, &w, iterate);
 	collect_blocked(&r, &w);
 	if (rc)

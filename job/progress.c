@@ -511,10 +511,23 @@ int progress_render_pr_body(const pr_body_input *in, char **out)
 {
 	ap_buf b = AP_BUF_INIT(BUILD_CAP);
 
-	ap_buf_adds(&b,
-		    "This draft pull request was written by autopatch. The reproduction test "
-		    "failed before the fix and passes after it, and the repository's tests show no "
-		    "new failures, in a network-less sandbox.\n\n");
+	if (in->weak_evidence)
+		ap_buf_adds(&b,
+			    "> [!WARNING]\n> **Weak evidence.** The repository's test suite "
+			    "gives no per-test results and already fails without this change, "
+			    "so autopatch could not check that no test breaks. The repository "
+			    "accepts this (`allow_weak_evidence: true` in "
+			    ".github/autopatch.yml); review the change and run the tests "
+			    "yourself.\n\n"
+			    "This draft pull request was written by autopatch. The reproduction "
+			    "test failed before the fix and passes after it, in a network-less "
+			    "sandbox.\n\n");
+	else
+		ap_buf_adds(&b,
+			    "This draft pull request was written by autopatch. The reproduction "
+			    "test failed before the fix and passes after it, and the "
+			    "repository's tests show no new failures, in a network-less "
+			    "sandbox.\n\n");
 	/* Our closing line, before any text the model influenced, so nothing it wrote (an
 	 * unclosed code block, say) can turn it into code. */
 	ap_buf_addf(&b, "Fixes #%" PRId64 "\n\n", in->issue);

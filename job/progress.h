@@ -79,6 +79,7 @@ typedef struct pr_body_input {
 	bool priced;	     /* cost_micro is known (AUTOPATCH_PRICES has the model) */
 	int64_t cost_micro;  /* micro-dollars */
 	int estimated_calls; /* calls the provider reported no usage for (charged at most) */
+	bool weak_evidence;  /* proven on exit status only (allow_weak_evidence): the body warns */
 } pr_body_input;
 
 #define PR_BODY_INPUT_VERSION 1
@@ -87,7 +88,8 @@ typedef struct pr_body_input {
 		.version = PR_BODY_INPUT_VERSION                                                   \
 	}
 
-/* Render the PR body. Its only closing reference is the "Fixes #N" line after the first
+/* Render the PR body. With weak_evidence it starts with a warning that the suite could not
+ * rule out regressions. Its only closing reference is the "Fixes #N" line after the first
  * paragraph, ahead of every text the model influenced (all of which is neutralised, see
  * job/sanitize.h). *out is malloc'd. 0 or AP_ENOMEM. */
 int progress_render_pr_body(const pr_body_input *in, char **out);

@@ -23,8 +23,9 @@
 #define MAX_STRING 4096 /* one scalar value */
 #define MAX_QUOTE  120	/* characters of the offending line quoted in an error */
 
-static const char *const known_keys =
-    "image, setup, test, max_iterations, paths, network, agent_network, cache_key";
+static const char *const known_keys = "image, setup, test, max_iterations, paths, network, "
+				      "agent_network, cache_key, setup_timeout, repro_timeout, "
+				      "suite_timeout, allow_weak_evidence";
 
 /* Parsing context: the source text, for quoting lines in errors. */
 struct ctx {
@@ -406,6 +407,14 @@ static int parse_root(const struct ctx *cx, const yaml_node_t *root, repo_config
 			rc = get_bool(cx, name, v, &c->agent_network);
 		else if (strcmp(name, "cache_key") == 0)
 			rc = get_list(cx, name, v, LIST_GLOB, &c->cache_key);
+		else if (strcmp(name, "setup_timeout") == 0)
+			rc = get_int(cx, name, v, 1, REPO_CONFIG_MAX_TIMEOUT, &c->setup_timeout);
+		else if (strcmp(name, "repro_timeout") == 0)
+			rc = get_int(cx, name, v, 1, REPO_CONFIG_MAX_TIMEOUT, &c->repro_timeout);
+		else if (strcmp(name, "suite_timeout") == 0)
+			rc = get_int(cx, name, v, 1, REPO_CONFIG_MAX_TIMEOUT, &c->suite_timeout);
+		else if (strcmp(name, "allow_weak_evidence") == 0)
+			rc = get_bool(cx, name, v, &c->allow_weak_evidence);
 		else
 			rc = cfg_error(cx, k->start_mark.line,
 				       "unknown key \"%.40s\" (allowed: %s)", name, known_keys);

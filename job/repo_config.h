@@ -18,6 +18,11 @@
  *   agent_network: true              # keep the allow-list after setup too (default: false)
  *   cache_key: ["requirements/dev.txt"] # files whose content keys the environment cache
  *                                    # (default: the usual lockfiles and manifests)
+ *   setup_timeout: 900               # seconds for the setup phase (default 900)
+ *   repro_timeout: 300               # seconds per run of the reproduction test (default 300)
+ *   suite_timeout: 1200              # seconds per run of the test suite (default 1200)
+ *   allow_weak_evidence: false       # accept exit-status evidence for a suite that fails on
+ *                                    # the unchanged code and gives no per-test results
  *
  * Both `autopatch serve` (job/pipeline.c) and `autopatch fix` (cli/fix.c) load it with
  * repo_config_load(). Without a `test:` the test command is detected from the checkout by
@@ -30,9 +35,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define REPO_CONFIG_PATH      ".github/autopatch.yml"
-#define REPO_CONFIG_MAX_BYTES (64 * 1024)
-#define REPO_CONFIG_MAX_ITER  20
+#define REPO_CONFIG_PATH	".github/autopatch.yml"
+#define REPO_CONFIG_MAX_BYTES	(64 * 1024)
+#define REPO_CONFIG_MAX_ITER	20
+#define REPO_CONFIG_MAX_TIMEOUT 86400 /* seconds; the box's life bounds them anyway */
 
 /* A parsed file. Every string is owned by the struct; lists are NULL-terminated (never NULL
  * themselves, possibly empty). */
@@ -52,12 +58,17 @@ typedef struct repo_config {
 	char **network;	    /* "host:port" entries; empty: no network */
 	bool agent_network; /* the allow-list stays on after setup (opt-in) */
 	char **cache_key;   /* globs of files keying the environment cache; empty: defaults */
+	int setup_timeout;  /* seconds; 0: the Tester's default */
+	int repro_timeout;  /* seconds; 0: the Tester's default */
+	int suite_timeout;  /* seconds; 0: the Tester's default */
+	bool allow_weak_evidence; /* exit-status evidence accepted (the PR then warns) */
 } repo_config;
 
 /* Parse the text of an autopatch.yml. On success *out is a new config (repo_config_free()).
  * AP_EINVAL with a message like
  *   ".github/autopatch.yml line 4: `max_iteration: 3`: unknown key \"max_iteration\" (allowed:
- *    image, setup, test, max_iterations, paths, network)"
+ *    image, setup, test, max_iterations, paths, network, setup_timeout, repro_timeout,
+ *    suite_timeout, allow_weak_evidence)"
  * for any invalid content; AP_ETOOBIG when len passes REPO_CONFIG_MAX_BYTES. An empty document
  * is valid and means all defaults. */
 int repo_config_parse(repo_config **out, const char *text, size_t len);

@@ -169,6 +169,8 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 		 cfg_bytes(cfg, "AUTOPATCH_SANDBOX_TMP_SIZE", 1 << 20, 1LL << 40, &d->tmp_bytes)) ||
 	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_WORKSPACE_SIZE", 1 << 20, 1LL << 40,
 			    &d->workspace_bytes)) ||
+	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_TREES_SIZE", 1 << 20, 1LL << 40,
+			    &d->trees_bytes)) ||
 	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_VOLUME_SIZE", 1 << 20, 1LL << 40,
 			    &d->volume_bytes)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_NOFILE", 64, 1 << 20, &d->nofile)) ||
@@ -219,6 +221,7 @@ void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out)
 	DEF(tmp_bytes);
 	DEF(workspace_bytes);
 	DEF(volume_bytes);
+	DEF(trees_bytes);
 	DEF(nofile);
 	DEF(fsize_bytes);
 	DEF(wall_seconds);
@@ -400,6 +403,14 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	for (const char *const *v = volumes; v && *v; v++)
 		if (!cJSON_AddStringToObject(obj, *v, tmp))
 			goto err_nomem;
+	/* HOME and the Tester's trees: built test binaries must run there (see docs/sandbox.md,
+	 * "where noexec is dropped"). */
+	snprintf(tmp, sizeof(tmp),
+		 podman ? "rw,nosuid,nodev,exec,size=%lld,mode=0755,U"
+			: "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
+		 (long long)(s->trees_bytes > 0 ? s->trees_bytes : 2LL << 30));
+	if (!cJSON_AddStringToObject(obj, "/tmp/trees", tmp))
+		goto err_nomem;
 	obj = cJSON_AddObjectToObject(hc, "LogConfig");
 	if (!obj || !cJSON_AddStringToObject(obj, "Type", "none"))
 		goto err_nomem;
@@ -1451,13 +1462,12 @@ void sbx_result_release(sbx_result *res)
 
 int sbx_prepare(sbx_box *b)
 {
-	static const char *const argv[] = {"cp",
-					   "-R",
-					   "--preserve=mode,timestamps,links",
-					   "--no-dereference",
-					   "/repo/.",
-					   "/tmp/workspace/",
-					   NULL};
+	/* HOME first (the mount starts empty), then the copy. */
+	static const char *const argv[] = {
+	    "sh", "-c",
+	    "mkdir -p " SBX_HOME " && cp -R --preserve=mode,timestamps,links --no-dereference "
+	    "/repo/. /tmp/workspace/",
+	    NULL};
 	sbx_cmd cmd = SBX_CMD_INIT;
 	sbx_result res = SBX_RESULT_INIT;
 	int rc;

@@ -17,6 +17,10 @@
 /* Most VOLUMEs an image may declare. */
 #define SBX_MAX_VOLUMES 16
 
+/* HOME of every command: outside the workspace (a `pip install --user -e .` must not add
+ * files to the diff) on the exec-able /tmp/trees mount (user-installed extensions load). */
+#define SBX_HOME "/tmp/trees/home"
+
 /*
  * The body of POST /containers/create for a fully resolved spec (no zero fields): every
  * hardening field is set here and only here. owner labels the container; cmd_seconds is the

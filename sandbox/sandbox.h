@@ -3,7 +3,9 @@
  *
  * AI-written code runs only inside a box. A box is a fresh, hardened, network-less container
  * (Docker Engine backend by default) with the job's repository bind-mounted read-only at
- * /repo and a size-capped tmpfs workspace at /tmp/workspace. No credential ever enters a box.
+ * /repo and a size-capped tmpfs workspace at /tmp/workspace. /tmp/trees (exec-able, size-capped)
+ * holds HOME (/tmp/trees/home) and the trees the Tester builds and runs tests in; /tmp itself
+ * is noexec. No credential ever enters a box.
  * Another backend (Kubernetes pods, bubblewrap) must fit behind this same interface.
  *
  * Ownership: sbx_engine is long-lived and thread-safe; a box is used by one thread at a time
@@ -42,6 +44,7 @@ typedef struct sbx_spec {
 	int wall_seconds;	  /* life of the box; the host kills it after this */
 	enum sbx_network network; /* SBX_NET_NONE by default */
 	const char *const *allow; /* NULL-terminated "host:port" list for SBX_NET_ALLOWLIST */
+	int64_t trees_bytes;	  /* tmpfs size of /tmp/trees (HOME and the Tester's trees) */
 } sbx_spec;
 
 #define SBX_SPEC_VERSION 1

@@ -291,6 +291,40 @@ static bool listed(const char *list, const char *login)
 	return false;
 }
 
+/* Whether AUTOPATCH_CONSOLE_USERS lets login see every job: its login is listed, or an
+ * org:NAME entry names an organization the user (token) is an active member of. A question
+ * GitHub does not answer counts as "no" and is logged. */
+static bool operator_of(console *c, const char *login, const char *token)
+{
+	const char *list = c->cfg.operators;
+
+	if (listed(list, login))
+		return true;
+	for (const char *p = list; p && *p;) {
+		const char *end = strchr(p, ',');
+		char org[64];
+		size_t len;
+		bool yes = false;
+
+		while (*p == ' ')
+			p++;
+		len = end ? (size_t)(end - p) : strlen(p);
+		while (len && p[len - 1] == ' ')
+			len--;
+		if (len > 4 && len - 4 < sizeof(org) && strncasecmp(p, "org:", 4) == 0) {
+			memcpy(org, p + 4, len - 4);
+			org[len - 4] = '\0';
+			if (c->cfg.gh.in_org(c->cfg.gh.ud, token, org, &yes) != 0)
+				ap_warn("console: cannot ask GitHub whether %s belongs to %s: %s",
+					login, org, ap_error_last());
+			else if (yes)
+				return true;
+		}
+		p = end ? end + 1 : NULL;
+	}
+	return false;
+}
+
 /* The session the request carries; without sign-in, an operator session is made on the first
  * visit (its cookie goes out with p). */
 static void who(console *c, struct MHD_Connection *conn, struct page *p, struct viewer *v)
@@ -524,12 +558,12 @@ static void trajectory_sections(ap_buf *b, const char *path, int64_t id)
 			ntools++;
 			ap_buf_addf(&tools, "<details><summary>%d. <code>", ntools);
 			esc(&tools, jstr(e, "name"));
-			ap_buf_addf(&tools, "</code> (%.0f ms)%s</summary><h4>Arguments</h4>",
+			ap_buf_addf(&tools, "</code> (%.0f ms)%s</summary><h3>Arguments</h3>",
 				    jnum(e, "millis"),
 				    cJSON_IsTrue(cJSON_GetObjectItem(e, "is_error")) ? ", error"
 										     : "");
 			pre(&tools, jstr(e, "arguments"));
-			ap_buf_adds(&tools, "<h4>Result (redacted)</h4>");
+			ap_buf_adds(&tools, "<h3>Result (redacted)</h3>");
 			pre(&tools, jstr(e, "result"));
 			ap_buf_adds(&tools, "</details>");
 		} else if (strcmp(type, "tester_run") == 0 || strcmp(type, "sandbox_exec") == 0) {
@@ -542,10 +576,10 @@ static void trajectory_sections(ap_buf *b, const char *path, int64_t id)
 			    cJSON_IsTrue(cJSON_GetObjectItem(e, "timed_out")) ? " (timed out)" : "",
 			    jnum(e, "millis"));
 			esc(&cmds, jstr(e, "dir"));
-			ap_buf_adds(&cmds, "</code></p><h4>Output</h4>");
+			ap_buf_adds(&cmds, "</code></p><h3>Output</h3>");
 			pre(&cmds, jstr(e, "stdout"));
 			if (*jstr(e, "stderr")) {
-				ap_buf_adds(&cmds, "<h4>Errors</h4>");
+				ap_buf_adds(&cmds, "<h3>Errors</h3>");
 				pre(&cmds, jstr(e, "stderr"));
 			}
 			ap_buf_adds(&cmds, "</details>");
@@ -1195,7 +1229,7 @@ static void setup_callback(console *c, struct MHD_Connection *conn, struct page 
 {
 	const char *code = arg(conn, "code"), *state = arg(conn, "state");
 	cJSON *app = NULL;
-	char where[URL_MAX];
+	char where[URL_MAX], id[32];
 	int rc;
 
 	if (c->cfg.sign_in) {
@@ -1232,6 +1266,7 @@ static void setup_callback(console *c, struct MHD_Connection *conn, struct page 
 			v);
 		return;
 	}
+	snprintf(id, sizeof(id), "%.0f", jnum(app, "id"));
 	redact_add_secret(jstr(app, "pem"));
 	redact_add_secret(jstr(app, "webhook_secret"));
 	redact_add_secret(jstr(app, "client_secret"));
@@ -1242,11 +1277,16 @@ static void setup_callback(console *c, struct MHD_Connection *conn, struct page 
 			v);
 		goto out;
 	}
-	c->cfg.registered(c->cfg.ud, jstr(app, "webhook_secret"));
+	{
+		console_app got = {id, jstr(app, "pem"), jstr(app, "webhook_secret"),
+				   jstr(app, "client_id"), jstr(app, "client_secret")};
+
+		c->cfg.registered(c->cfg.ud, &got);
+	}
 	replace(&c->cred_lock, &c->client_id, jstr(app, "client_id"));
 	replace(&c->cred_lock, &c->client_secret, jstr(app, "client_secret"));
-	ap_info("registration: App %s (id %.0f) stored in %s; its webhook secret is in use",
-		jstr(app, "slug"), jnum(app, "id"), c->cfg.credentials_file);
+	ap_info("registration: App %s (id %s) stored in %s and in use", jstr(app, "slug"), id,
+		c->cfg.credentials_file);
 	if (*jstr(app, "html_url"))
 		snprintf(where, sizeof(where), "%s/installations/new", jstr(app, "html_url"));
 	else
@@ -1338,7 +1378,7 @@ static void login_callback(console *c, struct MHD_Connection *conn, struct page 
 	snprintf(cb, sizeof(cb), "%s/login/callback", c->cfg.console_url);
 	if ((rc = c->cfg.gh.oauth_exchange(c->cfg.gh.ud, id, secret, code, cb, &token)) ||
 	    (rc = c->cfg.gh.user_login(c->cfg.gh.ud, token, &login)) ||
-	    (rc = sess_create(c->sessions, login, token, listed(c->cfg.operators, login),
+	    (rc = sess_create(c->sessions, login, token, operator_of(c, login, token),
 			      c->cfg.session_ms, now_ms(), sid))) {
 		problem(p, rc == AP_EDENIED ? 403 : 502, "Sign-in failed", ap_error_last(),
 			"sign in again from /login; if it keeps failing, check GITHUB_URL and the "

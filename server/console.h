@@ -20,10 +20,16 @@
  * a session is created on the first visit only to bind the CSRF token of the buttons. When it
  * is required, every page but /login, /login/callback and /assets answers 401 without a
  * session; a signed-in user sees the jobs of repositories they can push to (asked of GitHub
- * with their token, cached five minutes), or every job when their login is listed in
- * AUTOPATCH_CONSOLE_USERS; other jobs answer 403, and /setup is refused (register from a
- * loopback console). The decision rests on the listener's configured address only, never on
- * the client's address or forwarded headers.
+ * with their token, cached five minutes), or every job (and /metrics) when AUTOPATCH_CONSOLE_USERS
+ * lists their login or, as org:NAME, an organization they are an active member of (asked of
+ * GitHub with their token once, at sign-in); other jobs answer 403 (list, page, live
+ * stream, trajectory and buttons alike), and /setup is refused (register from a loopback
+ * console). The decision rests on the listener's configured address only, never on the
+ * client's address or forwarded headers.
+ *
+ * Sessions live in this process's memory only: a restart signs everyone out (and forgets
+ * registrations begun but not finished); the browser's cookie then names no session and the
+ * visitor signs in again.
  *
  * GitHub is reached through console_github (filled by cli/serve.c with github/oauth.h), so
  * server/ stays free of GitHub's REST details.
@@ -54,7 +60,18 @@ typedef struct console_github {
 	int (*user_login)(void *ud, const char *token, char **login);
 	/* Whether the token's user can push to repo. */
 	int (*can_push)(void *ud, const char *token, const char *repo, bool *yes);
+	/* Whether the token's user is an active member of the organization org. */
+	int (*in_org)(void *ud, const char *token, const char *org, bool *yes);
 } console_github;
+
+/* What a registration handed over (GitHub's answer to the manifest conversion). */
+typedef struct console_app {
+	const char *app_id;	    /* the App ID (digits) */
+	const char *pem;	    /* its private key (PEM text) */
+	const char *webhook_secret; /* never empty */
+	const char *client_id;	    /* the OAuth client ID, or "" */
+	const char *client_secret;  /* or "" */
+} console_app;
 
 typedef struct console_config {
 	const char *public_url;	      /* AUTOPATCH_PUBLIC_URL, or NULL (registration says so) */
@@ -64,13 +81,14 @@ typedef struct console_config {
 	const char *credentials_file; /* AUTOPATCH_CREDENTIALS_FILE */
 	const char *client_id;	      /* GITHUB_CLIENT_ID, or NULL */
 	const char *client_secret;    /* GITHUB_CLIENT_SECRET, or NULL */
-	const char *operators;	      /* AUTOPATCH_CONSOLE_USERS, or NULL */
+	const char *operators;	      /* AUTOPATCH_CONSOLE_USERS (logins, org:NAME), or NULL */
 	bool sign_in;		      /* sign-in required (see above) */
 	int64_t session_ms;	      /* a session's life */
 	console_github gh;
-	/* After a registration stored the new App: the webhook verifier takes secret from now
-	 * on. Called on the admin listener's thread. */
-	void (*registered)(void *ud, const char *webhook_secret);
+	/* After a registration stored the new App: the webhook verifier takes its secret from
+	 * now on and the workers its id and key. Called on the admin listener's thread; app is
+	 * borrowed for the call. */
+	void (*registered)(void *ud, const console_app *app);
 	/* A job was put back in the queue (retry): wake a worker. May be NULL. */
 	void (*queued)(void *ud);
 	void *ud;

@@ -49,9 +49,11 @@ struct http_server {
 	console *con;		  /* the admin listener's pages (NULL when it is off) */
 	pthread_mutex_t sec_lock; /* guards sec (the pointer) */
 	struct secrets *sec;
-	dl_tracker *dl;	      /* the header and body deadlines of every connection */
-	atomic_int inflight;  /* webhook requests begun and not yet completed */
-	atomic_int suspended; /* of those, waiting for the ingest writer's COMMIT */
+	dl_tracker *dl;		 /* the header and body deadlines of every connection */
+	atomic_int inflight;	 /* webhook requests begun and not yet completed */
+	atomic_int suspended;	 /* of those, waiting for the ingest writer's COMMIT */
+	_Atomic(wk_pool *) pool; /* cfg.pool, or the one a registration started */
+	atomic_int workers;
 };
 
 enum req_state { REQ_BODY, REQ_WAIT, REQ_DONE };
@@ -227,29 +229,37 @@ static struct secrets *secrets_get(http_server *s)
 	return sec;
 }
 
-/* The console stored a new App: verify with its secret from the next delivery on. */
-static void on_registered(void *ud, const char *webhook_secret)
+/* The console stored a new App: verify with its secret from the next delivery on, and give
+ * the workers its id and key. */
+static void on_registered(void *ud, const console_app *app)
 {
 	http_server *s = ud;
-	struct secrets *sec = secrets_new(webhook_secret, NULL), *old;
+	struct secrets *sec = secrets_new(app->webhook_secret, NULL), *old;
 
 	if (!sec) {
 		ap_err("out of memory: the new webhook secret is not in use until a restart");
-		return;
+	} else {
+		pthread_mutex_lock(&s->sec_lock);
+		old = s->sec;
+		s->sec = sec;
+		pthread_mutex_unlock(&s->sec_lock);
+		secrets_put(old);
 	}
-	pthread_mutex_lock(&s->sec_lock);
-	old = s->sec;
-	s->sec = sec;
-	pthread_mutex_unlock(&s->sec_lock);
-	secrets_put(old);
+	if (s->cfg.registered)
+		s->cfg.registered(s->cfg.ud, s, app->app_id, app->pem);
+}
+
+void http_set_pool(http_server *s, wk_pool *pool, int workers)
+{
+	atomic_store(&s->workers, workers);
+	atomic_store(&s->pool, pool);
 }
 
 static void on_console_queued(void *ud)
 {
 	http_server *s = ud;
 
-	if (s->cfg.pool)
-		wk_notify(s->cfg.pool);
+	wk_notify(atomic_load(&s->pool));
 }
 
 static enum MHD_Result hook_complete(struct req *r)
@@ -342,7 +352,8 @@ static enum MHD_Result healthz(struct listener *l, struct MHD_Connection *c)
 			       "{\"ok\":false,\"message\":\"database unavailable\"}", 45);
 	snprintf(body, sizeof(body),
 		 "{\"ok\":true,\"queue_depth\":%lld,\"running\":%lld,\"workers\":%d,\"busy\":%d}",
-		 (long long)st.queued, (long long)st.running, s->cfg.workers, wk_busy(s->cfg.pool));
+		 (long long)st.queued, (long long)st.running, atomic_load(&s->workers),
+		 wk_busy(atomic_load(&s->pool)));
 	return respond(c, 200, "application/json", body, strlen(body));
 }
 
@@ -353,8 +364,9 @@ static enum MHD_Result metrics_page(struct listener *l, struct MHD_Connection *c
 	q_stats st;
 	enum MHD_Result ret;
 
-	if (q_get_stats(l->rq, &st) || metrics_render(&b, &st, s->cfg.workers, wk_busy(s->cfg.pool),
-						      ing_max_batch(s->cfg.ing))) {
+	if (q_get_stats(l->rq, &st) ||
+	    metrics_render(&b, &st, atomic_load(&s->workers), wk_busy(atomic_load(&s->pool)),
+			   ing_max_batch(s->cfg.ing))) {
 		ap_buf_release(&b);
 		return respond(c, 500, "text/plain", "metrics unavailable\n", 20);
 	}
@@ -641,6 +653,8 @@ int http_start(http_server **out, const http_config *cfg)
 	s->cfg = *cfg;
 	s->pub = (struct listener){.s = s, .admin = false, .at = cfg->public_at};
 	s->adm = (struct listener){.s = s, .admin = true, .at = cfg->admin_at};
+	atomic_init(&s->pool, cfg->pool);
+	atomic_init(&s->workers, cfg->workers);
 	pthread_mutex_init(&s->sec_lock, NULL);
 	s->sec = secrets_new(cfg->wh.secrets[0], cfg->wh.secrets[1]);
 	if (!s->sec) {

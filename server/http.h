@@ -6,7 +6,8 @@
  * admin listener (AUTOPATCH_ADMIN_LISTEN: loopback by default, a unix socket, or off) serves
  * the console (console.h: job list, job pages, registration, sign-in), GET /metrics and GET
  * /healthz, never the webhook path. A registration replaces the webhook secrets in use
- * without a restart (readers hold a reference to the old ones until they finish). No decision
+ * without a restart (readers hold a reference to the old ones until they finish) and hands
+ * the new App to cfg.registered (the workers). No decision
  * depends on the client's address or on forwarded headers: what is private is simply not
  * served on the public listener.
  *
@@ -55,15 +56,25 @@ typedef struct http_config {
 				 * set by http_start) */
 	const char *db_path;
 	ingest *ing;
-	wk_pool *pool; /* may be NULL (AUTOPATCH_WORKERS=0) */
+	wk_pool *pool; /* may be NULL (AUTOPATCH_WORKERS=0, or no App yet: http_set_pool) */
 	int workers;
 	http_limits lim;
+	/* After a registration on the console (the new webhook secret is in use already): hand
+	 * the App to the workers, starting them (http_set_pool) if none run yet. Called on the
+	 * admin listener's thread with the server; may be NULL. */
+	void (*registered)(void *ud, http_server *s, const char *app_id, const char *pem);
+	void *ud;
 } http_config;
 
 /* Open both listeners and serve. Fails with AP_EIO and one sentence naming the listener's
  * address, the cause and the setting to change when a socket cannot be opened (address in use,
  * directory missing, permission denied); nothing is left listening then. */
 int http_start(http_server **out, const http_config *cfg);
+
+/* The worker pool started after http_start (a registration): /healthz, /metrics and the
+ * console's retry button use it from now on. Thread-safe; call at most once, with a pool that
+ * outlives the server. */
+void http_set_pool(http_server *s, wk_pool *pool, int workers);
 
 /* Stop accepting new connections, wait up to wait_ms for requests in flight, then stop, remove
  * the admin unix socket file and free. Accepts NULL. */

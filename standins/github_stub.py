@@ -51,6 +51,10 @@ What it serves (GitHub's documented request/response shapes and status codes):
     GET  /user and GET /repos/{o}/{r} with a user token: the user, and the repository with
          permissions.push as configured ({"users": {"alice": {"push": ["o/r"]}}}); a
          repository the user has no access to is 404
+    GET  /user/memberships/orgs/{org} with a user token: the user's membership (state
+         "active", or "pending" for an invitation not yet accepted; role "member") as
+         configured ({"users": {"alice": {"orgs": ["acme"], "pending_orgs": ["beta"]}}});
+         an organization the user does not belong to is 404
   git smart HTTP through `git http-backend` at /{o}/{r}.git/... with Basic auth
   x-access-token:<issued token> (the repo's clone_url); refs/pull/N/head follows each open
   PR's head branch, as on GitHub.
@@ -156,7 +160,8 @@ class State:
         self.apps = []            # Apps created from manifests (secrets included)
         self.oauth_codes = {}     # code -> login
         self.user_tokens = {}     # ghu_ token -> login
-        self.users = {}           # login -> {"push": [repo], "see": [repo]}
+        self.users = {}           # login -> {"push": [repo], "see": [repo], "orgs": [org],
+                                  #           "pending_orgs": [org]}
 
     @property
     def api_url(self):
@@ -814,6 +819,27 @@ class Handler(BaseHTTPRequestHandler):
             raise HttpError(401, "Requires authentication")
         return self.send(200, self.st.user_obj(login))
 
+    def get_org_membership(self, m, req):
+        """GitHub's "Get an organization membership for the authenticated user": 200 with the
+        membership for an active or pending member, 404 for anyone else."""
+        st = self.st
+        login = self.user_login()
+        if login is None:
+            raise HttpError(401, "Requires authentication")
+        org = m.group(1)
+        user = st.users.get(login, {})
+        pending = org.lower() in [o.lower() for o in user.get("pending_orgs", [])]
+        if not pending and org.lower() not in [o.lower() for o in user.get("orgs", [])]:
+            raise HttpError(404, "Not Found")
+        api = st.api_url
+        return self.send(200, {
+            "url": f"{api}/orgs/{org}/memberships/{login}",
+            "state": "pending" if pending else "active", "role": "member",
+            "organization_url": f"{api}/orgs/{org}",
+            "organization": {"login": org, "id": 9000 + len(org), "node_id": f"O_{org}",
+                             "url": f"{api}/orgs/{org}", "description": None},
+            "user": st.user_obj(login)})
+
     # ---- App endpoints, JWT (ROUTES: handler(self, m, req)) ------------------------------
     def get_app(self, m, req):
         st = self.st
@@ -1145,6 +1171,7 @@ class Handler(BaseHTTPRequestHandler):
         ("GET", r"^/login/oauth/authorize$", oauth_authorize),
         ("POST", r"^/login/oauth/access_token$", oauth_token),
         ("GET", r"^/user$", get_user),
+        ("GET", r"^/user/memberships/orgs/([A-Za-z0-9-]+)$", get_org_membership),
         (None, GIT_PATH, git),
         ("GET", r"^/app$", get_app),
         ("GET", r"^/app/installations$", list_installations),

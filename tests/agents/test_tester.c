@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/agents/test_tester.c - the Tester's per-test comparison and budgets (the parts that
- * need no box; the box parts run in tests/e2e/test_fix.py). Test command detection:
- * test_testcmd.c. */
+/* tests/agents/test_tester.c - the Tester's per-test comparison, hang issues and budgets (the
+ * parts that need no box; the box parts run in tests/e2e/test_fix.py and test_proof.py). The
+ * parsers are tests/agents/test_report.c; test command detection: test_testcmd.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,67 +12,105 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agents/budget.h"
 #include "agents/tester.h"
 #include "common/err.h"
 
-static const char PRISTINE_OUT[] =
-    ".......F\n"
-    "=========================== short test summary info ============================\n"
-    "PASSED tests/test_calc.py::test_total\n"
-    "PASSED tests/test_calc.py::test_mean\n"
-    "PASSED tests/test_calc.py::test_param[a - b]\n"
-    "PASSED tests/test_calc.py::test_gone\n"
-    "FAILED tests/test_calc.py::test_flaky - assert 1 == 2\n"
-    "SKIPPED [1] tests/test_calc.py:30: no network\n"
-    "7 passed, 1 failed in 0.05s\n";
-
-static const char PATCHED_OUT[] =
-    "PASSED tests/test_calc.py::test_total\n"
-    "FAILED tests/test_calc.py::test_mean - AssertionError: assert 2 == 2.5\n"
-    "PASSED tests/test_calc.py::test_flaky\n"
-    "PASSED tests/test_calc.py::test_param[a - b]\n"
-    "ERROR tests/test_new.py::test_x - ImportError\n";
-
-static void test_parse_pytest_ra(void **state)
+/* Reports built by hand: id, outcome, message. */
+static void add(report *r, const char *id, enum report_outcome o, const char *msg)
 {
-	(void)state;
-	test_outcomes o;
-	assert_int_equal(tester_parse_pytest(PRISTINE_OUT, &o), 0);
-	assert_int_equal(o.n, 5);
-	assert_string_equal(o.names[0], "tests/test_calc.py::test_total");
-	assert_int_equal(o.status[0], 'P');
-	/* " - " inside a parametrised id is cut like pytest's message separator; the id stays
-	 * stable between runs, which is what the comparison needs */
-	assert_string_equal(o.names[4], "tests/test_calc.py::test_flaky");
-	assert_int_equal(o.status[4], 'F');
-	test_outcomes_release(&o);
-	assert_int_equal(tester_parse_pytest("1 passed\nno summary\n", &o), 0);
-	assert_int_equal(o.n, 0);
-	test_outcomes_release(&o);
+	assert_int_equal(report_add(r, id, strlen(id), o, msg, msg ? strlen(msg) : 0, false), 0);
 }
 
 static void test_regressions(void **state)
 {
 	(void)state;
-	test_outcomes before, after;
-	tester_parse_pytest(PRISTINE_OUT, &before);
-	tester_parse_pytest(PATCHED_OUT, &after);
-	char *r = tester_regressions(&before, &after);
+	report before = REPORT_INIT, after = REPORT_INIT;
+	size_t count = 0;
+	add(&before, "tests.test_calc::test_total", REPORT_PASSED, NULL);
+	add(&before, "tests.test_calc::test_mean", REPORT_PASSED, NULL);
+	add(&before, "tests.test_calc::test_gone", REPORT_PASSED, NULL);
+	add(&before, "tests.test_calc::test_skipme", REPORT_PASSED, NULL);
+	add(&before, "tests.test_calc::test_flaky", REPORT_FAILED, "assert 1 == 2");
+	add(&before, "tests.test_calc::test_was_skipped", REPORT_SKIPPED, "no network");
+	add(&after, "tests.test_calc::test_total", REPORT_PASSED, NULL);
+	add(&after, "tests.test_calc::test_mean", REPORT_FAILED,
+	    "AssertionError: assert 2 == 2.5\nmore lines");
+	add(&after, "tests.test_calc::test_flaky", REPORT_FAILED, "assert 1 == 2");
+	add(&after, "tests.test_calc::test_skipme", REPORT_SKIPPED, "skipped now");
+	add(&after, "tests.test_new::test_x", REPORT_ERROR, "ImportError");
+	report_finish(&before);
+	report_finish(&after);
+	char *r = tester_regressions(&before, &after, 10, &count);
 	assert_non_null(r);
-	assert_non_null(strstr(r, "tests/test_calc.py::test_mean (failed)"));
-	assert_non_null(strstr(r, "tests/test_calc.py::test_gone (missing after the patch)"));
-	/* failed before, passes now: fine; new erroring test: not a regression of an old one */
+	assert_int_equal(count, 3);
+	assert_non_null(
+	    strstr(r, "`tests.test_calc::test_mean`: failed: AssertionError: assert 2 == 2.5\n"));
+	assert_non_null(strstr(r, "`tests.test_calc::test_gone`: disappeared"));
+	assert_non_null(strstr(r, "`tests.test_calc::test_skipme`: now skipped"));
+	/* failed before and still fails: not a regression; new erroring test: not one of the
+	 * old ones; skipped before: nothing to keep */
 	assert_null(strstr(r, "test_flaky"));
 	assert_null(strstr(r, "test_x"));
 	assert_null(strstr(r, "test_total"));
+	assert_null(strstr(r, "test_was_skipped"));
+	free(r);
+	/* the list is capped, the count is not */
+	r = tester_regressions(&before, &after, 1, &count);
+	assert_int_equal(count, 3);
+	assert_non_null(strstr(r, "and 2 more"));
 	free(r);
 	/* identical runs: nothing */
-	assert_null(tester_regressions(&before, &before));
-	test_outcomes_release(&before);
-	test_outcomes_release(&after);
+	assert_null(tester_regressions(&before, &before, 10, &count));
+	assert_int_equal(count, 0);
+	report_release(&before);
+	report_release(&after);
+}
+
+/* 20,000 tests, one regression: named, and fast (sorted lookups, not a quadratic scan). */
+static void test_regressions_large(void **state)
+{
+	(void)state;
+	report before = REPORT_INIT, after = REPORT_INIT;
+	char id[64];
+	size_t count = 0;
+	for (int i = 0; i < 20000; i++) {
+		snprintf(id, sizeof(id), "tests.test_gen::test_n[%d]", i);
+		add(&before, id, REPORT_PASSED, NULL);
+		add(&after, id, i == 12345 ? REPORT_FAILED : REPORT_PASSED,
+		    i == 12345 ? "assert 24691 == 24690" : NULL);
+	}
+	clock_t c0 = clock();
+	report_finish(&before);
+	report_finish(&after);
+	char *r = tester_regressions(&before, &after, 30, &count);
+	double secs = (double)(clock() - c0) / CLOCKS_PER_SEC;
+	assert_int_equal(count, 1);
+	assert_non_null(
+	    strstr(r, "`tests.test_gen::test_n[12345]`: failed: assert 24691 == 24690"));
+	assert_true(secs < 2.0);
+	free(r);
+	report_release(&before);
+	report_release(&after);
+}
+
+static void test_issue_about_hang(void **state)
+{
+	(void)state;
+	assert_true(tester_issue_about_hang("parse() hangs on an empty file", ""));
+	assert_true(tester_issue_about_hang("Bug", "the loop never terminates when n is 0"));
+	assert_true(tester_issue_about_hang("Deadlock in the pool", NULL));
+	assert_true(tester_issue_about_hang("x", "It is an INFINITE LOOP."));
+	assert_true(tester_issue_about_hang("request times out", ""));
+	assert_true(tester_issue_about_hang("UI freezes", ""));
+	/* whole words only, and ordinary bugs are not hangs */
+	assert_false(tester_issue_about_hang("changelog typo", "the hangar door count is wrong"));
+	assert_false(tester_issue_about_hang("mean([]) raises ZeroDivisionError", "crash"));
+	assert_false(tester_issue_about_hang("Timeout option ignored", "TimeoutError is raised"));
+	assert_false(tester_issue_about_hang(NULL, NULL));
 }
 
 static void test_diff_changed_lines(void **state)
@@ -96,55 +134,6 @@ static void test_diff_changed_lines(void **state)
 			   "+--- not a header inside a hunk\n";
 	assert_int_equal(tester_diff_changed_lines(diff), 5);
 	assert_int_equal(tester_diff_changed_lines(""), 0);
-}
-
-static void test_parse_junit(void **state)
-{
-	(void)state;
-	const char *xml =
-	    "<!-- autopatch: ./target/surefire-reports/TEST-a.xml -->\n"
-	    "<?xml version=\"1.0\"?><testsuites><testsuite name=\"pytest\">"
-	    "<testcase classname=\"tests.test_calc\" name=\"test_total\" time=\"0.001\" />"
-	    "<testcase classname=\"tests.test_calc\" name=\"test_mean\"><failure message=\"x\">"
-	    "assert 2 == 2.5</failure></testcase>"
-	    "<testcase name='test_io' classname='pkg.IoTest'><error type=\"E\"/></testcase>"
-	    "<testcase classname=\"c\" name=\"test_skip\"><skipped/></testcase>"
-	    "<testcase\n classname=\"c\"\n name=\"test_ok\"></testcase>"
-	    "<testcases-not-a-case name=\"zzz\"/>"
-	    "</testsuite></testsuites>\n";
-	test_outcomes o;
-	assert_int_equal(tester_parse_junit(xml, &o), 0);
-	assert_int_equal(o.n, 4);
-	assert_string_equal(o.names[0], "tests.test_calc::test_total");
-	assert_int_equal(o.status[0], 'P');
-	assert_string_equal(o.names[1], "tests.test_calc::test_mean");
-	assert_int_equal(o.status[1], 'F');
-	assert_string_equal(o.names[2], "pkg.IoTest::test_io");
-	assert_int_equal(o.status[2], 'E');
-	assert_string_equal(o.names[3], "c::test_ok");
-	assert_int_equal(o.status[3], 'P');
-	test_outcomes_release(&o);
-	/* truncated input never reads past the end */
-	assert_int_equal(tester_parse_junit("<testcase classname=\"a", &o), 0);
-	assert_int_equal(o.n, 0);
-	assert_int_equal(tester_parse_junit("<testcase name=\"a\"><failure>", &o), 0);
-	assert_int_equal(o.n, 1);
-	assert_int_equal(o.status[0], 'F');
-	test_outcomes_release(&o);
-}
-
-static void test_suite_cmd(void **state)
-{
-	(void)state;
-	char *s = tester_suite_cmd("python3 -m pytest -q");
-	assert_string_equal(s, "python3 -m pytest -q -rA");
-	free(s);
-	s = tester_suite_cmd("pytest -rA tests");
-	assert_string_equal(s, "pytest -rA tests");
-	free(s);
-	s = tester_suite_cmd("make test");
-	assert_string_equal(s, "make test");
-	free(s);
 }
 
 static void test_budget_limits(void **state)
@@ -201,10 +190,9 @@ static void test_repeat_detector(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_parse_pytest_ra),    cmocka_unit_test(test_regressions),
-	    cmocka_unit_test(test_suite_cmd),	       cmocka_unit_test(test_parse_junit),
-	    cmocka_unit_test(test_diff_changed_lines), cmocka_unit_test(test_budget_limits),
-	    cmocka_unit_test(test_repeat_detector),
+	    cmocka_unit_test(test_regressions),	     cmocka_unit_test(test_regressions_large),
+	    cmocka_unit_test(test_issue_about_hang), cmocka_unit_test(test_diff_changed_lines),
+	    cmocka_unit_test(test_budget_limits),    cmocka_unit_test(test_repeat_detector),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,17 +20,26 @@ const context = await chromium.launchPersistentContext(profile, {
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"],
 });
+// A second browser, started on demand, for pages seen with JavaScript turned off.
+let plain = null;
 let result;
 try {
   const helpers = {
     shot: async (page, name) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true }),
     newPage: async () => context.newPage(),
+    newPageWithoutScript: async () => {
+      plain = plain || await chromium.launch({
+        executablePath: "/usr/bin/chromium", headless: true,
+        args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"] });
+      return (await plain.newContext({ javaScriptEnabled: false })).newPage();
+    },
     forget: async () => context.clearCookies(),
   };
   result = { ok: true, data: await scenario(helpers, cfg) };
 } catch (e) {
   result = { ok: false, error: String(e && e.stack || e) };
 } finally {
+  if (plain) await plain.close();
   await context.close();
   fs.rmSync(profile, { recursive: true, force: true });
 }

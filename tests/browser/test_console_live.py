@@ -1,6 +1,11 @@
 """The console while a demo job runs (the calc example: GitHub and model stand-ins, real
 sandbox): the list shows it running, its events arrive on the job page live (Server-Sent
-Events), and the finished page shows the diff, per-test results, evidence and the PR link."""
+Events), and the finished page shows the diff, per-test results, evidence and the PR link.
+Then the trajectory downloads as JSONL, the list's filters work, the pages read the same with
+JavaScript off, and no page has an accessibility problem (lang, one h1, no skipped heading
+level, labelled controls, named buttons and links, header scopes, WCAG AA contrast)."""
+import json
+
 from pipeline_util import REPO, Rig, happy_script
 from server_util import free_port
 
@@ -32,5 +37,27 @@ def test_console_follows_a_running_job(autopatch_bin, tmp_path, browser):
         for h in ("Timeline", "Model calls", "Tool calls", "Sandbox commands", "Tester runs",
                   "Diff", "Evidence"):
             assert h in out["headings"], h
+        # The trajectory download: the job's JSONL, every line an event.
+        assert out["trajectoryName"] == "job-1-trajectory.jsonl"
+        lines = [json.loads(ln) for ln in out["trajectory"].splitlines() if ln.strip()]
+        types = {e.get("type") for e in lines}
+        assert {"llm_usage", "tool_result", "end"} <= types, types
+        assert "return 0.0" in next(e for e in lines if e.get("type") == "end")["diff"]
+        # Filters: succeeded + this repository shows the job; failed shows nothing.
+        assert out["filterMatch"] == 1
+        assert out["filterOther"] == 0 and "No jobs to show" in out["filterOtherText"]
+        # JavaScript off: the same content, served as HTML (no live rows were added).
+        plain = out["plain"]
+        assert plain["state"].startswith("succeeded") and "return 0.0" in plain["diff"]
+        assert any("test_mean_of_empty_list_is_zero" in t for t in plain["tests"])
+        assert plain["headings"] == out["headings"]
+        assert plain["events"] >= 1 and plain["scriptRan"] == 0
+        assert plain["listRows"] == 1
+        # Accessibility, in the rendering browser.
+        assert out["a11y"] == {"job": [], "list": []}, out["a11y"]
+        assert plain["a11y"] == [], plain["a11y"]
+        probe = " | ".join(out["a11yProbe"])
+        for found in ("skips from h1 to h4", "faint", "#nolabel"):
+            assert found in probe, (found, probe)
     finally:
         rig.stop()

@@ -3,15 +3,11 @@
 "new App" page, whose button comes back with a code; the callback stores the credentials (mode
 0600) and the server verifies webhooks with the new secret at once; a forged state is refused;
 no page is served on the public listener."""
-import html
 import json
 import os
-import re
 import stat
-import urllib.error
-import urllib.parse
-import urllib.request
 
+from console_util import register_through_setup
 from github_stub import GitHubStub
 from server_util import Server, free_port, sign
 
@@ -21,26 +17,6 @@ def post_ping(s, secret):
     return s.request("POST", "/api/github/webhooks", body, {
         "Content-Type": "application/json", "X-GitHub-Event": "ping",
         "X-GitHub-Delivery": os.urandom(8).hex(), "X-Hub-Signature-256": sign(body, secret)})[0]
-
-
-def expired_code_flow(admin, gh):
-    """/setup -> the stand-in's new-App page -> the callback, over plain HTTP."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{admin}/setup") as r:
-        page = r.read().decode()
-    action = html.unescape(re.search(r'<form id="register" method="post" action="([^"]+)"',
-                                     page).group(1))
-    manifest = html.unescape(re.search(r'name="manifest" value="([^"]*)"', page).group(1))
-    form = urllib.parse.urlencode({"manifest": manifest}).encode()
-    with urllib.request.urlopen(action, data=form) as r:
-        page = r.read().decode()
-    code = re.search(r'name="code" value="([^"]+)"', page).group(1)
-    state = re.search(r'name="state" value="([^"]+)"', page).group(1)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{admin}/setup/callback?code={code}"
-                                    f"&state={state}") as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def test_register_then_webhooks_verify_with_the_new_secret(autopatch_bin, tmp_path, browser):
@@ -83,7 +59,7 @@ def test_register_then_webhooks_verify_with_the_new_secret(autopatch_bin, tmp_pa
         # A code GitHub no longer honours (expired, or used): a page that says what to do,
         # nothing stored, the secret in use unchanged.
         gh.config(manifest_code_ttl=-1)
-        status, page = expired_code_flow(admin, gh)
+        status, page, _ = register_through_setup(f"http://127.0.0.1:{admin}")
         assert status == 502 and "register again at /setup" in page, page
         assert len(gh.state.apps) == 1 and f'APP_ID="{app["id"]}"' in creds.read_text()
         assert post_ping(s, app["webhook_secret"]) == 200

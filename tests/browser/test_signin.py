@@ -2,42 +2,9 @@
 sign-in page without a session; a user without push access to a repository sees nothing of
 its jobs (list, page, events); a user with push access sees them and may press the buttons,
 which need the session's CSRF token. Session cookies are HttpOnly, Secure and SameSite=Lax."""
-import json
-import os
-import re
-import urllib.parse
-import urllib.request
-
+from console_util import queue_job, register_app
 from github_stub import GitHubStub
-from server_util import SECRET, Server, examples, free_port, sign
-
-
-def register_app(gh, console):
-    """An App made through the stand-in's manifest endpoints (as /setup would)."""
-    manifest = {"name": "autopatch", "redirect_url": console + "/setup/callback",
-                "hook_attributes": {"url": "http://127.0.0.1:1/hook"}}
-    form = urllib.parse.urlencode({"manifest": json.dumps(manifest)}).encode()
-    with urllib.request.urlopen(gh.url + "/settings/apps/new?state=x", data=form) as r:
-        code = re.search(r'name="code" value="([^"]+)"', r.read().decode()).group(1)
-    req = urllib.request.Request(f"{gh.url}/app-manifests/{code}/conversions", data=b"",
-                                 method="POST")
-    with urllib.request.urlopen(req) as r:
-        return json.loads(r.read())
-
-
-def queue_job(s, repo, issue):
-    p = json.loads(json.dumps(next(e for e in examples("issues") if e["action"] == "labeled")))
-    p["repository"]["full_name"], p["repository"]["name"] = repo, repo.split("/")[1]
-    p["installation"] = {"id": 1}
-    p["sender"]["type"] = "User"
-    p["label"] = {"name": "autopatch"}
-    p["issue"]["number"] = issue
-    body = json.dumps(p).encode()
-    status, _, text = s.request("POST", "/api/github/webhooks", body, {
-        "Content-Type": "application/json", "X-GitHub-Event": "issues",
-        "X-GitHub-Delivery": os.urandom(8).hex(), "X-Hub-Signature-256": sign(body)})
-    assert status == 202, text
-    return json.loads(text)["job"]
+from server_util import SECRET, Server, free_port
 
 
 def test_sign_in_shows_only_repositories_the_user_can_push_to(autopatch_bin, tmp_path,

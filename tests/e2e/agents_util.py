@@ -7,6 +7,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import time
 import uuid
 
 from model_stub import StubServer
@@ -139,22 +140,23 @@ def new_owner():
     return "agents-e2e-" + uuid.uuid4().hex[:12]
 
 
-def fix_argv(autopatch_bin, repo, out_path, traj_path, args=()):
-    return [str(autopatch_bin), "fix", "--repo", str(repo), "--issue-file", str(CALC / "ISSUE.md"),
-            "--out", str(out_path), "--trajectory", str(traj_path)] + list(args)
+def fix_argv(autopatch_bin, repo, out_path, traj_path, args=(), issue_file=None):
+    return [str(autopatch_bin), "fix", "--repo", str(repo), "--issue-file",
+            str(issue_file or CALC / "ISSUE.md"), "--out", str(out_path), "--trajectory",
+            str(traj_path)] + list(args)
 
 
-def run_fix(autopatch_bin, tmp_path, script, provider, env=None, args=(), timeout=300,
-            extra_files=None):
-    """Run `autopatch fix` on a fresh calc repository with the given script; returns FixRun.
-    Asserts that no container of this run is left behind."""
-    repo = make_calc_repo(tmp_path, extra_files)
+def run_fix_on(autopatch_bin, tmp_path, repo, script, provider="openai", env=None, args=(),
+               timeout=300, issue_file=None):
+    """Run `autopatch fix` on repo with the given script (and issue file, default calc's);
+    returns FixRun (with .seconds). Asserts that no container of this run is left behind."""
     stub = StubServer(script).start()
     owner = new_owner()
     out_path = tmp_path / "patch.diff"
     traj_path = tmp_path / "trajectory.jsonl"
     e = fix_env(tmp_path, stub, provider, owner, env)
-    cmd = fix_argv(autopatch_bin, repo, out_path, traj_path, args)
+    cmd = fix_argv(autopatch_bin, repo, out_path, traj_path, args, issue_file)
+    start = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=tmp_path, env=e, capture_output=True, text=True,
                               timeout=timeout)
@@ -163,4 +165,14 @@ def run_fix(autopatch_bin, tmp_path, script, provider, env=None, args=(), timeou
         stub.stop()
     left = containers_of(owner)
     assert not left, "containers left behind: %s" % left
-    return FixRun(proc, requests, out_path, traj_path)
+    r = FixRun(proc, requests, out_path, traj_path)
+    r.seconds = time.monotonic() - start
+    return r
+
+
+def run_fix(autopatch_bin, tmp_path, script, provider, env=None, args=(), timeout=300,
+            extra_files=None):
+    """Run `autopatch fix` on a fresh calc repository with the given script; returns FixRun.
+    Asserts that no container of this run is left behind."""
+    return run_fix_on(autopatch_bin, tmp_path, make_calc_repo(tmp_path, extra_files), script,
+                      provider, env, args, timeout)

@@ -75,6 +75,7 @@ class Rig:
         self.webhook_secret = "canary-webhook-" + secrets.token_hex(12)
         self.model_key = "canary-model-key-" + secrets.token_hex(12)
         self.serve = None
+        self.command = "serve"  # or "setup": registration mode, no App yet
         self.serve_log = self.tmp / "serve.log"
         self.port = free_port()
         self.title, self.body = calc_issue()
@@ -133,7 +134,7 @@ class Rig:
 
     def start_serve(self):
         log = open(self.serve_log, "ab")
-        self.serve = subprocess.Popen([self.bin, "serve"], env=self.env(), stdout=log,
+        self.serve = subprocess.Popen([self.bin, self.command], env=self.env(), stdout=log,
                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         deadline = time.time() + 30

@@ -81,13 +81,13 @@ def test_unlabel_kills_the_running_command_and_cancels_the_job(rig):
 @pytest.mark.parametrize("where", ["builder run", "tester suite"])
 def test_ctrl_c_on_fix_kills_the_running_command(autopatch_bin, tmp_path, where):
     # The Builder's `run` sleeps, or the repository's test command does (the Tester runs it
-    # on the pristine copy with a 900 s deadline once the Builder calls finish).
+    # on the pristine copy for the baseline, with the suite deadline, before any model call).
     if where == "builder run":
         script, args, stage, builder_calls = sleeping_builder(happy()), (), "[building] run", 1
     else:
-        script, stage = happy(), "[testing]"
+        script, stage = happy(), "[preparing] baseline: running"
         args = ("--test", SLEEP + "; python3 -m pytest -q")
-        builder_calls = len(script["builder"]) - 1  # up to finish
+        builder_calls = 0  # the baseline comes before the Planner and the Builder
     repo = make_calc_repo(tmp_path)
     stub = StubServer(script).start()
     owner = new_owner()

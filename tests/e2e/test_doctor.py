@@ -2,6 +2,8 @@
 all green when everything is right; each broken setting gives its ✗ line with the sentence
 that says how to fix it, and a non-zero exit."""
 import socket
+import subprocess
+import uuid
 
 import pytest
 
@@ -171,3 +173,39 @@ def test_doctor_database_postgresql(world, autopatch_bin, tmp_path):
         assert "s3cret-doctor-pw" not in out.stdout + out.stderr, out.stdout + out.stderr
     finally:
         pg.cleanup()
+
+
+def docker(*args):
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_doctor_checks_every_built_flavour(world, autopatch_bin, tmp_path):
+    """Under a flavour repository of this test's own: node is the real node image (its
+    toolchain is there), c is the python image (no cmake: a broken flavour), the rest are not
+    built (listed with their build command, not failed)."""
+    if docker("image", "inspect", "autopatch-sandbox:node").returncode != 0:
+        pytest.fail("autopatch-sandbox:node is missing: deploy/sandbox-image/build.sh "
+                    "--flavor node (scripts/test.sh builds it)")
+    repo = "autopatch-test-doctor-" + uuid.uuid4().hex[:10]
+    try:
+        assert docker("tag", "autopatch-sandbox:node", f"{repo}:node").returncode == 0
+        assert docker("tag", IMAGE, f"{repo}:c").returncode == 0
+        env = dict(good_env(world), AUTOPATCH_FLAVOR_REPOSITORY=repo)
+        out = run_autopatch(autopatch_bin, ["doctor"], env, tmp_path)
+    finally:
+        for f in ("node", "c"):
+            docker("image", "rm", f"{repo}:{f}")
+    got = lines(out)
+    assert out.returncode == 1, out.stdout
+    assert got["flavour python"].startswith("✓") and "(python3 pip3 pytest)" in \
+        got["flavour python"], out.stdout
+    assert got["flavour node"] == f"✓ flavour node: {repo}:node (node npm)", out.stdout
+    assert got["flavour c"].startswith("✗"), out.stdout
+    assert (f"{repo}:c lacks `cmake`. Rebuild it: deploy/sandbox-image/build.sh --flavor c."
+            in got["flavour c"]), out.stdout
+    for f in ("go", "rust", "java"):
+        assert (f"- flavour {f}: {repo}:{f} not built (deploy/sandbox-image/build.sh "
+                f"--flavor {f})") in out.stdout.splitlines(), out.stdout
+        assert f"flavour {f}" not in got, out.stdout
+    # Only the broken flavour failed.
+    assert {n for n, l in got.items() if l.startswith("✗")} == {"flavour c"}, out.stdout

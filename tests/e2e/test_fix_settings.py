@@ -32,8 +32,8 @@ def test_test_command_from_the_settings_file_is_used_and_named(autopatch_bin, tm
     assert "settings from .github/autopatch.yml: setup, test, max_iterations\n" in r.out, r
     assert "test command: %s (from .github/autopatch.yml)\n" % SUITE in r.out, r
     # the Tester really ran it, on pristine and patched code
-    assert "**Test suite** `%s -rA`" % SUITE in r.out, r
-    assert "pristine: 7 passed, 0 failed" in r.out and "patched: 8 passed, 0 failed" in r.out
+    assert "**Test suite** `%s` (per-test results from JUnit XML" % SUITE in r.out, r
+    assert "| pristine | 7 | 0 | 0 | 0 | 0 |" in r.out and "| patched | 8 | 0 | 0 | 0 | 0 |" in r.out, r
     start = json.loads(r.traj_path.read_text().splitlines()[0])
     assert start["type"] == "start" and start["test_command"] == SUITE
     assert start["max_iterations"] == 2
@@ -54,9 +54,12 @@ def test_paths_deny_in_the_settings_file_refuses_the_patch(autopatch_bin, tmp_pa
         in r.out, r
     assert "\nPROVEN:" not in r.out
     assert not r.out_path.exists()
-    # nothing was tested: the policy runs before the pristine copy and the suite
+    # the patch was never tested: the policy runs before the patched tree exists; only the
+    # baseline (the suite on pristine, before any model call) ran
     events = [json.loads(line) for line in r.traj_path.read_text().splitlines()]
-    assert not [e for e in events if e["type"] == "tester_run"], events
+    runs = [e for e in events if e["type"] == "tester_run"]
+    assert runs and all(e["dir"] == "/tmp/trees/pristine" for e in runs), runs
+    assert not [e for e in runs if e.get("kind") != "tree" and e["command"] != "python3 -m pytest -q"], runs
 
 
 def test_detection_is_the_pipelines(autopatch_bin, tmp_path):

@@ -160,3 +160,23 @@ def test_ghes_mode_serves_the_api_under_api_v3_and_git_at_the_root(tmp_path):
         assert "/api/v3/repos/octo/hello" in full and "/repos/octo/hello" in full
     finally:
         stub.stop()
+
+
+def test_org_membership_of_the_signed_in_user(gh):
+    """GET /user/memberships/orgs/{org} with a user's token: GitHub's org-membership shape for
+    an active or pending member, 404 for anyone else, 401 without a user token."""
+    stub = gh["stub"]
+    stub.config(users={"carol": {"orgs": ["acme"], "pending_orgs": ["beta"]}})
+    with stub.state.lock:
+        stub.state.user_tokens["ghu_carol"] = "carol"
+    url = f"{stub.url}/user/memberships/orgs"
+    st, body, _ = call(f"{url}/ACME", token="ghu_carol")  # org names are case-insensitive
+    assert st == 200, body
+    assert {"url", "state", "role", "organization_url", "organization", "user"} <= set(body)
+    assert body["state"] == "active" and body["user"]["login"] == "carol"
+    assert body["organization"]["login"] == "ACME"
+    assert call(f"{url}/beta", token="ghu_carol")[1]["state"] == "pending"
+    st, body, _ = call(f"{url}/other", token="ghu_carol")
+    assert st == 404 and body["message"] == "Not Found"
+    assert call(f"{url}/acme")[0] == 401
+    assert call(f"{url}/acme", token=gh["token"])[0] == 401  # an installation token is no user

@@ -4,6 +4,7 @@ retries, iteration on the PR, and no secret anywhere it could leak.
 Real `autopatch serve`, real SQLite, real Docker sandbox, real git over HTTP (the stand-in's
 `git http-backend`); only GitHub's API and the model are local stand-ins.
 """
+import json
 import pathlib
 import os
 import re
@@ -107,10 +108,12 @@ def test_label_opens_exactly_one_proven_draft_pr(rig_factory, github):
     assert "tests/test_mean_empty.py" in body
     # The evidence itself: the repro test fails on the pristine code and passes patched, and
     # the suite lost nothing.
-    assert re.search(r"^- pristine code: \*\*fails\*\* \(exit [1-9][0-9]*\)", body, re.M), body
-    assert re.search(r"^- patched code: \*\*passes\*\* \(exit 0\)", body, re.M), body
-    assert "ZeroDivisionError" in body  # the pristine failure's output is quoted
-    assert "no test that passed before fails after the patch" in body
+    assert re.search(r"^- pristine code: \*\*fails\*\* in the test", body, re.M), body
+    assert "`tests.test_mean_empty::test_mean_of_empty_list_is_zero` failed" in body
+    assert re.search(r"^- patched code: \*\*passes\*\* .*exit 0\)", body, re.M), body
+    assert "ZeroDivisionError" in body  # the pristine failure's message is quoted
+    assert "every test that passed before the patch passes after it" in body
+    assert "| pristine | 7 | 0 | 0 | 0 | 0 |" in body
     create = [r for r in rig.gh.requests()
               if r["method"] == "POST" and r["path"] == f"/repos/{REPO}/pulls"]
     assert len(create) == 1
@@ -507,3 +510,61 @@ def test_rate_limit_while_preparing_waits_instead_of_spending_the_job(rig_factor
     assert len(rig.pulls()) == 1
     assert any("GitHub rate limit: waiting" in m for m in job_events(rig, 1))
     rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
+
+
+# ---- what the Tester decided, as `serve` shows it (issue 10) ----
+
+def test_environment_failure_stops_the_job_before_any_model_call(rig_factory):
+    # The toolchain is there but the suite cannot run on the unchanged code: the baseline
+    # says so, quoting the first errors and what to change.
+    files = {"tests/test_m%d.py" % i: "import module_that_setup_never_installed\n"
+             for i in range(3)}
+    files[".github/autopatch.yml"] = "test: python3 -m pytest -q tests\n"
+    rig = rig_factory(files=files)
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
+    assert rig.jobs()[0]["state"] == "failed", job_events(rig, 1)
+    assert rig.model.requests() == [], "no model call for an environment problem"
+    assert rig.pulls() == []
+    text = [c for c in rig.bot_comments(1) if MARKER in c["body"]][0]["body"]
+    assert "environment failure" in text, text
+    assert "collection or import errors" in text, text
+    assert "No module named 'module_that_setup_never_installed'" in text, text
+    assert "`setup:`" in text  # what to change
+    events = job_events(rig, 1)
+    assert any("baseline" in m for m in events), events
+    assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
+
+
+def test_missing_toolchain_stops_the_job_before_setup_and_any_model_call(rig_factory):
+    rig = rig_factory(files={".github/autopatch.yml": "test: npm test\n"})
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
+    assert rig.jobs()[0]["state"] == "failed", job_events(rig, 1)
+    assert rig.model.requests() == [], "no model call for an environment problem"
+    text = [c for c in rig.bot_comments(1) if MARKER in c["body"]][0]["body"]
+    assert ("environment failure: the test command `npm test` needs `npm`, which the "
+            "sandbox image") in text, text
+    assert "add `image: node` to .github/autopatch.yml" in text, text
+    assert "autopatch: failed" in rig.state()["issues"]["1"]["labels"]
+    rig.wait(lambda: rig.boxes_left(1) == [], 60, "no container of the job left")
+
+def test_weak_evidence_opt_in_puts_a_warning_at_the_top_of_the_pr(rig_factory):
+    # A legacy check without per-test results that already fails: proven only because the
+    # repository opts in, and the PR says so before anything else.
+    files = {
+        ".github/autopatch.yml": "test: python3 tests/legacy_check.py\n"
+                                 "allow_weak_evidence: true\n",
+        "tests/legacy_check.py": "import calc\nprint('legacy check: 1 known failure')\n"
+                                 "raise SystemExit(1)\n",
+    }
+    rig = rig_factory(script=happy_script(), files=files)
+    assert rig.label() == 202
+    rig.wait(lambda: rig.job_done(1), 300, "the job to finish")
+    assert rig.jobs()[0]["state"] == "succeeded", job_events(rig, 1)
+    body = rig.pulls()[0]["body"]
+    assert body.startswith("> [!WARNING]\n> **Weak evidence.**"), body[:300]
+    assert "allow_weak_evidence: true" in body
+    assert "- pristine: exit 1\n- patched: exit 1" in body
+    assert "ZeroDivisionError" in body  # the repro's failure on pristine, per test

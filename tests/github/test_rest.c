@@ -257,6 +257,50 @@ static void test_token_cached_and_refreshed(void **state)
 	gh_app_free(app);
 }
 
+/* A registration while the server runs: the App signs as the new identity from the next JWT
+ * on, the old App's cached tokens are gone, and a key that does not parse changes nothing. */
+static void test_identity_swapped_in_place(void **state)
+{
+	struct fx *f = *state;
+	char *pem = NULL, *t1 = NULL, *t2 = NULL, *t3 = NULL, *old_id = strdup(stub.app_id),
+	     body[64];
+	const gh_creds *creds = gh_app_creds(f->app);
+	gh_app *fresh = NULL, *none = NULL;
+	cJSON *o = NULL;
+
+	assert_int_equal(gh_sh(&pem, "cat %s", stub.key), 0);
+	assert_int_equal(gh_app_token(f->app, 1, &t1), 0);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 1);
+	/* GitHub now knows the App as 77 (the stand-in checks iss). */
+	gh_stub_http(&stub, "POST", "/_stub/config", "{\"app_id\":\"77\"}", NULL);
+	assert_int_equal(gh_rest_new(&f->other, f->cfg, creds, 0), 0);
+	assert_int_equal(gh_rest_call(f->other, "GET", "/app", NULL, &o), AP_EDENIED);
+	assert_int_equal(gh_app_set_identity(f->app, "77", "not a key"), AP_EINVAL);
+	assert_int_equal(gh_app_token(f->app, 1, &t2), 0); /* unchanged: still cached */
+	assert_string_equal(t1, t2);
+	assert_int_equal(gh_app_set_identity(f->app, "77", pem), 0);
+	assert_ptr_equal(gh_app_creds(f->app), creds); /* the same table, a new identity */
+	assert_int_equal(gh_rest_call(f->other, "GET", "/app", NULL, &o), 0);
+	cJSON_Delete(o);
+	assert_int_equal(gh_app_token(f->app, 1, &t3), 0); /* the old App's token is gone */
+	assert_string_not_equal(t1, t3);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 2);
+	/* An App made from a registration's answer, before any APP_ID was set. */
+	assert_int_equal(gh_app_new_as(&fresh, f->cfg, "77", pem), 0);
+	free(t1);
+	assert_int_equal(gh_app_token(fresh, 1, &t1), 0);
+	assert_int_equal(gh_app_new_as(&none, f->cfg, "77", ""), AP_EINVAL);
+	assert_null(none);
+	snprintf(body, sizeof(body), "{\"app_id\":\"%s\"}", old_id);
+	gh_stub_http(&stub, "POST", "/_stub/config", body, NULL);
+	gh_app_free(fresh);
+	free(old_id);
+	free(pem);
+	free(t1);
+	free(t2);
+	free(t3);
+}
+
 struct token_thread {
 	gh_app *app;
 	char *tok;
@@ -1158,6 +1202,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_secondary_wait_grows_until_success, fx_setup,
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_request_headers, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_identity_swapped_in_place, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_response_size_cap, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_writes_serialized_and_spaced, fx_setup,
 					    fx_teardown),

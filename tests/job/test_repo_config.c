@@ -127,6 +127,36 @@ static void test_bad_values_are_named(void **state)
 	assert_non_null(strstr(m, "must be a mapping"));
 }
 
+/* The Tester's limits per repository: deadlines in seconds and the weak-evidence opt-in. */
+static void test_tester_limits(void **state)
+{
+	repo_config *c = parse_ok("test: make test\nsetup_timeout: 60\nrepro_timeout: 5\n"
+				  "suite_timeout: 3600\nallow_weak_evidence: true\n");
+	const char *m;
+
+	(void)state;
+	assert_int_equal(c->setup_timeout, 60);
+	assert_int_equal(c->repro_timeout, 5);
+	assert_int_equal(c->suite_timeout, 3600);
+	assert_true(c->allow_weak_evidence);
+	repo_config_free(c);
+	c = parse_ok("allow_weak_evidence: false\n");
+	assert_false(c->allow_weak_evidence);
+	assert_int_equal(c->repro_timeout, 0); /* 0: the Tester's default */
+	repo_config_free(c);
+	m = parse_err("repro_timeout: 0\n");
+	assert_non_null(strstr(m, "\"repro_timeout\" must be between 1 and 86400"));
+	m = parse_err("suite_timeout: 10m\n");
+	assert_non_null(strstr(m, "whole number"));
+	m = parse_err("test: x\nallow_weak_evidence: maybe\n");
+	assert_non_null(strstr(m, "line 2"));
+	assert_non_null(strstr(m, "must be true or false"));
+	m = parse_err("allow_weak_evidence: \"true\"\n");
+	assert_non_null(strstr(m, "must be true or false"));
+	m = parse_err("suite_timout: 5\n");
+	assert_non_null(strstr(m, "suite_timeout")); /* the list of allowed keys names it */
+}
+
 static void test_syntax_error_quotes_line(void **state)
 {
 	const char *m = parse_err("image: a\ntest: \"unterminated\nsetup: b\n");
@@ -353,6 +383,7 @@ int main(void)
 	    cmocka_unit_test(test_empty_file_is_defaults),
 	    cmocka_unit_test(test_unknown_key_quotes_line),
 	    cmocka_unit_test(test_bad_values_are_named),
+	    cmocka_unit_test(test_tester_limits),
 	    cmocka_unit_test(test_syntax_error_quotes_line),
 	    cmocka_unit_test(test_size_cap),
 	    cmocka_unit_test(test_globs),

@@ -133,6 +133,11 @@ static void test_spec_every_hardening_field(void **state)
 	assert_non_null(strstr(str(tmpfs, "/tmp/workspace"), "nosuid"));
 	assert_non_null(strstr(str(tmpfs, "/tmp/workspace"), "nodev"));
 	assert_non_null(strstr(str(tmpfs, "/tmp/workspace"), "uid=10001,gid=10001"));
+	/* HOME and the Tester's trees: exec-able (built tests run there), but capped, nosuid */
+	assert_non_null(strstr(str(tmpfs, "/tmp/trees"), "nosuid,nodev,exec,size="));
+	assert_non_null(strstr(str(tmpfs, "/tmp/trees"), "uid=10001,gid=10001"));
+	assert_null(strstr(str(tmpfs, "/tmp/trees"), "size=0,"));
+	assert_int_equal(cJSON_GetArraySize(tmpfs), 3);
 	assert_string_equal(str(get(hc, "LogConfig"), "Type"), "none");
 	assert_string_equal(str(hc, "Runtime"), "runsc");
 	assert_string_equal(str(hc, "IpcMode"), "private");
@@ -198,7 +203,7 @@ static void test_spec_covers_image_volumes(void **state)
 	(void)state;
 	assert_int_equal(sbx__create_body(&s, "o", 5, "none", NULL, vols, false, &b), 0);
 	tmpfs = get(get(b, "HostConfig"), "Tmpfs");
-	assert_int_equal(cJSON_GetArraySize(tmpfs), 4);
+	assert_int_equal(cJSON_GetArraySize(tmpfs), 5); /* /tmp, workspace, trees */
 	for (const char *const *v = vols; *v; v++) {
 		const char *o = str(tmpfs, *v);
 

@@ -1,0 +1,1044 @@
+/* SPDX-License-Identifier: MIT */
+/* agents/report.c - structured test results: parsers, classification, reading back (see
+ * report.h). Everything here reads bytes that came out of a box. */
+#include "agents/report.h"
+#include "common/buf.h"
+#include "common/err.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void report_release(report *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->n; i++) {
+		free(r->tests[i].id);
+		free(r->tests[i].message);
+	}
+	free(r->tests);
+	*r = (report)REPORT_INIT;
+}
+
+/* The input cap every parser applies first. */
+static int check_input(size_t len)
+{
+	return len > REPORT_READ_CAP
+		   ? ap_error_set(AP_ETOOBIG, "the report is larger than %u bytes", REPORT_READ_CAP)
+		   : 0;
+}
+
+int report_add(report *r, const char *id, size_t id_len, enum report_outcome o, const char *msg,
+	       size_t msg_len, bool collection)
+{
+	report_test *t;
+
+	if (!id_len)
+		return 0;
+	if (r->n >= REPORT_MAX_TESTS)
+		return ap_error_set(AP_ETOOBIG, "the report lists more than %d tests",
+				    REPORT_MAX_TESTS);
+	if (r->n == r->alloc) {
+		size_t na = r->alloc ? r->alloc * 2 : 64;
+		report_test *nt = realloc(r->tests, na * sizeof(*nt));
+
+		if (!nt)
+			return ap_error_set(AP_ENOMEM, "out of memory");
+		r->tests = nt;
+		r->alloc = na;
+	}
+	t = &r->tests[r->n];
+	memset(t, 0, sizeof(*t));
+	size_t idn = ap_utf8_prefix(id, id_len, REPORT_MAX_ID);
+	if (!idn)
+		return 0;
+	t->id = malloc(idn + 1);
+	if (!t->id)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	/* An id is compared and shown as a C string: a NUL in it becomes '?'. */
+	for (size_t i = 0; i < idn; i++)
+		t->id[i] = id[i] ? id[i] : '?';
+	t->id[idn] = '\0';
+	if (msg && msg_len) {
+		size_t n = ap_utf8_prefix(msg, msg_len, REPORT_MAX_MESSAGE);
+
+		t->message = malloc(n + 4);
+		if (!t->message) {
+			free(t->id);
+			return ap_error_set(AP_ENOMEM, "out of memory");
+		}
+		memcpy(t->message, msg, n);
+		/* A message is shown as text: NULs would end it early. */
+		for (size_t i = 0; i < n; i++)
+			if (t->message[i] == '\0')
+				t->message[i] = ' ';
+		memcpy(t->message + n, n < msg_len ? "..." : "", n < msg_len ? 4 : 1);
+	}
+	t->outcome = (unsigned char)o;
+	t->collection = collection;
+	r->n++;
+	r->sorted = false;
+	return 0;
+}
+
+/* The next line at *p before end, without its "\n" or "\r\n": [*line, *le). Advances *p past
+ * it; false at the end. */
+static bool next_line(const char **p, const char *end, const char **line, const char **le)
+{
+	const char *nl;
+
+	if (*p >= end)
+		return false;
+	nl = memchr(*p, '\n', (size_t)(end - *p));
+	*line = *p;
+	*le = nl ? nl : end;
+	while (*le > *line && (*le)[-1] == '\r')
+		(*le)--;
+	*p = nl ? nl + 1 : end;
+	return true;
+}
+
+/* ---- JUnit XML ---------------------------------------------------------------------------- */
+
+/* Append the XML text [p, end) to b with the predefined and numeric entities decoded. Bytes
+ * past b's cap are dropped (ap_buf refuses them). */
+static void xml_decode(ap_buf *b, const char *p, const char *end)
+{
+	static const struct {
+		const char *name;
+		char c;
+	} ents[] = {{"lt;", '<'}, {"gt;", '>'}, {"amp;", '&'}, {"quot;", '"'}, {"apos;", '\''}};
+
+	while (p < end && b->len < b->cap) {
+		const char *amp = memchr(p, '&', (size_t)(end - p));
+		const char *stop = amp ? amp : end;
+		size_t room = b->cap - b->len;
+		size_t n = (size_t)(stop - p);
+
+		if (ap_buf_add(b, p, n < room ? n : room))
+			return;
+		if (!amp)
+			return;
+		p = amp + 1;
+		bool done = false;
+		for (size_t i = 0; i < sizeof(ents) / sizeof(ents[0]) && !done; i++) {
+			size_t l = strlen(ents[i].name);
+
+			if ((size_t)(end - p) >= l && memcmp(p, ents[i].name, l) == 0) {
+				ap_buf_add(b, &ents[i].c, 1);
+				p += l;
+				done = true;
+			}
+		}
+		if (!done && p < end && *p == '#') {
+			const char *q = p + 1;
+			unsigned long cp = 0;
+			int base = 10, digits = 0;
+
+			if (q < end && (*q == 'x' || *q == 'X')) {
+				base = 16;
+				q++;
+			}
+			while (q < end && digits < 8 && isxdigit((unsigned char)*q) &&
+			       (base == 16 || isdigit((unsigned char)*q))) {
+				cp = cp * (unsigned long)base +
+				     (unsigned long)(isdigit((unsigned char)*q)
+							 ? *q - '0'
+							 : (tolower((unsigned char)*q) - 'a' + 10));
+				q++;
+				digits++;
+			}
+			if (digits && q < end && *q == ';') {
+				char u[4];
+				size_t un = 0;
+
+				if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+					cp = '?';
+				if (cp < 0x80) {
+					u[un++] = (char)cp;
+				} else if (cp < 0x800) {
+					u[un++] = (char)(0xC0 | (cp >> 6));
+					u[un++] = (char)(0x80 | (cp & 0x3F));
+				} else if (cp < 0x10000) {
+					u[un++] = (char)(0xE0 | (cp >> 12));
+					u[un++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+					u[un++] = (char)(0x80 | (cp & 0x3F));
+				} else {
+					u[un++] = (char)(0xF0 | (cp >> 18));
+					u[un++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+					u[un++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+					u[un++] = (char)(0x80 | (cp & 0x3F));
+				}
+				ap_buf_add(b, u, un);
+				p = q + 1;
+				done = true;
+			}
+		}
+		if (!done)
+			ap_buf_add(b, "&", 1);
+	}
+}
+
+static const char *find_str(const char *p, const char *end, const char *needle)
+{
+	size_t n = strlen(needle);
+
+	if ((size_t)(end - p) < n)
+		return NULL;
+	return memmem(p, (size_t)(end - p), needle, n);
+}
+
+static bool is_name_char(char c)
+{
+	return isalnum((unsigned char)c) || c == '-' || c == '_' || c == ':' || c == '.';
+}
+
+/* One start or end tag: its name and the span of its attributes. */
+struct tag {
+	const char *name;
+	size_t name_len;
+	const char *attrs, *attrs_end;
+	bool end_tag, self_closing;
+};
+
+/* Parse the tag at p ('<'), set *next past its '>'. false when it is not a tag. */
+static bool parse_tag(const char *p, const char *end, struct tag *t, const char **next)
+{
+	const char *q = p + 1;
+	char quote = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (q < end && *q == '/') {
+		t->end_tag = true;
+		q++;
+	}
+	t->name = q;
+	while (q < end && is_name_char(*q))
+		q++;
+	t->name_len = (size_t)(q - t->name);
+	if (!t->name_len)
+		return false;
+	t->attrs = q;
+	for (; q < end; q++) {
+		if (quote) {
+			if (*q == quote)
+				quote = 0;
+		} else if (*q == '"' || *q == '\'') {
+			quote = *q;
+		} else if (*q == '>') {
+			break;
+		}
+	}
+	t->attrs_end = q;
+	if (q > t->attrs && q[-1] == '/' && !quote)
+		t->self_closing = true;
+	*next = q < end ? q + 1 : end;
+	return true;
+}
+
+static bool tag_is(const struct tag *t, const char *name)
+{
+	return t->name_len == strlen(name) && memcmp(t->name, name, t->name_len) == 0;
+}
+
+/* The decoded value of attribute name into b (reset first); false when absent. */
+static bool tag_attr(const struct tag *t, const char *name, ap_buf *b)
+{
+	size_t nl = strlen(name);
+	const char *p = t->attrs, *end = t->attrs_end;
+
+	ap_buf_reset(b);
+	while (p < end) {
+		while (p < end && (isspace((unsigned char)*p) || *p == '/'))
+			p++;
+		const char *an = p;
+		while (p < end && is_name_char(*p))
+			p++;
+		size_t al = (size_t)(p - an);
+		while (p < end && isspace((unsigned char)*p))
+			p++;
+		if (p >= end || *p != '=') {
+			if (!al)
+				p++; /* junk: skip a byte */
+			continue;
+		}
+		p++;
+		while (p < end && isspace((unsigned char)*p))
+			p++;
+		const char *v, *ve;
+		if (p < end && (*p == '"' || *p == '\'')) {
+			char qc = *p++;
+			v = p;
+			ve = memchr(p, qc, (size_t)(end - p));
+			if (!ve)
+				ve = end;
+			p = ve < end ? ve + 1 : end;
+		} else {
+			v = p;
+			while (p < end && !isspace((unsigned char)*p))
+				p++;
+			ve = p;
+		}
+		if (al == nl && memcmp(an, name, nl) == 0) {
+			xml_decode(b, v, ve);
+			return true;
+		}
+	}
+	return false;
+}
+
+struct junit_case {
+	bool open;
+	ap_buf id;
+	enum report_outcome outcome;
+	bool collection;
+	ap_buf msg;
+	bool capturing; /* inside the <failure>/<error>/<skipped> that set the outcome */
+	const char *capture_tag;
+};
+
+static int junit_emit(report *r, struct junit_case *c)
+{
+	int rc = 0;
+
+	if (c->open)
+		rc = report_add(r, ap_buf_str(&c->id), c->id.len, c->outcome, ap_buf_str(&c->msg),
+				c->msg.len, c->collection);
+	c->open = false;
+	c->capturing = false;
+	ap_buf_reset(&c->id);
+	ap_buf_reset(&c->msg);
+	return rc;
+}
+
+static int junit_start_case(report *r, struct junit_case *c, const struct tag *t, ap_buf *tmp)
+{
+	int rc = junit_emit(r, c);
+
+	if (rc)
+		return rc;
+	c->open = true;
+	c->outcome = REPORT_PASSED;
+	c->collection = false;
+	if (tag_attr(t, "classname", tmp) && tmp->len) {
+		ap_buf_add(&c->id, tmp->data, tmp->len);
+		ap_buf_adds(&c->id, "::");
+	}
+	if (tag_attr(t, "name", tmp))
+		ap_buf_add(&c->id, ap_buf_str(tmp), tmp->len);
+	return 0;
+}
+
+static int outcome_rank(enum report_outcome o)
+{
+	return o == REPORT_FAILED ? 3 : o == REPORT_ERROR ? 2 : o == REPORT_SKIPPED ? 1 : 0;
+}
+
+static void junit_result(struct junit_case *c, const struct tag *t, enum report_outcome o,
+			 ap_buf *tmp)
+{
+	if (outcome_rank(o) <= outcome_rank(c->outcome) && c->outcome != REPORT_PASSED)
+		return;
+	c->outcome = o;
+	ap_buf_reset(&c->msg);
+	if (tag_attr(t, "message", tmp) && tmp->len) {
+		ap_buf_add(&c->msg, tmp->data, tmp->len);
+		if (o == REPORT_ERROR && strcmp(ap_buf_str(tmp), "collection failure") == 0)
+			c->collection = true;
+	}
+	if (!t->self_closing) {
+		c->capturing = true;
+		c->capture_tag = o == REPORT_FAILED  ? "failure"
+				 : o == REPORT_ERROR ? "error"
+						     : "skipped";
+		if (c->msg.len)
+			ap_buf_adds(&c->msg, "\n");
+	}
+}
+
+int report_parse_junit(report *r, const char *xml, size_t len)
+{
+	const char *p = xml, *end = xml + len, *next;
+	struct junit_case c = {.id = AP_BUF_INIT(REPORT_MAX_ID),
+			       .msg = AP_BUF_INIT(REPORT_MAX_MESSAGE + 1)};
+	ap_buf tmp = AP_BUF_INIT(REPORT_MAX_MESSAGE + 1);
+	struct tag t;
+	int rc = 0;
+
+	if ((rc = check_input(len)))
+		return rc;
+	while (p < end && !rc) {
+		const char *lt = memchr(p, '<', (size_t)(end - p));
+
+		if (c.capturing)
+			xml_decode(&c.msg, p, lt ? lt : end);
+		if (!lt)
+			break;
+		p = lt;
+		if ((size_t)(end - p) >= 4 && memcmp(p, "<!--", 4) == 0) {
+			const char *q = find_str(p + 4, end, "-->");
+			p = q ? q + 3 : end;
+			continue;
+		}
+		if ((size_t)(end - p) >= 9 && memcmp(p, "<![CDATA[", 9) == 0) {
+			const char *q = find_str(p + 9, end, "]]>");
+			const char *ce = q ? q : end;
+
+			if (c.capturing) {
+				size_t room = c.msg.cap - c.msg.len;
+				size_t n = (size_t)(ce - (p + 9));
+
+				ap_buf_add(&c.msg, p + 9, n < room ? n : room);
+			}
+			p = q ? q + 3 : end;
+			continue;
+		}
+		if ((size_t)(end - p) >= 2 && p[1] == '?') {
+			const char *q = find_str(p + 2, end, "?>");
+			p = q ? q + 2 : end;
+			continue;
+		}
+		if ((size_t)(end - p) >= 2 && p[1] == '!') {
+			const char *gt = memchr(p, '>', (size_t)(end - p));
+			const char *br = memchr(p, '[', gt ? (size_t)(gt - p) : (size_t)(end - p));
+			const char *q = br ? find_str(br, end, "]>") : NULL;
+
+			p = br ? (q ? q + 2 : end) : (gt ? gt + 1 : end);
+			continue;
+		}
+		if (!parse_tag(p, end, &t, &next)) {
+			p++;
+			continue;
+		}
+		p = next;
+		if (t.end_tag) {
+			if (c.capturing && tag_is(&t, c.capture_tag))
+				c.capturing = false;
+			else if (tag_is(&t, "testcase"))
+				rc = junit_emit(r, &c);
+			continue;
+		}
+		if (tag_is(&t, "testsuite") && tag_attr(&t, "name", &tmp) &&
+		    strcmp(ap_buf_str(&tmp), "pytest") == 0)
+			r->pytest = true;
+		if (tag_is(&t, "testcase")) {
+			rc = junit_start_case(r, &c, &t, &tmp);
+			if (!rc && t.self_closing)
+				rc = junit_emit(r, &c);
+		} else if (c.open && !c.capturing) {
+			if (tag_is(&t, "failure"))
+				junit_result(&c, &t, REPORT_FAILED, &tmp);
+			else if (tag_is(&t, "error"))
+				junit_result(&c, &t, REPORT_ERROR, &tmp);
+			else if (tag_is(&t, "skipped"))
+				junit_result(&c, &t, REPORT_SKIPPED, &tmp);
+		}
+	}
+	if (!rc)
+		rc = junit_emit(r, &c);
+	ap_buf_release(&c.id);
+	ap_buf_release(&c.msg);
+	ap_buf_release(&tmp);
+	return rc;
+}
+
+/* ---- a small string map (go -json needs per-test state while parsing) ------------------- */
+
+struct slot {
+	char *key;
+	ap_buf out;	 /* the test's output so far (capped) */
+	int result;	 /* -1 none yet, else enum report_outcome */
+	bool is_package; /* a package-level entry */
+	bool any_test;	 /* package: some test of it reported a result */
+};
+
+struct smap {
+	struct slot *s;
+	size_t n, cap; /* cap is a power of two */
+	size_t *order; /* insertion order (indices into s) */
+	size_t n_order;
+};
+
+static uint64_t fnv(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+static void smap_free(struct smap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->s[i].key) {
+			free(m->s[i].key);
+			ap_buf_release(&m->s[i].out);
+		}
+	free(m->s);
+	free(m->order);
+	memset(m, 0, sizeof(*m));
+}
+
+static int smap_grow(struct smap *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 256;
+	struct slot *ns = calloc(ncap, sizeof(*ns));
+	size_t *no = realloc(m->order, ncap * sizeof(*no));
+
+	if (!ns || !no) {
+		free(ns);
+		if (no)
+			m->order = no;
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	m->order = no;
+	m->n_order = 0;
+	/* Re-insert in the old insertion order so the order survives. */
+	size_t *old_order = malloc((m->n ? m->n : 1) * sizeof(*old_order));
+	if (!old_order) {
+		free(ns);
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < m->n; i++)
+		old_order[i] = m->order[i];
+	for (size_t k = 0; k < m->n; k++) {
+		struct slot *o = &m->s[old_order[k]];
+		size_t i = (size_t)fnv(o->key) & (ncap - 1);
+
+		while (ns[i].key)
+			i = (i + 1) & (ncap - 1);
+		ns[i] = *o;
+		m->order[m->n_order++] = i;
+	}
+	free(old_order);
+	free(m->s);
+	m->s = ns;
+	m->cap = ncap;
+	return 0;
+}
+
+/* The slot for key, created when missing. NULL on ENOMEM or past REPORT_MAX_TESTS. */
+static struct slot *smap_get(struct smap *m, const char *key)
+{
+	size_t i;
+
+	if (m->cap) {
+		for (i = (size_t)fnv(key) & (m->cap - 1); m->s[i].key; i = (i + 1) & (m->cap - 1))
+			if (strcmp(m->s[i].key, key) == 0)
+				return &m->s[i];
+	}
+	if (m->n >= REPORT_MAX_TESTS) {
+		ap_error_set(AP_ETOOBIG, "the report lists more than %d tests", REPORT_MAX_TESTS);
+		return NULL;
+	}
+	if ((m->n + 1) * 2 > m->cap && smap_grow(m))
+		return NULL;
+	for (i = (size_t)fnv(key) & (m->cap - 1); m->s[i].key; i = (i + 1) & (m->cap - 1))
+		;
+	m->s[i].key = strdup(key);
+	if (!m->s[i].key) {
+		ap_error_set(AP_ENOMEM, "out of memory");
+		return NULL;
+	}
+	ap_buf_init(&m->s[i].out, REPORT_MAX_MESSAGE + 1);
+	m->s[i].result = -1;
+	m->order[m->n_order++] = i;
+	m->n++;
+	return &m->s[i];
+}
+
+static const char *json_str(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
+}
+
+static void buf_add_capped(ap_buf *b, const char *s, size_t n)
+{
+	size_t room = b->cap - b->len;
+
+	ap_buf_add(b, s, n < room ? n : room);
+}
+
+static int go_line(struct smap *m, const char *line, size_t n)
+{
+	cJSON *o = cJSON_ParseWithLength(line, n);
+	const char *action, *pkg, *test, *output;
+	char *key = NULL;
+	struct slot *s, *ps;
+	int rc = 0;
+
+	if (!o)
+		return 0;
+	action = json_str(o, "Action");
+	pkg = json_str(o, "Package");
+	if (!pkg)
+		pkg = json_str(o, "ImportPath");
+	test = json_str(o, "Test");
+	output = json_str(o, "Output");
+	if (!action || !pkg || !*pkg)
+		goto out;
+	if (asprintf(&key, "%s%s%s", pkg, test ? "::" : "", test ? test : "") < 0) {
+		key = NULL;
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out;
+	}
+	if (!(s = smap_get(m, key))) {
+		rc = AP_ENOMEM;
+		goto out;
+	}
+	s->is_package = !test;
+	if ((strcmp(action, "output") == 0 || strcmp(action, "build-output") == 0) && output)
+		buf_add_capped(&s->out, output, strlen(output));
+	else if (strcmp(action, "pass") == 0)
+		s->result = REPORT_PASSED;
+	else if (strcmp(action, "fail") == 0 || strcmp(action, "build-fail") == 0)
+		s->result = REPORT_FAILED;
+	else if (strcmp(action, "skip") == 0)
+		s->result = REPORT_SKIPPED;
+	if (test && s->result >= 0) {
+		free(key);
+		key = strdup(pkg);
+		if (!key || !(ps = smap_get(m, key))) {
+			rc = key ? AP_ENOMEM : ap_error_set(AP_ENOMEM, "out of memory");
+			goto out;
+		}
+		ps->is_package = true;
+		ps->any_test = true;
+	}
+out:
+	free(key);
+	cJSON_Delete(o);
+	return rc;
+}
+
+int report_parse_go_json(report *r, const char *text, size_t len)
+{
+	struct smap m = {0};
+	const char *p = text, *end = text + len;
+	int rc = 0;
+
+	if ((rc = check_input(len)))
+		return rc;
+	const char *line, *le;
+	while (!rc && next_line(&p, end, &line, &le))
+		if (le > line && *line == '{')
+			rc = go_line(&m, line, (size_t)(le - line));
+	for (size_t k = 0; k < m.n_order && !rc; k++) {
+		struct slot *s = &m.s[m.order[k]];
+
+		if (!s->is_package) {
+			if (s->result >= 0)
+				rc = report_add(
+				    r, s->key, strlen(s->key), (enum report_outcome)s->result,
+				    s->result == REPORT_PASSED ? NULL : ap_buf_str(&s->out),
+				    s->result == REPORT_PASSED ? 0 : s->out.len, false);
+		} else if (s->result == REPORT_FAILED && !s->any_test) {
+			/* A package that failed with no test result: it did not build. */
+			rc = report_add(r, s->key, strlen(s->key), REPORT_ERROR,
+					ap_buf_str(&s->out), s->out.len, true);
+		}
+	}
+	smap_free(&m);
+	return rc;
+}
+
+/* ---- cargo test --------------------------------------------------------------------------- */
+
+static bool starts(const char *p, const char *end, const char *s)
+{
+	size_t n = strlen(s);
+
+	return (size_t)(end - p) >= n && memcmp(p, s, n) == 0;
+}
+
+/* Index of id in a report that report_finish() sorted, or -1. */
+static long find_index(const report *r, const char *id)
+{
+	size_t lo = 0, hi = r->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(r->tests[mid].id, id);
+
+		if (c == 0)
+			return (long)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+int report_parse_cargo(report *r, const char *text, size_t len)
+{
+	const char *p = text, *end = text + len;
+	report local = REPORT_INIT;
+	ap_buf block = AP_BUF_INIT(REPORT_MAX_MESSAGE + 1);
+	char *block_name = NULL;
+	int rc = 0;
+
+	if ((rc = check_input(len)))
+		return rc;
+	/* Pass 1: the per-test lines. */
+	const char *line, *le;
+	while (!rc && next_line(&p, end, &line, &le)) {
+		if (starts(line, le, "test ") && !starts(line, le, "test result:")) {
+			const char *dots = find_str(line + 5, le, " ... ");
+
+			if (dots) {
+				const char *st = dots + 5;
+				enum report_outcome o = REPORT_PASSED;
+				bool known = true;
+
+				if (starts(st, le, "ok"))
+					o = REPORT_PASSED;
+				else if (starts(st, le, "FAILED"))
+					o = REPORT_FAILED;
+				else if (starts(st, le, "ignored"))
+					o = REPORT_SKIPPED;
+				else
+					known = false;
+				if (known)
+					rc = report_add(&local, line + 5,
+							(size_t)(dots - (line + 5)), o, NULL, 0,
+							false);
+			}
+		}
+	}
+	if (rc)
+		goto out;
+	report_finish(&local);
+	/* Pass 2: "---- NAME stdout ----" blocks become the failure messages. */
+	for (p = text; !rc && next_line(&p, end, &line, &le);) {
+		bool header = starts(line, le, "---- ") && le - line > 17 &&
+			      memcmp(le - 12, " stdout ----", 12) == 0;
+		bool stop =
+		    header || starts(line, le, "failures:") || starts(line, le, "test result:");
+
+		if (stop && block_name) {
+			long i = find_index(&local, block_name);
+
+			if (i >= 0 && !local.tests[i].message && block.len) {
+				local.tests[i].message = ap_buf_take(&block);
+				if (!local.tests[i].message)
+					rc = ap_error_set(AP_ENOMEM, "out of memory");
+			}
+			ap_buf_reset(&block);
+			free(block_name);
+			block_name = NULL;
+		}
+		if (header) {
+			block_name = strndup(line + 5, (size_t)(le - 12 - (line + 5)));
+			if (!block_name)
+				rc = ap_error_set(AP_ENOMEM, "out of memory");
+		} else if (block_name) {
+			buf_add_capped(&block, line, (size_t)(le - line));
+			buf_add_capped(&block, "\n", 1);
+		}
+	}
+	for (size_t i = 0; i < local.n && !rc; i++)
+		rc = report_add(r, local.tests[i].id, strlen(local.tests[i].id),
+				(enum report_outcome)local.tests[i].outcome, local.tests[i].message,
+				local.tests[i].message ? strlen(local.tests[i].message) : 0, false);
+out:
+	free(block_name);
+	ap_buf_release(&block);
+	report_release(&local);
+	return rc;
+}
+
+/* ---- sorting, lookup, counts ------------------------------------------------------------ */
+
+static int cmp_test(const void *a, const void *b)
+{
+	return strcmp(((const report_test *)a)->id, ((const report_test *)b)->id);
+}
+
+void report_finish(report *r)
+{
+	size_t w = 0;
+
+	if (r->sorted)
+		return;
+	if (r->n > 1)
+		qsort(r->tests, r->n, sizeof(*r->tests), cmp_test);
+	for (size_t i = 0; i < r->n; i++) {
+		if (w > 0 && strcmp(r->tests[w - 1].id, r->tests[i].id) == 0) {
+			report_test *k = &r->tests[w - 1], *d = &r->tests[i];
+
+			if (outcome_rank((enum report_outcome)d->outcome) >
+			    outcome_rank((enum report_outcome)k->outcome)) {
+				k->outcome = d->outcome;
+				free(k->message);
+				k->message = d->message;
+				d->message = NULL;
+			}
+			k->collection = k->collection || d->collection;
+			free(d->id);
+			free(d->message);
+			continue;
+		}
+		r->tests[w++] = r->tests[i];
+	}
+	r->n = w;
+	r->sorted = true;
+}
+
+const report_test *report_find(const report *r, const char *id)
+{
+	long i = r->sorted ? find_index(r, id) : -1;
+
+	return i >= 0 ? &r->tests[i] : NULL;
+}
+
+void report_count(const report *r, report_counts *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (size_t i = 0; r && i < r->n; i++) {
+		switch (r->tests[i].outcome) {
+		case REPORT_PASSED:
+			c->passed++;
+			break;
+		case REPORT_FAILED:
+			c->failed++;
+			break;
+		case REPORT_SKIPPED:
+			c->skipped++;
+			break;
+		default:
+			c->errors++;
+			if (r->tests[i].collection)
+				c->collection++;
+		}
+	}
+}
+
+/* ---- runners ---------------------------------------------------------------------------- */
+
+static bool word_end(char c)
+{
+	return c == '\0' || c == ' ' || c == '\t' || c == ';' || c == '&' || c == '|' || c == '\n';
+}
+
+/* Skip spaces and leading VAR=value assignments. */
+static const char *skip_assignments(const char *p)
+{
+	for (;;) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		const char *q = p;
+		if (!(isalpha((unsigned char)*q) || *q == '_'))
+			return p;
+		while (isalnum((unsigned char)*q) || *q == '_')
+			q++;
+		if (*q != '=')
+			return p;
+		while (!word_end(*q))
+			q++;
+		p = q;
+	}
+}
+
+/* If p starts with word (followed by a word end), return the position after it. */
+static const char *word(const char *p, const char *w)
+{
+	size_t n = strlen(w);
+
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return strncmp(p, w, n) == 0 && word_end(p[n]) ? p + n : NULL;
+}
+
+/* Where the runner's own words end in cmd (where flags may be inserted), and which runner. */
+static enum report_runner runner_at(const char *cmd, const char **after)
+{
+	const char *p = skip_assignments(cmd), *q;
+
+	*after = NULL;
+	if ((q = word(p, "pytest")) || (q = word(p, "py.test"))) {
+		*after = q;
+		return REPORT_RUNNER_PYTEST;
+	}
+	if (strncmp(p, "python", 6) == 0) {
+		const char *v = p + 6;
+
+		while (isdigit((unsigned char)*v) || *v == '.')
+			v++;
+		if (word_end(*v) && (q = word(v, "-m")) && (q = word(q, "pytest"))) {
+			*after = q;
+			return REPORT_RUNNER_PYTEST;
+		}
+	}
+	if ((q = word(p, "go")) && (q = word(q, "test"))) {
+		*after = q;
+		return REPORT_RUNNER_GO;
+	}
+	if ((q = word(p, "cargo")) && (q = word(q, "test"))) {
+		*after = q;
+		return REPORT_RUNNER_CARGO;
+	}
+	if ((q = word(p, "node")) && (q = word(q, "--test"))) {
+		*after = q;
+		return REPORT_RUNNER_NODE;
+	}
+	if ((q = word(p, "ctest"))) {
+		*after = q;
+		return REPORT_RUNNER_CTEST;
+	}
+	return REPORT_RUNNER_OTHER;
+}
+
+enum report_runner report_runner_of(const char *cmd)
+{
+	const char *after;
+
+	return runner_at(cmd, &after);
+}
+
+char *report_instrument(const char *cmd, const char *report_dir)
+{
+	const char *after;
+	char *out = NULL;
+	const char *ins = NULL;
+	char flags[1024];
+
+	switch (runner_at(cmd, &after)) {
+	case REPORT_RUNNER_GO:
+		ins = " -json";
+		break;
+	case REPORT_RUNNER_NODE:
+		snprintf(flags, sizeof(flags),
+			 " --test-reporter=spec --test-reporter-destination=stdout "
+			 "--test-reporter=junit --test-reporter-destination=%s/node.xml",
+			 report_dir);
+		ins = flags;
+		break;
+	case REPORT_RUNNER_CTEST:
+		snprintf(flags, sizeof(flags), " --output-junit %s/ctest.xml", report_dir);
+		ins = flags;
+		break;
+	default:
+		return strdup(cmd);
+	}
+	if (asprintf(&out, "%.*s%s%s", (int)(after - cmd), cmd, ins, after) < 0)
+		return NULL;
+	return out;
+}
+
+/* ---- classification --------------------------------------------------------------------- */
+
+enum report_class report_classify(const report_run *run)
+{
+	report_counts c;
+
+	if (run->timed_out)
+		return REPORT_TIMEOUT;
+	if (run->oom)
+		return REPORT_OOM;
+	if (run->exit_code == 128 + 9)
+		return REPORT_KILLED; /* partial results of a killed run do not count */
+	report_count(run->report, &c);
+	if (run->report && run->report->n > 0) {
+		if (c.collection)
+			return REPORT_COLLECTION;
+		return REPORT_RAN;
+	}
+	if (run->exit_code == 127)
+		return REPORT_NOT_FOUND;
+	if (run->exit_code == 126)
+		return REPORT_NOT_EXECUTABLE;
+	if (run->runner == REPORT_RUNNER_PYTEST) {
+		/* pytest's documented exit codes: 2 interrupted (collection errors), 3 internal
+		 * error, 4 usage error, 5 no tests collected. */
+		if (run->exit_code == 5)
+			return REPORT_NO_TESTS;
+		if (run->exit_code == 2)
+			return REPORT_COLLECTION;
+		if (run->exit_code == 3 || run->exit_code == 4)
+			return REPORT_NOTHING_RAN;
+	}
+	if (run->have_report)
+		return run->exit_code == 0 ? REPORT_NO_TESTS : REPORT_NOTHING_RAN;
+	return REPORT_EXIT_ONLY;
+}
+
+const char *report_class_name(enum report_class c)
+{
+	switch (c) {
+	case REPORT_RAN:
+		return "tests executed";
+	case REPORT_EXIT_ONLY:
+		return "ran, but gave no per-test results (exit status only)";
+	case REPORT_COLLECTION:
+		return "collection or import errors: tests could not be loaded";
+	case REPORT_NOT_FOUND:
+		return "command not found (exit 127)";
+	case REPORT_NOT_EXECUTABLE:
+		return "not executable (exit 126)";
+	case REPORT_TIMEOUT:
+		return "killed by the deadline";
+	case REPORT_OOM:
+		return "killed: out of memory";
+	case REPORT_KILLED:
+		return "killed (SIGKILL) without reaching the deadline";
+	case REPORT_NO_TESTS:
+		return "no tests collected";
+	case REPORT_NOTHING_RAN:
+		return "failed before any test ran";
+	}
+	return "unknown";
+}
+
+bool report_class_ran(enum report_class c)
+{
+	return c == REPORT_RAN || c == REPORT_EXIT_ONLY;
+}
+
+/* ---- reading back ----------------------------------------------------------------------- */
+
+int report_sections(const char *text, size_t len, const char *nonce, report_section *out,
+		    size_t max, size_t *n)
+{
+	char marker[96];
+	size_t ml;
+	const char *p = text, *end = text + len;
+
+	*n = 0;
+	if (!nonce || !*nonce || strlen(nonce) > 64)
+		return ap_error_set(AP_EINVAL, "report_sections: bad nonce");
+	ml = (size_t)snprintf(marker, sizeof(marker), "\n@@ap:%s:", nonce);
+	p = memmem(p, (size_t)(end - p), marker, ml);
+	while (p && *n < max) {
+		const char *h = p + ml, *nl, *next, *q;
+		report_section *s = &out[*n];
+		long long size = 0;
+		bool digits = false;
+
+		nl = memchr(h, '\n', (size_t)(end - h));
+		if (!nl)
+			nl = end;
+		for (q = h; q < nl && isdigit((unsigned char)*q) && size < (1LL << 50); q++) {
+			size = size * 10 + (*q - '0');
+			digits = true;
+		}
+		s->size = digits ? size : -1;
+		while (q < nl && *q != ':')
+			q++;
+		s->name = q < nl ? q + 1 : nl;
+		s->name_len = (size_t)(nl - s->name);
+		s->data = nl < end ? nl + 1 : end;
+		next = s->data < end ? memmem(s->data, (size_t)(end - s->data), marker, ml) : NULL;
+		s->len = (size_t)((next ? next : end) - s->data);
+		(*n)++;
+		p = next;
+	}
+	return 0;
+}

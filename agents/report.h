@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/* agents/report.h - structured test results: the Tester decides from these, never from an
+ * exit code or scraped text that can mean something else.
+ *
+ * A test runner in the box writes a machine-readable report to a file outside the tree it
+ * tests (pytest --junitxml via PYTEST_ADDOPTS, `go test -json`, node's junit reporter,
+ * `ctest --output-junit`), or the JUnit files Maven/Gradle/jest write in the tree, or cargo's
+ * per-test lines on stdout; the Tester reads them back with REPORT_READ_CAP and parses them
+ * here. Every parser takes outside bytes: it is capped (input, tests, id and message lengths),
+ * never allocates from a length the input states, and has a libFuzzer target
+ * (tests/fuzz/fuzz_report.c).
+ *
+ * Each run is also classified (report_classify): tests executed, collection/import/build
+ * errors, command not found (127), not executable (126), killed by the deadline, out of
+ * memory, killed otherwise, nothing collected, failed before any test ran, or - for runners
+ * that give no per-test results - an exit status only. None of these but the first two is
+ * ever "the test failed".
+ */
+#ifndef AP_REPORT_H
+#define AP_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define REPORT_READ_CAP	   (64u << 20) /* bytes of reports and output read back per run */
+#define REPORT_MAX_TESTS   1000000     /* test entries per report */
+#define REPORT_MAX_ID	   4096	       /* bytes of one test id */
+#define REPORT_MAX_MESSAGE 4000	       /* bytes of one failure message kept (cut beyond) */
+
+enum report_outcome {
+	REPORT_PASSED,
+	REPORT_SKIPPED,
+	REPORT_ERROR, /* an error outside the test body: fixture, set-up, collection */
+	REPORT_FAILED /* an assertion or an exception raised in the test */
+};
+
+typedef struct report_test {
+	char *id;      /* "classname::name" (JUnit), "package::Test" (go), cargo's test path */
+	char *message; /* failure, error or skip message (capped), or NULL */
+	unsigned char outcome; /* enum report_outcome */
+	bool collection;       /* an error collecting, importing or building tests, not a test */
+} report_test;
+
+/* A set of per-test outcomes. Owned by the caller; report_release() frees the contents. */
+typedef struct report {
+	report_test *tests;
+	size_t n, alloc;
+	bool sorted; /* report_finish() ran: sorted by id, duplicates merged */
+	bool pytest; /* a JUnit report pytest wrote (<testsuite name="pytest">): there <error>
+		      * is an error outside the test body (fixture, set-up), not in the test */
+} report;
+
+#define REPORT_INIT                                                                                \
+	{                                                                                          \
+		NULL, 0, 0, false, false                                                           \
+	}
+
+void report_release(report *r);
+
+/* Add one entry (id and msg are copied; msg may be NULL). AP_ETOOBIG past REPORT_MAX_TESTS,
+ * AP_ENOMEM. An empty id is ignored. */
+int report_add(report *r, const char *id, size_t id_len, enum report_outcome o, const char *msg,
+	       size_t msg_len, bool collection);
+
+/* Parsers: append what the text holds to r. 0 (also when the text holds no test), AP_ETOOBIG
+ * when len passes REPORT_READ_CAP or the tests REPORT_MAX_TESTS, AP_ENOMEM. Malformed input
+ * is never an error: what can be read is kept, the rest ignored. */
+
+/* JUnit XML, one or more documents concatenated: every <testcase> (classname::name; name alone
+ * without classname), failed with <failure>, error with <error>, skipped with <skipped>;
+ * pytest's "collection failure" errors are marked collection. Comments, CDATA, processing
+ * instructions and DOCTYPE are skipped; only the five predefined and numeric entities are
+ * decoded (no entity expansion). */
+int report_parse_junit(report *r, const char *xml, size_t len);
+
+/* `go test -json` lines: "package::Test" per test (subtests are their own tests); a package
+ * that fails without any test result (build failure) is one collection error. Lines that are
+ * not JSON are ignored. */
+int report_parse_go_json(report *r, const char *text, size_t len);
+
+/* cargo test / libtest stdout: "test NAME ... ok|FAILED|ignored", with the "---- NAME stdout
+ * ----" blocks as failure messages. */
+int report_parse_cargo(report *r, const char *text, size_t len);
+
+/* Sort by id and merge duplicates (the worst outcome wins: failed, error, skipped, passed).
+ * Needed before report_find(). Cannot fail. */
+void report_finish(report *r);
+
+/* The entry for id after report_finish(), or NULL. */
+const report_test *report_find(const report *r, const char *id);
+
+typedef struct report_counts {
+	size_t passed, failed, errors, skipped;
+	size_t collection; /* of errors: collection/import/build errors */
+} report_counts;
+
+void report_count(const report *r, report_counts *c);
+
+/* ---- runners ------------------------------------------------------------------------------ */
+
+enum report_runner {
+	REPORT_RUNNER_OTHER, /* JUnit files the run writes in the tree, else exit status only */
+	REPORT_RUNNER_PYTEST,
+	REPORT_RUNNER_GO,
+	REPORT_RUNNER_CARGO,
+	REPORT_RUNNER_NODE,
+	REPORT_RUNNER_CTEST
+};
+
+/* Which runner a shell command starts with (after VAR=value assignments): pytest,
+ * `python[3] -m pytest`, `go test`, `cargo test`, `node --test`, ctest. */
+enum report_runner report_runner_of(const char *cmd);
+
+/* The command with the flags that make its runner write a report into report_dir (an
+ * absolute path without shell metacharacters): `go test -json`, node's junit reporter to
+ * report_dir/node.xml, `ctest --output-junit report_dir/ctest.xml`. pytest needs no change
+ * (PYTEST_ADDOPTS does it, see the Tester), cargo neither. malloc'd, NULL on ENOMEM. */
+char *report_instrument(const char *cmd, const char *report_dir);
+
+/* ---- classification ----------------------------------------------------------------------- */
+
+enum report_class {
+	REPORT_RAN,	       /* tests ran and reported per test */
+	REPORT_EXIT_ONLY,      /* the command ran to an exit status; no per-test results */
+	REPORT_COLLECTION,     /* collection / import / build errors */
+	REPORT_NOT_FOUND,      /* exit 127: command not found */
+	REPORT_NOT_EXECUTABLE, /* exit 126: found but not executable */
+	REPORT_TIMEOUT,	       /* killed by the deadline */
+	REPORT_OOM,	       /* killed by the out-of-memory killer */
+	REPORT_KILLED,	       /* SIGKILL without deadline or OOM */
+	REPORT_NO_TESTS,       /* nothing collected */
+	REPORT_NOTHING_RAN     /* failed before any test ran */
+};
+
+/* What is known about one run. */
+typedef struct report_run {
+	int exit_code;
+	bool timed_out;
+	bool oom;		   /* the box's OOM-kill counter rose during the run */
+	enum report_runner runner; /* of the command, report_runner_of() */
+	bool have_report;	   /* a report file existed, or the runner reports on stdout */
+	const report *report;	   /* per-test results (may be empty) */
+} report_run;
+
+enum report_class report_classify(const report_run *run);
+
+/* A few words for a class: "tests executed", "command not found (exit 127)", ... */
+const char *report_class_name(enum report_class c);
+
+/* Whether tests (or at least the command) ran: REPORT_RAN or REPORT_EXIT_ONLY. */
+bool report_class_ran(enum report_class c);
+
+/* ---- reading back ------------------------------------------------------------------------ */
+
+/* The Tester reads a run's artefacts back in one command whose stdout is a series of
+ * sections, each introduced by a line "@@ap:<nonce>:<size>:<name>" (size: the file's size in
+ * bytes, or a number for "oom") and followed by at most the cap's bytes of the file. The nonce
+ * is chosen by the host per read, so a test's output cannot fake a boundary by accident.
+ * Sections may contain anything (also NULs). */
+typedef struct report_section {
+	const char *name; /* not NUL-terminated: name_len bytes */
+	size_t name_len;
+	const char *data; /* points into the text */
+	size_t len;
+	long long size; /* as the box stated it; -1 when unreadable */
+} report_section;
+
+#define REPORT_MAX_SECTIONS 256
+
+/* Split text into at most max sections (extra ones are ignored). *n receives the count. 0, or
+ * AP_EINVAL when the nonce is empty. Borrowed pointers into text. */
+int report_sections(const char *text, size_t len, const char *nonce, report_section *out,
+		    size_t max, size_t *n);
+
+#endif

@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""bench/tester - what the Tester costs, as ratios to one direct run of the same suite in the
+same box (issue 10, "Performance").
+
+For a small suite and for the 20,000-test fixture (tests/e2e/proof_util.py) it runs
+`autopatch fix` with a scripted model whose Builder
+  1. writes a reproduction test and a fix that also breaks one test,
+  2. runs the suite itself (`run` tool, in the workspace: a direct run),
+  3. calls finish: round 1, rejected for the regression after a full check,
+  4. removes the regression, runs the suite directly again, and calls finish: round 2, proven.
+The direct time is the mean of the two direct runs (the build machine is shared and noisy).
+From the trajectory it prints:
+  first round   baseline (setup + pristine suite) + round 1 (finish to verdict)   target <= 2.2x
+  next round    round 2, finish to verdict (the baseline and the pristine repro are reused)
+                                                                                  target <= 1.1x
+  and the seconds from finish to verdict on the small suite.
+Not a test: it prints figures and never fails on them.
+Usage: bench/tester/run.py [-n 1] [--big 20000] [--small 40]   (-n 3 on a shared machine)
+Needs the build (build/autopatch), Docker and the sandbox image.
+"""
+import argparse
+import json
+import os
+import pathlib
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+for d in ("standins", "tests/fakes", "tests/e2e"):
+    if (ROOT / d).is_dir():
+        sys.path.insert(0, str(ROOT / d))
+
+from proof_util import BIG_ISSUE, finish, fix, gen_suite, make_repo, replace, script, write  # noqa: E402
+from agents_util import call  # noqa: E402
+
+SUITE_CMD = "python3 -m pytest -q"
+REPRO = "tests/test_halve_negative.py"
+
+
+def model_script():
+    return script(
+        write(REPRO, """
+            import mathx
+
+
+            def test_halve_negative():
+                assert mathx.halve(-3) == -1
+            """),
+        replace("mathx.py", "    return i // 2\n", "    return int(i / 2)\n"),
+        replace("mathx.py", "    return i + i\n", "    return i + i + (i == 7)\n"),
+        call("run", command=SUITE_CMD, timeout_s=600),
+        finish(REPRO, "python3 -m pytest -q " + REPRO),
+        replace("mathx.py", "    return i + i + (i == 7)\n", "    return i + i\n"),
+        call("run", command=SUITE_CMD, timeout_s=600),
+        finish(REPRO, "python3 -m pytest -q " + REPRO))
+
+
+def measure(autopatch, n_tests):
+    with tempfile.TemporaryDirectory() as d:
+        tmp = pathlib.Path(d)
+        repo = make_repo(tmp, gen_suite(n_tests))
+        r = fix(autopatch, tmp, repo, BIG_ISSUE, model_script(),
+                args=["--test", SUITE_CMD, "--max-iterations", "2"], timeout=1800)
+        if r.code != 0:
+            raise SystemExit("the benchmark run did not end proven:\n%r" % r)
+        ev = [json.loads(x) for x in r.traj_path.read_text().splitlines()]
+    t_base0 = next(e["t"] for e in ev if e["type"] == "progress"
+                   and e["line"].startswith("baseline: running"))
+    t_base1 = next(e["t"] for e in ev if e["type"] == "tester_baseline")
+    starts = [e["t"] for e in ev if e["type"] == "progress" and "Tester checks" in e["line"]]
+    ends = [e["t"] for e in ev if e["type"] == "verdict"]
+    # Two direct runs (before round 1 and before round 2): the machine is shared, take the mean.
+    directs = [e["millis"] for e in ev if e["type"] == "tool_result" and e["name"] == "run"]
+    direct = sum(directs) / len(directs)
+    return {"baseline": (t_base1 - t_base0) / 1000, "round1": (ends[0] - starts[0]) / 1000,
+            "round2": (ends[1] - starts[1]) / 1000, "direct": direct / 1000}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-n", type=int, default=1,
+                    help="runs per suite; the best (lowest) of each figure is printed, the "
+                         "figure least disturbed by other work on a shared machine")
+    ap.add_argument("--big", type=int, default=20000)
+    ap.add_argument("--small", type=int, default=40)
+    a = ap.parse_args()
+    autopatch = pathlib.Path(os.environ.get("AP_BUILD_DIR", ROOT / "build")) / "autopatch"
+    print("tests   direct_s  baseline_s  round1_s  round2_s  first_round  next_round")
+    for n in (a.small, a.big):
+        runs = [measure(autopatch, n) for _ in range(a.n)]
+        med = {k: min(x[k] for x in runs) for k in runs[0]}
+        first = (med["baseline"] + med["round1"]) / med["direct"]
+        nxt = med["round2"] / med["direct"]
+        print("%-7d %8.2f  %10.2f  %8.2f  %8.2f  %10.2fx  %9.2fx" % (
+            n, med["direct"], med["baseline"], med["round1"], med["round2"], first, nxt))
+        if n == a.small:
+            small = med
+    print("targets: first round <= 2.2x, next round <= 1.1x (of one direct suite run)")
+    print("small suite, finish to verdict: round 1 %.2f s, round 2 %.2f s" % (
+        small["round1"], small["round2"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,469 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/agents/test_report.c - structured test results: the JUnit, go -json and cargo parsers
+ * on reports shaped like the ones each runner writes, the classification of runs, runner
+ * instrumentation and the read-back framing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agents/report.h"
+#include "common/err.h"
+
+static const report_test *find(report *r, const char *id)
+{
+	report_finish(r);
+	return report_find(r, id);
+}
+
+/* What pytest 7 writes with --junitxml (a run with a pass, a failure, a skip, a fixture error,
+ * an xfail, parametrised class tests). */
+static const char PYTEST_XML[] =
+    "<?xml version=\"1.0\" encoding=\"utf-8\"?><testsuites><testsuite name=\"pytest\" "
+    "errors=\"1\" failures=\"1\" skipped=\"2\" tests=\"7\"><testcase classname=\"t.test_a\" "
+    "name=\"test_ok\" time=\"0.002\" /><testcase classname=\"t.test_a\" name=\"test_fail\" "
+    "time=\"0.002\"><failure message=\"AssertionError: boom &lt;x&gt; &amp; y&#10;assert 1 == "
+    "2\">&gt;   def test_fail(): assert 1 == 2\nE   AssertionError: boom &lt;x&gt; &amp; y\n"
+    "\nt/test_a.py:3: AssertionError</failure></testcase><testcase classname=\"t.test_a\" "
+    "name=\"test_skip\" time=\"0.001\"><skipped type=\"pytest.skip\" message=\"no module "
+    "foo\">/repo/t/test_a.py:4: no module foo</skipped></testcase><testcase "
+    "classname=\"t.test_a\" name=\"test_err\" time=\"0.001\"><error message=\"failed on setup "
+    "with &quot;RuntimeError: fixture broke&quot;\">RuntimeError</error></testcase><testcase "
+    "classname=\"t.test_a\" name=\"test_xf\" time=\"0.001\"><skipped type=\"pytest.xfail\" "
+    "message=\"\" /></testcase><testcase classname=\"t.test_a.TestK\" name=\"test_p[1]\" "
+    "time=\"0.001\" /><testcase classname=\"t.test_a.TestK\" name=\"test_p[2]\" /></testsuite>"
+    "</testsuites>";
+
+static void test_junit_pytest(void **state)
+{
+	(void)state;
+	report r = REPORT_INIT;
+	report_counts c;
+	assert_int_equal(report_parse_junit(&r, PYTEST_XML, strlen(PYTEST_XML)), 0);
+	assert_true(r.pytest);
+	report_count(&r, &c);
+	assert_int_equal(c.passed, 3);
+	assert_int_equal(c.failed, 1);
+	assert_int_equal(c.skipped, 2);
+	assert_int_equal(c.errors, 1);
+	assert_int_equal(c.collection, 0);
+	const report_test *t = find(&r, "t.test_a::test_fail");
+	assert_non_null(t);
+	assert_int_equal(t->outcome, REPORT_FAILED);
+	/* the message attribute, then the body, entities decoded */
+	assert_non_null(strstr(t->message, "AssertionError: boom <x> & y\nassert 1 == 2\n"));
+	assert_non_null(strstr(t->message, "t/test_a.py:3: AssertionError"));
+	t = find(&r, "t.test_a::test_skip");
+	assert_int_equal(t->outcome, REPORT_SKIPPED);
+	assert_non_null(strstr(t->message, "no module foo"));
+	t = find(&r, "t.test_a::test_err");
+	assert_int_equal(t->outcome, REPORT_ERROR);
+	assert_non_null(strstr(t->message, "failed on setup with \"RuntimeError: fixture broke\""));
+	assert_false(t->collection);
+	assert_int_equal(find(&r, "t.test_a.TestK::test_p[2]")->outcome, REPORT_PASSED);
+	report_release(&r);
+}
+
+static void test_junit_collection_error(void **state)
+{
+	(void)state;
+	static const char xml[] =
+	    "<?xml version=\"1.0\" encoding=\"utf-8\"?><testsuites><testsuite name=\"pytest\" "
+	    "errors=\"1\"><testcase classname=\"\" name=\"t.test_broken\" time=\"0.000\"><error "
+	    "message=\"collection failure\">ImportError while importing test module "
+	    "'/repo/t/test_broken.py'.\nE   ModuleNotFoundError: No module named "
+	    "'nonexistent_mod'</error></testcase></testsuite></testsuites>";
+	report r = REPORT_INIT;
+	report_counts c;
+	assert_int_equal(report_parse_junit(&r, xml, strlen(xml)), 0);
+	report_count(&r, &c);
+	assert_int_equal(c.errors, 1);
+	assert_int_equal(c.collection, 1);
+	const report_test *t = find(&r, "t.test_broken"); /* no classname: the name alone */
+	assert_non_null(t);
+	assert_true(t->collection);
+	assert_non_null(strstr(t->message, "No module named 'nonexistent_mod'"));
+	report_run run = {
+	    .exit_code = 2, .runner = REPORT_RUNNER_PYTEST, .have_report = true, .report = &r};
+	assert_int_equal(report_classify(&run), REPORT_COLLECTION);
+	report_release(&r);
+}
+
+/* Maven surefire (TEST-*.xml), Gradle, ctest --output-junit and node's junit reporter. */
+static void test_junit_other_runners(void **state)
+{
+	(void)state;
+	static const char surefire[] =
+	    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+	    "<testsuite xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+	    "name=\"com.example.CalcTest\" time=\"0.05\" tests=\"3\" errors=\"1\" "
+	    "skipped=\"0\" failures=\"1\">\n  <properties>\n    <property name=\"java.version\" "
+	    "value=\"17\"/>\n  </properties>\n"
+	    "  <testcase name=\"adds\" classname=\"com.example.CalcTest\" time=\"0.001\"/>\n"
+	    "  <testcase name=\"divides\" classname=\"com.example.CalcTest\" time=\"0.002\">\n"
+	    "    <failure message=\"expected: &lt;2&gt; but was: &lt;3&gt;\" "
+	    "type=\"org.opentest4j.AssertionFailedError\"><![CDATA[org.opentest4j."
+	    "AssertionFailedError: expected: <2> but was: <3>\n\tat "
+	    "com.example.CalcTest.divides(CalcTest.java:14)\n<testcase name=\"fake\"/>]]>"
+	    "</failure>\n    <system-out><![CDATA[<testcase name=\"also-fake\"/>]]></system-out>\n"
+	    "  </testcase>\n"
+	    "  <testcase name=\"parses\" classname=\"com.example.CalcTest\" time=\"0\">\n"
+	    "    <error message=\"For input string: &quot;x&quot;\" "
+	    "type=\"java.lang.NumberFormatException\">java.lang.NumberFormatException</error>\n"
+	    "  </testcase>\n</testsuite>\n";
+	static const char ctest[] =
+	    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"Linux\" tests=\"3\" "
+	    "failures=\"1\" disabled=\"1\" skipped=\"1\">\n"
+	    "\t<testcase name=\"unit_clamp\" classname=\"unit_clamp\" time=\"0.01\" "
+	    "status=\"run\">\n\t\t<system-out>ok</system-out>\n\t</testcase>\n"
+	    "\t<testcase name=\"unit_parse\" classname=\"unit_parse\" time=\"0.01\" "
+	    "status=\"fail\">\n\t\t<failure message=\"Failed\"/>\n\t\t<system-out>parse.c:9: "
+	    "assertion failed</system-out>\n\t</testcase>\n"
+	    "\t<testcase name=\"slow\" classname=\"slow\" time=\"0\" status=\"disabled\">\n"
+	    "\t\t<skipped message=\"Disabled\"/>\n\t</testcase>\n</testsuite>\n";
+	static const char node[] =
+	    "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<testsuites>\n"
+	    "\t<testsuite name=\"math\" time=\"0.002\" disabled=\"0\" errors=\"0\" tests=\"2\" "
+	    "failures=\"1\" skipped=\"0\" hostname=\"box\">\n"
+	    "\t\t<testcase name=\"adds\" time=\"0.000\" classname=\"test\"/>\n"
+	    "\t\t<testcase name=\"divides by zero\" time=\"0.001\" classname=\"test\" "
+	    "failure=\"Expected values to be strictly equal\">\n\t\t\t<failure "
+	    "type=\"testCodeFailure\" message=\"Expected values to be strictly equal:&#xA;&#xA;"
+	    "Infinity !== 0&#xA;\">\n[Error [ERR_TEST_FAILURE]: Expected values]</failure>\n"
+	    "\t\t</testcase>\n\t</testsuite>\n\t<!-- tests 2 <testcase name=\"commented\"/> -->\n"
+	    "</testsuites>\n";
+	report r = REPORT_INIT;
+	report_counts c;
+
+	assert_int_equal(report_parse_junit(&r, surefire, strlen(surefire)), 0);
+	assert_false(r.pytest);
+	report_count(&r, &c);
+	assert_int_equal(r.n, 3); /* nothing from CDATA or system-out */
+	assert_int_equal(c.passed, 1);
+	const report_test *t = find(&r, "com.example.CalcTest::divides");
+	assert_int_equal(t->outcome, REPORT_FAILED);
+	assert_non_null(strstr(t->message, "expected: <2> but was: <3>\n"));
+	assert_non_null(strstr(t->message, "CalcTest.java:14"));
+	assert_int_equal(find(&r, "com.example.CalcTest::parses")->outcome, REPORT_ERROR);
+	assert_null(find(&r, "fake"));
+	report_release(&r);
+
+	assert_int_equal(report_parse_junit(&r, ctest, strlen(ctest)), 0);
+	report_count(&r, &c);
+	assert_int_equal(c.passed, 1);
+	assert_int_equal(c.failed, 1);
+	assert_int_equal(c.skipped, 1);
+	assert_string_equal(find(&r, "unit_parse::unit_parse")->message, "Failed");
+	report_release(&r);
+
+	assert_int_equal(report_parse_junit(&r, node, strlen(node)), 0);
+	assert_int_equal(r.n, 2);
+	t = find(&r, "test::divides by zero");
+	assert_int_equal(t->outcome, REPORT_FAILED);
+	assert_non_null(strstr(t->message, "strictly equal:\n\nInfinity !== 0"));
+	report_release(&r);
+
+	/* two documents concatenated (the JUnit files found in a tree) */
+	char *both = NULL;
+	assert_true(asprintf(&both, "%s%s", surefire, ctest) > 0);
+	assert_int_equal(report_parse_junit(&r, both, strlen(both)), 0);
+	assert_int_equal(r.n, 6);
+	free(both);
+	report_release(&r);
+}
+
+static void test_junit_hostile(void **state)
+{
+	(void)state;
+	report r = REPORT_INIT;
+	/* truncated input never reads past the end */
+	const char *cuts[] = {"<testcase classname=\"a",
+			      "<testcase name=\"a\"><failure",
+			      "<testcase name=\"a\"><failure message=\"m\">body",
+			      "<![CDATA[ <testcase name=\"x\"/>",
+			      "<!-- <testcase name=\"y\"/>",
+			      "<?xml",
+			      "<!DOCTYPE x [ <!ENTITY a \"b\">",
+			      "&#x",
+			      "<",
+			      "</",
+			      ""};
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		assert_int_equal(report_parse_junit(&r, cuts[i], strlen(cuts[i])), 0);
+		report_release(&r);
+	}
+	assert_int_equal(report_parse_junit(&r, cuts[2], strlen(cuts[2])), 0);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(r.tests[0].outcome, REPORT_FAILED);
+	assert_string_equal(r.tests[0].message, "m\nbody");
+	report_release(&r);
+	/* a DOCTYPE's entities are never expanded */
+	static const char dt[] = "<!DOCTYPE t [<!ENTITY x \"<testcase name='evil'/>\">]><t>"
+				 "<testcase name=\"&x;&#0;&#xFFFFFFFF;&bogus\"/></t>";
+	assert_int_equal(report_parse_junit(&r, dt, strlen(dt)), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.tests[0].id, "&x;??&bogus"); /* out of range: ? */
+	report_release(&r);
+	/* a NUL in an id (found by fuzz_report) becomes '?': ids are C strings */
+	static const char nul[] = "<testcase classname=\"\0x\" name=\"t\"/>";
+	assert_int_equal(report_parse_junit(&r, nul, sizeof(nul) - 1), 0);
+	assert_int_equal(r.n, 1);
+	assert_string_equal(r.tests[0].id, "?x::t");
+	report_release(&r);
+	/* a long failure message is cut, marked, and holds no NUL */
+	size_t big = 100000;
+	char *x = malloc(big + 200);
+	int n = sprintf(x, "<testcase name=\"t\"><failure>");
+	memset(x + n, 'a', big);
+	x[n + 10] = '\0'; /* a NUL in the middle of the text */
+	strcpy(x + n + big, "</failure></testcase>");
+	assert_int_equal(report_parse_junit(&r, x, n + big + 21), 0);
+	assert_int_equal(r.n, 1);
+	assert_true(strlen(r.tests[0].message) <= REPORT_MAX_MESSAGE + 3);
+	assert_non_null(strstr(r.tests[0].message, "..."));
+	free(x);
+	report_release(&r);
+	/* the input cap */
+	assert_int_equal(report_parse_junit(&r, "", (size_t)REPORT_READ_CAP + 1), AP_ETOOBIG);
+}
+
+static void test_go_json(void **state)
+{
+	(void)state;
+	static const char go[] =
+	    "{\"Time\":\"2024-01-01T00:00:00Z\",\"Action\":\"start\",\"Package\":\"ex/calc\"}\n"
+	    "{\"Action\":\"run\",\"Package\":\"ex/calc\",\"Test\":\"TestAdd\"}\n"
+	    "{\"Action\":\"output\",\"Package\":\"ex/calc\",\"Test\":\"TestAdd\",\"Output\":\"=== "
+	    "RUN   TestAdd\\n\"}\n"
+	    "{\"Action\":\"pass\",\"Package\":\"ex/calc\",\"Test\":\"TestAdd\",\"Elapsed\":0}\n"
+	    "{\"Action\":\"run\",\"Package\":\"ex/calc\",\"Test\":\"TestDiv\"}\n"
+	    "{\"Action\":\"run\",\"Package\":\"ex/calc\",\"Test\":\"TestDiv/zero\"}\n"
+	    "{\"Action\":\"output\",\"Package\":\"ex/calc\",\"Test\":\"TestDiv/zero\",\"Output\":"
+	    "\"    calc_test.go:12: Div(1, 0) = 3, want 0\\n\"}\n"
+	    "{\"Action\":\"fail\",\"Package\":\"ex/calc\",\"Test\":\"TestDiv/zero\"}\n"
+	    "{\"Action\":\"fail\",\"Package\":\"ex/calc\",\"Test\":\"TestDiv\"}\n"
+	    "{\"Action\":\"skip\",\"Package\":\"ex/calc\",\"Test\":\"TestSlow\"}\n"
+	    "not json: # ex/broken\n"
+	    "{\"Action\":\"fail\",\"Package\":\"ex/calc\",\"Elapsed\":0.01}\n"
+	    "{\"Action\":\"output\",\"Package\":\"ex/broken\",\"Output\":\"FAIL\\tex/broken "
+	    "[build failed]\\n\"}\n"
+	    "{\"Action\":\"fail\",\"Package\":\"ex/broken\",\"Elapsed\":0}\n"
+	    "{\"Action\":\"skip\",\"Package\":\"ex/notests\"}\n"
+	    "{\"Action\":\"pass\"\n";
+	report r = REPORT_INIT;
+	report_counts c;
+	assert_int_equal(report_parse_go_json(&r, go, strlen(go)), 0);
+	report_count(&r, &c);
+	assert_int_equal(c.passed, 1);
+	assert_int_equal(c.failed, 2);
+	assert_int_equal(c.skipped, 1);
+	assert_int_equal(c.errors, 1);
+	assert_int_equal(c.collection, 1);
+	const report_test *t = find(&r, "ex/calc::TestDiv/zero");
+	assert_non_null(strstr(t->message, "Div(1, 0) = 3, want 0"));
+	t = find(&r, "ex/broken");
+	assert_true(t->collection);
+	assert_non_null(strstr(t->message, "[build failed]"));
+	assert_null(find(&r, "ex/calc")); /* a package with test results is not an entry */
+	assert_null(find(&r, "ex/notests"));
+	report_run run = {
+	    .exit_code = 1, .runner = REPORT_RUNNER_GO, .have_report = true, .report = &r};
+	assert_int_equal(report_classify(&run), REPORT_COLLECTION);
+	report_release(&r);
+}
+
+static void test_cargo(void **state)
+{
+	(void)state;
+	static const char out[] =
+	    "\nrunning 4 tests\n"
+	    "test tests::adds ... ok\n"
+	    "test tests::divides ... FAILED\n"
+	    "test tests::slow ... ignored, needs a database\n"
+	    "test tests::prints ... ok\r\n"
+	    "\nfailures:\n\n---- tests::divides stdout ----\nthread 'tests::divides' panicked at "
+	    "src/lib.rs:20:9:\nassertion `left == right` failed\n  left: 3\n right: 0\n\n\n"
+	    "failures:\n    tests::divides\n\n"
+	    "test result: FAILED. 2 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out\n"
+	    "\nrunning 1 test\ntest src/lib.rs - div (line 5) ... ok\n"
+	    "test result: ok. 1 passed; 0 failed\n";
+	report r = REPORT_INIT;
+	report_counts c;
+	assert_int_equal(report_parse_cargo(&r, out, strlen(out)), 0);
+	report_count(&r, &c);
+	assert_int_equal(c.passed, 3);
+	assert_int_equal(c.failed, 1);
+	assert_int_equal(c.skipped, 1);
+	const report_test *t = find(&r, "tests::divides");
+	assert_non_null(t->message);
+	assert_non_null(strstr(t->message, "assertion `left == right` failed"));
+	assert_null(strstr(t->message, "test result"));
+	assert_non_null(find(&r, "src/lib.rs - div (line 5)"));
+	report_release(&r);
+	/* a build error: no test lines; with cargo's exit 101 that is "nothing ran" */
+	static const char err[] = "error[E0425]: cannot find value `x` in this scope\n";
+	assert_int_equal(report_parse_cargo(&r, err, strlen(err)), 0);
+	assert_int_equal(r.n, 0);
+	report_run run = {
+	    .exit_code = 101, .runner = REPORT_RUNNER_CARGO, .have_report = true, .report = &r};
+	assert_int_equal(report_classify(&run), REPORT_NOTHING_RAN);
+	run.exit_code = 0;
+	assert_int_equal(report_classify(&run), REPORT_NO_TESTS);
+	report_release(&r);
+}
+
+static void test_finish_merges_duplicates(void **state)
+{
+	(void)state;
+	report r = REPORT_INIT;
+	assert_int_equal(report_add(&r, "b", 1, REPORT_PASSED, NULL, 0, false), 0);
+	assert_int_equal(report_add(&r, "a", 1, REPORT_PASSED, NULL, 0, false), 0);
+	assert_int_equal(report_add(&r, "b", 1, REPORT_FAILED, "boom", 4, false), 0);
+	assert_int_equal(report_add(&r, "b", 1, REPORT_SKIPPED, "skip", 4, false), 0);
+	assert_int_equal(report_add(&r, "", 0, REPORT_FAILED, NULL, 0, false), 0); /* ignored */
+	report_finish(&r);
+	assert_int_equal(r.n, 2);
+	assert_string_equal(r.tests[0].id, "a");
+	const report_test *b = report_find(&r, "b");
+	assert_int_equal(b->outcome, REPORT_FAILED); /* the worst outcome wins */
+	assert_string_equal(b->message, "boom");
+	assert_null(report_find(&r, "c"));
+	report_release(&r);
+}
+
+static void test_classify(void **state)
+{
+	(void)state;
+	report empty = REPORT_INIT, one = REPORT_INIT;
+	assert_int_equal(report_add(&one, "t", 1, REPORT_FAILED, NULL, 0, false), 0);
+	struct {
+		int exit_code;
+		bool timed_out, oom, have_report;
+		enum report_runner runner;
+		const report *rep;
+		enum report_class want;
+	} cases[] = {
+	    {0, false, false, true, REPORT_RUNNER_PYTEST, &one, REPORT_RAN},
+	    {1, false, false, true, REPORT_RUNNER_OTHER, &one, REPORT_RAN},
+	    /* a deadline or the OOM killer wins over everything, also over partial results */
+	    {124, true, false, true, REPORT_RUNNER_PYTEST, &one, REPORT_TIMEOUT},
+	    {137, false, true, false, REPORT_RUNNER_OTHER, &empty, REPORT_OOM},
+	    {137, false, false, true, REPORT_RUNNER_GO, &one, REPORT_KILLED},
+	    /* never "the test failed" */
+	    {127, false, false, false, REPORT_RUNNER_OTHER, &empty, REPORT_NOT_FOUND},
+	    {126, false, false, false, REPORT_RUNNER_OTHER, &empty, REPORT_NOT_EXECUTABLE},
+	    {5, false, false, true, REPORT_RUNNER_PYTEST, &empty, REPORT_NO_TESTS},
+	    {2, false, false, false, REPORT_RUNNER_PYTEST, &empty, REPORT_COLLECTION},
+	    {4, false, false, true, REPORT_RUNNER_PYTEST, &empty, REPORT_NOTHING_RAN},
+	    {0, false, false, true, REPORT_RUNNER_OTHER, &empty, REPORT_NO_TESTS},
+	    {2, false, false, true, REPORT_RUNNER_OTHER, &empty, REPORT_NOTHING_RAN},
+	    /* no report at all: the exit status is all there is */
+	    {0, false, false, false, REPORT_RUNNER_OTHER, &empty, REPORT_EXIT_ONLY},
+	    {2, false, false, false, REPORT_RUNNER_OTHER, &empty, REPORT_EXIT_ONLY},
+	    {2, false, false, false, REPORT_RUNNER_OTHER, NULL, REPORT_EXIT_ONLY},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		report_run run = {.exit_code = cases[i].exit_code,
+				  .timed_out = cases[i].timed_out,
+				  .oom = cases[i].oom,
+				  .runner = cases[i].runner,
+				  .have_report = cases[i].have_report,
+				  .report = cases[i].rep};
+		enum report_class got = report_classify(&run);
+		if (got != cases[i].want)
+			fail_msg("case %zu: got %s, want %s", i, report_class_name(got),
+				 report_class_name(cases[i].want));
+	}
+	assert_true(report_class_ran(REPORT_RAN) && report_class_ran(REPORT_EXIT_ONLY));
+	assert_false(report_class_ran(REPORT_TIMEOUT) || report_class_ran(REPORT_COLLECTION) ||
+		     report_class_ran(REPORT_NOT_FOUND) || report_class_ran(REPORT_NO_TESTS));
+	assert_string_equal(report_class_name(REPORT_NOT_FOUND), "command not found (exit 127)");
+	report_release(&one);
+}
+
+static void test_runners(void **state)
+{
+	(void)state;
+	struct {
+		const char *cmd;
+		enum report_runner r;
+		const char *instrumented;
+	} cases[] = {
+	    {"python3 -m pytest -q", REPORT_RUNNER_PYTEST, "python3 -m pytest -q"},
+	    {"python3.11 -m pytest", REPORT_RUNNER_PYTEST, NULL},
+	    {"PYTHONPATH=src pytest tests/", REPORT_RUNNER_PYTEST, NULL},
+	    {"py.test", REPORT_RUNNER_PYTEST, NULL},
+	    {"pytestx", REPORT_RUNNER_OTHER, NULL},
+	    {"go test ./...", REPORT_RUNNER_GO, "go test -json ./..."},
+	    {"CGO_ENABLED=0 go test -run TestX ./calc", REPORT_RUNNER_GO,
+	     "CGO_ENABLED=0 go test -json -run TestX ./calc"},
+	    {"go vet ./...", REPORT_RUNNER_OTHER, "go vet ./..."},
+	    {"cargo test", REPORT_RUNNER_CARGO, "cargo test"},
+	    {"node --test test/", REPORT_RUNNER_NODE,
+	     "node --test --test-reporter=spec --test-reporter-destination=stdout "
+	     "--test-reporter=junit --test-reporter-destination=/r/node.xml test/"},
+	    {"ctest --test-dir build", REPORT_RUNNER_CTEST,
+	     "ctest --output-junit /r/ctest.xml --test-dir build"},
+	    {"make test", REPORT_RUNNER_OTHER, "make test"},
+	    {"npm test", REPORT_RUNNER_OTHER, NULL},
+	    {"", REPORT_RUNNER_OTHER, ""},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(report_runner_of(cases[i].cmd), cases[i].r);
+		if (cases[i].instrumented) {
+			char *s = report_instrument(cases[i].cmd, "/r");
+			assert_string_equal(s, cases[i].instrumented);
+			free(s);
+		}
+	}
+}
+
+static void test_sections(void **state)
+{
+	(void)state;
+	static const char text[] = "junk before\n@@ap:N0NCE:5:out\nab\0de\n@@ap:N0NCE:-1:err\n"
+				   "\n@@ap:OTHER:3:fake\nxyz\n@@ap:N0NCE:7:oom";
+	report_section s[8];
+	size_t n = 0;
+	assert_int_equal(report_sections(text, sizeof(text) - 1, "N0NCE", s, 8, &n), 0);
+	assert_int_equal(n, 3);
+	assert_int_equal(s[0].name_len, 3);
+	assert_memory_equal(s[0].name, "out", 3);
+	assert_int_equal(s[0].len, 5);
+	assert_memory_equal(s[0].data, "ab\0de", 5);
+	assert_int_equal(s[0].size, 5);
+	assert_int_equal(s[1].size, -1);
+	/* a marker with another nonce is content */
+	assert_int_equal(s[1].len, strlen("\n@@ap:OTHER:3:fake\nxyz"));
+	assert_memory_equal(s[2].name, "oom", 3);
+	assert_int_equal(s[2].size, 7);
+	assert_int_equal(s[2].len, 0);
+	/* at most max sections; an empty nonce is refused */
+	assert_int_equal(report_sections(text, sizeof(text) - 1, "N0NCE", s, 1, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(report_sections(text, sizeof(text) - 1, "", s, 8, &n), AP_EINVAL);
+	assert_int_equal(report_sections("", 0, "N0NCE", s, 8, &n), 0);
+	assert_int_equal(n, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_junit_pytest),
+	    cmocka_unit_test(test_junit_collection_error),
+	    cmocka_unit_test(test_junit_other_runners),
+	    cmocka_unit_test(test_junit_hostile),
+	    cmocka_unit_test(test_go_json),
+	    cmocka_unit_test(test_cargo),
+	    cmocka_unit_test(test_finish_merges_duplicates),
+	    cmocka_unit_test(test_classify),
+	    cmocka_unit_test(test_runners),
+	    cmocka_unit_test(test_sections),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
