@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from github_util import GitHubStub, ModelStub, make_app_key, run_autopatch
+from pg_util import PgServer
 
 MODEL_KEY = "sk-doctor-test-key-123456"
 IMAGE = "autopatch-sandbox:latest"
@@ -42,7 +43,7 @@ def lines(out):
     return {l[2:].split(":")[0]: l for l in out.stdout.splitlines() if l[:1] in ("✓", "✗")}
 
 
-NAMES = ["configuration", "private key", "JWT accepted", "installations visible",
+NAMES = ["configuration", "private key", "JWT accepted", "installations visible", "database",
          "Docker reachable", "sandbox image present", "model endpoint reachable"]
 
 
@@ -59,6 +60,9 @@ def test_doctor_all_green(world, autopatch_bin, tmp_path):
     assert out.returncode == 0
     assert 'GitHub App "autopatch"' in got["JWT accepted"]
     assert "1 (octo)" in got["installations visible"]
+    # No database yet: serve creates the default SQLite file in this folder; doctor does not.
+    assert "does not exist yet" in got["database"], got["database"]
+    assert not (tmp_path / "autopatch.db").exists()
     # The JWT really went to the stand-in and was verified there against the public key.
     assert any(r["path"] == "/app" and r["auth_scheme"] == "Bearer"
                for r in world["stub"].requests())
@@ -90,6 +94,10 @@ CASES = [
      ["Check GITHUB_API_URL and that this machine can reach it"]),
     ("no-installations", {"_installations": []}, "installations visible",
      ["installed nowhere", "Install it on the repositories"]),
+    ("db-folder-unwritable", {"AUTOPATCH_DB": "/nonexistent/autopatch/autopatch.db"},
+     "database", ["/nonexistent/autopatch is not writable", "Set AUTOPATCH_DB to a path"]),
+    ("db-unreachable", {"AUTOPATCH_DB": "PG_CLOSED"}, "database",
+     ["cannot connect to database postgresql://", "Start PostgreSQL or fix AUTOPATCH_DB"]),
     ("docker-down", {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}, "Docker reachable",
      ["Start dockerd (or point DOCKER_HOST at it)"]),
     ("no-image", {"AUTOPATCH_SANDBOX_IMAGE": "autopatch-no-such-image:never"},
@@ -117,6 +125,8 @@ def test_doctor_reports_each_broken_setting(world, autopatch_bin, tmp_path, case
             stub.config(installations=v)
         elif v is None:
             env.pop(k)
+        elif v == "PG_CLOSED":
+            env[k] = f"postgresql://autopatch:doctor-pw@127.0.0.1:{closed_port()}/autopatch"
         elif v == "CLOSED":
             env[k] = f"http://127.0.0.1:{closed_port()}" + ("/v1" if "LLM" in k else "")
         elif v == "WRONG_KEY":
@@ -140,6 +150,29 @@ def test_doctor_reports_each_broken_setting(world, autopatch_bin, tmp_path, case
     bad = {n for n, l in got.items() if l.startswith("✗")}
     assert bad == expected_bad, out.stdout
     assert "check" in out.stdout.splitlines()[-1] and "failed" in out.stdout.splitlines()[-1]
+
+
+def test_doctor_database_postgresql(world, autopatch_bin, tmp_path):
+    """A reachable PostgreSQL passes with its backend and schema version; the password in the
+    URI is never printed, not even when the server refuses the connection."""
+    pg = PgServer().start()
+    try:
+        env = good_env(world) | {"AUTOPATCH_DB": pg.uri}
+        out = run_autopatch(autopatch_bin, ["doctor"], env, tmp_path)
+        got = lines(out)
+        assert got["database"].startswith("✓"), out.stdout
+        version = pg.psql("SELECT max(version) FROM schema_migrations")
+        assert f"postgresql, schema version {version}" in got["database"], got["database"]
+        assert "shared by every replica" in got["database"], got["database"]
+        wrong = pg.uri.replace("autopatch@", "autopatch:s3cret-doctor-pw@").replace(
+            "/autopatch", "/no_such_db")
+        out = run_autopatch(autopatch_bin, ["doctor"], env | {"AUTOPATCH_DB": wrong}, tmp_path)
+        got = lines(out)
+        assert got["database"].startswith("✗"), out.stdout
+        assert "no_such_db" in got["database"], got["database"]
+        assert "s3cret-doctor-pw" not in out.stdout + out.stderr, out.stdout + out.stderr
+    finally:
+        pg.cleanup()
 
 
 def docker(*args):
