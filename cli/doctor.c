@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* cli/doctor.c - `autopatch doctor`: one ✓/✗ line per thing a working install needs
- * (configuration, private key, JWT accepted, installations, Docker, sandbox image, model),
+ * (configuration, private key, JWT accepted, installations, database, Docker, sandbox image,
+ * model),
  * each ✗ followed by the sentence that says how to fix it. Exit 0 only if every check passes.
  *
  * Each check goes through the interface the server itself uses (the GitHub App client, the
@@ -18,6 +19,7 @@
 #include "github/urls.h"
 #include "job/environment.h"
 #include "sandbox/sandbox.h"
+#include "server/queue.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHECK_TIMEOUT_S 10
 
@@ -66,14 +69,22 @@ static void fail(struct report *r, const char *name, const char *fmt, ...)
 	putchar('\n');
 }
 
-/* Strip a trailing period so "problem. Fix." reads well when a sentence is embedded. */
+/* The last error on one line (libpq's messages span several), without a trailing period so
+ * "problem. Fix." reads well when a sentence is embedded. */
 static const char *last_error(void)
 {
 	static __thread char msg[1100];
-	size_t n;
+	size_t n = 0;
 
-	snprintf(msg, sizeof(msg), "%s", ap_error_last());
-	n = strlen(msg);
+	for (const char *p = ap_error_last(); *p && n + 1 < sizeof(msg); p++) {
+		bool space = *p == '\n' || *p == '\t' || *p == ' ';
+
+		if (!space)
+			msg[n++] = *p;
+		else if (n && msg[n - 1] != ' ')
+			msg[n++] = ' ';
+	}
+	msg[n] = '\0';
 	while (n && (msg[n - 1] == '.' || msg[n - 1] == ' '))
 		msg[--n] = '\0';
 	return msg;
@@ -273,6 +284,62 @@ static void check_flavors(struct report *r, const ap_config *cfg, sbx_engine *e)
 	}
 }
 
+/* The queue's database (AUTOPATCH_DB), opened as `autopatch serve` opens it: a PostgreSQL
+ * server that answers and takes the migrations, or a SQLite file that opens for writing. A
+ * SQLite file not created yet passes when its folder is writable (the server creates it). */
+static void check_database(struct report *r, ap_config *cfg)
+{
+	const char *db = cfg_str(cfg, "AUTOPATCH_DB");
+	char dir[4096];
+	const char *slash;
+	queue *q = NULL;
+	q_stats st;
+	int version = 0, rc;
+
+	rc = q_open(&q, db, Q_OPEN_EXISTING);
+	if (rc == AP_ENOTFOUND) {
+		slash = strrchr(db, '/');
+		if (!slash)
+			snprintf(dir, sizeof(dir), ".");
+		else
+			snprintf(dir, sizeof(dir), "%.*s", slash == db ? 1 : (int)(slash - db), db);
+		if (access(dir, W_OK | X_OK) == 0)
+			pass(r, "database",
+			     "%s (sqlite) does not exist yet; autopatch serve creates it", db);
+		else
+			fail(
+			    r, "database",
+			    "%s does not exist and its folder %s is not writable by this user. Set "
+			    "AUTOPATCH_DB to a path in a writable folder, or a postgresql:// URI.",
+			    db, dir);
+		return;
+	}
+	if (rc == AP_EUNAVAIL) {
+		fail(r, "database",
+		     "%s. Start PostgreSQL or fix AUTOPATCH_DB "
+		     "(postgresql://USER:PASSWORD@HOST:PORT/"
+		     "DB); the server must accept this host (listen_addresses, pg_hba.conf).",
+		     last_error());
+		return;
+	}
+	if (rc) {
+		fail(r, "database",
+		     "%s. Set AUTOPATCH_DB to a SQLite file this user may write, or to a "
+		     "postgresql:// URI; a schema newer than this build needs a newer autopatch.",
+		     last_error());
+		return;
+	}
+	if (q_schema_version(q, &version) || q_get_stats(q, &st)) {
+		fail(r, "database", "%s. Check the database server's log.", last_error());
+		q_close(q);
+		return;
+	}
+	pass(r, "database", "%s, schema version %d, %lld queued and %lld running job(s)%s",
+	     q_backend(q), version, (long long)st.queued, (long long)st.running,
+	     q_shared(q) ? " (shared by every replica)" : "");
+	q_close(q);
+}
+
 static void check_docker(struct report *r, ap_config *cfg)
 {
 	sbx_engine *e = NULL;
@@ -439,6 +506,7 @@ int doctor_main(int argc, char **argv, ap_config *cfg)
 	check_public_url(&r, cfg);
 	key_ok = check_key(&r, cfg);
 	check_github(&r, cfg, key_ok && cfg_is_set(cfg, "APP_ID"));
+	check_database(&r, cfg);
 	check_docker(&r, cfg);
 	check_model(&r, cfg);
 	fflush(stdout);

@@ -9,6 +9,7 @@
 #include "github/oauth.h"
 #include "common/log.h"
 #include "cli/commands.h"
+#include "github/rest.h"
 #include "server/http.h"
 #include "server/ingest.h"
 #include "server/queue.h"
@@ -33,7 +34,7 @@ struct serve_opts {
 	char console_url[256];
 	int64_t session_h;
 	listen_spec public_at, admin_at;
-	int64_t port, workers, lease_s, max_attempts, retry_s, grace_s;
+	int64_t port, workers, lease_s, heartbeat_s, rescue_s, max_attempts, retry_s, grace_s;
 	int64_t max_conn, per_ip, headers_s, body_s;
 };
 
@@ -99,6 +100,8 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o, bool registrati
 	if ((rc = cfg_int(cfg, "PORT", 1, 65535, &o->port)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_WORKERS", 0, 64, &o->workers)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_LEASE_SECONDS", 1, 86400, &o->lease_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_HEARTBEAT_SECONDS", 0, 86400, &o->heartbeat_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_RESCUE_SECONDS", 0, 86400, &o->rescue_s)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_ATTEMPTS", 1, 100, &o->max_attempts)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_RETRY_SECONDS", 0, 86400, &o->retry_s)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_SHUTDOWN_GRACE_SECONDS", 0, 3600, &o->grace_s)) ||
@@ -107,6 +110,13 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o, bool registrati
 	    (rc = cfg_int(cfg, "AUTOPATCH_HEADERS_DEADLINE_S", 1, 3600, &o->headers_s)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_BODY_DEADLINE_S", 1, 3600, &o->body_s)))
 		return rc;
+	if (o->heartbeat_s && o->heartbeat_s >= o->lease_s)
+		return ap_error_set(
+		    AP_EINVAL,
+		    "AUTOPATCH_HEARTBEAT_SECONDS=%lld must be shorter than "
+		    "AUTOPATCH_LEASE_SECONDS=%lld (a third of it is a good choice), "
+		    "or the leases of live jobs run out",
+		    (long long)o->heartbeat_s, (long long)o->lease_s);
 	/* Headroom: one address may never hold more than half of the connections. */
 	if (o->per_ip * 2 > o->max_conn)
 		return ap_error_set(
@@ -202,7 +212,15 @@ struct serve_ctx {
 	pipeline *pipe;		 /* NULL until there is an App (and workers are wanted) */
 	_Atomic(wk_pool *) pool; /* NULL until the workers run */
 	wk_config wc;		 /* the pool's settings, .ud set when it starts */
+	queue *pace_q;		 /* shared databases: GitHub write pacing across replicas */
 };
+
+static int reserve_write(void *ud, int64_t installation, int64_t spacing_ms, int64_t *wait_ms)
+{
+	struct serve_ctx *ctx = ud;
+
+	return q_pace(ctx->pace_q, installation, spacing_ms, q_now_ms(), wait_ms);
+}
 
 static void on_queued(void *ud)
 {
@@ -253,6 +271,7 @@ int serve_run(ap_config *cfg, bool registration)
 {
 	struct serve_opts o;
 	struct serve_ctx ctx = {.cfg = cfg};
+	gh_write_pacer pacer = {reserve_write, &ctx};
 	gh_urls urls;
 	http_config hc;
 	http_server *http = NULL;
@@ -279,9 +298,19 @@ int serve_run(ap_config *cfg, bool registration)
 	signal(SIGPIPE, SIG_IGN);
 
 	if (q_open(&q, o.db, Q_OPEN_CREATE)) {
-		fprintf(stderr, "autopatch: %s: set AUTOPATCH_DB to a writable file path\n",
+		fprintf(stderr,
+			"autopatch: %s: set AUTOPATCH_DB to a writable file path or a reachable "
+			"postgresql:// URI\n",
 			ap_error_last());
 		return 2;
+	}
+	/* Replicas share GitHub's per-installation write spacing through the database. */
+	if (q_shared(q)) {
+		if (q_open(&ctx.pace_q, o.db, Q_OPEN_CREATE)) {
+			fprintf(stderr, "autopatch: %s\n", ap_error_last());
+			goto out;
+		}
+		gh_rest_set_pacer(&pacer);
 	}
 	if (o.workers > 0 && !app_later && pipeline_new(&ctx.pipe, cfg)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
@@ -298,6 +327,8 @@ int serve_run(ap_config *cfg, bool registration)
 	    .db_path = o.db,
 	    .workers = (int)o.workers,
 	    .lease_ms = o.lease_s * 1000,
+	    .heartbeat_ms = o.heartbeat_s * 1000,
+	    .rescue_ms = o.rescue_s * 1000,
 	    .max_attempts = (int)o.max_attempts,
 	    .retry_base_ms = o.retry_s * 1000,
 	    .instance = instance,
@@ -348,8 +379,9 @@ int serve_run(ap_config *cfg, bool registration)
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		goto out;
 	}
-	ap_info("listening on %s port %lld, webhook path %s, %lld worker(s), database %s", o.bind,
-		(long long)o.port, o.path, ctx.pipe ? (long long)o.workers : 0LL, o.db);
+	ap_info("listening on %s port %lld, webhook path %s, %lld worker(s), database %s (%s%s)",
+		o.bind, (long long)o.port, o.path, ctx.pipe ? (long long)o.workers : 0LL, o.db,
+		q_backend(q), q_shared(q) ? ", shared with any other replica" : "");
 	if (o.admin_at.kind == LISTEN_OFF)
 		ap_info("admin listener off: no status page, no /metrics");
 	else
@@ -380,6 +412,8 @@ out:
 	pipeline_free(ctx.pipe);
 	pthread_mutex_unlock(&ctx.lock);
 	pthread_mutex_destroy(&ctx.lock);
+	gh_rest_set_pacer(NULL);
+	q_close(ctx.pace_q);
 	q_close(q);
 	if (ret == 0)
 		ap_info("stopped");

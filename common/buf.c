@@ -125,3 +125,8 @@ size_t ap_utf8_prefix(const char *s, size_t n, size_t max)
 		n--;
 	return n;
 }
+
+size_t ap_utf8_cut(const char *s, size_t max)
+{
+	return ap_utf8_prefix(s, strlen(s), max);
+}

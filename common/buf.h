@@ -54,4 +54,7 @@ size_t ap_utf8_prefix(const char *s, size_t n, size_t max);
 /* Free the contents; b may be reused after ap_buf_init(). Accepts NULL. */
 void ap_buf_release(ap_buf *b);
 
+/* The length of s cut to at most max bytes without splitting a UTF-8 sequence. */
+size_t ap_utf8_cut(const char *s, size_t max);
+
 #endif

@@ -83,7 +83,8 @@ static const cfg_setting settings[] = {
     {"AUTOPATCH_BODY_DEADLINE_S", CFG_INT, "30", 0,
      "a request's body must arrive within this (s) after its headers"},
     /* Jobs */
-    {"AUTOPATCH_DB", CFG_STR, "./autopatch.db", 0, "SQLite database of the job queue"},
+    {"AUTOPATCH_DB", CFG_STR, "./autopatch.db", CFG_SECRET_URI,
+     "the job queue: a SQLite file path, or a postgresql:// URI shared by replicas"},
     {"AUTOPATCH_DATA_DIR", CFG_STR, "./autopatch-data", 0,
      "trajectories, the clone cache and per-box repository copies"},
     {"AUTOPATCH_WORKERS", CFG_INT, "2", 0, "worker threads (0: accept and queue only)"},
@@ -95,6 +96,10 @@ static const cfg_setting settings[] = {
      "least time between edits of the progress comment"},
     {"AUTOPATCH_LEASE_SECONDS", CFG_INT, "60", 0,
      "a job whose server died is re-queued after this lease ends"},
+    {"AUTOPATCH_HEARTBEAT_SECONDS", CFG_INT, "0", 0,
+     "how often running jobs' leases are extended (0: a third of the lease)"},
+    {"AUTOPATCH_RESCUE_SECONDS", CFG_INT, "0", 0,
+     "how often expired leases of any replica are looked for (0: a third of the lease)"},
     {"AUTOPATCH_RETRY_SECONDS", CFG_INT, "30", 0,
      "first delay before a transient failure is retried (doubling)"},
     {"AUTOPATCH_SHUTDOWN_GRACE_SECONDS", CFG_INT, "8", 0,
@@ -588,6 +593,29 @@ static int register_file(const char *path)
 	return rc;
 }
 
+/* The password of a URI's user-info part (scheme://user:PASSWORD@host/...), if any. */
+static int register_uri_password(const char *uri)
+{
+	const char *p = strstr(uri, "://"), *end, *at, *colon;
+	char *pw;
+	int rc;
+
+	if (!p)
+		return 0;
+	p += 3;
+	end = p + strcspn(p, "/?#");
+	at = memchr(p, '@', (size_t)(end - p));
+	colon = at ? memchr(p, ':', (size_t)(at - p)) : NULL;
+	if (!colon || colon + 1 >= at)
+		return 0;
+	pw = strndup(colon + 1, (size_t)(at - colon - 1));
+	if (!pw)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	rc = redact_add_secret(pw);
+	free(pw);
+	return rc;
+}
+
 int cfg_register_secrets(const ap_config *c)
 {
 	int rc = 0;
@@ -598,6 +626,9 @@ int cfg_register_secrets(const ap_config *c)
 	for (size_t i = 0; !rc && i < sizeof(settings) / sizeof(settings[0]); i++)
 		if ((settings[i].flags & CFG_SECRET_FILE) && raw(c, settings[i].name))
 			rc = register_file(raw(c, settings[i].name));
+	for (size_t i = 0; !rc && i < sizeof(settings) / sizeof(settings[0]); i++)
+		if ((settings[i].flags & CFG_SECRET_URI) && raw(c, settings[i].name))
+			rc = register_uri_password(raw(c, settings[i].name));
 	return rc;
 }
 

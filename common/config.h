@@ -32,6 +32,7 @@ enum cfg_kind {
 #define CFG_SECRET	0x1u /* the value is a credential: registered with the redaction layer */
 #define CFG_SECRET_FILE 0x2u /* the value names a file whose contents are a credential */
 #define CFG_ENV_ONLY	0x4u /* read from the environment before .env is loaded (cfg_env) */
+#define CFG_SECRET_URI	0x8u /* a URI whose password (scheme://user:PASSWORD@host) is one */
 
 /* One row of the table. All strings are static. */
 typedef struct cfg_setting {
@@ -39,7 +40,7 @@ typedef struct cfg_setting {
 	enum cfg_kind kind; /* which accessor reads it */
 	const char *def;    /* the default as written in .env ("2", "16m", "false"); NULL when
 			     * there is none or it is computed (doc says how) */
-	unsigned flags;	    /* CFG_SECRET, CFG_SECRET_FILE, CFG_ENV_ONLY */
+	unsigned flags;	    /* CFG_SECRET, CFG_SECRET_FILE, CFG_ENV_ONLY, CFG_SECRET_URI */
 	const char *doc;    /* one line: what it does, and the computed default if any */
 } cfg_setting;
 

@@ -58,6 +58,8 @@ const char *ap_error_name(int code)
 		return "EBUDGET";
 	case AP_EUNAVAIL:
 		return "EUNAVAIL";
+	case AP_ESTALE:
+		return "ESTALE";
 	}
 	return "EUNKNOWN";
 }

@@ -23,6 +23,7 @@ enum {
 	AP_ECANCELLED = -11, /* the job was cancelled */
 	AP_EBUDGET = -12,    /* an agent budget ran out */
 	AP_EUNAVAIL = -13,   /* a required service (daemon, server) is unreachable */
+	AP_ESTALE = -14,     /* a job's lease is no longer current (fencing): publish nothing */
 };
 
 /* Record the message for the current thread and return code, so callers can write

@@ -60,6 +60,8 @@ struct gh_rest {
 	bool sent;	    /* the last attempt sent (part of) its request */
 	bool maybe_applied; /* the last call was a POST GitHub may have applied, not repeated */
 	int64_t retry_at;   /* Unix seconds; set when the last call ended with AP_ERATELIMIT */
+	gh_write_guard_fn guard; /* asked right before a write goes on the wire (may be NULL) */
+	void *guard_ud;
 };
 
 /* Process-wide state of one installation (key: installation id, 0 = the App's JWT, -1 = fixed
@@ -80,6 +82,14 @@ struct inst_state {
 
 static pthread_mutex_t states_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct inst_state *states;
+static const gh_write_pacer *shared_pacer; /* set at start-up (gh_rest_set_pacer) */
+
+void gh_rest_set_pacer(const gh_write_pacer *p)
+{
+	pthread_mutex_lock(&states_lock);
+	shared_pacer = p;
+	pthread_mutex_unlock(&states_lock);
+}
 
 static int64_t now_ms(void)
 {
@@ -107,6 +117,28 @@ static void sleep_ms(int64_t ms)
 	ts.tv_nsec = (ms % 1000) * 1000000;
 	while (nanosleep(&ts, &ts) != 0)
 		;
+}
+
+/* How long a write of slot must wait for its turn: the shared pacer's slot when there is one,
+ * else the in-process spacing after this process's last write. */
+static int64_t write_wait_ms(gh_rest *r, struct inst_state *slot)
+{
+	const gh_write_pacer *p;
+	int64_t wait = 0;
+
+	pthread_mutex_lock(&states_lock);
+	p = shared_pacer;
+	pthread_mutex_unlock(&states_lock);
+	if (p && r->spacing_ms > 0) {
+		if (p->reserve(p->ud, slot->key, r->spacing_ms, &wait) == 0)
+			return wait;
+		ap_warn("shared GitHub write pacing unavailable (%s): spacing in this process",
+			ap_error_last());
+		ap_error_clear();
+	}
+	if (slot->last_write_ms)
+		wait = slot->last_write_ms + r->spacing_ms - now_ms();
+	return wait;
 }
 
 static struct inst_state *state_for(int64_t key)
@@ -471,6 +503,36 @@ static int auth_header(gh_rest *r, ap_buf *h, bool *new_token)
 	return rc;
 }
 
+void gh_rest_set_write_guard(gh_rest *r, gh_write_guard_fn fn, void *ud)
+{
+	r->guard = fn;
+	r->guard_ud = ud;
+}
+
+struct prereq {
+	gh_rest *r;
+	int rc; /* the guard's refusal, 0 when it let the request go */
+};
+
+/* libcurl's last call before it sends the request (connection up, nothing written yet). */
+static int prereq_guard(void *ud, char *primary_ip, char *local_ip, int primary_port,
+			int local_port)
+{
+	struct prereq *p = ud;
+
+	(void)primary_ip;
+	(void)local_ip;
+	(void)primary_port;
+	(void)local_port;
+	p->rc = p->r->guard(p->r->guard_ud);
+	return p->rc ? CURL_PREREQFUNC_ABORT : CURL_PREREQFUNC_OK;
+}
+
+static bool is_write(const char *method)
+{
+	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
+}
+
 /* One HTTP exchange. Returns 0 when a response arrived (any status), else a negative code.
  * once: a request that must not be sent twice. libcurl silently re-sends a request whose
  * reused connection died before an answer, and GitHub may have applied it by then, so such a
@@ -487,6 +549,7 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 	    "Expect:",
 	};
 	char cerr[CURL_ERROR_SIZE] = "";
+	struct prereq pre = {r, 0};
 	CURLcode cc;
 	char *red;
 	int rc = 0;
@@ -533,6 +596,10 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 		curl_easy_setopt(r->curl, CURLOPT_POSTFIELDS, "");
 		curl_easy_setopt(r->curl, CURLOPT_POSTFIELDSIZE, 0L);
 	}
+	if (r->guard && is_write(method)) {
+		curl_easy_setopt(r->curl, CURLOPT_PREREQFUNCTION, prereq_guard);
+		curl_easy_setopt(r->curl, CURLOPT_PREREQDATA, &pre);
+	}
 	r->attempts++;
 	cc = curl_easy_perform(r->curl);
 	curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &r->status);
@@ -542,7 +609,14 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 		curl_easy_getinfo(r->curl, CURLINFO_REQUEST_SIZE, &req_size);
 		r->sent = req_size > 0;
 	}
-	if (sink.rc == AP_ETOOBIG) {
+	if (pre.rc) {
+		char why[1024];
+
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		rc = ap_error_set(pre.rc, "GitHub %s %s: not sent: %s", method, url, why);
+		r->sent = false;
+		r->status = 0;
+	} else if (sink.rc == AP_ETOOBIG) {
 		rc = ap_error_set(AP_ETOOBIG, "GitHub %s: the response passed %lld bytes", method,
 				  (long long)r->max_resp);
 	} else if (sink.rc) {
@@ -560,11 +634,6 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 err_nomem:
 	curl_slist_free_all(hl);
 	return ap_error_set(AP_ENOMEM, "out of memory");
-}
-
-static bool is_write(const char *method)
-{
-	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
 }
 
 /* The request loop: retries, rate limits, token refresh and clock skew. once: a POST that must
@@ -624,8 +693,8 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 			sleep_ms(wait);
 			continue; /* the deadline and the block are checked again */
 		}
-		if (slot && slot->last_write_ms) {
-			wait = slot->last_write_ms + r->spacing_ms - now_ms();
+		if (slot) {
+			wait = write_wait_ms(r, slot);
 			if (wait > left)
 				wait = left;
 			sleep_ms(wait);

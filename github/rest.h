@@ -27,7 +27,9 @@
  * a JWT rejected for clock skew is re-signed with the offset from the Date header.
  *
  * Writes (POST/PATCH/PUT/DELETE) to one installation are serialized process-wide and spaced by
- * AUTOPATCH_GH_WRITE_SPACING_MS (default 1000). Every call has a deadline
+ * AUTOPATCH_GH_WRITE_SPACING_MS (default 1000); with a shared pacer (gh_rest_set_pacer:
+ * replicas on one database) the spacing holds across every process writing as the
+ * installation. Every call has a deadline
  * (AUTOPATCH_GH_DEADLINE_S, default 120) covering all its retries and waits.
  *
  * Errors carry GitHub's `message` and `errors` in the error text:
@@ -92,6 +94,28 @@ int gh_rest_get_all(gh_rest *r, const char *path, size_t max_items, cJSON **out)
  * wait). Callers re-queue their work for then rather than fail it. 0 after any other
  * outcome. */
 int64_t gh_rest_retry_after(const gh_rest *r);
+
+/* Write pacing shared by several processes (the replicas of a shared queue): reserve takes
+ * the installation's next write slot (slots spacing_ms apart, all processes together) and sets
+ * *wait_ms to how long to sleep before the write. Thread-safe. */
+typedef struct gh_write_pacer {
+	int (*reserve)(void *ud, int64_t installation, int64_t spacing_ms, int64_t *wait_ms);
+	void *ud;
+} gh_write_pacer;
+
+/* Use p (borrowed; it must outlive every client) for the spacing of writes instead of the
+ * in-process clock; NULL goes back to the in-process spacing. Call at start-up, before
+ * clients are made. A reserve that fails falls back to the in-process spacing for that write. */
+void gh_rest_set_pacer(const gh_write_pacer *p);
+
+/* Asked on the calling thread right before each write (POST/PATCH/PUT/DELETE) of this client
+ * goes on the wire: after any pacing wait and the token, with the connection up and nothing
+ * sent. Non-zero refuses it: nothing is sent, the call fails with that code (not retried) and
+ * the guard's error text. The job's lease fencing, so that a run frozen or delayed between
+ * its own fence check and the write sends nothing once another run owns the job. ud is
+ * borrowed; fn NULL removes the guard. */
+typedef int (*gh_write_guard_fn)(void *ud);
+void gh_rest_set_write_guard(gh_rest *r, gh_write_guard_fn fn, void *ud);
 
 /* How many HTTP attempts this client has made (retries included), for tests and metrics. */
 int64_t gh_rest_attempts(const gh_rest *r);

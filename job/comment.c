@@ -41,7 +41,37 @@ struct job_comment {
 	int64_t interval_ms;
 	bool react;	    /* add the eyes reaction first */
 	bool find_existing; /* a re-run without a stored id: look for our comment first */
+	const comment_fence *fence;
+	bool fenced; /* the fence refused once: nothing more is written (writer thread only) */
 };
+
+/* The fencing check before a write (comment_fence); once refused, always refused. */
+static bool may_write(job_comment *c)
+{
+	int rc;
+
+	if (c->fenced)
+		return false;
+	if (!c->fence || !c->fence->check)
+		return true;
+	rc = c->fence->check(c->fence->ud);
+	if (rc == 0)
+		return true;
+	c->fenced = true;
+	ap_log(AP_LOG_WARN, c->job->delivery, c->job->id,
+	       "progress comment not written: the lease is not current (%s)", ap_error_name(rc));
+	ap_error_clear();
+	return false;
+}
+
+/* The REST client's write guard (gh_rest_set_write_guard): the same check, asked again as the
+ * request goes on the wire. */
+static int write_guard(void *ud)
+{
+	if (may_write(ud))
+		return 0;
+	return ap_error_set(AP_ESTALE, "the job's lease is not current");
+}
 
 static int64_t now_ms(void)
 {
@@ -51,11 +81,13 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void react(const job_comment *c)
+static void react(job_comment *c)
 {
 	const job_info *job = c->job;
 	int rc;
 
+	if (!may_write(c))
+		return;
 	if (job->trigger_comment_id > 0 &&
 	    strcmp(job->event ? job->event : "", "issue_comment") == 0)
 		rc = gh_reaction_add_comment(c->rest, job->repo, job->trigger_comment_id, "eyes");
@@ -143,6 +175,8 @@ static int64_t cm_write(job_comment *c, int64_t id, const char *body)
 {
 	int rc = 0;
 
+	if (!may_write(c))
+		return id;
 	if (id > 0) {
 		rc = gh_comment_update(c->rest, c->job->repo, id, body, NULL);
 		if (rc == AP_ENOTFOUND || rc == AP_EDENIED) { /* deleted, or not ours: a new one */
@@ -151,7 +185,7 @@ static int64_t cm_write(job_comment *c, int64_t id, const char *body)
 			ap_error_clear();
 		}
 	}
-	if (id <= 0 && rc == 0) {
+	if (id <= 0 && rc == 0 && may_write(c)) {
 		rc = comment_create_once(c->rest, c->job->repo, c->on, PROGRESS_MARKER, c->job->id,
 					 body, c->find_existing, &id);
 		/* After any failed create (it may have been applied, or the lookup failed), the
@@ -209,7 +243,7 @@ static void *cm_main(void *arg)
 }
 
 int comment_new(job_comment **out, const ap_config *cfg, const gh_creds *creds, const job_info *job,
-		int64_t stored_id, int64_t interval_ms)
+		const comment_fence *fence, int64_t stored_id, int64_t interval_ms)
 {
 	job_comment *c;
 	int rc;
@@ -223,6 +257,7 @@ int comment_new(job_comment **out, const ap_config *cfg, const gh_creds *creds, 
 	pthread_cond_init(&c->cv, NULL);
 	c->inited = true;
 	c->job = job;
+	c->fence = fence;
 	c->on = job->issue;
 	c->interval_ms = interval_ms;
 	c->comment_id = stored_id;
@@ -231,6 +266,8 @@ int comment_new(job_comment **out, const ap_config *cfg, const gh_creds *creds, 
 	rc = gh_rest_new(&c->rest, cfg, creds, job->installation_id);
 	if (rc)
 		return rc;
+	if (fence && fence->check)
+		gh_rest_set_write_guard(c->rest, write_guard, c);
 	rc = pthread_create(&c->th, NULL, cm_main, c);
 	if (rc)
 		return ap_error_set(AP_ENOMEM, "cannot start the comment thread: %s", strerror(rc));

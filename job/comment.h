@@ -22,11 +22,19 @@
 
 typedef struct job_comment job_comment;
 
+/* The fencing check the writer makes on its own thread right before every write (the
+ * reaction, each create or edit): 0 while the job's lease is current; after any non-zero the
+ * writer writes nothing more (a stale run must not publish). Thread-safe (job_ctl's fence). */
+typedef struct comment_fence {
+	int (*check)(void *ud);
+	void *ud;
+} comment_fence;
+
 /* Start the writer for job, on the job's issue or PR. stored_id is the comment id kept in the
- * job's state (0: none yet). cfg, creds and job are borrowed and must outlive the writer.
- * On error *out may still hold a writer to free with comment_free(). */
+ * job's state (0: none yet). cfg, creds, job and fence are borrowed and must outlive the
+ * writer. On error *out may still hold a writer to free with comment_free(). */
 int comment_new(job_comment **out, const ap_config *cfg, const gh_creds *creds, const job_info *job,
-		int64_t stored_id, int64_t interval_ms);
+		const comment_fence *fence, int64_t stored_id, int64_t interval_ms);
 
 /* Hand over a new body (ownership passes; freed if the writer is not running). *new_id is
  * set to a comment id the job must persist in its state when it changed since the last call,

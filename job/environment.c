@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,6 +31,7 @@
 extern char **environ;
 
 #define TAIL_CAP	      4000	  /* output tail kept for a failure sentence */
+#define BUILD_TAIL_MAX	      400	  /* of it quoted after a failed image build */
 #define LIVE_LINE_MAX	      160	  /* characters of the live setup line */
 #define LIVE_INTERVAL_MS      1000	  /* least time between live updates */
 #define KEY_FILES_MAX	      256	  /* files hashed into a cache key */
@@ -251,42 +253,57 @@ void env_describe_choice(const env_choice *c, char *out, size_t n)
 
 static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* AUTOPATCH_SANDBOX_BUILD_CMD --flavor NAME on the host, output to a pipe we keep the tail
- * of, within the build timeout. */
-static int build_flavor(const ap_config *cfg, const char *flavor)
+static const char *tail_lines(const char *t);
+
+/* AUTOPATCH_SANDBOX_BUILD_CMD --flavor NAME on the host, in its own process group, output to a
+ * pipe we keep the tail of, within the build timeout (the whole group is killed after it).
+ * AP_ENOTFOUND with the sentence when it cannot run, fails or times out: the image is still
+ * not there, and the operator's build is what must change. */
+static int build_flavor(const ap_config *cfg, const env_choice *c)
 {
 	const char *cmd = cfg_str(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD");
-	char *argv[] = {(char *)cmd, "--flavor", (char *)flavor, NULL};
+	char *argv[] = {(char *)cmd, "--flavor", (char *)c->flavor, NULL};
 	posix_spawn_file_actions_t fa;
-	char tail[TAIL_CAP + 1] = "", buf[4096];
+	posix_spawnattr_t attr;
+	char tail[TAIL_CAP + 1] = "", buf[4096], what[1200];
 	size_t tlen = 0;
-	int64_t timeout_s = 1200, deadline;
+	int64_t timeout_s = 1200, start = now_ms(), deadline;
 	int pfd[2], status = 0, rc;
+	bool timed_out = false;
+	const char *tl;
 	pid_t pid;
 
 	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S", 1, 86400, &timeout_s)))
 		return rc;
+	snprintf(what, sizeof(what),
+		 "the sandbox image %s for the %s flavour (%s) is not built on this host, and "
+		 "building it with AUTOPATCH_SANDBOX_BUILD_CMD failed: `%.200s --flavor %s`",
+		 c->image, c->flavor, c->why, cmd, c->flavor);
 	if (pipe2(pfd, O_CLOEXEC) != 0)
 		return ap_error_set(AP_EIO, "pipe: %s", strerror(errno));
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
-	rc = posix_spawn(&pid, cmd, &fa, NULL, argv, environ);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setpgroup(&attr, 0);
+	rc = posix_spawn(&pid, cmd, &fa, &attr, argv, environ);
+	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pfd[1]);
 	if (rc != 0) {
 		close(pfd[0]);
-		return ap_error_set(AP_EIO, "cannot run AUTOPATCH_SANDBOX_BUILD_CMD %s: %s", cmd,
-				    strerror(rc));
+		return ap_error_set(AP_ENOTFOUND, "%s could not be run: %s", what, strerror(rc));
 	}
-	deadline = now_ms() + timeout_s * 1000;
+	deadline = start + timeout_s * 1000;
 	for (;;) {
 		struct pollfd p = {pfd[0], POLLIN, 0};
 		int64_t left = deadline - now_ms();
 		ssize_t got;
 
 		if (left <= 0) {
-			kill(pid, SIGKILL);
+			timed_out = true;
+			kill(-pid, SIGKILL);
 			break;
 		}
 		if (poll(&p, 1, left > 1000 ? 1000 : (int)left) <= 0)
@@ -305,11 +322,61 @@ static int build_flavor(const ap_config *cfg, const char *flavor)
 	close(pfd[0]);
 	tail[tlen] = '\0';
 	waitpid(pid, &status, 0);
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+	if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
-	return ap_error_set(AP_EIO, "building the %s flavour (`%s --flavor %s`) %s %d:\n%s", flavor,
-			    cmd, flavor, WIFEXITED(status) ? "exited with" : "was killed by signal",
-			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), tail);
+	/* The sentence is capped at 1 KiB: keep the end of the tail, where the error is. */
+	tl = tail_lines(tail);
+	if (strlen(tl) > BUILD_TAIL_MAX)
+		tl += strlen(tl) - BUILD_TAIL_MAX;
+	if (timed_out)
+		return ap_error_set(AP_ENOTFOUND,
+				    "%s did not finish within AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S "
+				    "(%lld s); its output ended with:\n%s",
+				    what, (long long)timeout_s, tl);
+	return ap_error_set(AP_ENOTFOUND, "%s %s %d after %lld s; its output ended with:\n%s", what,
+			    WIFEXITED(status) ? "exited with" : "was killed by signal",
+			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+			    (long long)((now_ms() - start) / 1000), tl);
+}
+
+/* Builds are serialised across this process's workers (build_lock) and across processes
+ * sharing AUTOPATCH_DATA_DIR (a flock: two `autopatch fix` runs), so a flavour is built once;
+ * whoever waited finds it present. */
+static int build_locked(sbx_engine *e, const ap_config *cfg, env_choice *c)
+{
+	char lock[4200];
+	int fd, rc;
+
+	snprintf(lock, sizeof(lock), "%s/sandbox-build.lock", cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
+	if (fs_mkdir_p(cfg_str(cfg, "AUTOPATCH_DATA_DIR"), 0700) != 0)
+		ap_error_clear();
+	pthread_mutex_lock(&build_lock);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0)
+		while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
+			;
+	/* Another job may have built it while this one waited. */
+	rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
+	if (rc == AP_ENOTFOUND) {
+		ap_error_clear();
+		rc = build_flavor(cfg, c);
+		if (rc == 0) {
+			rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
+			if (rc == AP_ENOTFOUND)
+				rc = ap_error_set(
+				    AP_ENOTFOUND,
+				    "AUTOPATCH_SANDBOX_BUILD_CMD `%.200s --flavor %s` "
+				    "exited with 0, but the sandbox image %s is still "
+				    "not on the Docker engine: the command must tag it "
+				    "so (AUTOPATCH_FLAVOR_REPOSITORY:%s)",
+				    cfg_str(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD"), c->flavor,
+				    c->image, c->flavor);
+		}
+	}
+	if (fd >= 0)
+		close(fd); /* releases the flock */
+	pthread_mutex_unlock(&build_lock);
+	return rc;
 }
 
 int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
@@ -341,16 +408,7 @@ int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
 		 c->flavor);
 	if (note_fn)
 		note_fn(ud, msg);
-	pthread_mutex_lock(&build_lock);
-	/* Another job may have built it while this one waited. */
-	rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
-	if (rc == AP_ENOTFOUND) {
-		ap_error_clear();
-		rc = build_flavor(cfg, c->flavor);
-		if (rc == 0)
-			rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
-	}
-	pthread_mutex_unlock(&build_lock);
+	rc = build_locked(e, cfg, c);
 	if (rc == 0 && note_fn) {
 		snprintf(msg, sizeof(msg), "built the sandbox image %s", c->image);
 		note_fn(ud, msg);
@@ -631,25 +689,33 @@ static void entry_paths(const ap_config *cfg, const char *repo_id, const char *k
 	snprintf(meta, n, "%s/%s.json", dir, key);
 }
 
-static void write_meta(const char *path, const env_cache_entry *e)
+static int write_meta(const char *path, const env_cache_entry *e)
 {
-	char tmp[4300];
-	FILE *f;
+	char text[1024];
+	int len;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
-	if (!f)
-		return;
 	/* Only values autopatch made itself: the repository id, a hex key, an image
 	 * reference (letters, digits, ._-/:@), numbers. */
-	fprintf(f,
-		"{\"repo\":\"%s\",\"key\":\"%s\",\"image\":\"%s\",\"bytes\":%" PRId64
-		",\"setup_ms\":%" PRId64 "}\n",
-		e->repo, e->key, e->image, e->bytes, e->setup_ms);
-	if (fclose(f) == 0)
-		rename(tmp, path);
-	else
-		unlink(tmp);
+	len = snprintf(text, sizeof(text),
+		       "{\"repo\":\"%s\",\"key\":\"%s\",\"image\":\"%s\",\"bytes\":%" PRId64
+		       ",\"setup_ms\":%" PRId64 "}\n",
+		       e->repo, e->key, e->image, e->bytes, e->setup_ms);
+	return fs_write_atomic(path, text, (size_t)len, 0600);
+}
+
+/* The LRU clock: the archive's mtime, from the wall clock with nanoseconds (the kernel's own
+ * file times are coarser, and two uses a few milliseconds apart must stay ordered). */
+static int set_used_now(const char *tar)
+{
+	struct timespec t[2];
+
+	clock_gettime(CLOCK_REALTIME, &t[0]);
+	t[1] = t[0];
+	if (utimensat(AT_FDCWD, tar, t, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	return errno == ENOENT
+		   ? AP_ENOTFOUND
+		   : ap_error_set(AP_EIO, "cannot mark %s used: %s", tar, strerror(errno));
 }
 
 static bool json_field(const char *text, const char *name, char *out, size_t n)
@@ -702,7 +768,8 @@ static int read_entry(const char *dir, const char *name, env_cache_entry *e)
 	if (stat(path, &st) != 0)
 		return AP_ENOTFOUND;
 	e->bytes = st.st_size;
-	e->used_s = st.st_mtime;
+	e->used_s = st.st_mtim.tv_sec;
+	e->used_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 	return 0;
 }
 
@@ -710,7 +777,7 @@ static int cmp_used(const void *a, const void *b)
 {
 	const env_cache_entry *x = a, *y = b;
 
-	return x->used_s < y->used_s ? 1 : x->used_s > y->used_s ? -1 : 0;
+	return x->used_ns < y->used_ns ? 1 : x->used_ns > y->used_ns ? -1 : 0;
 }
 
 int env_cache_list(const ap_config *cfg, env_cache_entry **out, size_t *n)
@@ -757,7 +824,8 @@ int env_cache_list(const ap_config *cfg, env_cache_entry **out, size_t *n)
 		closedir(dd);
 	}
 	closedir(rd);
-	qsort(v, *n, sizeof(*v), cmp_used);
+	if (*n > 1)
+		qsort(v, *n, sizeof(*v), cmp_used);
 	*out = v;
 	return 0;
 }
@@ -790,28 +858,82 @@ int env_cache_clear(const ap_config *cfg, const char *repo_id, size_t *removed)
 	return 0;
 }
 
-/* Least recently used entries go until the total fits the cap (the newest is kept). */
-static void evict(const ap_config *cfg, const env_setup_opts *o)
+int env_cache_put(const ap_config *cfg, const env_cache_entry *e, int (*write_fn)(void *ud, int fd),
+		  void *ud)
+{
+	char dir[4200], tar[4200], meta[4200], tmp[4300];
+	env_cache_entry m = *e;
+	struct stat st;
+	int fd, rc;
+
+	entry_paths(cfg, e->repo, e->key, dir, tar, meta, sizeof(dir));
+	if ((rc = fs_mkdir_p(dir, 0700)))
+		return rc;
+	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", tar); /* unique: workers may race */
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		return ap_error_set(AP_EIO, "cannot write in %s: %s", dir, strerror(errno));
+	rc = write_fn(ud, fd);
+	if (rc == 0 && fstat(fd, &st) != 0)
+		rc = ap_error_set(AP_EIO, "cannot stat %s: %s", tmp, strerror(errno));
+	if (close(fd) != 0 && rc == 0)
+		rc = ap_error_set(AP_EIO, "cannot write %s: %s", tmp, strerror(errno));
+	if (rc == 0 && rename(tmp, tar) != 0)
+		rc = ap_error_set(AP_EIO, "cannot store %s: %s", tar, strerror(errno));
+	if (rc) {
+		unlink(tmp);
+		return rc;
+	}
+	m.bytes = st.st_size;
+	if ((rc = write_meta(meta, &m)) || (rc = set_used_now(tar))) {
+		unlink(tar);
+		return rc;
+	}
+	return 0;
+}
+
+int env_cache_touch(const ap_config *cfg, const char *repo_id, const char *key)
+{
+	char dir[4200], tar[4200], meta[4200];
+
+	entry_paths(cfg, repo_id, key, dir, tar, meta, sizeof(dir));
+	return set_used_now(tar);
+}
+
+int env_cache_evict(const ap_config *cfg, const char *keep_repo, const char *keep_key,
+		    void (*note_fn)(void *ud, const char *msg), void *ud, size_t *removed)
 {
 	env_cache_entry *v = NULL;
 	size_t n = 0;
 	int64_t cap = 0, total = 0;
+	int rc;
 
-	if (cfg_bytes(cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &cap) ||
-	    env_cache_list(cfg, &v, &n)) {
-		ap_error_clear();
-		return;
-	}
+	*removed = 0;
+	if ((rc = cfg_bytes(cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &cap)) ||
+	    (rc = env_cache_list(cfg, &v, &n)))
+		return rc;
 	for (size_t i = 0; i < n; i++)
 		total += v[i].bytes;
-	for (size_t i = n; i-- > 1 && total > cap;) {
+	/* v is most recently used first: remove from the end. */
+	for (size_t i = n; i-- > 0 && total > cap;) {
+		char msg[400];
+
+		if (keep_repo && strcmp(v[i].repo, keep_repo) == 0 &&
+		    strcmp(v[i].key, keep_key) == 0)
+			continue;
 		remove_entry(cfg, &v[i]);
 		total -= v[i].bytes;
-		if (o)
-			note(o, "environment cache: evicted key %.12s (%s, least recently used)",
-			     v[i].key, v[i].repo);
+		(*removed)++;
+		if (note_fn) {
+			snprintf(
+			    msg, sizeof(msg),
+			    "environment cache: evicted key %.12s (%.256s, least recently used)",
+			    v[i].key, v[i].repo);
+			note_fn(ud, msg);
+		}
 	}
 	free(v);
+	return 0;
 }
 
 /* ---- streaming archives ---- */
@@ -929,8 +1051,9 @@ static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_res
 	close(fd);
 	if (rc)
 		return rc;
-	/* Used now: the LRU clock is the archive's mtime. */
-	utimensat(AT_FDCWD, tar, NULL, 0);
+	/* Used now: a restore moves the entry to the front of the LRU order. */
+	if (env_cache_touch(o->cfg, o->repo_id, res->key) != 0)
+		ap_error_clear();
 	res->restored = true;
 	ap_stat_add(AP_STAT_ENV_CACHE_HITS, 1);
 	res->have_products = true;
@@ -939,50 +1062,47 @@ static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_res
 	return 0;
 }
 
-static int cache_save(const env_setup_opts *o, const char *dir, const char *tar, const char *meta,
-		      env_setup_result *res)
+/* The archive of the kept setup products, streamed from the box into the cache's file. */
+struct saver {
+	const env_setup_opts *o;
+	struct sink s;
+};
+
+static int save_archive(void *ud, int fd)
 {
+	struct saver *sv = ud;
 	const char *argv[] = {"sh", "-c", SCRIPT_SAVE, NULL};
 	sbx_cmd cmd = SBX_CMD_INIT;
-	char tmp[4300];
-	struct sink s = {-1, 0, 0, false};
-	env_cache_entry e;
 	int rc;
 
-	if ((rc = cfg_bytes(o->cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &s.cap)))
-		return rc;
-	if ((rc = fs_mkdir_p(dir, 0700)))
-		return rc;
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", tar, (int)getpid());
-	s.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (s.fd < 0)
-		return ap_error_set(AP_EIO, "cannot write %s: %s", tmp, strerror(errno));
+	sv->s.fd = fd;
 	cmd.argv = argv;
 	cmd.raw_stdout = sink_write;
-	cmd.raw_stdout_ud = &s;
-	rc = archive_exec(o, &cmd, "archiving the environment");
-	if (close(s.fd) != 0)
-		s.failed = true;
-	if (rc == 0 && s.failed)
+	cmd.raw_stdout_ud = &sv->s;
+	rc = archive_exec(sv->o, &cmd, "archiving the environment");
+	if (rc == 0 && sv->s.failed)
 		rc = ap_error_set(
 		    AP_ETOOBIG, "the environment is larger than AUTOPATCH_ENV_CACHE_SIZE or could "
 				"not be written; it was not cached");
-	if (rc) {
-		unlink(tmp);
+	return rc;
+}
+
+static int cache_save(const env_setup_opts *o, env_setup_result *res)
+{
+	struct saver sv = {o, {-1, 0, 0, false}};
+	env_cache_entry e;
+	int rc;
+
+	if ((rc = cfg_bytes(o->cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &sv.s.cap)))
 		return rc;
-	}
-	if (rename(tmp, tar) != 0) {
-		unlink(tmp);
-		return ap_error_set(AP_EIO, "cannot store %s: %s", tar, strerror(errno));
-	}
 	memset(&e, 0, sizeof(e));
 	snprintf(e.repo, sizeof(e.repo), "%s", o->repo_id);
 	snprintf(e.key, sizeof(e.key), "%s", res->key);
 	snprintf(e.image, sizeof(e.image), "%s", o->image->image);
-	e.bytes = s.bytes;
 	e.setup_ms = res->setup_ms;
-	write_meta(meta, &e);
-	res->archive_bytes = s.bytes;
+	if ((rc = env_cache_put(o->cfg, &e, save_archive, &sv)))
+		return rc;
+	res->archive_bytes = sv.s.bytes;
 	return 0;
 }
 
@@ -1215,11 +1335,14 @@ int env_setup(const env_setup_opts *o, env_setup_result *res)
 		 (long long)((res->setup_ms + 500) / 1000));
 	note(o, "%s", res->summary);
 	if (use_cache && res->have_products) {
-		erc = cache_save(o, dir, tar, meta, res);
+		erc = cache_save(o, res);
 		if (erc == 0) {
+			size_t gone = 0;
+
 			note(o, "environment cached (key %.12s, %.1f MB)", res->key,
 			     (double)res->archive_bytes / 1e6);
-			evict(o->cfg, o);
+			if (env_cache_evict(o->cfg, o->repo_id, res->key, o->note, o->ud, &gone))
+				ap_error_clear();
 		} else if (erc == AP_ECANCELLED) {
 			rc = erc;
 		} else {

@@ -105,9 +105,14 @@ void env_describe_choice(const env_choice *c, char *out, size_t n);
  * Whether the chosen image is present (fills c->image_id). AP_ENOTFOUND with the sentence:
  * for a flavour, the build command (`deploy/sandbox-image/build.sh --flavor NAME`); for
  * another image, `docker pull IMAGE` (autopatch never pulls). With AUTOPATCH_SANDBOX_BUILD_CMD
- * set, a missing flavour is built on first use instead: note() is told before the build starts
- * (it takes minutes), builds are serialised across jobs, and a failed or timed-out build
- * (AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S) ends with its exit status and output tail.
+ * set, a missing flavour is built on first use instead (`CMD --flavor NAME`, in its own process
+ * group): note() is told before the build starts ("building the sandbox image for the go
+ * flavour (first use; ...)") and after ("built the sandbox image ..."); builds are serialised
+ * across the workers of a process and across processes sharing AUTOPATCH_DATA_DIR (a flock on
+ * its sandbox-build.lock), so a job that waited finds the image built and builds nothing. A
+ * build that cannot start, fails, passes AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S (its process group
+ * is killed) or exits 0 without tagging the image is AP_ENOTFOUND too - the image is still
+ * missing - with the command, its exit status and the tail of its output.
  */
 int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
 		    void (*note)(void *ud, const char *msg), void *ud);
@@ -191,6 +196,7 @@ typedef struct env_cache_entry {
 	char image[256];  /* the image reference it was made in */
 	int64_t bytes;	  /* archive size */
 	int64_t used_s;	  /* last use (Unix time) */
+	int64_t used_ns;  /* last use, nanoseconds since the epoch: the LRU order */
 	int64_t setup_ms; /* how long the setup it replaces took */
 } env_cache_entry;
 
@@ -199,6 +205,30 @@ int env_cache_list(const ap_config *cfg, env_cache_entry **out, size_t *n);
 
 /* Remove the entries of repo_id (NULL: all). *removed gets how many. */
 int env_cache_clear(const ap_config *cfg, const char *repo_id, size_t *removed);
+
+/*
+ * Keep an archive as the entry (e->repo, e->key): write_fn(ud, fd) writes it into a new
+ * temporary file of the cache (0, or a negative AP_E* that abandons it), which then replaces
+ * any archive of that key; e->image and e->setup_ms become its metadata (the size is the
+ * file's). The entry counts as used now. Neither the caller nor this reads the archive.
+ * AP_EIO naming the file, or write_fn's error; nothing is left behind on error.
+ */
+int env_cache_put(const ap_config *cfg, const env_cache_entry *e, int (*write_fn)(void *ud, int fd),
+		  void *ud);
+
+/* Mark the entry used now (every restore does): the LRU clock is the archive's mtime, set
+ * to the wall clock with nanoseconds. AP_ENOTFOUND when there is no such entry. */
+int env_cache_touch(const ap_config *cfg, const char *repo_id, const char *key);
+
+/*
+ * Remove the least recently used entries until the archives' total fits
+ * AUTOPATCH_ENV_CACHE_SIZE. The entry (keep_repo, keep_key) - the one just stored - is never
+ * removed (keep_repo NULL: none is kept). note(ud, sentence), when given, hears each removal
+ * ("environment cache: evicted key 3f2a... (owner/name, least recently used)"); *removed gets
+ * how many. AP_EINVAL for a bad AUTOPATCH_ENV_CACHE_SIZE, AP_EIO when the cache is unreadable.
+ */
+int env_cache_evict(const ap_config *cfg, const char *keep_repo, const char *keep_key,
+		    void (*note)(void *ud, const char *msg), void *ud, size_t *removed);
 
 /*
  * The connections the box's egress proxy refused so far, one line each:

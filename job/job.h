@@ -29,6 +29,7 @@ typedef struct job_info {
 	int64_t trigger_comment_id; /* the comment to react to, 0 for a label trigger */
 	const char *payload;	    /* the raw, verified delivery body (JSON) */
 	int attempts;		    /* 1 on the first run */
+	int64_t epoch;		    /* fencing epoch of this lease; grows with every re-lease */
 	bool final_attempt;	    /* set by the pool: a JOB_RETRY now would fail the job */
 } job_info;
 
@@ -57,8 +58,9 @@ typedef struct job_usage {
 } job_usage;
 
 /* What the pool offers a running job. Every function is called on the job's own thread with
- * the handle's ctx; should_stop and cancelled are also safe from other threads (they read
- * flags). Messages are redacted by the pool before they are stored. */
+ * the handle's ctx; should_stop, cancelled and fence are also safe from other threads the job
+ * starts (the progress comment's writer). Messages are redacted by the pool before they are
+ * stored. */
 typedef struct job_ops {
 	/* A stage transition (an event row; also extends the lease). msg may be NULL. */
 	int (*stage)(void *ctx, enum job_stage stage, const char *msg);
@@ -86,6 +88,15 @@ typedef struct job_ops {
 	 * hold, so the day carries what was spent. A run that never closes (its process died)
 	 * keeps charging the larger of hold and spending. May be NULL. */
 	int (*spend_record)(void *ctx, const job_usage *u, bool final);
+	/* Fencing: call right before every external side effect (push, PR create/update,
+	 * comment create/edit, label, reaction). 0 while this run's lease is still the job's
+	 * current one (and the lease is extended); AP_ESTALE once the job was rescued or leased
+	 * again (this run was presumed dead: another run owns the job now), or another negative
+	 * code when it cannot be checked. On any non-zero the job must not do the side effect,
+	 * publish nothing further and return (should_stop is then true as well). The job's
+	 * REST clients also ask it as each write goes on the wire (gh_rest_set_write_guard), so
+	 * a run frozen between its check and the request sends nothing. */
+	int (*fence)(void *ctx);
 } job_ops;
 
 typedef struct job_ctl {
@@ -116,6 +127,10 @@ static inline int job_ctl_state_set(const job_ctl *c, const char *key, const cha
 static inline char *job_ctl_state_get(const job_ctl *c, const char *key)
 {
 	return c->ops->state_get(c->ctx, key);
+}
+static inline int job_ctl_fence(const job_ctl *c)
+{
+	return c->ops->fence(c->ctx);
 }
 
 static inline int job_ctl_spend_open(const job_ctl *c, const job_spend_req *req,

@@ -81,6 +81,8 @@ struct run {
 	ssize_t live_ev;   /* index of the live setup step, -1 when none */
 	enum progress_state state;
 	bool spending; /* the run holds a row in the spending ledger (close it at the end) */
+	comment_fence cm_fence; /* the comment writer's fencing check (job_ctl's fence) */
+	bool stale;		/* the lease is no longer current: publish nothing more */
 };
 
 static const char *const stage_names[] = {"preparing", "planning", "building", "testing",
@@ -347,11 +349,38 @@ static void env_live_cb(void *ud, const char *msg)
 	live_event(ud, msg);
 }
 
+/* Fencing (job.h): right before every side effect on GitHub. Non-zero: the side effect is
+ * not made, and the run publishes nothing more (AP_ESTALE: another run owns the job now). */
+static int fence(struct run *r)
+{
+	int rc = job_ctl_fence(r->ctl);
+
+	if (rc == AP_ESTALE)
+		r->stale = true;
+	return rc;
+}
+
+static int fence_cb(void *ud)
+{
+	return job_ctl_fence((const job_ctl *)ud);
+}
+
+/* The job's REST client asks the fence again as each write goes on the wire. */
+static int write_guard(void *ud)
+{
+	return fence(ud);
+}
+
+/* Between steps: stopped by a cancel or a shutdown (AP_ECANCELLED), or because this run's
+ * lease is no longer current (AP_ESTALE). */
 static int checkpoint(struct run *r)
 {
-	if (job_ctl_should_stop(r->ctl))
-		return ap_error_set(AP_ECANCELLED, "the job was stopped");
-	return 0;
+	if (!job_ctl_should_stop(r->ctl))
+		return 0;
+	if (r->stale || fence(r) == AP_ESTALE)
+		return ap_error_set(AP_ESTALE, "the job's lease is no longer current: another run "
+					       "owns it now");
+	return ap_error_set(AP_ECANCELLED, "the job was stopped");
 }
 
 /* The fixer's progress: map its stage names to job stages. */
@@ -871,8 +900,10 @@ static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 			rc = gh_pull_find_by_head(r->rest, r->job->repo, w->branch, "open", &pr);
 		number = 0;
 		if (rc == 0) {
-			rc = gh_pull_update(r->rest, r->job->repo, pr.number, NULL, body, NULL,
-					    NULL);
+			rc = fence(r);
+			if (rc == 0)
+				rc = gh_pull_update(r->rest, r->job->repo, pr.number, NULL, body,
+						    NULL, NULL);
 			break;
 		}
 		if (rc != AP_ENOTFOUND)
@@ -900,6 +931,8 @@ static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 		req.base = w->repo.default_branch ? w->repo.default_branch : "main";
 		req.body = body;
 		req.draft = true;
+		if ((rc = fence(r)))
+			break;
 		rc = gh_pull_create(r->rest, r->job->repo, &req, &pr);
 		if (rc == 0)
 			break;
@@ -1020,6 +1053,10 @@ static int publish(struct run *r, struct work *w, bool iterate)
 		goto out;
 	/* A first run owns the branch (force: a retry after a crash rewrites it); an iteration
 	 * adds a commit on top of the PR's head, so a plain push. */
+	if ((rc = fence(r))) {
+		free(token);
+		goto out;
+	}
 	rc = gh_git_push(r->p->git, repo_dir, w->git_url, token, w->branch, !iterate);
 	free(token);
 	if (rc)
@@ -1034,6 +1071,8 @@ static int publish(struct run *r, struct work *w, bool iterate)
 		for (int n = 0; rc == 0; n++) {
 			int64_t reply_id;
 
+			if ((rc = fence(r)))
+				break;
 			rc = comment_create_once(r->rest, r->job->repo, r->job->issue, REPLY_MARKER,
 						 r->job->id, body, true, &reply_id);
 			if (rc != AP_ERATELIMIT || (rc = wait_rate_limit(r, n, &waited)))
@@ -1112,6 +1151,13 @@ static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 
 	if (!r->failure)
 		set_str(&r->failure, *why ? why : ap_error_name(rc));
+	if (rc == AP_ESTALE || r->stale) {
+		/* Presumed dead and replaced: the run that owns the job now tells the issue. */
+		ap_log(AP_LOG_WARN, r->job->delivery, r->job->id,
+		       "lease no longer current (epoch %" PRId64 "): stopping without publishing",
+		       r->job->epoch);
+		return;
+	}
 	describe_tried(r, &w->res);
 	if (rc == AP_ECANCELLED && job_ctl_cancelled(r->ctl)) {
 		r->state = PROGRESS_CANCELLED;
@@ -1138,7 +1184,8 @@ static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 	if (r->state == PROGRESS_FAILED && !iterate) {
 		static const char *const labels[] = {FAILED_LABEL};
 
-		if (gh_labels_add(r->rest, r->job->repo, r->job->issue, labels, 1) != 0) {
+		if (fence(r) != 0 ||
+		    gh_labels_add(r->rest, r->job->repo, r->job->issue, labels, 1) != 0) {
 			ap_log(AP_LOG_WARN, r->job->delivery, r->job->id, "could not add label: %s",
 			       ap_error_last());
 			ap_error_clear();
@@ -1166,7 +1213,8 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	r.trajectory = strdup(path);
 	job_ctl_state_set(ctl, "trajectory", path);
 	stored = job_ctl_state_get(ctl, "comment_id");
-	rc = comment_new(&r.cm, p->cfg, gh_app_creds(p->app), job,
+	r.cm_fence = (comment_fence){fence_cb, (void *)ctl};
+	rc = comment_new(&r.cm, p->cfg, gh_app_creds(p->app), job, &r.cm_fence,
 			 stored ? strtoll(stored, NULL, 10) : 0, p->comment_interval_ms);
 	free(stored);
 	if (rc)
@@ -1174,6 +1222,7 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	rc = gh_rest_new(&r.rest, p->cfg, gh_app_creds(p->app), job->installation_id);
 	if (rc)
 		goto out;
+	gh_rest_set_write_guard(r.rest, write_guard, &r);
 	/* A job cancelled while it waited for a retry comes here only to say so in its comment. */
 	if ((rc = checkpoint(&r)))
 		goto out;
@@ -1243,7 +1292,7 @@ out:
 		outcome->summary = why;
 		ap_log(AP_LOG_INFO, job->delivery, job->id, "job ended: %s: %s", ap_error_name(rc),
 		       why ? why : "");
-		if (rc == AP_ECANCELLED) {
+		if (rc == AP_ECANCELLED || rc == AP_ESTALE) {
 			outcome->kind = JOB_CANCELLED;
 		} else if (retryable(rc)) {
 			outcome->kind = JOB_RETRY;

@@ -28,12 +28,6 @@ static const char *const stage_titles[] = {"Preparing", "Planning", "Building", 
 					   "Publishing"};
 #define N_STAGES (sizeof(stages) / sizeof(stages[0]))
 
-/* Cut s at max bytes without splitting a UTF-8 sequence. */
-static size_t cut_len(const char *s, size_t max)
-{
-	return ap_utf8_prefix(s, strlen(s), max);
-}
-
 /* Text the model can influence, made safe for GitHub: redacted as written and again as a
  * reader sees it (a secret spelled with character references or zero-width characters),
  * neutralised (job/sanitize.h: no reference, mention, link, image or HTML), at most max bytes.
@@ -47,7 +41,7 @@ static char *clean(const char *s, size_t max, bool *cut)
 	red = redact_str(s);
 	if (!red)
 		return NULL;
-	n = cut_len(red, max);
+	n = ap_utf8_cut(red, max);
 	*cut = red[n] != '\0';
 	red[n] = '\0';
 	t = sanitize_str(red);
@@ -559,7 +553,7 @@ int progress_render_pr_title(int64_t issue, const char *issue_title, char **out)
 {
 	ap_buf b = AP_BUF_INIT(512);
 	const char *t = issue_title ? issue_title : "";
-	size_t n = cut_len(t, 200);
+	size_t n = ap_utf8_cut(t, 200);
 
 	ap_buf_addf(&b, "Fix #%" PRId64 ": ", issue);
 	for (size_t i = 0; i < n; i++) {

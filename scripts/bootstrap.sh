@@ -10,7 +10,7 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 APT_PACKAGES=(
   build-essential meson ninja-build pkg-config clang clang-format libclang-rt-14-dev
   libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libssl-dev libgit2-dev libsqlite3-dev
-  libyaml-dev libpcre2-dev libcmocka-dev libwebsockets-dev
+  libyaml-dev libpcre2-dev libcmocka-dev libwebsockets-dev libpq-dev zlib1g-dev postgresql
   python3 python3-pytest python3-yaml git sqlite3 openssl curl ca-certificates chromium
   docker.io runsc mmdebstrap iptables wrk nginx nodejs npm
 )
@@ -29,6 +29,12 @@ if ((${#need_apt[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# The PostgreSQL tests run a throw-away server (initdb + pg_ctl) as this unprivileged user:
+# initdb refuses to run as root (tests/e2e/pg_util.py creates it too when missing).
+if [[ $(id -u) == 0 ]] && ! id autopatch-pg >/dev/null 2>&1; then
+  useradd --system --no-create-home --shell /usr/sbin/nologin autopatch-pg
 fi
 
 # gVisor: register runsc with dockerd (the same script a production host runs: it merges the

@@ -88,9 +88,11 @@ else
 fi
 
 step "sandbox flavours the end-to-end tests run in"
-# tests/e2e/test_environments.py runs projects in the python and node flavours; each build is
-# skipped when its content-hash tag exists (a first build takes a few minutes).
-for flavor in python node; do
+# Every flavour a test runs a box of: python (the default, also built by bootstrap.sh) and node
+# in tests/e2e/test_environments.py, test_proof.py and test_doctor.py, c for the Makefile
+# projects of test_proof.py. Each build is skipped when its content-hash tag exists, so this is
+# a no-op on a machine that has them; a first build takes a few minutes (mmdebstrap).
+for flavor in python node c; do
   deploy/sandbox-image/build.sh --flavor "$flavor" || fail_setup=$((fail_setup + 1))
 done
 

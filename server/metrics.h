@@ -24,7 +24,8 @@ void metrics_latency(double seconds);
 void metrics_deadline_cut(bool body);
 
 /* Observe one run of a job: outcome is "succeeded", "failed", "cancelled", "retry" (re-queued
- * to run again) or "interrupted" (a shutdown re-queued it); anything else counts as failed. */
+ * to run again) or "interrupted" (a shutdown re-queued it, or the run lost its lease to another
+ * run); anything else counts as failed. */
 void metrics_job_done(const char *outcome, double seconds);
 
 /* Observe one stage of a run (its start to the next stage or the run's end). */

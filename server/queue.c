@@ -1,103 +1,39 @@
 /* SPDX-License-Identifier: MIT */
-/* server/queue.c - the SQLite job queue (see queue.h and docs/internals/queue.md). */
+/* server/queue.c - the job queue's behaviour, once for both backends (see queue.h and
+ * docs/internals/queue.md): every statement here is SQL that SQLite and PostgreSQL both
+ * accept, run through the driver table of queue_db.h. */
 #include "server/queue.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/money.h"
+#include "server/queue_db.h"
 #include "server/webhook.h"
 
-#include <assert.h>
-#include <errno.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
+#include <zlib.h>
 
-/* Texts stored per job are capped so one runaway result cannot bloat the database. */
-#define Q_TEXT_MAX (16 * 1024)
+/* A stored body never inflates past this (the webhook body cap plus room). */
+#define Q_BODY_MAX ((size_t)32 * 1024 * 1024)
 
-/* Prepared statements are cached per connection, keyed by the address of their SQL literal:
- * preparing costs more than running most of these statements. */
-#define Q_STMT_CACHE 64
+/* deliveries.body_encoding */
+enum { BODY_RAW = 0, BODY_ZLIB = 1 };
+
+/* A batch whose transaction failed for a passing reason (deadlock, serialization, a dropped
+ * connection) is tried this often in all. */
+#define Q_INGEST_TRIES 3
 
 struct queue {
-	sqlite3 *db;
+	const q__driver *drv;
+	q__db *db;
 	pthread_mutex_t lock;
-	char *path;
-	struct {
-		const char *sql;
-		sqlite3_stmt *st;
-	} cache[Q_STMT_CACHE];
-	int ncache;
 };
 
-static const char schema[] =
-    "CREATE TABLE IF NOT EXISTS deliveries("
-    " id INTEGER PRIMARY KEY,"
-    " delivery TEXT NOT NULL UNIQUE,"
-    " event TEXT NOT NULL,"
-    " body BLOB NOT NULL,"
-    " received INTEGER NOT NULL,"
-    " outcome TEXT NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS jobs("
-    " id INTEGER PRIMARY KEY,"
-    " delivery TEXT NOT NULL,"
-    " event TEXT NOT NULL,"
-    " repo TEXT NOT NULL,"
-    " repo_id INTEGER NOT NULL DEFAULT 0,"
-    " installation_id INTEGER NOT NULL DEFAULT 0,"
-    " issue INTEGER NOT NULL,"
-    " trigger TEXT NOT NULL,"
-    " feedback TEXT,"
-    " trigger_comment_id INTEGER NOT NULL DEFAULT 0,"
-    " state TEXT NOT NULL DEFAULT 'queued'"
-    "  CHECK(state IN ('queued','running','succeeded','failed','cancelled')),"
-    " stage TEXT,"
-    " attempts INTEGER NOT NULL DEFAULT 0,"
-    " lease_owner TEXT,"
-    " lease_until INTEGER,"
-    " not_before INTEGER NOT NULL DEFAULT 0,"
-    " created INTEGER NOT NULL,"
-    " updated INTEGER NOT NULL,"
-    " result TEXT,"
-    " error TEXT,"
-    " cancel_requested INTEGER NOT NULL DEFAULT 0);"
-    /* Semantic dedupe, enforced by the database too: one active job per (repo, issue). */
-    "CREATE UNIQUE INDEX IF NOT EXISTS jobs_active ON jobs(repo, issue)"
-    " WHERE state IN ('queued','running');"
-    "CREATE INDEX IF NOT EXISTS jobs_ready ON jobs(state, not_before, id);"
-    "CREATE TABLE IF NOT EXISTS job_events("
-    " id INTEGER PRIMARY KEY,"
-    " job INTEGER NOT NULL,"
-    " time INTEGER NOT NULL,"
-    " stage TEXT,"
-    " message TEXT NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS job_events_job ON job_events(job, id);"
-    "CREATE TABLE IF NOT EXISTS job_state("
-    " job INTEGER NOT NULL,"
-    " key TEXT NOT NULL,"
-    " value TEXT NOT NULL,"
-    " PRIMARY KEY(job, key));"
-    /* The spending ledger (docs/agents.md "Costs and budgets"): one row per run of a job.
-     * Money in micro-dollars. A day carries spent for closed rows and max(reserved, spent)
-     * for open ones, so a run whose process died keeps its hold (fail closed). */
-    "CREATE TABLE IF NOT EXISTS spend("
-    " id INTEGER PRIMARY KEY,"
-    " job INTEGER NOT NULL,"
-    " repo TEXT NOT NULL,"
-    " day TEXT NOT NULL," /* UTC YYYY-MM-DD of the run's start */
-    " reserved INTEGER NOT NULL,"
-    " spent INTEGER NOT NULL DEFAULT 0,"
-    " tokens_in INTEGER NOT NULL DEFAULT 0,"
-    " tokens_out INTEGER NOT NULL DEFAULT 0,"
-    " calls INTEGER NOT NULL DEFAULT 0,"
-    " priced INTEGER NOT NULL,"
-    " open INTEGER NOT NULL DEFAULT 1);"
-    "CREATE INDEX IF NOT EXISTS spend_day ON spend(day, repo);"
-    "CREATE INDEX IF NOT EXISTS spend_job ON spend(job);";
+#define ARGS(...)                                                                                  \
+	(const q__val[]){__VA_ARGS__}, (int)(sizeof((q__val[]){__VA_ARGS__}) / sizeof(q__val))
 
 static const char *stage_names[] = {"preparing", "planning", "building", "testing", "publishing"};
 
@@ -125,140 +61,212 @@ int64_t q_backoff_ms(int64_t base_ms, int attempts)
 	return d > 3600000 ? 3600000 : d;
 }
 
-static int db_fail(queue *q, const char *what)
+size_t q__text_len(const char *s)
 {
-	int code = sqlite3_errcode(q->db);
-
-	return ap_error_set(code == SQLITE_FULL || code == SQLITE_IOERR || code == SQLITE_BUSY ||
-				    code == SQLITE_LOCKED
-				? AP_EIO
-				: AP_EINVAL,
-			    "database %s: %s failed: %s", q->path, what, sqlite3_errmsg(q->db));
+	return ap_utf8_cut(s, Q_TEXT_MAX);
 }
 
-static int exec_raw(queue *q, const char *sql)
+/* One statement; rows and changes may be NULL. */
+static int x(queue *q, const char *sql, const q__val *args, int nargs, q__res **rows,
+	     int64_t *changes)
 {
-	if (sqlite3_exec(q->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-		return db_fail(q, sql);
-	return 0;
+	return q->drv->exec(q->db, sql, args, nargs, rows, changes);
 }
 
-/* The cached statement for sql (a string literal), reset and unbound. Callers "release" it
- * with sqlite3_reset(), never finalize it; q_close() does. */
-static int prep(queue *q, sqlite3_stmt **st, const char *sql)
+/* A statement without parameters or rows (BEGIN, COMMIT, SAVEPOINT ...). */
+static int sx(queue *q, const char *sql)
 {
-	for (int i = 0; i < q->ncache; i++)
-		if (q->cache[i].sql == sql) {
-			*st = q->cache[i].st;
-			sqlite3_reset(*st);
-			sqlite3_clear_bindings(*st);
-			return 0;
+	return q->drv->exec(q->db, sql, NULL, 0, NULL, NULL);
+}
+
+/* Roll back the open transaction, keeping the message of the failure that caused it. */
+static void rollback(queue *q)
+{
+	char saved[1024];
+
+	snprintf(saved, sizeof(saved), "%s", ap_error_last());
+	sx(q, "ROLLBACK");
+	ap_error_set(AP_EIO, "%s", saved);
+}
+
+static char *dup_text(queue *q, const q__res *r, int row, int col)
+{
+	const char *s = q->drv->res_text(r, row, col);
+
+	return s ? strdup(s) : NULL;
+}
+
+/* --- bodies ------------------------------------------------------------------------------ */
+
+/* A zlib copy of body when that is smaller, else NULL (stored raw). */
+static unsigned char *deflate_body(const char *body, size_t len, size_t *zlen)
+{
+	uLongf n = compressBound((uLong)len);
+	unsigned char *z;
+
+	*zlen = 0;
+	if (len < 64 || len > Q_BODY_MAX)
+		return NULL;
+	z = malloc(n);
+	if (!z)
+		return NULL;
+	if (compress2(z, &n, (const Bytef *)body, (uLong)len, Z_BEST_SPEED) != Z_OK || n >= len) {
+		free(z);
+		return NULL;
+	}
+	*zlen = n;
+	return z;
+}
+
+/* The body as stored, decoded into a NUL-terminated malloc'd string. */
+static int inflate_body(unsigned char *stored, size_t n, int64_t encoding, char **out)
+{
+	ap_buf b = AP_BUF_INIT(Q_BODY_MAX);
+	unsigned char chunk[16384];
+	z_stream zs;
+	int zr, rc = 0;
+
+	*out = NULL;
+	if (encoding == BODY_RAW) {
+		*out = (char *)stored;
+		return 0;
+	}
+	if (encoding != BODY_ZLIB) {
+		free(stored);
+		return ap_error_set(AP_EINVAL, "stored body has an unknown encoding %lld",
+				    (long long)encoding);
+	}
+	memset(&zs, 0, sizeof(zs));
+	if (inflateInit(&zs) != Z_OK) {
+		free(stored);
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	zs.next_in = stored;
+	zs.avail_in = (uInt)n;
+	do {
+		zs.next_out = chunk;
+		zs.avail_out = sizeof(chunk);
+		zr = inflate(&zs, Z_NO_FLUSH);
+		if (zr != Z_OK && zr != Z_STREAM_END) {
+			rc = ap_error_set(AP_EINVAL, "stored body does not decompress");
+			break;
 		}
-	assert(q->ncache < Q_STMT_CACHE);
-	if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK)
-		return db_fail(q, "prepare");
-	q->cache[q->ncache].sql = sql;
-	q->cache[q->ncache].st = *st;
-	q->ncache++;
+		if ((rc = ap_buf_add(&b, chunk, sizeof(chunk) - zs.avail_out)))
+			break;
+	} while (zr != Z_STREAM_END);
+	inflateEnd(&zs);
+	free(stored);
+	if (rc == 0 && !b.data)
+		rc = ap_buf_adds(&b, "");
+	if (rc) {
+		ap_buf_release(&b);
+		return rc;
+	}
+	*out = ap_buf_take(&b);
 	return 0;
 }
 
-/* A single statement without results (BEGIN, COMMIT, SAVEPOINT ...), from the cache. */
-static int exec(queue *q, const char *sql)
+/* --- open and migrate -------------------------------------------------------------------- */
+
+bool q_shared(const queue *q)
 {
-	sqlite3_stmt *st;
+	return q->drv->shared;
+}
+
+const char *q_backend(const queue *q)
+{
+	return q->drv->name;
+}
+
+static int read_version(queue *q, int *out)
+{
+	q__res *r = NULL;
 	int rc;
 
-	if ((rc = prep(q, &st, sql)))
+	*out = 0;
+	rc = x(q, "SELECT max(version) FROM schema_migrations", NULL, 0, &r, NULL);
+	if (rc == 0 && q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0))
+		*out = (int)q->drv->res_int(r, 0, 0);
+	q->drv->res_free(r);
+	return rc;
+}
+
+int q_schema_version(queue *q, int *out)
+{
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	rc = read_version(q, out);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+/* Apply the migrations this database lacks, under the cross-process lock. */
+static int migrate(queue *q, const char *target)
+{
+	int have = 0, want = q->drv->nmigrations, rc;
+
+	if (read_version(q, &have) == 0 && have == want)
+		return 0;
+	ap_error_clear();
+	if ((rc = q->drv->migrate_lock(q->db)))
 		return rc;
-	rc = sqlite3_step(st);
-	sqlite3_reset(st);
-	return rc == SQLITE_DONE ? 0 : db_fail(q, sql);
-}
-
-/* Bind a text that may be NULL, capped at Q_TEXT_MAX bytes. */
-static void bind_text(sqlite3_stmt *st, int i, const char *s)
-{
-	size_t n;
-
-	if (!s) {
-		sqlite3_bind_null(st, i);
-		return;
+	if ((rc = q->drv->script(q->db, "CREATE TABLE IF NOT EXISTS schema_migrations("
+					" version INTEGER PRIMARY KEY,"
+					" applied BIGINT NOT NULL)")) ||
+	    (rc = read_version(q, &have)))
+		goto out_unlock;
+	if (have > want) {
+		rc = ap_error_set(AP_EINVAL,
+				  "database %s has schema version %d, newer than this autopatch "
+				  "(%d): upgrade autopatch",
+				  target, have, want);
+		goto out_unlock;
 	}
-	n = strlen(s);
-	sqlite3_bind_text(st, i, s, (int)(n > Q_TEXT_MAX ? Q_TEXT_MAX : n), SQLITE_TRANSIENT);
-}
-
-/* Step a statement that returns no rows, then reset it. */
-static int run(queue *q, sqlite3_stmt *st, const char *what)
-{
-	int rc = sqlite3_step(st);
-
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE)
-		return db_fail(q, what);
-	return 0;
+	for (int v = have + 1; v <= want; v++)
+		if ((rc = q->drv->script(q->db, q->drv->migrations[v - 1])) ||
+		    (rc = x(q, "INSERT INTO schema_migrations(version, applied) VALUES(?1, ?2)",
+			    ARGS(QI(v), QI(q_now_ms())), NULL, NULL)))
+			goto out_unlock;
+	return q->drv->migrate_unlock(q->db, true);
+out_unlock:
+	q->drv->migrate_unlock(q->db, false);
+	return rc;
 }
 
 void q_close(queue *q)
 {
 	if (!q)
 		return;
-	for (int i = 0; i < q->ncache; i++)
-		sqlite3_finalize(q->cache[i].st);
-	sqlite3_close_v2(q->db);
+	if (q->db)
+		q->drv->close(q->db);
 	pthread_mutex_destroy(&q->lock);
-	free(q->path);
 	free(q);
 }
 
-int q_open(queue **out, const char *path, enum q_open_mode mode)
+int q_open(queue **out, const char *target, enum q_open_mode mode)
 {
-	int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;
-	struct stat stbuf;
 	queue *q;
 	int rc;
 
 	*out = NULL;
-	if (mode == Q_OPEN_EXISTING && stat(path, &stbuf) != 0)
-		return ap_error_set(AP_ENOTFOUND, "no database at %s (set AUTOPATCH_DB)", path);
 	q = calloc(1, sizeof(*q));
 	if (!q)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	pthread_mutex_init(&q->lock, NULL);
-	q->path = strdup(path);
-	if (!q->path) {
-		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	q->drv = q__is_pg_uri(target) ? &q__pg_driver : &q__sqlite_driver;
+	if ((rc = q->drv->open(&q->db, target, mode == Q_OPEN_CREATE)))
+		goto fail;
+	if ((rc = migrate(q, target))) {
+		char why[1024];
+
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		rc = ap_error_set(rc == AP_EUNAVAIL ? AP_EUNAVAIL : AP_EIO,
+				  "cannot migrate database: %s", why);
 		goto fail;
 	}
-	if (mode == Q_OPEN_CREATE)
-		flags |= SQLITE_OPEN_CREATE;
-	if (sqlite3_open_v2(path, &q->db, flags, NULL) != SQLITE_OK) {
-		rc = ap_error_set(AP_EIO, "cannot open database %s: %s", path,
-				  q->db ? sqlite3_errmsg(q->db) : "out of memory");
-		goto fail;
-	}
-	if (sqlite3_db_readonly(q->db, "main") == 1) {
-		rc = ap_error_set(AP_EIO, "database %s is read-only", path);
-		goto fail;
-	}
-	sqlite3_busy_timeout(q->db, 10000);
-	sqlite3_extended_result_codes(q->db, 0);
-	/* WAL: readers never block the writer. synchronous=FULL: a COMMIT is on disk before the
-	 * 2xx goes out (group commit pays one fsync per batch, not per delivery). */
-	if ((rc = exec_raw(q, "PRAGMA journal_mode=WAL")) ||
-	    (rc = exec_raw(q, "PRAGMA synchronous=FULL")) || (rc = exec_raw(q, "BEGIN IMMEDIATE")))
-		goto fail_msg;
-	if ((rc = exec_raw(q, schema))) {
-		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-		goto fail_msg;
-	}
-	if ((rc = exec_raw(q, "COMMIT")))
-		goto fail_msg;
 	*out = q;
 	return 0;
-fail_msg:
-	rc = ap_error_set(AP_EIO, "cannot use database %s: %s", path, sqlite3_errmsg(q->db));
 fail:
 	q_close(q);
 	return rc;
@@ -266,153 +274,142 @@ fail:
 
 int q_autocheckpoint(queue *q, int pages)
 {
-	int rc;
+	int rc = 0;
 
+	if (!q->drv->autocheckpoint)
+		return 0;
 	pthread_mutex_lock(&q->lock);
-	rc = sqlite3_wal_autocheckpoint(q->db, pages) == SQLITE_OK ? 0
-								   : db_fail(q, "autocheckpoint");
+	rc = q->drv->autocheckpoint(q->db, pages);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
 
 int q_checkpoint(queue *q)
 {
-	int rc;
+	int rc = 0;
 
+	if (!q->drv->checkpoint)
+		return 0;
 	pthread_mutex_lock(&q->lock);
-	rc = sqlite3_wal_checkpoint_v2(q->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+	rc = q->drv->checkpoint(q->db);
 	pthread_mutex_unlock(&q->lock);
-	return rc == SQLITE_OK || rc == SQLITE_BUSY ? 0 : db_fail(q, "checkpoint");
+	return rc;
 }
 
 /* --- intake ---------------------------------------------------------------------------- */
 
 static int add_event(queue *q, int64_t job, const char *stage, const char *msg, int64_t now)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if ((rc = prep(q, &st,
-		       "INSERT INTO job_events(job, time, stage, message) "
-		       "VALUES(?,?,?,?)")))
-		return rc;
-	sqlite3_bind_int64(st, 1, job);
-	sqlite3_bind_int64(st, 2, now);
-	bind_text(st, 3, stage);
-	bind_text(st, 4, msg ? msg : "");
-	return run(q, st, "insert event");
+	return x(q, "INSERT INTO job_events(job, time, stage, message) VALUES(?1, ?2, ?3, ?4)",
+		 ARGS(QI(job), QI(now), QT(stage), QT(msg ? msg : "")), NULL, NULL);
 }
 
 static int find_active(queue *q, const char *repo, int64_t issue, int64_t *id)
 {
-	sqlite3_stmt *st;
+	q__res *r = NULL;
 	int rc;
 
 	*id = 0;
-	if ((rc = prep(q, &st,
-		       "SELECT id FROM jobs WHERE repo=? AND issue=? AND "
-		       "state IN ('queued','running') LIMIT 1")))
-		return rc;
-	bind_text(st, 1, repo);
-	sqlite3_bind_int64(st, 2, issue);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*id = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : db_fail(q, "find active job");
+	rc = x(q,
+	       "SELECT id FROM jobs WHERE repo=?1 AND issue=?2 AND "
+	       "state IN ('queued','running') LIMIT 1",
+	       ARGS(QT(repo), QI(issue)), &r, NULL);
+	if (rc == 0 && q->drv->res_rows(r) > 0)
+		*id = q->drv->res_int(r, 0, 0);
+	q->drv->res_free(r);
+	return rc;
 }
 
+/* The UPDATE of each branch names the state it saw, so a job another replica leased or
+ * cancelled in between is looked at again instead of overwritten. */
 static int cancel_locked(queue *q, const char *repo, int64_t issue, const char *why, int64_t now,
 			 int *count)
 {
-	sqlite3_stmt *st;
-	int64_t id;
-	int rc, n = 0;
-	bool running, has_comment;
-
-	if ((rc = prep(q, &st,
-		       "SELECT id, state='running', EXISTS(SELECT 1 FROM job_state s "
-		       "WHERE s.job=jobs.id AND s.key='comment_id') FROM jobs WHERE repo=? "
-		       "AND issue=? AND state IN ('queued','running')")))
-		return rc;
-	bind_text(st, 1, repo);
-	sqlite3_bind_int64(st, 2, issue);
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		sqlite3_reset(st);
-		if (count)
-			*count = 0;
-		return rc == SQLITE_DONE ? 0 : db_fail(q, "find job to cancel");
-	}
-	id = sqlite3_column_int64(st, 0);
-	running = sqlite3_column_int(st, 1);
-	has_comment = sqlite3_column_int(st, 2);
-	sqlite3_reset(st);
-
-	if (running)
-		rc = prep(q, &st, "UPDATE jobs SET cancel_requested=1, updated=? WHERE id=?");
-	else if (has_comment)
-		/* A job waiting for a retry already told the issue "autopatch will retry": it is
-		 * leased at once so the pipeline edits that comment to say cancelled (a worker
-		 * sees cancel_requested before running it). */
-		rc = prep(q, &st,
-			  "UPDATE jobs SET cancel_requested=1, not_before=0, updated=? WHERE id=?");
-	else
-		rc = prep(q, &st,
-			  "UPDATE jobs SET state='cancelled', cancel_requested=1, "
-			  "error='cancelled', lease_owner=NULL, lease_until=NULL, updated=? "
-			  "WHERE id=?");
-	if (rc)
-		return rc;
-	sqlite3_bind_int64(st, 1, now);
-	sqlite3_bind_int64(st, 2, id);
-	if ((rc = run(q, st, "cancel job")))
-		return rc;
-	n = 1;
-	if ((rc = add_event(q, id, NULL, why, now)))
-		return rc;
-	if (count)
-		*count = n;
-	return 0;
-}
-
-/* Apply one delivery inside the open transaction. */
-/* Apply one delivery inside the open transaction. The raw body is kept for deliveries that
- * do something (a new job reads its payload from it; a cancel is worth auditing); ignored
- * deliveries and triggers for an already active job keep only their metadata, so the noise a
- * busy installation sends does not grow the database by a payload each. */
-static int ingest_one(queue *q, q_delivery *d, int64_t now)
-{
-	sqlite3_stmt *st;
-	int64_t active = 0;
-	const char *outcome;
-	bool keep_body;
 	int rc;
 
-	if (d->kind == Q_TRIGGER && (rc = find_active(q, d->repo, d->issue, &active)))
-		return rc;
+	if (count)
+		*count = 0;
+	for (int tries = 0; tries < 5; tries++) {
+		q__res *r = NULL;
+		int64_t id, changed = 0;
+		bool running, has_comment;
+		const char *sql;
+
+		rc = x(q,
+		       "SELECT id, CASE WHEN state='running' THEN 1 ELSE 0 END, "
+		       "CASE WHEN EXISTS(SELECT 1 FROM job_state s WHERE s.job=jobs.id AND "
+		       "s.key='comment_id') THEN 1 ELSE 0 END FROM jobs WHERE repo=?1 AND "
+		       "issue=?2 AND state IN ('queued','running')",
+		       ARGS(QT(repo), QI(issue)), &r, NULL);
+		if (rc || q->drv->res_rows(r) == 0) {
+			q->drv->res_free(r);
+			return rc;
+		}
+		id = q->drv->res_int(r, 0, 0);
+		running = q->drv->res_int(r, 0, 1) != 0;
+		has_comment = q->drv->res_int(r, 0, 2) != 0;
+		q->drv->res_free(r);
+		if (running)
+			sql = "UPDATE jobs SET cancel_requested=1, updated=?1 WHERE id=?2 AND "
+			      "state='running'";
+		else if (has_comment)
+			/* A job waiting for a retry already told the issue "autopatch will
+			 * retry": it is leased at once so the pipeline edits that comment to say
+			 * cancelled (a worker sees cancel_requested before running it). */
+			sql = "UPDATE jobs SET cancel_requested=1, not_before=0, updated=?1 "
+			      "WHERE id=?2 AND state='queued'";
+		else
+			sql = "UPDATE jobs SET state='cancelled', cancel_requested=1, "
+			      "error='cancelled', lease_owner=NULL, lease_until=NULL, updated=?1 "
+			      "WHERE id=?2 AND state='queued'";
+		if ((rc = x(q, sql, ARGS(QI(now), QI(id)), NULL, &changed)))
+			return rc;
+		if (changed == 0)
+			continue;
+		if ((rc = add_event(q, id, NULL, why, now)))
+			return rc;
+		if (count)
+			*count = 1;
+		return 0;
+	}
+	return ap_error_set(AP_EIO, "job of %s#%lld kept changing while being cancelled", repo,
+			    (long long)issue);
+}
+
+/* Apply one delivery inside the open transaction. The raw body (compressed when that is
+ * smaller: zbody) is kept for deliveries that do something (a new job reads its payload from
+ * it; a cancel is worth auditing); ignored deliveries and triggers for an already active job
+ * keep only their metadata, so the noise a busy installation sends does not grow the
+ * database by a payload each. The job insert itself enforces one active job per issue (the
+ * partial unique index), so two replicas racing on one issue store one job. */
+static int ingest_one(queue *q, q_delivery *d, const unsigned char *zbody, size_t zlen, int64_t now)
+{
+	bool keep_body = d->kind == Q_CANCEL || d->kind == Q_TRIGGER;
+	const char *outcome;
+	q__val body = QB("", 0);
+	int64_t enc = BODY_RAW, changed = 0, active = 0;
+	q__res *r = NULL;
+	int rc;
+
 	if (d->kind == Q_RECORD)
 		outcome = d->note ? d->note : "ignored";
 	else if (d->kind == Q_CANCEL)
 		outcome = "cancel";
 	else
-		outcome = active ? "active job" : "queued";
-	keep_body = d->kind == Q_CANCEL || (d->kind == Q_TRIGGER && !active);
-	if ((rc = prep(q, &st,
-		       "INSERT INTO deliveries(delivery, event, body, received, outcome) "
-		       "VALUES(?,?,?,?,?) ON CONFLICT(delivery) DO NOTHING")))
+		outcome = "queued";
+	if (keep_body && zbody) {
+		body = QB(zbody, zlen);
+		enc = BODY_ZLIB;
+	} else if (keep_body && d->len) {
+		body = QB(d->body, d->len);
+	}
+	if ((rc = x(q,
+		    "INSERT INTO deliveries(delivery, event, body, body_encoding, received, "
+		    "outcome) VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(delivery) DO NOTHING",
+		    ARGS(QT(d->delivery), QT(d->event), body, QI(enc), QI(now), QT(outcome)), NULL,
+		    &changed)))
 		return rc;
-	bind_text(st, 1, d->delivery);
-	bind_text(st, 2, d->event);
-	if (keep_body && d->len)
-		sqlite3_bind_blob64(st, 3, d->body, d->len, SQLITE_STATIC);
-	else
-		sqlite3_bind_zeroblob(st, 3, 0);
-	sqlite3_bind_int64(st, 4, now);
-	bind_text(st, 5, outcome);
-	if ((rc = run(q, st, "insert delivery")))
-		return rc;
-	if (sqlite3_changes(q->db) == 0) {
+	if (changed == 0) {
 		d->result = Q_DUPLICATE;
 		return 0;
 	}
@@ -429,76 +426,343 @@ static int ingest_one(queue *q, q_delivery *d, int64_t now)
 		d->result = Q_CANCELLED;
 		return 0;
 	}
-	if (active) {
-		d->result = Q_ACTIVE;
-		d->job_id = active;
-		return 0;
+	if ((rc = x(q,
+		    "INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, issue, "
+		    "trigger, feedback, trigger_comment_id, created, updated) "
+		    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10) "
+		    "ON CONFLICT(repo, issue) WHERE state IN ('queued','running') DO NOTHING "
+		    "RETURNING id",
+		    ARGS(QT(d->delivery), QT(d->event), QT(d->repo), QI(d->repo_id),
+			 QI(d->installation_id), QI(d->issue), QT(wh_trigger_name(d->trigger)),
+			 QT(d->feedback), QI(d->comment_id), QI(now)),
+		    &r, NULL)))
+		return rc;
+	if (q->drv->res_rows(r) > 0) {
+		d->job_id = q->drv->res_int(r, 0, 0);
+		q->drv->res_free(r);
+		d->result = Q_QUEUED;
+		return add_event(q, d->job_id, NULL, "queued", now);
 	}
-	if ((rc = prep(q, &st,
-		       "INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, "
-		       "issue, trigger, feedback, trigger_comment_id, created, updated) "
-		       "VALUES(?,?,?,?,?,?,?,?,?,?,?)")))
+	q->drv->res_free(r);
+	if ((rc = find_active(q, d->repo, d->issue, &active)) ||
+	    (rc = x(q,
+		    "UPDATE deliveries SET outcome='active job', body=?1, body_encoding=0 "
+		    "WHERE delivery=?2",
+		    ARGS(QB("", 0), QT(d->delivery)), NULL, NULL)))
 		return rc;
-	bind_text(st, 1, d->delivery);
-	bind_text(st, 2, d->event);
-	bind_text(st, 3, d->repo);
-	sqlite3_bind_int64(st, 4, d->repo_id);
-	sqlite3_bind_int64(st, 5, d->installation_id);
-	sqlite3_bind_int64(st, 6, d->issue);
-	bind_text(st, 7, wh_trigger_name(d->trigger));
-	bind_text(st, 8, d->feedback);
-	sqlite3_bind_int64(st, 9, d->comment_id);
-	sqlite3_bind_int64(st, 10, now);
-	sqlite3_bind_int64(st, 11, now);
-	if ((rc = run(q, st, "insert job")))
+	d->result = Q_ACTIVE;
+	d->job_id = active;
+	return 0;
+}
+
+struct ing_ctx {
+	q_delivery *d;
+	unsigned char *z;
+	size_t zlen;
+};
+
+static int by_delivery(const void *a, const void *b)
+{
+	const struct ing_ctx *x1 = a, *x2 = b;
+
+	return strcmp(x1->d->delivery ? x1->d->delivery : "",
+		      x2->d->delivery ? x2->d->delivery : "");
+}
+
+/* "(?b, ?b+1, ... ?b+k-1), (...) ..." for rows rows of k parameters each, numbered from
+ * *next on; *next moves past them. */
+static int add_values(ap_buf *b, size_t rows, int k, int *next)
+{
+	int rc = 0;
+
+	for (size_t r = 0; rc == 0 && r < rows; r++) {
+		rc = ap_buf_adds(b, r ? ",(" : "(");
+		for (int i = 0; rc == 0 && i < k; i++)
+			rc = ap_buf_addf(b, i ? ",?%d" : "?%d", (*next)++);
+		if (rc == 0)
+			rc = ap_buf_adds(b, ")");
+	}
+	return rc;
+}
+
+/* A statement built at run time, with its parameters; rows may be NULL. */
+static int xd(queue *q, ap_buf *sql, const q__val *args, int nargs, q__res **rows)
+{
+	if (!sql->data)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return q->drv->exec_once(q->db, sql->data, args, nargs, rows, NULL);
+}
+
+static bool same(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+/* The batch of record and trigger deliveries in a few multi-row statements instead of a few
+ * per delivery (a round trip each on PostgreSQL): the same rules as ingest_one. The
+ * deliveries go in first (ON CONFLICT: duplicates, within the batch too), then the jobs of the
+ * new triggers (ON CONFLICT on the active-job index: a second trigger for an issue, in the
+ * batch or already in the database, stores no job), then the bodies of those that found an
+ * active job are dropped and their job found, then the "queued" events. */
+static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
+{
+	ap_buf sql = AP_BUF_INIT(4 * 1024 * 1024);
+	q__val *v = calloc(n * 11 + 1, sizeof(*v));
+	size_t nnew = 0, nact = 0;
+	q__res *r = NULL;
+	int rc, p = 1, k = 0;
+
+	if (!v)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	/* 1. deliveries */
+	ap_buf_adds(&sql, "INSERT INTO deliveries(delivery, event, body, body_encoding, received, "
+			  "outcome) VALUES ");
+	if ((rc = add_values(&sql, n, 6, &p)))
+		goto out;
+	ap_buf_adds(&sql, " ON CONFLICT(delivery) DO NOTHING RETURNING delivery");
+	for (size_t i = 0; i < n; i++) {
+		q_delivery *d = c[i].d;
+		bool trig = d->kind == Q_TRIGGER;
+
+		v[k++] = QT(d->delivery);
+		v[k++] = QT(d->event);
+		v[k++] = trig && c[i].z	  ? QB(c[i].z, c[i].zlen)
+			 : trig && d->len ? QB(d->body, d->len)
+					  : QB("", 0);
+		v[k++] = QI(trig && c[i].z ? BODY_ZLIB : BODY_RAW);
+		v[k++] = QI(now);
+		v[k++] = QT(trig ? "queued" : d->note ? d->note : "ignored");
+		d->result = Q_DUPLICATE;
+	}
+	if ((rc = xd(q, &sql, v, k, &r)))
+		goto out;
+	for (int row = 0; row < q->drv->res_rows(r); row++) {
+		const char *id = q->drv->res_text(r, row, 0);
+
+		for (size_t i = 0; i < n; i++)
+			if (c[i].d->result == Q_DUPLICATE && same(c[i].d->delivery, id)) {
+				c[i].d->result = c[i].d->kind == Q_TRIGGER ? Q_FAILED : Q_RECORDED;
+				nnew += c[i].d->kind == Q_TRIGGER;
+				break;
+			}
+	}
+	q->drv->res_free(r);
+	r = NULL;
+	if (nnew == 0)
+		goto out;
+	/* 2. jobs of the new triggers (still Q_FAILED here) */
+	ap_buf_reset(&sql);
+	ap_buf_adds(&sql,
+		    "INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, "
+		    "issue, trigger, feedback, trigger_comment_id, created, updated) VALUES ");
+	p = 1;
+	k = 0;
+	for (size_t i = 0; i < n; i++) {
+		q_delivery *d = c[i].d;
+
+		if (d->result != Q_FAILED)
+			continue;
+		ap_buf_adds(&sql, k ? ",(" : "(");
+		for (int j = 0; j < 10; j++)
+			ap_buf_addf(&sql, j ? ",?%d" : "?%d", p + j);
+		ap_buf_addf(&sql, ",?%d)", p + 9);
+		p += 10;
+		v[k++] = QT(d->delivery);
+		v[k++] = QT(d->event);
+		v[k++] = QT(d->repo);
+		v[k++] = QI(d->repo_id);
+		v[k++] = QI(d->installation_id);
+		v[k++] = QI(d->issue);
+		v[k++] = QT(wh_trigger_name(d->trigger));
+		v[k++] = QT(d->feedback);
+		v[k++] = QI(d->comment_id);
+		v[k++] = QI(now);
+	}
+	ap_buf_adds(&sql, " ON CONFLICT(repo, issue) WHERE state IN ('queued','running') DO "
+			  "NOTHING RETURNING id, delivery");
+	if ((rc = xd(q, &sql, v, k, &r)))
+		goto out;
+	for (int row = 0; row < q->drv->res_rows(r); row++) {
+		const char *id = q->drv->res_text(r, row, 1);
+
+		for (size_t i = 0; i < n; i++)
+			if (c[i].d->result == Q_FAILED && same(c[i].d->delivery, id)) {
+				c[i].d->result = Q_QUEUED;
+				c[i].d->job_id = q->drv->res_int(r, row, 0);
+				break;
+			}
+	}
+	q->drv->res_free(r);
+	r = NULL;
+	/* 3. triggers that found an active job: no body, and the job they found */
+	for (size_t i = 0; i < n; i++)
+		nact += c[i].d->result == Q_FAILED;
+	if (nact) {
+		ap_buf_reset(&sql);
+		ap_buf_adds(&sql, "SELECT repo, issue, id FROM jobs WHERE state IN "
+				  "('queued','running') AND (repo, issue) IN (VALUES ");
+		p = 1;
+		k = 0;
+		if ((rc = add_values(&sql, nact, 2, &p)))
+			goto out;
+		ap_buf_adds(&sql, ")");
+		for (size_t i = 0; i < n; i++)
+			if (c[i].d->result == Q_FAILED) {
+				v[k++] = QT(c[i].d->repo);
+				v[k++] = QI(c[i].d->issue);
+			}
+		if ((rc = xd(q, &sql, v, k, &r)))
+			goto out;
+		for (size_t i = 0; i < n; i++) {
+			q_delivery *d = c[i].d;
+
+			if (d->result != Q_FAILED)
+				continue;
+			for (int row = 0; row < q->drv->res_rows(r); row++)
+				if (same(q->drv->res_text(r, row, 0), d->repo) &&
+				    q->drv->res_int(r, row, 1) == d->issue)
+					d->job_id = q->drv->res_int(r, row, 2);
+		}
+		q->drv->res_free(r);
+		r = NULL;
+		ap_buf_reset(&sql);
+		ap_buf_adds(&sql, "UPDATE deliveries SET outcome='active job', body=?1, "
+				  "body_encoding=0 WHERE delivery IN (");
+		k = 0;
+		v[k++] = QB("", 0);
+		for (size_t i = 0; i < n; i++)
+			if (c[i].d->result == Q_FAILED) {
+				ap_buf_addf(&sql, k > 1 ? ",?%d" : "?%d", k + 1);
+				v[k++] = QT(c[i].d->delivery);
+				c[i].d->result = Q_ACTIVE;
+			}
+		ap_buf_adds(&sql, ")");
+		if ((rc = xd(q, &sql, v, k, NULL)))
+			goto out;
+	}
+	/* 4. the new jobs' first event */
+	ap_buf_reset(&sql);
+	ap_buf_adds(&sql, "INSERT INTO job_events(job, time, stage, message) VALUES ");
+	k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (c[i].d->result == Q_QUEUED) {
+			ap_buf_addf(&sql,
+				    k ? ",(?%d,?%d,NULL,'queued')" : "(?%d,?%d,NULL,'queued')",
+				    k + 1, k + 2);
+			v[k++] = QI(c[i].d->job_id);
+			v[k++] = QI(now);
+		}
+	if (k && (rc = xd(q, &sql, v, k, NULL)))
+		goto out;
+out:
+	q->drv->res_free(r);
+	ap_buf_release(&sql);
+	free(v);
+	return rc;
+}
+
+/* One try at the whole batch. isolate: each item under its own savepoint, so a failing item
+ * fails alone (the first try goes without: one round trip less per statement pair). *item_failed
+ * says that an item failed while not isolated (the batch is then rolled back). */
+static int ingest_try(queue *q, struct ing_ctx *c, size_t n, int64_t now, bool isolate,
+		      bool *item_failed)
+{
+	int rc;
+
+	*item_failed = false;
+	if ((rc = sx(q, q->drv->begin_write)))
 		return rc;
-	d->job_id = sqlite3_last_insert_rowid(q->db);
-	d->result = Q_QUEUED;
-	return add_event(q, d->job_id, NULL, "queued", now);
+	/* Without cancels the order of the items does not matter: a few statements for all. */
+	for (size_t i = 0; !isolate && i < n && c[i].d->kind != Q_CANCEL; i++)
+		if (i == n - 1) {
+			for (size_t j = 0; j < n; j++) {
+				c[j].d->job_id = 0;
+				c[j].d->ncancelled = 0;
+			}
+			if ((rc = ingest_batch(q, c, n, now))) {
+				*item_failed = true;
+				goto out_rollback;
+			}
+			goto out_commit;
+		}
+	for (size_t i = 0; i < n; i++) {
+		q_delivery *d = c[i].d;
+
+		d->result = Q_FAILED;
+		d->job_id = 0;
+		d->ncancelled = 0;
+		if (isolate && (rc = sx(q, "SAVEPOINT item")))
+			goto out_rollback;
+		if ((rc = ingest_one(q, d, c[i].z, c[i].zlen, now))) {
+			d->result = Q_FAILED;
+			if (!isolate) {
+				*item_failed = true;
+				goto out_rollback;
+			}
+			if ((rc = sx(q, "ROLLBACK TO item")))
+				goto out_rollback;
+		}
+		if (isolate && (rc = sx(q, "RELEASE item")))
+			goto out_rollback;
+	}
+out_commit:
+	if ((rc = sx(q, "COMMIT")))
+		goto out_rollback;
+	return 0;
+out_rollback:
+	rollback(q);
+	return rc;
 }
 
 int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now)
 {
-	int rc;
+	struct ing_ctx *c = calloc(n ? n : 1, sizeof(*c));
+	bool isolate = false, item_failed = false, queued = false;
+	int rc = AP_ENOMEM;
 
-	pthread_mutex_lock(&q->lock);
-	if ((rc = exec(q, "BEGIN IMMEDIATE")))
-		goto out_fail_all;
-	for (size_t i = 0; i < n; i++) {
-		items[i]->result = Q_FAILED;
-		items[i]->job_id = 0;
-		items[i]->ncancelled = 0;
-		if ((rc = exec(q, "SAVEPOINT item")))
-			goto out_rollback;
-		if (ingest_one(q, items[i], now)) {
+	if (!c) {
+		for (size_t i = 0; i < n; i++)
 			items[i]->result = Q_FAILED;
-			if ((rc = exec(q, "ROLLBACK TO item")))
-				goto out_rollback;
-		}
-		if ((rc = exec(q, "RELEASE item")))
-			goto out_rollback;
+		return ap_error_set(AP_ENOMEM, "out of memory");
 	}
-	if ((rc = exec(q, "COMMIT")))
-		goto out_rollback;
+	/* Compress outside the lock. */
+	for (size_t i = 0; i < n; i++) {
+		c[i].d = items[i];
+		if (items[i]->kind != Q_RECORD)
+			c[i].z = deflate_body(items[i]->body, items[i]->len, &c[i].zlen);
+	}
+	/* Replicas write in one order (by delivery id), so two batches holding the same ids
+	 * wait for each other instead of deadlocking. */
+	if (q->drv->shared)
+		qsort(c, n, sizeof(*c), by_delivery);
+	pthread_mutex_lock(&q->lock);
+	for (int tries = 0; tries < Q_INGEST_TRIES; tries++) {
+		rc = ingest_try(q, c, n, now, isolate, &item_failed);
+		if (rc == 0)
+			break;
+		if (item_failed)
+			isolate = true;
+		else if (rc != AP_EIO && rc != AP_EUNAVAIL)
+			break;
+	}
+	if (rc == 0) {
+		for (size_t i = 0; i < n; i++)
+			queued |= items[i]->result == Q_QUEUED;
+		if (queued && q->drv->notify)
+			q->drv->notify(q->db);
+		ap_error_clear();
+	} else {
+		for (size_t i = 0; i < n; i++)
+			items[i]->result = Q_FAILED;
+	}
 	pthread_mutex_unlock(&q->lock);
-	return 0;
-out_rollback:
-	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
-out_fail_all:
 	for (size_t i = 0; i < n; i++)
-		items[i]->result = Q_FAILED;
-	pthread_mutex_unlock(&q->lock);
+		free(c[i].z);
+	free(c);
 	return rc;
 }
 
 /* --- workers --------------------------------------------------------------------------- */
-
-static char *col_dup(sqlite3_stmt *st, int i)
-{
-	const unsigned char *s = sqlite3_column_text(st, i);
-
-	return s ? strdup((const char *)s) : NULL;
-}
 
 void q_job_free(job_info *job)
 {
@@ -512,89 +776,93 @@ void q_job_free(job_info *job)
 	free(job);
 }
 
+/* The oldest ready job, taken in one statement; PostgreSQL skips rows another replica is
+ * taking at this moment. */
+#define LEASE_SQL(row_lock)                                                                        \
+	"UPDATE jobs SET state='running', attempts=attempts+1, lease_epoch=lease_epoch+1, "        \
+	"lease_owner=?1, lease_until=?2, stage='preparing', updated=?3 WHERE id=(SELECT id FROM "  \
+	"jobs WHERE state='queued' AND not_before<=?3 ORDER BY not_before, id LIMIT 1" row_lock    \
+	") RETURNING id, attempts, lease_epoch"
+static const char lease_sql[] = LEASE_SQL("");
+static const char lease_sql_skip_locked[] = LEASE_SQL(" FOR UPDATE SKIP LOCKED");
+
+static int read_job(queue *q, int64_t id, job_info *job)
+{
+	unsigned char *body = NULL;
+	size_t blen = 0;
+	q__res *r = NULL;
+	int rc, t;
+
+	if ((rc = x(q,
+		    "SELECT j.delivery, j.event, j.repo, j.repo_id, j.installation_id, j.issue, "
+		    "j.trigger, j.feedback, j.trigger_comment_id, d.body, d.body_encoding "
+		    "FROM jobs j LEFT JOIN deliveries d ON d.delivery=j.delivery WHERE j.id=?1",
+		    ARGS(QI(id)), &r, NULL)))
+		return rc;
+	if (q->drv->res_rows(r) != 1) {
+		q->drv->res_free(r);
+		return ap_error_set(AP_EIO, "leased job %lld vanished", (long long)id);
+	}
+	job->delivery = dup_text(q, r, 0, 0);
+	job->event = dup_text(q, r, 0, 1);
+	job->repo = dup_text(q, r, 0, 2);
+	job->repo_id = q->drv->res_int(r, 0, 3);
+	job->installation_id = q->drv->res_int(r, 0, 4);
+	job->issue = q->drv->res_int(r, 0, 5);
+	t = wh_trigger_parse(q->drv->res_text(r, 0, 6));
+	job->trigger = t < 0 ? JOB_TRIGGER_LABEL : (enum job_trigger)t;
+	job->feedback = dup_text(q, r, 0, 7);
+	job->trigger_comment_id = q->drv->res_int(r, 0, 8);
+	if (!job->delivery || !job->event || !job->repo ||
+	    (!q->drv->res_null(r, 0, 7) && !job->feedback))
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	else if ((rc = q->drv->res_blob(r, 0, 9, &body, &blen)) == 0)
+		rc = inflate_body(body, blen,
+				  q->drv->res_null(r, 0, 10) ? 0 : q->drv->res_int(r, 0, 10),
+				  (char **)&job->payload);
+	if (rc == 0 && !job->payload && !(job->payload = strdup("")))
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	q->drv->res_free(r);
+	return rc;
+}
+
 int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info **out)
 {
-	sqlite3_stmt *st = NULL;
+	const char *sql = q->drv->shared ? lease_sql_skip_locked : lease_sql;
 	job_info *job = NULL;
-	int64_t id;
-	int rc, t;
+	q__res *r = NULL;
 	char msg[160];
+	int rc;
 
 	*out = NULL;
-	pthread_mutex_lock(&q->lock);
-	if ((rc = exec(q, "BEGIN IMMEDIATE")))
-		goto out_unlock;
-	if ((rc = prep(q, &st,
-		       "SELECT id FROM jobs WHERE state='queued' AND not_before<=? "
-		       "ORDER BY not_before, id LIMIT 1")))
-		goto out_rollback;
-	sqlite3_bind_int64(st, 1, now);
-	rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		rc = rc == SQLITE_DONE ? AP_ENOTFOUND : db_fail(q, "select ready job");
-		goto out_rollback;
-	}
-	id = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	st = NULL;
-	if ((rc = prep(q, &st,
-		       "UPDATE jobs SET state='running', attempts=attempts+1, "
-		       "lease_owner=?, lease_until=?, stage='preparing', updated=? WHERE id=?")))
-		goto out_rollback;
-	bind_text(st, 1, owner);
-	sqlite3_bind_int64(st, 2, now + lease_ms);
-	sqlite3_bind_int64(st, 3, now);
-	sqlite3_bind_int64(st, 4, id);
-	rc = run(q, st, "lease job");
-	st = NULL;
-	if (rc)
-		goto out_rollback;
-	if ((rc = prep(q, &st,
-		       "SELECT j.delivery, j.event, j.repo, j.repo_id, j.installation_id, "
-		       "j.issue, j.trigger, j.feedback, j.trigger_comment_id, j.attempts, "
-		       "d.body FROM jobs j LEFT JOIN deliveries d ON d.delivery=j.delivery "
-		       "WHERE j.id=?")))
-		goto out_rollback;
-	sqlite3_bind_int64(st, 1, id);
-	if (sqlite3_step(st) != SQLITE_ROW) {
-		rc = db_fail(q, "read leased job");
-		goto out_rollback;
-	}
 	job = calloc(1, sizeof(*job));
-	if (!job) {
-		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	if (!job)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	pthread_mutex_lock(&q->lock);
+	if ((rc = sx(q, q->drv->begin_write)))
+		goto out_unlock;
+	if ((rc = x(q, sql, ARGS(QT(owner), QI(now + lease_ms), QI(now)), &r, NULL)))
+		goto out_rollback;
+	if (q->drv->res_rows(r) == 0) {
+		rc = AP_ENOTFOUND;
 		goto out_rollback;
 	}
-	job->id = id;
-	job->delivery = col_dup(st, 0);
-	job->event = col_dup(st, 1);
-	job->repo = col_dup(st, 2);
-	job->repo_id = sqlite3_column_int64(st, 3);
-	job->installation_id = sqlite3_column_int64(st, 4);
-	job->issue = sqlite3_column_int64(st, 5);
-	t = wh_trigger_parse((const char *)sqlite3_column_text(st, 6));
-	job->trigger = t < 0 ? JOB_TRIGGER_LABEL : (enum job_trigger)t;
-	job->feedback = col_dup(st, 7);
-	job->trigger_comment_id = sqlite3_column_int64(st, 8);
-	job->attempts = sqlite3_column_int(st, 9);
-	job->payload = col_dup(st, 10);
-	if (!job->delivery || !job->event || !job->repo || !job->payload ||
-	    (sqlite3_column_type(st, 7) != SQLITE_NULL && !job->feedback)) {
-		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	job->id = q->drv->res_int(r, 0, 0);
+	job->attempts = (int)q->drv->res_int(r, 0, 1);
+	job->epoch = q->drv->res_int(r, 0, 2);
+	if ((rc = read_job(q, job->id, job)))
 		goto out_rollback;
-	}
-	sqlite3_reset(st);
-	st = NULL;
 	snprintf(msg, sizeof(msg), "leased by %.100s (attempt %d)", owner, job->attempts);
-	if ((rc = add_event(q, id, "preparing", msg, now)) || (rc = exec(q, "COMMIT")))
+	if ((rc = add_event(q, job->id, "preparing", msg, now)) || (rc = sx(q, "COMMIT")))
 		goto out_rollback;
+	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	*out = job;
 	return 0;
 out_rollback:
-	sqlite3_reset(st);
-	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	rollback(q);
 out_unlock:
+	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	q_job_free(job);
 	return rc;
@@ -602,68 +870,89 @@ out_unlock:
 
 int q_heartbeat(queue *q, int64_t id, const char *owner, int64_t lease_ms, int64_t now)
 {
-	sqlite3_stmt *st;
+	int64_t changed = 0;
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	if ((rc = prep(q, &st,
-		       "UPDATE jobs SET lease_until=? WHERE id=? AND lease_owner=? AND "
-		       "state='running'")))
-		goto out;
-	sqlite3_bind_int64(st, 1, now + lease_ms);
-	sqlite3_bind_int64(st, 2, id);
-	bind_text(st, 3, owner);
-	if ((rc = run(q, st, "heartbeat")) == 0 && sqlite3_changes(q->db) == 0)
+	rc = x(q,
+	       "UPDATE jobs SET lease_until=?1 WHERE id=?2 AND lease_owner=?3 AND "
+	       "state='running'",
+	       ARGS(QI(now + lease_ms), QI(id), QT(owner)), NULL, &changed);
+	if (rc == 0 && changed == 0)
 		rc = ap_error_set(AP_ENOTFOUND, "job %lld: lease lost", (long long)id);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int q_fence(queue *q, const q_lease_ref *l, int64_t lease_ms, const char *stage, const char *msg,
+	    int64_t now)
+{
+	int64_t changed = 0;
+	int rc;
+
+	pthread_mutex_lock(&q->lock);
+	if (msg && (rc = sx(q, q->drv->begin_write)))
+		goto out;
+	rc = x(q,
+	       "UPDATE jobs SET lease_until=?1, stage=COALESCE(?5, stage), "
+	       "updated=CASE WHEN ?5 IS NULL THEN updated ELSE ?6 END WHERE id=?2 AND "
+	       "lease_owner=?3 AND lease_epoch=?4 AND state='running' AND lease_until>=?6",
+	       ARGS(QI(now + lease_ms), QI(l->id), QT(l->owner), QI(l->epoch), QT(stage), QI(now)),
+	       NULL, &changed);
+	if (rc == 0 && changed == 0)
+		rc = ap_error_set(AP_ESTALE,
+				  "job %lld: lease epoch %lld is no longer current (the job was "
+				  "rescued or leased again)",
+				  (long long)l->id, (long long)l->epoch);
+	if (msg) {
+		if (rc == 0 && (rc = add_event(q, l->id, stage, msg, now)) == 0)
+			rc = sx(q, "COMMIT");
+		if (rc)
+			rollback(q);
+	}
 out:
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
 
-/* Run st, an UPDATE of a job this worker leases, then record msg and COMMIT. AP_ENOTFOUND when
- * the UPDATE matched nothing (the lease was lost); the caller rolls back on any error. */
-static int commit_leased_update(queue *q, sqlite3_stmt *st, int64_t id, const char *what,
-				const char *msg, int64_t now)
+/* Run an UPDATE of a job this worker leases, then record msg and COMMIT, in the transaction
+ * the caller opened. AP_ENOTFOUND when the UPDATE matched nothing (the lease was lost); the
+ * caller rolls back on any error. */
+static int commit_leased_update(queue *q, const char *sql, const q__val *args, int nargs,
+				int64_t id, const char *msg, int64_t now)
 {
+	int64_t changed = 0;
 	int rc;
 
-	if ((rc = run(q, st, what)))
+	if ((rc = x(q, sql, args, nargs, NULL, &changed)))
 		return rc;
-	if (sqlite3_changes(q->db) == 0)
+	if (changed == 0)
 		return ap_error_set(AP_ENOTFOUND, "job %lld: lease lost", (long long)id);
 	if ((rc = add_event(q, id, NULL, msg, now)))
 		return rc;
-	return exec(q, "COMMIT");
+	return sx(q, "COMMIT");
 }
 
 int q_finish(queue *q, int64_t id, const char *owner, const char *state, const char *text,
 	     int64_t now)
 {
 	bool ok = strcmp(state, "succeeded") == 0;
-	sqlite3_stmt *st;
 	char msg[200];
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
-	if ((rc = exec(q, "BEGIN IMMEDIATE")))
-		goto out;
-	if ((rc = prep(q, &st,
-		       "UPDATE jobs SET state=?, result=?, error=?, lease_owner=NULL, "
-		       "lease_until=NULL, updated=? WHERE id=? AND lease_owner=? AND "
-		       "state='running'")))
-		goto out_rollback;
-	bind_text(st, 1, state);
-	bind_text(st, 2, ok ? text : NULL);
-	bind_text(st, 3, ok ? NULL : text);
-	sqlite3_bind_int64(st, 4, now);
-	sqlite3_bind_int64(st, 5, id);
-	bind_text(st, 6, owner);
 	snprintf(msg, sizeof(msg), "%s: %.180s", state, text ? text : "");
-	if ((rc = commit_leased_update(q, st, id, "finish job", msg, now)))
-		goto out_rollback;
-	goto out;
-out_rollback:
-	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	pthread_mutex_lock(&q->lock);
+	if ((rc = sx(q, q->drv->begin_write)))
+		goto out;
+	if ((rc = commit_leased_update(
+		 q,
+		 "UPDATE jobs SET state=?1, result=?2, error=?3, lease_owner=NULL, "
+		 "lease_until=NULL, updated=?4 WHERE id=?5 AND lease_owner=?6 AND "
+		 "state='running'",
+		 ARGS(QT(state), QT(ok ? text : NULL), QT(ok ? NULL : text), QI(now), QI(id),
+		      QT(owner)),
+		 id, msg, now)))
+		rollback(q);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return rc;
@@ -672,32 +961,26 @@ out:
 int q_release(queue *q, int64_t id, const char *owner, int64_t not_before, const char *error,
 	      bool refund, int64_t now)
 {
-	sqlite3_stmt *st;
 	char msg[200];
 	int rc;
 
-	pthread_mutex_lock(&q->lock);
-	if ((rc = exec(q, "BEGIN IMMEDIATE")))
-		goto out;
-	if ((rc = prep(q, &st,
-		       "UPDATE jobs SET state='queued', lease_owner=NULL, "
-		       "lease_until=NULL, not_before=?, error=?, "
-		       "attempts=max(0, attempts-?), updated=? "
-		       "WHERE id=? AND lease_owner=? AND state='running'")))
-		goto out_rollback;
-	sqlite3_bind_int64(st, 1, not_before);
-	bind_text(st, 2, error);
-	sqlite3_bind_int(st, 3, refund ? 1 : 0);
-	sqlite3_bind_int64(st, 4, now);
-	sqlite3_bind_int64(st, 5, id);
-	bind_text(st, 6, owner);
 	snprintf(msg, sizeof(msg), "re-queued%s: %.160s", refund ? " (shutdown)" : "",
 		 error ? error : "");
-	if ((rc = commit_leased_update(q, st, id, "release job", msg, now)))
-		goto out_rollback;
-	goto out;
-out_rollback:
-	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	pthread_mutex_lock(&q->lock);
+	if ((rc = sx(q, q->drv->begin_write)))
+		goto out;
+	rc = commit_leased_update(
+	    q,
+	    "UPDATE jobs SET state='queued', lease_owner=NULL, "
+	    "lease_until=NULL, not_before=?1, error=?2, "
+	    "attempts=CASE WHEN attempts>?3 THEN attempts-?3 ELSE 0 END, "
+	    "updated=?4 WHERE id=?5 AND lease_owner=?6 AND state='running'",
+	    ARGS(QI(not_before), QT(error), QI(refund ? 1 : 0), QI(now), QI(id), QT(owner)), id,
+	    msg, now);
+	if (rc)
+		rollback(q);
+	else if (q->drv->notify && not_before <= now)
+		q->drv->notify(q->db);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return rc;
@@ -705,23 +988,25 @@ out:
 
 int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 {
-	sqlite3_stmt *st = NULL, *up = NULL;
+	q__res *r = NULL;
 	int rc, n = 0;
 
+	if (count)
+		*count = 0;
 	pthread_mutex_lock(&q->lock);
-	if ((rc = exec(q, "BEGIN IMMEDIATE")))
+	if ((rc = sx(q, q->drv->begin_write)))
 		goto out;
-	if ((rc = prep(q, &st,
-		       "SELECT id, attempts, cancel_requested FROM jobs "
-		       "WHERE state='running' AND lease_until<?")))
+	if ((rc = x(q,
+		    "SELECT id, attempts, cancel_requested FROM jobs "
+		    "WHERE state='running' AND lease_until<?1",
+		    ARGS(QI(now)), &r, NULL)))
 		goto out_rollback;
-	sqlite3_bind_int64(st, 1, now);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		int64_t id = sqlite3_column_int64(st, 0);
-		int attempts = sqlite3_column_int(st, 1);
+	for (int i = 0; i < q->drv->res_rows(r); i++) {
+		int64_t id = q->drv->res_int(r, i, 0), changed = 0;
+		int attempts = (int)q->drv->res_int(r, i, 1);
 		const char *state, *msg;
 
-		if (sqlite3_column_int(st, 2)) {
+		if (q->drv->res_int(r, i, 2)) {
 			state = "cancelled";
 			msg = "lease expired after a cancel request";
 		} else if (attempts >= max_attempts) {
@@ -731,37 +1016,30 @@ int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 			state = "queued";
 			msg = "lease expired (worker died): re-queued";
 		}
-		if ((rc = prep(q, &up,
-			       "UPDATE jobs SET state=?, lease_owner=NULL, "
-			       "lease_until=NULL, not_before=?, error=?, updated=? "
-			       "WHERE id=?")))
+		/* Still expired: another replica may have rescued (and re-leased) it. */
+		if ((rc = x(q,
+			    "UPDATE jobs SET state=?1, lease_owner=NULL, lease_until=NULL, "
+			    "not_before=?2, error=?3, updated=?2 WHERE id=?4 AND state='running' "
+			    "AND lease_until<?2",
+			    ARGS(QT(state), QI(now), QT(msg), QI(id)), NULL, &changed)))
 			goto out_rollback;
-		bind_text(up, 1, state);
-		sqlite3_bind_int64(up, 2, now);
-		bind_text(up, 3, msg);
-		sqlite3_bind_int64(up, 4, now);
-		sqlite3_bind_int64(up, 5, id);
-		rc = run(q, up, "requeue expired");
-		up = NULL;
-		if (rc || (rc = add_event(q, id, NULL, msg, now)))
+		if (changed == 0)
+			continue;
+		if ((rc = add_event(q, id, NULL, msg, now)))
 			goto out_rollback;
 		n++;
 	}
-	if (rc != SQLITE_DONE) {
-		rc = db_fail(q, "scan expired leases");
+	if ((rc = sx(q, "COMMIT")))
 		goto out_rollback;
-	}
-	sqlite3_reset(st);
-	st = NULL;
-	if ((rc = exec(q, "COMMIT")))
-		goto out_rollback;
+	if (n && q->drv->notify)
+		q->drv->notify(q->db);
 	if (count)
 		*count = n;
 	goto out;
 out_rollback:
-	sqlite3_reset(st);
-	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	rollback(q);
 out:
+	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
@@ -773,10 +1051,10 @@ int q_cancel(queue *q, const char *repo, int64_t issue, const char *why, int64_t
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	if ((rc = exec(q, "BEGIN IMMEDIATE")))
+	if ((rc = sx(q, q->drv->begin_write)))
 		goto out;
-	if ((rc = cancel_locked(q, repo, issue, why, now, count)) || (rc = exec(q, "COMMIT")))
-		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	if ((rc = cancel_locked(q, repo, issue, why, now, count)) || (rc = sx(q, "COMMIT")))
+		rollback(q);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return rc;
@@ -784,48 +1062,36 @@ out:
 
 int q_cancel_requested(queue *q, int64_t id, bool *yes)
 {
-	sqlite3_stmt *st;
+	q__res *r = NULL;
 	int rc;
 
 	*yes = false;
 	pthread_mutex_lock(&q->lock);
-	if ((rc = prep(q, &st, "SELECT cancel_requested FROM jobs WHERE id=?")))
-		goto out;
-	sqlite3_bind_int64(st, 1, id);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*yes = sqlite3_column_int(st, 0) != 0;
-	sqlite3_reset(st);
-	rc = rc == SQLITE_ROW	 ? 0
-	     : rc == SQLITE_DONE ? ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id)
-				 : db_fail(q, "read cancel flag");
-out:
+	rc = x(q, "SELECT cancel_requested FROM jobs WHERE id=?1", ARGS(QI(id)), &r, NULL);
+	if (rc == 0 && q->drv->res_rows(r) == 0)
+		rc = ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id);
+	else if (rc == 0)
+		*yes = q->drv->res_int(r, 0, 0) != 0;
+	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
 
 int q_event(queue *q, int64_t id, const char *stage, const char *msg, int64_t now)
 {
-	sqlite3_stmt *st;
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	if ((rc = exec(q, "BEGIN IMMEDIATE")))
+	if ((rc = sx(q, q->drv->begin_write)))
 		goto out;
-	if (stage) {
-		if ((rc = prep(q, &st, "UPDATE jobs SET stage=?, updated=? WHERE id=?")))
-			goto out_rollback;
-		bind_text(st, 1, stage);
-		sqlite3_bind_int64(st, 2, now);
-		sqlite3_bind_int64(st, 3, id);
-		if ((rc = run(q, st, "set stage")))
-			goto out_rollback;
-	}
-	if ((rc = add_event(q, id, stage, msg, now)) || (rc = exec(q, "COMMIT")))
+	if (stage && (rc = x(q, "UPDATE jobs SET stage=?1, updated=?2 WHERE id=?3",
+			     ARGS(QT(stage), QI(now), QI(id)), NULL, NULL)))
+		goto out_rollback;
+	if ((rc = add_event(q, id, stage, msg, now)) || (rc = sx(q, "COMMIT")))
 		goto out_rollback;
 	goto out;
 out_rollback:
-	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	rollback(q);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return rc;
@@ -833,43 +1099,83 @@ out:
 
 int q_state_set(queue *q, int64_t id, const char *key, const char *value)
 {
-	sqlite3_stmt *st;
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	if ((rc = prep(q, &st,
-		       "INSERT INTO job_state(job, key, value) VALUES(?,?,?) "
-		       "ON CONFLICT(job, key) DO UPDATE SET value=excluded.value")))
-		goto out;
-	sqlite3_bind_int64(st, 1, id);
-	bind_text(st, 2, key);
-	bind_text(st, 3, value ? value : "");
-	rc = run(q, st, "set job state");
-out:
+	rc = x(q,
+	       "INSERT INTO job_state(job, key, value) VALUES(?1, ?2, ?3) "
+	       "ON CONFLICT(job, key) DO UPDATE SET value=excluded.value",
+	       ARGS(QI(id), QT(key), QT(value ? value : "")), NULL, NULL);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
 
 int q_state_get(queue *q, int64_t id, const char *key, char **value)
 {
-	sqlite3_stmt *st;
+	q__res *r = NULL;
 	int rc;
 
 	*value = NULL;
 	pthread_mutex_lock(&q->lock);
-	if ((rc = prep(q, &st, "SELECT value FROM job_state WHERE job=? AND key=?")))
-		goto out;
-	sqlite3_bind_int64(st, 1, id);
-	bind_text(st, 2, key);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		*value = col_dup(st, 0);
-		rc = *value ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
-	} else {
-		rc = rc == SQLITE_DONE ? 0 : db_fail(q, "read job state");
+	rc = x(q, "SELECT value FROM job_state WHERE job=?1 AND key=?2", ARGS(QI(id), QT(key)), &r,
+	       NULL);
+	if (rc == 0 && q->drv->res_rows(r) > 0 && !(*value = dup_text(q, r, 0, 0)))
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+	q->drv->res_free(r);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+/* --- coordination between replicas ---------------------------------------------------- */
+
+int q_pace(queue *q, int64_t installation, int64_t spacing_ms, int64_t now, int64_t *wait_ms)
+{
+	q__res *r = NULL;
+	int rc;
+
+	*wait_ms = 0;
+	pthread_mutex_lock(&q->lock);
+	rc = x(q,
+	       "INSERT INTO gh_pacing(installation, next_at) VALUES(?1, ?2 + ?3) "
+	       "ON CONFLICT(installation) DO UPDATE SET next_at = CASE WHEN "
+	       "gh_pacing.next_at > ?2 THEN gh_pacing.next_at ELSE ?2 END + ?3 "
+	       "RETURNING next_at",
+	       ARGS(QI(installation), QI(now), QI(spacing_ms)), &r, NULL);
+	if (rc == 0 && q->drv->res_rows(r) > 0) {
+		int64_t slot = q->drv->res_int(r, 0, 0) - spacing_ms;
+
+		*wait_ms = slot > now ? slot - now : 0;
 	}
-	sqlite3_reset(st);
-out:
+	q->drv->res_free(r);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int q_notify(queue *q)
+{
+	int rc = 0;
+
+	if (!q->drv->notify)
+		return 0;
+	pthread_mutex_lock(&q->lock);
+	rc = q->drv->notify(q->db);
+	pthread_mutex_unlock(&q->lock);
+	return rc;
+}
+
+int q_wait_wake(queue *q, int timeout_ms, bool *woken)
+{
+	int rc;
+
+	*woken = false;
+	if (!q->drv->wait) {
+		struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+
+		nanosleep(&ts, NULL);
+		return 0;
+	}
+	pthread_mutex_lock(&q->lock);
+	rc = q->drv->wait(q->db, timeout_ms, woken);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
@@ -888,28 +1194,26 @@ static void utc_day(int64_t now, char buf[32])
 /* What day carries for repo (NULL = every repository). Inside the caller's lock. */
 static int day_total(queue *q, const char *day, const char *repo, int64_t *micro)
 {
-	sqlite3_stmt *st;
+	q__res *r = NULL;
 	int rc;
 
 	*micro = 0;
-	if ((rc = prep(q, &st,
-		       "SELECT coalesce(sum(CASE WHEN open THEN max(reserved, spent) ELSE spent "
-		       "END), 0) FROM spend WHERE day=?1 AND (?2 IS NULL OR repo=?2)")))
-		return rc;
-	bind_text(st, 1, day);
-	bind_text(st, 2, repo);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*micro = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW ? 0 : db_fail(q, "sum spending");
+	rc = x(q,
+	       "SELECT CAST(coalesce(sum(CASE WHEN open <> 0 AND reserved > spent THEN reserved "
+	       "ELSE spent END), 0) AS BIGINT) FROM spend WHERE day=?1 AND (?2 IS NULL OR "
+	       "repo=?2)",
+	       ARGS(QT(day), QT(repo)), &r, NULL);
+	if (rc == 0 && q->drv->res_rows(r) > 0)
+		*micro = q->drv->res_int(r, 0, 0);
+	q->drv->res_free(r);
+	return rc;
 }
 
 int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *req, int64_t now,
 		 int64_t *row, job_spend_verdict *out)
 {
 	int64_t global = 0, per_repo = 0, reserve = req->priced ? req->reserve_micro : 0;
-	sqlite3_stmt *st;
+	q__res *r = NULL;
 	char day[32];
 	int rc;
 
@@ -917,10 +1221,14 @@ int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *r
 	memset(out, 0, sizeof(*out));
 	utc_day(now, day);
 	pthread_mutex_lock(&q->lock);
-	/* BEGIN IMMEDIATE takes the write lock before reading: two runs cannot both read the
-	 * same total and both insert. */
-	if ((rc = exec(q, "BEGIN IMMEDIATE")))
+	/* The check and the hold are one transaction that no other run's can interleave with:
+	 * SQLite's BEGIN IMMEDIATE takes the write lock before reading; PostgreSQL serialises
+	 * the day's check-and-hold with a transaction-scoped advisory lock on the day (released
+	 * by COMMIT or ROLLBACK). Two runs cannot both read the same total and both insert. */
+	if ((rc = sx(q, q->drv->begin_write)))
 		goto out;
+	if (q->drv->day_lock && (rc = x(q, q->drv->day_lock, ARGS(QT(day)), NULL, NULL)))
+		goto out_rollback;
 	if ((rc = day_total(q, day, NULL, &global)) || (rc = day_total(q, day, repo, &per_repo)))
 		goto out_rollback;
 	if (req->global_cap_micro > 0 && (!req->priced || global + reserve > req->global_cap_micro))
@@ -929,50 +1237,46 @@ int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *r
 		 (!req->priced || per_repo + reserve > req->repo_cap_micro))
 		*out = (job_spend_verdict){true, true, per_repo, req->repo_cap_micro};
 	if (out->refused) {
-		sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+		sx(q, "ROLLBACK");
 		goto out;
 	}
-	if ((rc = prep(q, &st,
-		       "INSERT INTO spend(job, repo, day, reserved, priced) VALUES(?,?,?,?,?)")))
+	if ((rc = x(
+		 q,
+		 "INSERT INTO spend(job, repo, day, reserved, priced) VALUES(?1, ?2, ?3, ?4, ?5) "
+		 "RETURNING id",
+		 ARGS(QI(job), QT(repo), QT(day), QI(reserve), QI(req->priced ? 1 : 0)), &r, NULL)))
 		goto out_rollback;
-	sqlite3_bind_int64(st, 1, job);
-	bind_text(st, 2, repo);
-	bind_text(st, 3, day);
-	sqlite3_bind_int64(st, 4, reserve);
-	sqlite3_bind_int(st, 5, req->priced ? 1 : 0);
-	if ((rc = run(q, st, "open spending")))
+	if (q->drv->res_rows(r) < 1) {
+		rc = ap_error_set(AP_EIO, "open spending: no row id returned");
 		goto out_rollback;
-	*row = sqlite3_last_insert_rowid(q->db);
-	if ((rc = exec(q, "COMMIT")))
+	}
+	*row = q->drv->res_int(r, 0, 0);
+	if ((rc = sx(q, "COMMIT")))
 		goto out_rollback;
 	goto out;
 out_rollback:
 	*row = 0;
-	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	rollback(q);
 out:
+	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
 
 int q_spend_record(queue *q, int64_t row, const job_usage *u, bool close)
 {
-	sqlite3_stmt *st;
+	int64_t changed = 0;
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	if ((rc = prep(q, &st,
-		       "UPDATE spend SET spent=?, tokens_in=?, tokens_out=?, calls=?, "
-		       "open=open AND NOT ? WHERE id=?")))
-		goto out;
-	sqlite3_bind_int64(st, 1, u->cost_micro);
-	sqlite3_bind_int64(st, 2, u->tokens_in);
-	sqlite3_bind_int64(st, 3, u->tokens_out);
-	sqlite3_bind_int(st, 4, u->calls);
-	sqlite3_bind_int(st, 5, close ? 1 : 0);
-	sqlite3_bind_int64(st, 6, row);
-	if ((rc = run(q, st, "record spending")) == 0 && sqlite3_changes(q->db) == 0)
+	rc = x(q,
+	       "UPDATE spend SET spent=?1, tokens_in=?2, tokens_out=?3, calls=?4, "
+	       "open=CASE WHEN ?5 <> 0 THEN 0 ELSE open END WHERE id=?6",
+	       ARGS(QI(u->cost_micro), QI(u->tokens_in), QI(u->tokens_out), QI(u->calls),
+		    QI(close ? 1 : 0), QI(row)),
+	       NULL, &changed);
+	if (rc == 0 && changed == 0)
 		rc = ap_error_set(AP_ENOTFOUND, "no spending row %lld", (long long)row);
-out:
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
@@ -993,16 +1297,16 @@ int q_spend_day(queue *q, const char *repo, int64_t now, int64_t *micro)
 
 int q_get_stats(queue *q, q_stats *out)
 {
-	sqlite3_stmt *st;
+	q__res *r = NULL;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&q->lock);
-	if ((rc = prep(q, &st, "SELECT state, count(*) FROM jobs GROUP BY state")))
+	if ((rc = x(q, "SELECT state, count(*) FROM jobs GROUP BY state", NULL, 0, &r, NULL)))
 		goto out;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *s = (const char *)sqlite3_column_text(st, 0);
-		int64_t n = sqlite3_column_int64(st, 1);
+	for (int i = 0; i < q->drv->res_rows(r); i++) {
+		const char *s = q->drv->res_text(r, i, 0);
+		int64_t n = q->drv->res_int(r, i, 1);
 
 		if (!s)
 			continue;
@@ -1017,18 +1321,14 @@ int q_get_stats(queue *q, q_stats *out)
 		else if (strcmp(s, "cancelled") == 0)
 			out->cancelled = n;
 	}
-	sqlite3_reset(st);
-	if (rc != SQLITE_DONE) {
-		rc = db_fail(q, "count jobs");
+	q->drv->res_free(r);
+	r = NULL;
+	if ((rc = x(q, "SELECT max(id) FROM deliveries", NULL, 0, &r, NULL)))
 		goto out;
-	}
-	if ((rc = prep(q, &st, "SELECT max(id) FROM deliveries")))
-		goto out;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		out->deliveries = sqlite3_column_int64(st, 0);
-	sqlite3_reset(st);
-	rc = 0;
+	if (q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0))
+		out->deliveries = q->drv->res_int(r, 0, 0);
 out:
+	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
@@ -1045,12 +1345,12 @@ static void add_time(cJSON *o, const char *key, int64_t ms)
 	cJSON_AddStringToObject(o, key, buf);
 }
 
-static void add_text_or_null(cJSON *o, const char *key, sqlite3_stmt *st, int i)
+static void add_text_or_null(queue *q, cJSON *o, const char *key, const q__res *r, int row, int col)
 {
-	const unsigned char *s = sqlite3_column_text(st, i);
+	const char *s = q->drv->res_text(r, row, col);
 
 	if (s)
-		cJSON_AddStringToObject(o, key, (const char *)s);
+		cJSON_AddStringToObject(o, key, s);
 	else
 		cJSON_AddNullToObject(o, key);
 }
@@ -1060,33 +1360,31 @@ static void add_text_or_null(cJSON *o, const char *key, sqlite3_stmt *st, int i)
 static int events_into(queue *q, cJSON *arr, int64_t id, int64_t after, int limit, bool with_id,
 		       int64_t *last)
 {
-	sqlite3_stmt *st;
+	q__res *r = NULL;
 	int rc;
 
-	if ((rc = prep(q, &st,
-		       "SELECT id, time, stage, message FROM job_events WHERE job=? AND id>? "
-		       "ORDER BY id LIMIT ?")))
+	if ((rc = x(q,
+		    "SELECT id, time, stage, message FROM job_events WHERE job=?1 AND id>?2 "
+		    "ORDER BY id LIMIT ?3",
+		    ARGS(QI(id), QI(after), QI(limit > 0 ? limit : INT64_MAX)), &r, NULL)))
 		return rc;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, after);
-	sqlite3_bind_int64(st, 3, limit > 0 ? limit : -1);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	for (int i = 0; i < q->drv->res_rows(r); i++) {
 		cJSON *e = cJSON_CreateObject();
 
 		if (!e || !cJSON_AddItemToArray(arr, e)) {
 			cJSON_Delete(e);
-			sqlite3_reset(st);
-			return ap_error_set(AP_ENOMEM, "out of memory");
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			break;
 		}
-		*last = sqlite3_column_int64(st, 0);
+		*last = q->drv->res_int(r, i, 0);
 		if (with_id)
 			cJSON_AddNumberToObject(e, "id", (double)*last);
-		add_time(e, "time", sqlite3_column_int64(st, 1));
-		add_text_or_null(e, "stage", st, 2);
-		add_text_or_null(e, "message", st, 3);
+		add_time(e, "time", q->drv->res_int(r, i, 1));
+		add_text_or_null(q, e, "stage", r, i, 2);
+		add_text_or_null(q, e, "message", r, i, 3);
 	}
-	sqlite3_reset(st);
-	return rc == SQLITE_DONE ? 0 : db_fail(q, "read events");
+	q->drv->res_free(r);
+	return rc;
 }
 
 static int add_events(queue *q, cJSON *job, int64_t id)
@@ -1101,8 +1399,8 @@ static int add_events(queue *q, cJSON *job, int64_t id)
 
 int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 {
-	sqlite3_stmt *st = NULL;
 	cJSON *arr = cJSON_CreateArray();
+	q__res *r = NULL;
 	int rc;
 
 	*out = NULL;
@@ -1110,23 +1408,23 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	pthread_mutex_lock(&q->lock);
 	/* One read transaction so the job and its events are one snapshot. */
-	if ((rc = exec(q, "BEGIN")))
+	if ((rc = sx(q, q->drv->begin_read)))
 		goto out;
-	if ((rc = prep(q, &st,
-		       "SELECT j.id, j.delivery, j.repo, j.issue, j.trigger, j.state, j.stage, "
-		       "j.attempts, j.created, j.updated, j.result, j.error, j.feedback, "
-		       "j.cancel_requested, j.not_before, s.spent, s.tin, s.tout, s.calls, "
-		       "s.priced, (SELECT value FROM job_state t WHERE t.job=j.id AND "
-		       "t.key='tokens'), (SELECT value FROM job_state t WHERE t.job=j.id AND "
-		       "t.key='pr_url') FROM jobs j LEFT JOIN (SELECT job, sum(spent) AS spent, "
-		       "sum(tokens_in) AS tin, sum(tokens_out) AS tout, sum(calls) AS calls, "
-		       "max(priced) AS priced FROM spend WHERE (?1 = 0 OR job = ?1) GROUP BY "
-		       "job) s ON s.job = j.id WHERE (?1 = 0 OR j.id = ?1) ORDER BY j.id DESC "
-		       "LIMIT ?2")))
+	if ((rc = x(q,
+		    "SELECT j.id, j.delivery, j.repo, j.issue, j.trigger, j.state, j.stage, "
+		    "j.attempts, j.created, j.updated, j.result, j.error, j.feedback, "
+		    "j.cancel_requested, j.not_before, s.spent, s.tin, s.tout, s.calls, "
+		    "s.priced, (SELECT value FROM job_state t WHERE t.job=j.id AND "
+		    "t.key='tokens'), (SELECT value FROM job_state t WHERE t.job=j.id AND "
+		    "t.key='pr_url') FROM jobs j LEFT JOIN (SELECT job, "
+		    "CAST(sum(spent) AS BIGINT) AS spent, CAST(sum(tokens_in) AS BIGINT) AS tin, "
+		    "CAST(sum(tokens_out) AS BIGINT) AS tout, CAST(sum(calls) AS BIGINT) AS calls, "
+		    "max(priced) AS priced FROM spend WHERE (?1 = 0 OR job = ?1) GROUP BY "
+		    "job) s ON s.job = j.id WHERE (?1 = 0 OR j.id = ?1) ORDER BY j.id DESC "
+		    "LIMIT ?2",
+		    ARGS(QI(id), QI(limit > 0 ? limit : INT64_MAX)), &r, NULL)))
 		goto out_end;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, limit > 0 ? limit : -1);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+	for (int i = 0; i < q->drv->res_rows(r); i++) {
 		cJSON *o = cJSON_CreateObject();
 
 		if (!o || !cJSON_AddItemToArray(arr, o)) {
@@ -1134,50 +1432,49 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 			rc = ap_error_set(AP_ENOMEM, "out of memory");
 			goto out_end;
 		}
-		cJSON_AddNumberToObject(o, "id", (double)sqlite3_column_int64(st, 0));
-		add_text_or_null(o, "delivery", st, 1);
-		add_text_or_null(o, "repo", st, 2);
-		cJSON_AddNumberToObject(o, "issue", (double)sqlite3_column_int64(st, 3));
-		add_text_or_null(o, "trigger", st, 4);
-		add_text_or_null(o, "state", st, 5);
-		add_text_or_null(o, "stage", st, 6);
-		cJSON_AddNumberToObject(o, "attempts", sqlite3_column_int(st, 7));
-		add_time(o, "created", sqlite3_column_int64(st, 8));
-		add_time(o, "updated", sqlite3_column_int64(st, 9));
-		add_text_or_null(o, "result", st, 10);
-		add_text_or_null(o, "error", st, 11);
-		add_text_or_null(o, "feedback", st, 12);
-		cJSON_AddBoolToObject(o, "cancel_requested", sqlite3_column_int(st, 13) != 0);
-		cJSON_AddNumberToObject(o, "created_ms", (double)sqlite3_column_int64(st, 8));
-		cJSON_AddNumberToObject(o, "model_calls", (double)sqlite3_column_int64(st, 18));
-		cJSON_AddNumberToObject(o, "tokens_in", (double)sqlite3_column_int64(st, 16));
-		cJSON_AddNumberToObject(o, "tokens_out", (double)sqlite3_column_int64(st, 17));
+		cJSON_AddNumberToObject(o, "id", (double)q->drv->res_int(r, i, 0));
+		add_text_or_null(q, o, "delivery", r, i, 1);
+		add_text_or_null(q, o, "repo", r, i, 2);
+		cJSON_AddNumberToObject(o, "issue", (double)q->drv->res_int(r, i, 3));
+		add_text_or_null(q, o, "trigger", r, i, 4);
+		add_text_or_null(q, o, "state", r, i, 5);
+		add_text_or_null(q, o, "stage", r, i, 6);
+		cJSON_AddNumberToObject(o, "attempts", (double)q->drv->res_int(r, i, 7));
+		add_time(o, "created", q->drv->res_int(r, i, 8));
+		add_time(o, "updated", q->drv->res_int(r, i, 9));
+		add_text_or_null(q, o, "result", r, i, 10);
+		add_text_or_null(q, o, "error", r, i, 11);
+		add_text_or_null(q, o, "feedback", r, i, 12);
+		cJSON_AddBoolToObject(o, "cancel_requested", q->drv->res_int(r, i, 13) != 0);
+		cJSON_AddNumberToObject(o, "created_ms", (double)q->drv->res_int(r, i, 8));
+		cJSON_AddNumberToObject(o, "model_calls", (double)q->drv->res_int(r, i, 18));
+		cJSON_AddNumberToObject(o, "tokens_in", (double)q->drv->res_int(r, i, 16));
+		cJSON_AddNumberToObject(o, "tokens_out", (double)q->drv->res_int(r, i, 17));
 		/* The ledger's totals; a job from before it keeps the count its run stored. */
-		if (sqlite3_column_type(st, 15) != SQLITE_NULL)
+		if (!q->drv->res_null(r, i, 15))
 			cJSON_AddNumberToObject(
 			    o, "tokens",
-			    (double)(sqlite3_column_int64(st, 16) + sqlite3_column_int64(st, 17)));
-		else if (sqlite3_column_type(st, 20) != SQLITE_NULL)
-			cJSON_AddNumberToObject(o, "tokens", (double)sqlite3_column_int64(st, 20));
-		if (sqlite3_column_int(st, 19)) {
+			    (double)(q->drv->res_int(r, i, 16) + q->drv->res_int(r, i, 17)));
+		else if (!q->drv->res_null(r, i, 20))
+			cJSON_AddNumberToObject(o, "tokens", (double)q->drv->res_int(r, i, 20));
+		if (!q->drv->res_null(r, i, 19) && q->drv->res_int(r, i, 19)) {
 			char usd[32];
 
 			cJSON_AddNumberToObject(o, "cost_usd",
-						(double)sqlite3_column_int64(st, 15) / 1e6);
-			ap_money_format(sqlite3_column_int64(st, 15), usd, sizeof(usd));
+						(double)q->drv->res_int(r, i, 15) / 1e6);
+			ap_money_format(q->drv->res_int(r, i, 15), usd, sizeof(usd));
 			cJSON_AddStringToObject(o, "cost", usd);
 		} else {
 			cJSON_AddNullToObject(o, "cost_usd");
 		}
-		if (sqlite3_column_type(st, 21) != SQLITE_NULL)
-			add_text_or_null(o, "pr_url", st, 21);
+		if (!q->drv->res_null(r, i, 21))
+			add_text_or_null(q, o, "pr_url", r, i, 21);
 		if (id > 0 && (rc = add_events(q, o, id)))
 			goto out_end;
 	}
-	rc = rc == SQLITE_DONE ? 0 : db_fail(q, "list jobs");
 out_end:
-	sqlite3_reset(st);
-	sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL);
+	q->drv->res_free(r);
+	sx(q, rc ? "ROLLBACK" : "COMMIT");
 out:
 	pthread_mutex_unlock(&q->lock);
 	if (rc) {
@@ -1188,42 +1485,46 @@ out:
 	return 0;
 }
 
+/* The issue's active job is checked first (the partial unique index would refuse the UPDATE
+ * anyway, with a constraint error each backend words differently). */
 int q_retry(queue *q, int64_t id, const char *why, int64_t now)
 {
-	sqlite3_stmt *st;
-	int rc, step;
+	q__res *r = NULL;
+	int64_t changed = 0;
+	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	if ((rc = exec(q, "BEGIN IMMEDIATE")))
+	if ((rc = sx(q, q->drv->begin_write)))
 		goto out;
-	if ((rc = prep(q, &st,
-		       "UPDATE jobs SET state='queued', attempts=0, not_before=?1, result=NULL, "
-		       "error=NULL, cancel_requested=0, lease_owner=NULL, lease_until=NULL, "
-		       "updated=?1 WHERE id=?2 AND state IN ('failed','cancelled')")))
+	if ((rc = x(q,
+		    "SELECT 1 FROM jobs a, jobs j WHERE j.id=?1 AND a.repo=j.repo AND "
+		    "a.issue=j.issue AND a.id<>j.id AND a.state IN ('queued','running')",
+		    ARGS(QI(id)), &r, NULL)))
 		goto out_rollback;
-	sqlite3_bind_int64(st, 1, now);
-	sqlite3_bind_int64(st, 2, id);
-	step = sqlite3_step(st);
-	sqlite3_reset(st);
-	if (step == SQLITE_CONSTRAINT) {
+	if (q->drv->res_rows(r) > 0) {
 		rc = ap_error_set(AP_EDUPLICATE, "job %lld's issue already has an active job",
 				  (long long)id);
 		goto out_rollback;
 	}
-	if (step != SQLITE_DONE) {
-		rc = db_fail(q, "retry job");
+	if ((rc = x(q,
+		    "UPDATE jobs SET state='queued', attempts=0, not_before=?1, result=NULL, "
+		    "error=NULL, cancel_requested=0, lease_owner=NULL, lease_until=NULL, "
+		    "updated=?1 WHERE id=?2 AND state IN ('failed','cancelled')",
+		    ARGS(QI(now), QI(id)), NULL, &changed)))
 		goto out_rollback;
-	}
-	if (sqlite3_changes(q->db) == 0) {
+	if (changed == 0) {
 		rc = ap_error_set(AP_EINVAL, "job %lld is not failed or cancelled", (long long)id);
 		goto out_rollback;
 	}
-	if ((rc = add_event(q, id, NULL, why ? why : "retried", now)) || (rc = exec(q, "COMMIT")))
+	if ((rc = add_event(q, id, NULL, why ? why : "retried", now)) || (rc = sx(q, "COMMIT")))
 		goto out_rollback;
+	if (q->drv->notify)
+		q->drv->notify(q->db);
 	goto out;
 out_rollback:
-	sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+	rollback(q);
 out:
+	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
@@ -1249,23 +1550,18 @@ int q_events_since(queue *q, int64_t id, int64_t after, int limit, cJSON **out, 
 
 int q_job_state(queue *q, int64_t id, char *state, size_t cap)
 {
-	sqlite3_stmt *st;
+	q__res *r = NULL;
 	int rc;
 
 	if (cap)
 		state[0] = '\0';
 	pthread_mutex_lock(&q->lock);
-	if ((rc = prep(q, &st, "SELECT state FROM jobs WHERE id=?")))
-		goto out;
-	sqlite3_bind_int64(st, 1, id);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		snprintf(state, cap, "%s", (const char *)sqlite3_column_text(st, 0));
-	sqlite3_reset(st);
-	rc = rc == SQLITE_ROW	 ? 0
-	     : rc == SQLITE_DONE ? ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id)
-				 : db_fail(q, "read job state");
-out:
+	rc = x(q, "SELECT state FROM jobs WHERE id=?1", ARGS(QI(id)), &r, NULL);
+	if (rc == 0 && q->drv->res_rows(r) == 0)
+		rc = ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id);
+	else if (rc == 0)
+		snprintf(state, cap, "%s", q->drv->res_text(r, 0, 0));
+	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }

@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: MIT */
-/* server/queue.h - the durable job queue on SQLite (WAL).
+/* server/queue.h - the durable job queue: SQLite (WAL, one host) or PostgreSQL (replicas).
  *
- * Tables: deliveries (one row per verified delivery, UNIQUE delivery id, raw body, outcome),
- * jobs (one row per unit of work, see job.h), job_events (the history every view is built
- * from) and job_state (per-job key/value that survives re-runs). Schema and state machine are
- * described in docs/internals/queue.md.
+ * Tables: deliveries (one row per verified delivery, UNIQUE delivery id, raw body stored
+ * compressed, outcome), jobs (one row per unit of work, see job.h), job_events (the history
+ * every view is built from), job_state (per-job key/value that survives re-runs) and
+ * gh_pacing (when an installation may next be written to, for replicas). Schema, migrations
+ * and state machine are described in docs/internals/queue.md.
  *
- * A queue handle is one SQLite connection guarded by a mutex: any thread may use it, but the
- * server gives each busy thread (the ingest writer, each worker, the lease keeper, the HTTP
- * reader) its own handle so they never wait on each other's mutex. Times are milliseconds
- * since the epoch and passed in by the caller, so tests control the clock.
+ * The target (AUTOPATCH_DB) selects the backend: a postgresql:// or postgres:// URI is a
+ * PostgreSQL server that any number of `autopatch serve` processes share; anything else is
+ * the path of a SQLite file. Every function behaves the same on both.
+ *
+ * A queue handle is one database connection guarded by a mutex: any thread may use it, but
+ * the server gives each busy thread (the ingest writer, each worker, the lease keeper, the
+ * HTTP reader) its own handle so they never wait on each other's mutex. Times are
+ * milliseconds since the epoch and passed in by the caller, so tests control the clock.
  */
 #ifndef AP_QUEUE_H
 #define AP_QUEUE_H
@@ -29,11 +34,22 @@ enum q_open_mode {
 	Q_OPEN_EXISTING, /* AP_ENOTFOUND when the file does not exist (the jobs command) */
 };
 
-/* Open (and migrate) the database at path. Fails with a sentence naming the path when it
- * cannot be created, opened for writing or migrated. *out is freed with q_close(). */
-int q_open(queue **out, const char *path, enum q_open_mode mode);
+/* Open (and migrate) the database at target (a SQLite path or a PostgreSQL URI). The
+ * versioned migrations run under a lock (SQLite's write lock, a PostgreSQL advisory lock), so
+ * replicas starting together are fine; a schema newer than this build is refused. Fails with
+ * a sentence naming the target (never its password) when it cannot be created, reached,
+ * opened for writing or migrated (AP_EUNAVAIL: the server is unreachable). *out is freed
+ * with q_close(). */
+int q_open(queue **out, const char *target, enum q_open_mode mode);
 /* Accepts NULL. */
 void q_close(queue *q);
+
+/* True when the database is shared by several processes (PostgreSQL). */
+bool q_shared(const queue *q);
+/* "sqlite" or "postgresql". */
+const char *q_backend(const queue *q);
+/* The schema version the database is at (the number of migrations applied). */
+int q_schema_version(queue *q, int *out);
 
 /* Wall clock in milliseconds. */
 int64_t q_now_ms(void);
@@ -85,13 +101,29 @@ int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now);
 /* --- workers --------------------------------------------------------------------------- */
 
 /* Lease the oldest ready job (queued, not_before <= now) for owner until now + lease_ms;
- * counts an attempt and records an event. AP_ENOTFOUND when none is ready. *out is freed with
- * q_job_free(). */
+ * counts an attempt, increases the job's fencing epoch (job->epoch) and records an event.
+ * On PostgreSQL the row is picked with FOR UPDATE SKIP LOCKED, so replicas leasing at once
+ * never wait for each other nor take the same job. The payload is decompressed. AP_ENOTFOUND
+ * when none is ready. *out is freed with q_job_free(). */
 int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info **out);
 void q_job_free(job_info *job);
 
 /* Extend the lease. AP_ENOTFOUND when owner no longer holds it (expired and re-queued). */
 int q_heartbeat(queue *q, int64_t id, const char *owner, int64_t lease_ms, int64_t now);
+
+/* A lease as its holder knows it: the job, the owner it was leased to and its epoch. */
+typedef struct q_lease_ref {
+	int64_t id;
+	const char *owner;
+	int64_t epoch;
+} q_lease_ref;
+
+/* Fencing: 0 while l is still the job's current lease (running, same owner and epoch, not
+ * expired at now), and then the lease is extended to now + lease_ms; AP_ESTALE otherwise (the
+ * job was rescued or re-leased: its holder must publish nothing and stop). With msg, an event
+ * (and with stage, a stage change) is recorded in the same transaction, only when current. */
+int q_fence(queue *q, const q_lease_ref *l, int64_t lease_ms, const char *stage, const char *msg,
+	    int64_t now);
 
 /* Terminal outcome of a leased job: state is "succeeded", "failed" or "cancelled"; text is
  * the result (succeeded) or the error. AP_ENOTFOUND when the lease was lost. */
@@ -146,6 +178,20 @@ int q_spend_record(queue *q, int64_t row, const job_usage *u, bool close);
 /* What the UTC day of now carries (micro-dollars, as q_spend_open counts it), for repo or,
  * with repo NULL, for all repositories. */
 int q_spend_day(queue *q, const char *repo, int64_t now, int64_t *micro);
+
+/* --- coordination between replicas ---------------------------------------------------- */
+
+/* Reserve the next write slot of a GitHub installation shared by every process on the
+ * database: slots are spacing_ms apart; *wait_ms (>= 0) is how long to sleep before the
+ * write. */
+int q_pace(queue *q, int64_t installation, int64_t spacing_ms, int64_t now, int64_t *wait_ms);
+
+/* Wake pollers in other processes (a job became ready). A no-op on SQLite. */
+int q_notify(queue *q);
+
+/* Wait up to timeout_ms for another process's q_notify; *woken says whether one came. Only a
+ * hint: pollers still poll. On SQLite it sleeps timeout_ms and *woken stays false. */
+int q_wait_wake(queue *q, int timeout_ms, bool *woken);
 
 /* --- views ----------------------------------------------------------------------------- */
 

@@ -26,6 +26,7 @@ struct worker {
 	bool started;
 	bool exited;	    /* under pool->lock */
 	int64_t job_id;	    /* running job, 0 when idle; under pool->lock */
+	int64_t epoch;	    /* its lease's fencing epoch; under pool->lock */
 	atomic_bool cancel; /* a user cancelled the running job */
 	atomic_bool lost;   /* the lease was lost (this server was presumed dead): stop */
 };
@@ -34,6 +35,7 @@ struct worker {
 struct run_ctx {
 	struct worker *w;
 	int64_t job;
+	int64_t epoch;
 	const char *repo;
 	int64_t spend_row; /* this run's row in the spending ledger, 0 before spend_open */
 	int stage;	   /* the current stage (enum job_stage), -1 before the first */
@@ -59,6 +61,9 @@ struct wk_pool {
 	queue *keeper_q;
 	pthread_t keeper;
 	bool keeper_started;
+	queue *listen_q; /* shared databases: wakes idle workers on another replica's NOTIFY */
+	pthread_t listener;
+	bool listener_started;
 	struct worker *workers;
 };
 
@@ -75,38 +80,59 @@ static void deadline_after(struct timespec *ts, int64_t ms)
 
 /* --- the job's control handle (job/job.h) ------------------------------------------------ */
 
+/* Every write of a run goes through the fence: a stage or event is recorded (and the lease
+ * extended) only while the run's lease is current; AP_ESTALE marks the run lost. */
+static int fenced(struct run_ctx *c, const char *stage, const char *msg)
+{
+	struct worker *w = c->w;
+	q_lease_ref ref = {c->job, w->owner, c->epoch};
+	int rc;
+
+	if (atomic_load(&w->lost))
+		return ap_error_set(AP_ESTALE, "job %lld: lease lost", (long long)c->job);
+	rc = q_fence(w->q, &ref, w->pool->cfg.lease_ms, stage, msg, q_now_ms());
+	if (rc == AP_ESTALE) {
+		atomic_store(&w->lost, true);
+		ap_log(AP_LOG_WARN, NULL, c->job, "%s: this run stops and publishes nothing",
+		       ap_error_last());
+	}
+	return rc;
+}
+
 static int ctl_stage(void *ctx, enum job_stage stage, const char *msg)
 {
 	struct run_ctx *c = ctx;
-	struct worker *w = c->w;
-	char *clean = msg ? redact_str(msg) : NULL;
+	char *clean = redact_str(msg ? msg : "");
 	int64_t now = q_now_ms();
 	int rc;
 
+	if (!clean)
+		return ap_error_set(AP_ENOMEM, "out of memory");
 	if ((int)stage != c->stage) {
 		stage_end(c, now);
 		c->stage = (int)stage;
 		c->stage_ms = now;
 	}
-
-	rc = q_event(w->q, c->job, q_stage_name(stage), clean ? clean : "", q_now_ms());
+	rc = fenced(ctx, q_stage_name(stage), clean);
 	free(clean);
-	if (rc == 0)
-		rc = q_heartbeat(w->q, c->job, w->owner, w->pool->cfg.lease_ms, q_now_ms());
 	return rc;
 }
 
 static int ctl_event(void *ctx, const char *msg)
 {
-	struct run_ctx *c = ctx;
 	char *clean = redact_str(msg ? msg : "");
 	int rc;
 
 	if (!clean)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	rc = q_event(c->w->q, c->job, NULL, clean, q_now_ms());
+	rc = fenced(ctx, NULL, clean);
 	free(clean);
 	return rc;
+}
+
+static int ctl_fence(void *ctx)
+{
+	return fenced(ctx, NULL, NULL);
 }
 
 static bool ctl_should_stop(void *ctx)
@@ -170,6 +196,7 @@ static const job_ops pool_ops = {
     .state_get = ctl_state_get,
     .spend_open = ctl_spend_open,
     .spend_record = ctl_spend_record,
+    .fence = ctl_fence,
 };
 
 /* --- workers --------------------------------------------------------------------------- */
@@ -201,6 +228,15 @@ static const char *record(struct worker *w, const job_info *job, const job_outco
 
 	pthread_mutex_lock(&p->lock);
 	if (p->abandoned) {
+		pthread_mutex_unlock(&p->lock);
+		return "interrupted";
+	}
+	if (atomic_load(&w->lost)) {
+		/* Another run owns the job now: its outcome is that run's to record. */
+		ap_log(AP_LOG_WARN, job->delivery, job->id,
+		       "lease lost (epoch %lld): this run's outcome is not recorded",
+		       (long long)job->epoch);
+		w->job_id = 0;
 		pthread_mutex_unlock(&p->lock);
 		return "interrupted";
 	}
@@ -243,7 +279,7 @@ static const char *record(struct worker *w, const job_info *job, const job_outco
 static void run_one(struct worker *w, job_info *job)
 {
 	wk_pool *p = w->pool;
-	struct run_ctx rc_ctx = {w, job->id, job->repo, 0, -1, 0};
+	struct run_ctx rc_ctx = {w, job->id, job->epoch, job->repo, 0, -1, 0};
 	job_ctl ctl = {&pool_ops, &rc_ctx};
 	job_outcome o = JOB_OUTCOME_INIT;
 	char *clean = NULL;
@@ -253,6 +289,7 @@ static void run_one(struct worker *w, job_info *job)
 
 	pthread_mutex_lock(&p->lock);
 	w->job_id = job->id;
+	w->epoch = job->epoch;
 	/* Cancelled while queued (see q_cancel): the run only reports the cancel. */
 	if (q_cancel_requested(w->q, job->id, &cancelled) != 0) {
 		cancelled = false;
@@ -315,20 +352,23 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* Heartbeats, cancel flags and expired leases, every lease/3 (at most 1 s apart for cancel
- * responsiveness). */
+/* Heartbeats (every heartbeat_ms), cancel flags (every tick, at most 1 s apart for cancel
+ * responsiveness) and expired leases of any replica (every rescue_ms). */
 static void *keeper_main(void *arg)
 {
 	wk_pool *p = arg;
-	int64_t tick = p->cfg.lease_ms / 3, last_beat = 0;
+	int64_t tick = p->cfg.heartbeat_ms, last_beat = 0, last_rescue = 0;
 
+	if (p->cfg.rescue_ms < tick)
+		tick = p->cfg.rescue_ms;
 	if (tick > 1000)
 		tick = 1000;
 	if (tick < 50)
 		tick = 50;
 	while (!atomic_load(&p->stopping)) {
 		int64_t now = q_now_ms();
-		bool beat = now - last_beat >= p->cfg.lease_ms / 3;
+		bool beat = now - last_beat >= p->cfg.heartbeat_ms;
+		bool rescue = now - last_rescue >= p->cfg.rescue_ms;
 		struct timespec ts;
 		int n = 0;
 
@@ -338,22 +378,29 @@ static void *keeper_main(void *arg)
 			bool yes = false;
 			int hb;
 
-			if (!w->job_id)
+			if (!w->job_id || atomic_load(&w->lost))
 				continue;
 			if (q_cancel_requested(p->keeper_q, w->job_id, &yes) == 0 && yes)
 				atomic_store(&w->cancel, true);
-			if (beat && (hb = q_heartbeat(p->keeper_q, w->job_id, w->owner,
-						      p->cfg.lease_ms, now))) {
-				ap_log(AP_LOG_WARN, NULL, w->job_id, "heartbeat failed: %s",
-				       ap_error_last());
-				/* Another server re-queued it: let this run stop early. */
-				if (hb == AP_ENOTFOUND)
-					atomic_store(&w->lost, true);
+			if (beat) {
+				q_lease_ref ref = {w->job_id, w->owner, w->epoch};
+
+				hb = q_fence(p->keeper_q, &ref, p->cfg.lease_ms, NULL, NULL, now);
+				if (hb) {
+					ap_log(AP_LOG_WARN, NULL, w->job_id, "heartbeat failed: %s",
+					       ap_error_last());
+					/* Rescued or re-leased elsewhere: let this run stop early.
+					 */
+					if (hb == AP_ESTALE)
+						atomic_store(&w->lost, true);
+				}
 			}
 		}
 		pthread_mutex_unlock(&p->lock);
-		if (beat) {
+		if (beat)
 			last_beat = now;
+		if (rescue) {
+			last_rescue = now;
 			if (q_requeue_expired(p->keeper_q, p->cfg.max_attempts, now, &n))
 				ap_err("re-queueing expired leases failed: %s", ap_error_last());
 			else if (n) {
@@ -371,12 +418,32 @@ static void *keeper_main(void *arg)
 	return NULL;
 }
 
+/* Shared databases: another replica's NOTIFY (a job queued or re-queued there) wakes the idle
+ * workers here at once instead of at their next poll. */
+static void *listener_main(void *arg)
+{
+	wk_pool *p = arg;
+
+	while (!atomic_load(&p->stopping)) {
+		bool woken = false;
+
+		if (q_wait_wake(p->listen_q, 500, &woken)) {
+			ap_error_clear();
+			continue;
+		}
+		if (woken)
+			wk_notify(p);
+	}
+	return NULL;
+}
+
 static void pool_free(wk_pool *p)
 {
 	for (int i = 0; p->workers && i < p->cfg.workers; i++)
 		q_close(p->workers[i].q);
 	free(p->workers);
 	q_close(p->keeper_q);
+	q_close(p->listen_q);
 	pthread_cond_destroy(&p->wake);
 	pthread_cond_destroy(&p->exited);
 	pthread_mutex_destroy(&p->lock);
@@ -391,7 +458,8 @@ int wk_start(wk_pool **out, const wk_config *cfg)
 	int rc, n = 0;
 
 	*out = NULL;
-	if (cfg->workers < 1 || cfg->max_attempts < 1 || cfg->lease_ms < 100 || !cfg->run)
+	if (cfg->workers < 1 || cfg->max_attempts < 1 || cfg->lease_ms < 100 || !cfg->run ||
+	    cfg->heartbeat_ms >= cfg->lease_ms)
 		return ap_error_set(AP_EINVAL, "bad worker pool configuration");
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -409,6 +477,10 @@ int wk_start(wk_pool **out, const wk_config *cfg)
 	}
 	p->cfg.db_path = p->db_path;
 	p->cfg.instance = p->instance;
+	if (p->cfg.heartbeat_ms <= 0)
+		p->cfg.heartbeat_ms = p->cfg.lease_ms / 3;
+	if (p->cfg.rescue_ms <= 0)
+		p->cfg.rescue_ms = p->cfg.lease_ms / 3;
 	if ((rc = q_open(&p->keeper_q, p->db_path, Q_OPEN_CREATE)))
 		goto fail;
 	for (int i = 0; i < cfg->workers; i++) {
@@ -436,6 +508,14 @@ int wk_start(wk_pool **out, const wk_config *cfg)
 		goto fail_threads;
 	}
 	p->keeper_started = true;
+	if (q_shared(p->keeper_q)) {
+		if (q_open(&p->listen_q, p->db_path, Q_OPEN_CREATE) == 0 &&
+		    pthread_create(&p->listener, NULL, listener_main, p) == 0)
+			p->listener_started = true;
+		else
+			ap_warn("no listener for other replicas' jobs (workers still poll): %s",
+				ap_error_last());
+	}
 	*out = p;
 	return 0;
 fail_threads:
@@ -506,6 +586,8 @@ void wk_stop(wk_pool *p, int64_t grace_ms)
 	pthread_mutex_unlock(&p->lock);
 	if (p->keeper_started)
 		pthread_join(p->keeper, NULL);
+	if (p->listener_started)
+		pthread_join(p->listener, NULL);
 	if (!all_exited)
 		return; /* a worker still runs pipeline code; the process exits next */
 	for (int i = 0; i < p->cfg.workers; i++)

@@ -3,7 +3,12 @@
  *
  * Each worker has its own database connection. A keeper thread extends the leases of running
  * jobs (heartbeats), notices cancel requests (so the job's should_stop turns true) and
- * re-queues jobs whose lease expired because their process died. The retry policy is here
+ * re-queues jobs whose lease expired because their process died (on any replica sharing the
+ * database). Each run is fenced by its lease's epoch: the job's fence op and every stage and
+ * event write check that the lease is still current, so a run that was presumed dead (frozen
+ * past its lease, its job leased again elsewhere) stops without publishing. On a shared
+ * database a listener wakes idle workers when another replica queued work (a hint only: idle
+ * workers poll every second anyway). The retry policy is here
  * alone: JOB_SUCCEEDED and JOB_FAILED are recorded as such, JOB_CANCELLED as cancelled (or
  * re-queued without counting the attempt when the stop was a shutdown), JOB_RETRY re-queued
  * after exponential backoff (or the job's not_before, whichever is later) until max_attempts
@@ -21,7 +26,9 @@ typedef struct wk_pool wk_pool;
 typedef struct wk_config {
 	const char *db_path;
 	int workers;	       /* >= 1 */
-	int64_t lease_ms;      /* lease length; heartbeats run every lease_ms / 3 */
+	int64_t lease_ms;      /* lease length */
+	int64_t heartbeat_ms;  /* lease extension interval; 0 = lease_ms / 3 */
+	int64_t rescue_ms;     /* how often expired leases are looked for; 0 = lease_ms / 3 */
 	int max_attempts;      /* >= 1 */
 	int64_t retry_base_ms; /* first retry delay; doubles per attempt, at most an hour */
 	const char *instance;  /* unique per process, prefixes each worker's lease owner */

@@ -180,16 +180,17 @@ class Rig:
             return ""
 
     # ---- webhooks ----------------------------------------------------------------------
-    def post(self, event, payload, delivery=None):
+    def post(self, event, payload, delivery=None, timeout=10, port=None):
+        """POST a signed delivery to serve's webhook (or to port); returns the HTTP status."""
         body = json.dumps(payload).encode()
         sig = "sha256=" + hmac.new(self.webhook_secret.encode(), body, hashlib.sha256).hexdigest()
         req = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/api/github/webhooks", data=body, method="POST",
+            f"http://127.0.0.1:{port or self.port}/api/github/webhooks", data=body, method="POST",
             headers={"Content-Type": "application/json", "X-GitHub-Event": event,
                      "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
                      "X-Hub-Signature-256": sig, "User-Agent": "GitHub-Hookshot/e2e"})
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status
         except urllib.error.HTTPError as e:
             return e.code

@@ -2,10 +2,13 @@
 all green when everything is right; each broken setting gives its ✗ line with the sentence
 that says how to fix it, and a non-zero exit."""
 import socket
+import subprocess
+import uuid
 
 import pytest
 
 from github_util import GitHubStub, ModelStub, make_app_key, run_autopatch
+from pg_util import PgServer
 
 MODEL_KEY = "sk-doctor-test-key-123456"
 IMAGE = "autopatch-sandbox:latest"
@@ -40,7 +43,7 @@ def lines(out):
     return {l[2:].split(":")[0]: l for l in out.stdout.splitlines() if l[:1] in ("✓", "✗")}
 
 
-NAMES = ["configuration", "private key", "JWT accepted", "installations visible",
+NAMES = ["configuration", "private key", "JWT accepted", "installations visible", "database",
          "Docker reachable", "sandbox image present", "model endpoint reachable"]
 
 
@@ -57,6 +60,9 @@ def test_doctor_all_green(world, autopatch_bin, tmp_path):
     assert out.returncode == 0
     assert 'GitHub App "autopatch"' in got["JWT accepted"]
     assert "1 (octo)" in got["installations visible"]
+    # No database yet: serve creates the default SQLite file in this folder; doctor does not.
+    assert "does not exist yet" in got["database"], got["database"]
+    assert not (tmp_path / "autopatch.db").exists()
     # The JWT really went to the stand-in and was verified there against the public key.
     assert any(r["path"] == "/app" and r["auth_scheme"] == "Bearer"
                for r in world["stub"].requests())
@@ -88,6 +94,10 @@ CASES = [
      ["Check GITHUB_API_URL and that this machine can reach it"]),
     ("no-installations", {"_installations": []}, "installations visible",
      ["installed nowhere", "Install it on the repositories"]),
+    ("db-folder-unwritable", {"AUTOPATCH_DB": "/nonexistent/autopatch/autopatch.db"},
+     "database", ["/nonexistent/autopatch is not writable", "Set AUTOPATCH_DB to a path"]),
+    ("db-unreachable", {"AUTOPATCH_DB": "PG_CLOSED"}, "database",
+     ["cannot connect to database postgresql://", "Start PostgreSQL or fix AUTOPATCH_DB"]),
     ("docker-down", {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}, "Docker reachable",
      ["Start dockerd (or point DOCKER_HOST at it)"]),
     ("no-image", {"AUTOPATCH_SANDBOX_IMAGE": "autopatch-no-such-image:never"},
@@ -115,6 +125,8 @@ def test_doctor_reports_each_broken_setting(world, autopatch_bin, tmp_path, case
             stub.config(installations=v)
         elif v is None:
             env.pop(k)
+        elif v == "PG_CLOSED":
+            env[k] = f"postgresql://autopatch:doctor-pw@127.0.0.1:{closed_port()}/autopatch"
         elif v == "CLOSED":
             env[k] = f"http://127.0.0.1:{closed_port()}" + ("/v1" if "LLM" in k else "")
         elif v == "WRONG_KEY":
@@ -138,3 +150,62 @@ def test_doctor_reports_each_broken_setting(world, autopatch_bin, tmp_path, case
     bad = {n for n, l in got.items() if l.startswith("✗")}
     assert bad == expected_bad, out.stdout
     assert "check" in out.stdout.splitlines()[-1] and "failed" in out.stdout.splitlines()[-1]
+
+
+def test_doctor_database_postgresql(world, autopatch_bin, tmp_path):
+    """A reachable PostgreSQL passes with its backend and schema version; the password in the
+    URI is never printed, not even when the server refuses the connection."""
+    pg = PgServer().start()
+    try:
+        env = good_env(world) | {"AUTOPATCH_DB": pg.uri}
+        out = run_autopatch(autopatch_bin, ["doctor"], env, tmp_path)
+        got = lines(out)
+        assert got["database"].startswith("✓"), out.stdout
+        version = pg.psql("SELECT max(version) FROM schema_migrations")
+        assert f"postgresql, schema version {version}" in got["database"], got["database"]
+        assert "shared by every replica" in got["database"], got["database"]
+        wrong = pg.uri.replace("autopatch@", "autopatch:s3cret-doctor-pw@").replace(
+            "/autopatch", "/no_such_db")
+        out = run_autopatch(autopatch_bin, ["doctor"], env | {"AUTOPATCH_DB": wrong}, tmp_path)
+        got = lines(out)
+        assert got["database"].startswith("✗"), out.stdout
+        assert "no_such_db" in got["database"], got["database"]
+        assert "s3cret-doctor-pw" not in out.stdout + out.stderr, out.stdout + out.stderr
+    finally:
+        pg.cleanup()
+
+
+def docker(*args):
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_doctor_checks_every_built_flavour(world, autopatch_bin, tmp_path):
+    """Under a flavour repository of this test's own: node is the real node image (its
+    toolchain is there), c is the python image (no cmake: a broken flavour), the rest are not
+    built (listed with their build command, not failed)."""
+    if docker("image", "inspect", "autopatch-sandbox:node").returncode != 0:
+        pytest.fail("autopatch-sandbox:node is missing: deploy/sandbox-image/build.sh "
+                    "--flavor node (scripts/test.sh builds it)")
+    repo = "autopatch-test-doctor-" + uuid.uuid4().hex[:10]
+    try:
+        assert docker("tag", "autopatch-sandbox:node", f"{repo}:node").returncode == 0
+        assert docker("tag", IMAGE, f"{repo}:c").returncode == 0
+        env = dict(good_env(world), AUTOPATCH_FLAVOR_REPOSITORY=repo)
+        out = run_autopatch(autopatch_bin, ["doctor"], env, tmp_path)
+    finally:
+        for f in ("node", "c"):
+            docker("image", "rm", f"{repo}:{f}")
+    got = lines(out)
+    assert out.returncode == 1, out.stdout
+    assert got["flavour python"].startswith("✓") and "(python3 pip3 pytest)" in \
+        got["flavour python"], out.stdout
+    assert got["flavour node"] == f"✓ flavour node: {repo}:node (node npm)", out.stdout
+    assert got["flavour c"].startswith("✗"), out.stdout
+    assert (f"{repo}:c lacks `cmake`. Rebuild it: deploy/sandbox-image/build.sh --flavor c."
+            in got["flavour c"]), out.stdout
+    for f in ("go", "rust", "java"):
+        assert (f"- flavour {f}: {repo}:{f} not built (deploy/sandbox-image/build.sh "
+                f"--flavor {f})") in out.stdout.splitlines(), out.stdout
+        assert f"flavour {f}" not in got, out.stdout
+    # Only the broken flavour failed.
+    assert {n for n, l in got.items() if l.startswith("✗")} == {"flavour c"}, out.stdout

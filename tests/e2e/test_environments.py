@@ -17,6 +17,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import subprocess
 import time
 import urllib.request
@@ -546,3 +547,225 @@ def test_server_setup_runs_then_the_fix_is_proven(rig_factory):
     text = progress_text(rig)
     assert "setup ran (" in text and "**Environment:**" in text
     assert not any(".venv" in p for p in rig.branch_files("autopatch/issue-1"))
+
+
+# ---- the cache's size cap: the least recently used entries go ----
+
+# 1.2 MB of setup products per repository (random bytes: the archive cannot be smaller).
+BLOB_SETUP = "mkdir -p .venv && head -c 1200000 /dev/urandom > .venv/blob"
+
+
+def cached_key(out):
+    m = re.search(r"environment cached \(key ([0-9a-f]{12})", out)
+    assert m, out
+    return m.group(1)
+
+
+def cache_cli(autopatch_bin, home, *args):
+    r = subprocess.run([str(autopatch_bin), "cache", *args], capture_output=True, text=True,
+                       env={"PATH": os.environ["PATH"], "AUTOPATCH_DATA_DIR": str(home / "data"),
+                            "AUTOPATCH_ENV_FILE": "/dev/null"})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_cache_size_cap_evicts_the_least_recently_used(autopatch_bin, tmp_path):
+    """Three repositories' environments of 1.2 MB under a 3 MiB cap: storing the third pushes
+    out the one least recently *used* - a restore counts - not the one stored first."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"AUTOPATCH_ENV_CACHE_SIZE": "3m"}
+    repos = {n: error_repo(tmp_path / n, f"setup: {BLOB_SETUP}\n")
+             for n in ("alpha", "beta", "gamma")}
+    keys = {}
+    for n in ("alpha", "beta"):
+        r = run_fix(autopatch_bin, home, repos[n], happy(), env)
+        assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+        keys[n] = cached_key(r.stdout)
+        assert "evicted" not in r.stdout
+    # alpha again: restored from the cache, which makes beta the least recently used.
+    r = run_fix(autopatch_bin, home, repos["alpha"], happy(), env)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert f"environment restored from cache (key {keys['alpha']}" in r.stdout
+    assert "setup ran (" not in r.stdout
+    # gamma does not fit beside both: beta goes, alpha (stored first, used since) stays.
+    r = run_fix(autopatch_bin, home, repos["gamma"], happy(), env)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    keys["gamma"] = cached_key(r.stdout)
+    assert (f"environment cache: evicted key {keys['beta']} (local:{repos['beta']}, least "
+            "recently used)") in r.stdout, r.stdout
+    assert r.stdout.count("environment cache: evicted key") == 1, r.stdout
+    listed = cache_cli(autopatch_bin, home, "list")
+    rows = [l for l in listed.splitlines() if l.startswith("local:")]
+    assert [l.split()[0] for l in rows] == [f"local:{repos['gamma']}",
+                                            f"local:{repos['alpha']}"], listed
+    assert [l.split()[1] for l in rows] == [keys["gamma"], keys["alpha"]], listed
+    assert "2 environments, 2.4 MB" in listed, listed
+    assert all(abs(float(l.split()[2].rstrip("MB")) - 1.2) < 0.05 for l in rows), listed
+    # beta's environment is gone: its next job runs setup again (and alpha, now the least
+    # recently used, makes room for it).
+    r = run_fix(autopatch_bin, home, repos["beta"], happy(), env)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "setup ran (" in r.stdout and "restored from cache" not in r.stdout
+    assert f"environment cache: evicted key {keys['alpha']} (local:{repos['alpha']}" in r.stdout
+    rows = [l.split()[0] for l in cache_cli(autopatch_bin, home, "list").splitlines()
+            if l.startswith("local:")]
+    assert rows == [f"local:{repos['beta']}", f"local:{repos['gamma']}"], rows
+
+
+# ---- a flavour built on first use (AUTOPATCH_SANDBOX_BUILD_CMD) ----
+
+# A stand-in for deploy/sandbox-image/build.sh (which takes minutes): it records each call,
+# takes a few seconds, and tags the default image as the flavour asked for, under a
+# test-only AUTOPATCH_FLAVOR_REPOSITORY.
+BUILD_OK = """#!/bin/sh
+echo "$$ $*" >> {calls}
+echo "[sandbox-image] building {repo}:$2"
+sleep 4
+docker tag autopatch-sandbox:latest {repo}:$2 || exit 9
+echo "[sandbox-image] built {repo}:$2"
+"""
+
+BUILD_FAILS = """#!/bin/sh
+echo "$$ $*" >> {calls}
+echo "[sandbox-image] building {repo}:$2 (12 packages)"
+echo "E: mmdebstrap: cannot reach the Debian mirror for {repo}" >&2
+exit 7
+"""
+
+
+@pytest.fixture
+def build_cmd(tmp_path):
+    """make(template) -> (env, calls file): a build command and a flavour repository of this
+    test's own, whose tags are removed afterwards."""
+    repo = "autopatch-test-build-" + uuid.uuid4().hex[:10]
+    n = [0]
+
+    def make(template):
+        n[0] += 1
+        calls = tmp_path / f"build-calls-{n[0]}"
+        script = tmp_path / f"build-{n[0]}.sh"
+        script.write_text(template.format(calls=calls, repo=repo))
+        script.chmod(0o755)
+        return {"AUTOPATCH_FLAVOR_REPOSITORY": repo,
+                "AUTOPATCH_SANDBOX_BUILD_CMD": str(script)}, calls
+
+    yield make
+    for flavor in ("node", "go", "rust", "java", "c"):
+        docker("image", "rm", f"{repo}:{flavor}", check=False)
+    assert not docker("images", "-q", repo).stdout.strip(), "test tags left behind"
+
+
+def test_server_builds_a_missing_flavour_once_for_two_concurrent_jobs(build_cmd, tmp_path,
+                                                                      autopatch_bin):
+    from pipeline_util import Rig, job_events
+    env, calls = build_cmd(BUILD_OK)
+    image = env["AUTOPATCH_FLAVOR_REPOSITORY"] + ":go"
+    assert not have_image(image)
+    rig = Rig(tmp_path / "rig", autopatch_bin, env=env, workers=2, issues=2,
+              files={".github/autopatch.yml": "image: go\ntest: python3 -m pytest -q\n"})
+    rig.tmp.mkdir(parents=True)
+    rig.start()
+    try:
+        assert rig.label(1) == 202 and rig.label(2) == 202
+        rig.wait(lambda: rig.job_done(2), 400, "both jobs")
+        events = {j: job_events(rig, j) for j in (1, 2)}
+        texts = {}
+        for issue in (1, 2):
+            bodies = [c["body"] for c in rig.bot_comments(issue)
+                      if "autopatch:progress" in c["body"]]
+            assert len(bodies) == 1, bodies
+            texts[issue] = bodies[0]
+        states = sorted(j["state"] for j in rig.jobs())
+    finally:
+        rig.stop()
+    # One build, though both jobs found the image missing and said so while they waited
+    # (the second waited on the first's build and found the image built).
+    assert len(calls.read_text().splitlines()) == 1, calls.read_text()
+    assert "--flavor go" in calls.read_text()
+    for j, ev in events.items():
+        building = [i for i, m in enumerate(ev) if m == (
+            "building the sandbox image for the go flavour (first use; this takes a few "
+            "minutes)")]
+        built = [i for i, m in enumerate(ev) if m == f"built the sandbox image {image}"]
+        assert len(building) == 1 and len(built) == 1 and building[0] < built[0], (j, ev)
+    for text in texts.values():
+        assert f"sandbox image {image} (flavour go: `image: go` in .github/autopatch.yml)" \
+            in text, text
+    # The job whose steps the comment still lists in full says it, in order.
+    shown = [t for t in texts.values() if "building the sandbox image for the go flavour" in t]
+    assert shown, texts
+    assert all(t.index("building the sandbox image") < t.index(f"built the sandbox image {image}")
+               for t in shown)
+    assert have_image(image)
+    # The built image is used: a job proved its fix in it (the scripted model serves one
+    # conversation, so the other job's Planner finds the script used up).
+    assert "succeeded" in states, (states, texts)
+
+
+def test_fix_builds_a_missing_flavour_on_first_use_and_then_reuses_it(build_cmd, autopatch_bin,
+                                                                      tmp_path):
+    env, calls = build_cmd(BUILD_OK)
+    image = env["AUTOPATCH_FLAVOR_REPOSITORY"] + ":go"
+    repo = error_repo(tmp_path, "image: go\ntest: python3 -m pytest -q\n")
+    r = run_fix(autopatch_bin, tmp_path, repo, happy(), env)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    out = r.stdout
+    building = out.index("[preparing] building the sandbox image for the go flavour (first use")
+    built = out.index(f"[preparing] built the sandbox image {image}")
+    assert building < built < out.index("PROVEN")
+    assert len(calls.read_text().splitlines()) == 1
+    # Present now: the next job neither builds nor says it does.
+    r = run_fix(autopatch_bin, tmp_path, repo, happy(), env)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "building the sandbox image" not in r.stdout
+    assert len(calls.read_text().splitlines()) == 1
+
+
+def test_two_fix_runs_sharing_the_data_dir_build_a_missing_flavour_once(build_cmd,
+                                                                        autopatch_bin, tmp_path):
+    """Two `autopatch fix` processes (no shared memory, so no build_lock between them) with one
+    AUTOPATCH_DATA_DIR: the lock file beside the data serialises them, and one build serves
+    both."""
+    import concurrent.futures
+    env, calls = build_cmd(BUILD_OK)
+    image = env["AUTOPATCH_FLAVOR_REPOSITORY"] + ":go"
+    env["AUTOPATCH_DATA_DIR"] = str(tmp_path / "shared-data")
+    runs = []
+    for n in ("one", "two"):
+        home = tmp_path / n
+        home.mkdir()
+        runs.append((home, error_repo(home, "image: go\ntest: python3 -m pytest -q\n")))
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(lambda hr: run_fix(autopatch_bin, hr[0], hr[1], happy(), env),
+                             runs))
+    assert len(calls.read_text().splitlines()) == 1, calls.read_text()
+    for r in done:
+        assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+        assert "[preparing] building the sandbox image for the go flavour" in r.stdout, r.stdout
+        assert f"[preparing] built the sandbox image {image}" in r.stdout, r.stdout
+        assert "PROVEN" in r.stdout
+
+
+def test_fix_failed_flavour_build_is_an_environment_failure_before_any_model_call(
+        build_cmd, autopatch_bin, tmp_path):
+    env, calls = build_cmd(BUILD_FAILS)
+    image = env["AUTOPATCH_FLAVOR_REPOSITORY"] + ":rust"
+    repo = error_repo(tmp_path, "image: rust\n")
+    r = run_fix(autopatch_bin, tmp_path, repo, happy(), env)
+    assert r.returncode == 3, r.stdout + r.stderr[-2000:]  # an environment failure
+    assert "[preparing] building the sandbox image for the rust flavour (first use" in r.stdout
+    assert "built the sandbox image" not in r.stdout
+    failure = r.stdout.split("ENVIRONMENT FAILURE (no model call was made): ", 1)
+    assert len(failure) == 2, r.stdout
+    assert failure[1].startswith(
+        f"the sandbox image {image} for the rust flavour (`image: rust` in "
+        ".github/autopatch.yml) is not built on this host, and building it with "
+        f"AUTOPATCH_SANDBOX_BUILD_CMD failed: `{env['AUTOPATCH_SANDBOX_BUILD_CMD']} --flavor "
+        "rust` exited with 7 after "), failure[1]
+    # The tail of its output, stdout and stderr both.
+    assert f"[sandbox-image] building {image} (12 packages)" in failure[1]
+    assert "E: mmdebstrap: cannot reach the Debian mirror" in failure[1]
+    assert r.requests == [], "no model call after a failed build"
+    assert len(calls.read_text().splitlines()) == 1
+    assert not have_image(image)

@@ -440,6 +440,56 @@ static size_t comments_with(gh_rest *r, const char *body)
 	return n;
 }
 
+struct guard_fx {
+	int verdict; /* what the guard answers */
+	int calls;
+};
+
+static int test_guard(void *ud)
+{
+	struct guard_fx *g = ud;
+
+	g->calls++;
+	if (g->verdict)
+		return ap_error_set(g->verdict, "lease epoch 1 is no longer current");
+	return 0;
+}
+
+/* The write guard (issue 14's fencing): asked once per write as it goes on the wire, never
+ * for a read; a refusal sends nothing, is not retried, and says why. */
+static void test_write_guard_refuses_before_sending(void **state)
+{
+	struct fx *f = *state;
+	struct guard_fx g = {0, 0};
+	gh_comment c = {0};
+	gh_repo repo = {0};
+
+	gh_stub_http(&stub, "POST", "/_stub/requests/clear", "{}", NULL);
+	gh_rest_set_write_guard(f->rest, test_guard, &g);
+	assert_int_equal(gh_comment_create(f->rest, "octo/post", 1, "guarded-allowed", &c), 0);
+	gh_comment_release(&c);
+	assert_int_equal(g.calls, 1);
+	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), 0);
+	assert_int_equal(g.calls, 1); /* reads are not guarded */
+
+	g.verdict = AP_ESTALE;
+	assert_int_equal(gh_comment_create(f->rest, "octo/post", 1, "guarded-refused", &c),
+			 AP_ESTALE);
+	assert_int_equal(g.calls, 2); /* once: a refusal is not retried */
+	assert_non_null(strstr(ap_error_last(), "not sent"));
+	assert_non_null(strstr(ap_error_last(), "no longer current"));
+	assert_false(gh_rest_maybe_applied(f->rest));
+	assert_int_equal(gh_comment_update(f->rest, "octo/post", 1, "guarded-edit", NULL),
+			 AP_ESTALE);
+	assert_int_equal(gh_stub_count(&stub, "POST", "/repos/octo/post/issues/1/comments"), 1);
+	assert_int_equal(gh_stub_count(&stub, "PATCH", "/repos/octo/post/issues/comments"), 0);
+	gh_rest_set_write_guard(f->rest, NULL, NULL);
+	assert_int_equal(comments_with(f->rest, "guarded-allowed"), 1);
+	assert_int_equal(comments_with(f->rest, "guarded-refused"), 0);
+	gh_comment_release(&c);
+	gh_repo_release(&repo);
+}
+
 /* Changed deliberately (issue 11): a POST that creates something (a comment, a pull request)
  * is not repeated after a 5xx or a connection that broke once the request was out, since
  * GitHub may have applied it; the caller gets AP_EUNAVAIL and gh_rest_maybe_applied(). POSTs
@@ -1007,6 +1057,61 @@ static void test_concurrent_writes_serialized_and_spaced(void **state)
 	assert_true(min_gap >= 0.145);
 }
 
+/* A stand-in for the replicas' shared pacer: the first reservation finds the slot taken by
+ * "another replica" 300 ms ahead; fail = 1 makes reserve fail (the client must then fall
+ * back to its in-process spacing). */
+struct fake_pacer {
+	int calls, fail;
+	int64_t installation, spacing;
+};
+
+static int fake_reserve(void *ud, int64_t installation, int64_t spacing_ms, int64_t *wait_ms)
+{
+	struct fake_pacer *fp = ud;
+
+	fp->installation = installation;
+	fp->spacing = spacing_ms;
+	*wait_ms = fp->calls++ == 0 ? 300 : 0;
+	if (fp->fail)
+		return ap_error_set(AP_EUNAVAIL, "database down");
+	return 0;
+}
+
+static void test_shared_pacer_spaces_writes_across_processes(void **state)
+{
+	struct fx *f = *state;
+	struct fake_pacer fp = {0};
+	gh_write_pacer pacer = {fake_reserve, &fp};
+	struct timespec a, b;
+	gh_rest *r = NULL;
+	gh_comment c = {0};
+	char *tok = NULL;
+
+	cfg_set(f->cfg, "AUTOPATCH_GH_WRITE_SPACING_MS", "100");
+	assert_int_equal(gh_app_token(f->app, 1, &tok), 0);
+	free(tok);
+	assert_int_equal(gh_rest_new(&r, f->cfg, gh_app_creds(f->app), 1), 0);
+	gh_rest_set_pacer(&pacer);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(gh_comment_create(r, "octo/hello", 2, "paced", &c), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	gh_comment_release(&c);
+	/* the write waited for the slot the database handed out, reads are not paced */
+	assert_true((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 >= 290);
+	assert_int_equal(fp.calls, 1);
+	assert_int_equal(fp.installation, 1);
+	assert_int_equal(fp.spacing, 100);
+	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/hello", NULL, NULL), 0);
+	assert_int_equal(fp.calls, 1);
+	/* the database unreachable: the write still goes out, spaced in-process */
+	fp.fail = 1;
+	assert_int_equal(gh_comment_create(r, "octo/hello", 2, "fallback", &c), 0);
+	gh_comment_release(&c);
+	assert_int_equal(fp.calls, 2);
+	gh_rest_set_pacer(NULL);
+	gh_rest_free(r);
+}
+
 /* A 401 right after a token was minted (replication delay) is retried with the same token,
  * not answered with a second mint. */
 static void test_new_token_401_retried_without_mint(void **state)
@@ -1079,6 +1184,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rate_limits_and_plain_403, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_5xx_retried_with_backoff, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_5xx_post_not_repeated, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_write_guard_refuses_before_sending, fx_setup,
+					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_pagination_returns_all_pages, fx_setup,
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_token_is_denied_with_message, fx_setup,
@@ -1099,6 +1206,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_response_size_cap, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_writes_serialized_and_spaced, fx_setup,
 					    fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_shared_pacer_spaces_writes_across_processes,
+					    fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_new_token_401_retried_without_mint, fx_setup,
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_mint_rate_limit_returned_to_caller, fx_setup,

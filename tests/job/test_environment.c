@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/job/test_environment.c - the flavour chosen from `image:` or the checkout (links not
  * followed), the environment cache key (what changes it and what does not), the command ->
- * flavour map, and `setup:` as a command or a list with agent_network and cache_key. */
+ * flavour map, `setup:` as a command or a list with agent_network and cache_key, and the
+ * cache store on the host: archives kept, a use moving an entry up, least recently used
+ * entries evicted past AUTOPATCH_ENV_CACHE_SIZE (never the one just stored). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -205,6 +207,171 @@ static void test_setup_list_and_keys(void **state)
 	assert_non_null(strstr(ap_error_last(), "each entry of \"setup\" must be a string"));
 }
 
+/* The cache store, with real files and no box: what env_setup() does after a setup (put, then
+ * evict) and on a hit (touch). */
+struct fill {
+	size_t bytes;
+	int fail; /* return this instead of writing everything */
+};
+
+static int fill_archive(void *ud, int fd)
+{
+	const struct fill *f = ud;
+	char block[65536];
+	size_t left = f->bytes;
+
+	memset(block, 'a', sizeof(block));
+	while (left) {
+		size_t n = left < sizeof(block) ? left : sizeof(block);
+		ssize_t w = write(fd, block, f->fail ? n / 2 : n);
+
+		if (w <= 0)
+			return AP_EIO;
+		if (f->fail)
+			return ap_error_set(f->fail, "the box went away");
+		left -= (size_t)w;
+	}
+	return 0;
+}
+
+static void store(const char *repo, const char *key, size_t bytes)
+{
+	env_cache_entry e = {0};
+	struct fill f = {bytes, 0};
+
+	snprintf(e.repo, sizeof(e.repo), "%s", repo);
+	snprintf(e.key, sizeof(e.key), "%s", key);
+	snprintf(e.image, sizeof(e.image), "autopatch-sandbox:latest");
+	e.setup_ms = 1234;
+	assert_int_equal(env_cache_put(cfg, &e, fill_archive, &f), 0);
+}
+
+static char evicted[8][400];
+static size_t n_evicted;
+
+static void heard(void *ud, const char *msg)
+{
+	(void)ud;
+	if (n_evicted < 8)
+		snprintf(evicted[n_evicted++], sizeof(evicted[0]), "%s", msg);
+}
+
+/* The cache's entries, most recently used first, as "repo/key" joined by spaces. */
+static void listing(char *out, size_t n)
+{
+	env_cache_entry *v = NULL;
+	size_t count = 0, len = 0;
+
+	assert_int_equal(env_cache_list(cfg, &v, &count), 0);
+	out[0] = '\0';
+	for (size_t i = 0; i < count; i++)
+		len += (size_t)snprintf(out + len, n - len, "%s%s/%s", i ? " " : "", v[i].repo,
+					v[i].key);
+	free(v);
+}
+
+static void evict(const char *keep_repo, const char *keep_key, size_t want_removed)
+{
+	size_t removed = 99;
+
+	n_evicted = 0;
+	assert_int_equal(env_cache_evict(cfg, keep_repo, keep_key, heard, NULL, &removed), 0);
+	assert_int_equal(removed, want_removed);
+	assert_int_equal(n_evicted, want_removed);
+}
+
+#define MB 1000000
+
+static void test_cache_lru_eviction(void **state)
+{
+	char got[1024], path[600];
+	env_cache_entry *v = NULL;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(cfg_set(cfg, "AUTOPATCH_DATA_DIR", dir), 0);
+	assert_int_equal(cfg_set(cfg, "AUTOPATCH_ENV_CACHE_SIZE", "3m"), 0); /* 3 MiB */
+	listing(got, sizeof(got));
+	assert_string_equal(got, "");
+	/* Three repositories, 1 MB each: they fit, nothing goes. */
+	store("octo/alpha", "aaaa", MB);
+	evict("octo/alpha", "aaaa", 0);
+	store("octo/beta", "bbbb", MB);
+	store("local:/src/gamma", "cccc", MB);
+	evict("local:/src/gamma", "cccc", 0);
+	listing(got, sizeof(got));
+	assert_string_equal(got, "local:/src/gamma/cccc octo/beta/bbbb octo/alpha/aaaa");
+	/* alpha is restored (a use): beta becomes the least recently used. */
+	assert_int_equal(env_cache_touch(cfg, "octo/alpha", "aaaa"), 0);
+	listing(got, sizeof(got));
+	assert_string_equal(got, "octo/alpha/aaaa local:/src/gamma/cccc octo/beta/bbbb");
+	/* A fourth entry passes the cap: beta goes, not alpha, which was stored first. */
+	store("octo/delta", "dddd", MB);
+	evict("octo/delta", "dddd", 1);
+	assert_string_equal(evicted[0],
+			    "environment cache: evicted key bbbb (octo/beta, least recently used)");
+	listing(got, sizeof(got));
+	assert_string_equal(got, "octo/delta/dddd octo/alpha/aaaa local:/src/gamma/cccc");
+	assert_int_equal(env_cache_touch(cfg, "octo/beta", "bbbb"), AP_ENOTFOUND);
+	/* A second key of alpha's repository; gamma is now the oldest. */
+	store("octo/alpha", "a2a2", MB);
+	evict("octo/alpha", "a2a2", 1);
+	listing(got, sizeof(got));
+	assert_string_equal(got, "octo/alpha/a2a2 octo/delta/dddd octo/alpha/aaaa");
+	/* A big entry pushes out as many as it takes, oldest first, and is itself kept even
+	 * when it is the least recently used (it was just stored). */
+	store("octo/big", "eeee", 2 * MB + MB / 2);
+	assert_int_equal(env_cache_touch(cfg, "octo/alpha", "a2a2"), 0);
+	assert_int_equal(env_cache_touch(cfg, "octo/delta", "dddd"), 0);
+	assert_int_equal(env_cache_touch(cfg, "octo/alpha", "aaaa"), 0);
+	evict("octo/big", "eeee", 3);
+	assert_non_null(strstr(evicted[0], "key a2a2 (octo/alpha"));
+	assert_non_null(strstr(evicted[1], "key dddd (octo/delta"));
+	assert_non_null(strstr(evicted[2], "key aaaa (octo/alpha"));
+	listing(got, sizeof(got));
+	assert_string_equal(got, "octo/big/eeee");
+	/* The listing carries what `autopatch cache list` prints. */
+	assert_int_equal(env_cache_list(cfg, &v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0].bytes, 2 * MB + MB / 2);
+	assert_int_equal(v[0].setup_ms, 1234);
+	assert_string_equal(v[0].image, "autopatch-sandbox:latest");
+	assert_true(v[0].used_s > 1700000000);
+	free(v);
+	/* A cap of 0 empties everything but the entry kept. */
+	assert_int_equal(cfg_set(cfg, "AUTOPATCH_ENV_CACHE_SIZE", "0"), 0);
+	evict(NULL, NULL, 1);
+	listing(got, sizeof(got));
+	assert_string_equal(got, "");
+	/* The repository's directory goes with its last entry. */
+	snprintf(path, sizeof(path), "%s/env-cache", dir);
+	assert_int_equal(rmdir(path), 0);
+}
+
+static void test_cache_put_failure_leaves_nothing(void **state)
+{
+	env_cache_entry e = {0};
+	struct fill f = {MB, AP_ECANCELLED};
+	char got[256], path[600];
+	size_t removed = 0;
+
+	(void)state;
+	assert_int_equal(cfg_set(cfg, "AUTOPATCH_DATA_DIR", dir), 0);
+	snprintf(e.repo, sizeof(e.repo), "octo/alpha");
+	snprintf(e.key, sizeof(e.key), "ffff");
+	assert_int_equal(env_cache_put(cfg, &e, fill_archive, &f), AP_ECANCELLED);
+	listing(got, sizeof(got));
+	assert_string_equal(got, "");
+	/* No temporary file either: the clear finds nothing, and the directory is empty. */
+	assert_int_equal(env_cache_clear(cfg, NULL, &removed), 0);
+	assert_int_equal(removed, 0);
+	store("octo/alpha", "ffff", 10);
+	assert_int_equal(env_cache_clear(cfg, "octo/alpha", &removed), 0);
+	assert_int_equal(removed, 1);
+	snprintf(path, sizeof(path), "%s/env-cache", dir);
+	assert_int_equal(rmdir(path), 0); /* ENOTEMPTY if anything was left behind */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -213,6 +380,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cache_key, setup, teardown),
 	    cmocka_unit_test(test_command_flavours),
 	    cmocka_unit_test(test_setup_list_and_keys),
+	    cmocka_unit_test_setup_teardown(test_cache_lru_eviction, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cache_put_failure_leaves_nothing, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/server/test_queue.c - the SQLite queue, the group-commit writer and the worker pool
- * against a real database file: delivery dedupe, semantic dedupe, leases and their expiry,
- * attempts and backoff, cancellation, shutdown. */
+/* tests/server/test_queue.c - the queue, the group-commit writer and the worker pool against
+ * a real database: delivery dedupe, semantic dedupe, leases and their expiry, fencing epochs,
+ * attempts and backoff, cancellation, shutdown, migrations, compressed bodies, shared write
+ * pacing, concurrent replicas.
+ *
+ * `test_queue` runs every case on a SQLite file; `test_queue pg` runs them on the PostgreSQL
+ * server named by AP_TEST_PG_URI (tests/e2e/pg_util.py starts one for meson) and fails when
+ * it is not set or not reachable. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <libpq-fe.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
@@ -23,9 +29,69 @@
 
 struct fixture {
 	char dir[64];
-	char path[96];
+	char path[512]; /* the SQLite file, or the PostgreSQL URI */
 	queue *q;
 };
+
+/* NULL: SQLite; else the PostgreSQL server every case runs on (a fresh schema each). */
+static const char *pg_uri;
+
+/* Run sql (statements without results) directly on the database, outside the queue. */
+static void raw_exec(const struct fixture *f, const char *sql)
+{
+	if (pg_uri) {
+		PGconn *c = PQconnectdb(f->path);
+		PGresult *r;
+
+		assert_int_equal(PQstatus(c), CONNECTION_OK);
+		PQclear(PQexec(c, "SET client_min_messages=warning"));
+		r = PQexec(c, sql);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+			fail_msg("%s: %s", sql, PQerrorMessage(c));
+		PQclear(r);
+		PQfinish(c);
+	} else {
+		sqlite3 *db;
+		char *err = NULL;
+
+		assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+		sqlite3_busy_timeout(db, 5000);
+		if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
+			fail_msg("%s: %s", sql, err);
+		sqlite3_close(db);
+	}
+}
+
+/* The integer the query sql returns (first column of the first row), -1 when no row. */
+static int64_t raw_int(const struct fixture *f, const char *sql)
+{
+	int64_t n = -1;
+
+	if (pg_uri) {
+		PGconn *c = PQconnectdb(f->path);
+		PGresult *r;
+
+		assert_int_equal(PQstatus(c), CONNECTION_OK);
+		r = PQexec(c, sql);
+		if (PQresultStatus(r) != PGRES_TUPLES_OK)
+			fail_msg("%s: %s", sql, PQerrorMessage(c));
+		if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+			n = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+		PQclear(r);
+		PQfinish(c);
+	} else {
+		sqlite3 *db;
+		sqlite3_stmt *st;
+
+		assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+		assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+		if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL)
+			n = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+		sqlite3_close(db);
+	}
+	return n;
+}
 
 static int setup(void **state)
 {
@@ -34,9 +100,16 @@ static int setup(void **state)
 	snprintf(f->dir, sizeof(f->dir), "/tmp/ap-queue-XXXXXX");
 	if (!mkdtemp(f->dir))
 		return -1;
-	snprintf(f->path, sizeof(f->path), "%s/q.db", f->dir);
-	if (q_open(&f->q, f->path, Q_OPEN_CREATE))
+	if (pg_uri) {
+		snprintf(f->path, sizeof(f->path), "%s", pg_uri);
+		raw_exec(f, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+	} else {
+		snprintf(f->path, sizeof(f->path), "%s/q.db", f->dir);
+	}
+	if (q_open(&f->q, f->path, Q_OPEN_CREATE)) {
+		print_error("q_open: %s\n", ap_error_last());
 		return -1;
+	}
 	*state = f;
 	return 0;
 }
@@ -103,24 +176,13 @@ static void test_delivery_dedupe(void **state)
 	assert_int_equal(st.deliveries, 1);
 }
 
-static int64_t body_len(const char *path, const char *delivery)
+static int64_t body_len(const struct fixture *f, const char *delivery)
 {
-	sqlite3 *db;
-	sqlite3_stmt *st;
-	int64_t n = -1;
+	char sql[200];
 
-	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-	assert_int_equal(sqlite3_prepare_v2(db,
-					    "SELECT length(body) FROM deliveries "
-					    "WHERE delivery=?",
-					    -1, &st, NULL),
-			 SQLITE_OK);
-	sqlite3_bind_text(st, 1, delivery, -1, SQLITE_STATIC);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		n = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	sqlite3_close(db);
-	return n;
+	snprintf(sql, sizeof(sql), "SELECT length(body) FROM deliveries WHERE delivery='%s'",
+		 delivery);
+	return raw_int(f, sql);
 }
 
 static void test_body_kept_only_for_deliveries_that_act(void **state)
@@ -139,9 +201,9 @@ static void test_body_kept_only_for_deliveries_that_act(void **state)
 	ingest1(f->q, &ign, 1000);
 	assert_int_equal(b.result, Q_ACTIVE);
 	assert_int_equal(ign.result, Q_RECORDED);
-	assert_int_equal(body_len(f->path, "d-job"), 20);
-	assert_int_equal(body_len(f->path, "d-active"), 0);
-	assert_int_equal(body_len(f->path, "d-ignored"), 0);
+	assert_int_equal(body_len(f, "d-job"), 20);
+	assert_int_equal(body_len(f, "d-active"), 0);
+	assert_int_equal(body_len(f, "d-ignored"), 0);
 	/* every one of them is still a known delivery id */
 	b.delivery = "d-ignored";
 	ingest1(f->q, &b, 1001);
@@ -172,6 +234,36 @@ static void test_semantic_dedupe(void **state)
 	e.delivery = "d-5";
 	ingest1(f->q, &e, 1300);
 	assert_int_equal(e.result, Q_QUEUED);
+}
+
+/* One batch mixing every case the multi-row path handles: a redelivery inside the batch, a
+ * known id, a record, a trigger for an issue active in the database. */
+static void test_mixed_batch(void **state)
+{
+	struct fixture *f = *state;
+	q_delivery old = trigger("d-old", "acme/w", 2);
+	q_delivery a = trigger("d-a", "acme/w", 1), a2 = trigger("d-a", "acme/w", 1),
+		   known = trigger("d-old", "acme/w", 3), act = trigger("d-act", "acme/w", 2);
+	q_delivery rec = {.delivery = "d-rec",
+			  .event = "ping",
+			  .body = "{}",
+			  .len = 2,
+			  .kind = Q_RECORD,
+			  .note = "ping"};
+	q_delivery *batch[5] = {&a, &a2, &known, &rec, &act};
+
+	ingest1(f->q, &old, 1000);
+	assert_int_equal(q_ingest(f->q, batch, 5, 2000), 0);
+	assert_int_equal(a.result, Q_QUEUED);
+	assert_int_equal(a2.result, Q_DUPLICATE);
+	assert_int_equal(known.result, Q_DUPLICATE);
+	assert_int_equal(rec.result, Q_RECORDED);
+	assert_int_equal(act.result, Q_ACTIVE);
+	assert_int_equal(act.job_id, old.job_id);
+	assert_int_equal(body_len(f, "d-act"), 0);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs"), 2);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM deliveries"), 4);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM job_events"), 2);
 }
 
 static void test_lease_fields_and_payload(void **state)
@@ -339,6 +431,347 @@ static void test_state_and_events(void **state)
 	    cJSON_GetObjectItem(cJSON_GetArrayItem(events, 1), "message")->valuestring,
 	    "reading code");
 	cJSON_Delete(arr);
+}
+
+/* --- fencing, migrations, bodies, pacing, replicas ---------------------------------------- */
+
+static void test_fencing_epoch_grows_and_stale_lease_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	q_delivery a = trigger("d-1", "acme/w", 1);
+	job_info *j1, *j2;
+	cJSON *arr, *events;
+	int n;
+
+	ingest1(f->q, &a, 1000);
+	assert_int_equal(q_lease(f->q, "w1", 1000, 1000, &j1), 0);
+	q_lease_ref r1 = {j1->id, "w1", j1->epoch};
+	assert_true(j1->epoch >= 1);
+	/* current: the fence passes and extends the lease to 1500 + 1000 */
+	assert_int_equal(q_fence(f->q, &r1, 1000, NULL, NULL, 1500), 0);
+	assert_int_equal(q_requeue_expired(f->q, 5, 2400, &n), 0);
+	assert_int_equal(n, 0);
+	/* the holder froze: the lease ran out, the job was rescued and leased again */
+	assert_int_equal(q_requeue_expired(f->q, 5, 2600, &n), 0);
+	assert_int_equal(n, 1);
+	/* expired and rescued, not yet re-leased: stale already */
+	assert_int_equal(q_fence(f->q, &r1, 1000, NULL, NULL, 2650), AP_ESTALE);
+	assert_int_equal(q_lease(f->q, "w2", 1000, 2700, &j2), 0);
+	q_lease_ref r2 = {j2->id, "w2", j2->epoch};
+	assert_int_equal(j2->id, j1->id);
+	assert_true(j2->epoch > j1->epoch);
+	/* even with the owner name reused, the old epoch is refused */
+	q_lease_ref r1b = {j1->id, "w2", j1->epoch};
+	assert_int_equal(q_fence(f->q, &r1, 1000, NULL, NULL, 2800), AP_ESTALE);
+	assert_int_equal(q_fence(f->q, &r1b, 1000, NULL, NULL, 2800), AP_ESTALE);
+	/* a stale holder's stage/event is not recorded; the current one's is */
+	assert_int_equal(q_fence(f->q, &r1, 1000, "publishing", "stale write", 2800), AP_ESTALE);
+	assert_int_equal(q_fence(f->q, &r2, 1000, "building", "current write", 2800), 0);
+	/* a lease that expired with nobody rescuing it yet is not current either */
+	assert_int_equal(q_fence(f->q, &r2, 1000, NULL, NULL, 3900), AP_ESTALE);
+	assert_int_equal(q_jobs_json(f->q, a.job_id, 0, &arr), 0);
+	assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 0), "stage")->valuestring,
+			    "building");
+	events = cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 0), "events");
+	bool saw_current = false;
+	cJSON *e;
+	cJSON_ArrayForEach(e, events)
+	{
+		const char *m = cJSON_GetObjectItem(e, "message")->valuestring;
+
+		assert_string_not_equal(m, "stale write");
+		saw_current |= strcmp(m, "current write") == 0;
+	}
+	assert_true(saw_current);
+	cJSON_Delete(arr);
+	q_job_free(j1);
+	q_job_free(j2);
+}
+
+struct opener {
+	const char *path;
+	int rc;
+	pthread_barrier_t *go;
+};
+
+static void *open_concurrently(void *arg)
+{
+	struct opener *o = arg;
+	queue *q = NULL;
+
+	pthread_barrier_wait(o->go);
+	o->rc = q_open(&q, o->path, Q_OPEN_CREATE);
+	q_close(q);
+	return NULL;
+}
+
+static void test_migrations_versioned_and_concurrent(void **state)
+{
+	struct fixture *f = *state;
+	enum { N = 4 };
+	pthread_t th[N];
+	struct opener o[N];
+	pthread_barrier_t go;
+	int v = 0;
+
+	assert_int_equal(q_schema_version(f->q, &v), 0);
+	assert_int_equal(v, 3);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations"), 3);
+	/* a fresh database opened by four "replicas" at the same moment */
+	q_close(f->q);
+	f->q = NULL;
+	if (pg_uri) {
+		raw_exec(f, "DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+	} else {
+		unlink(f->path);
+		raw_exec(f, "PRAGMA journal_mode=WAL");
+	}
+	pthread_barrier_init(&go, NULL, N);
+	for (int i = 0; i < N; i++) {
+		o[i] = (struct opener){f->path, -100, &go};
+		pthread_create(&th[i], NULL, open_concurrently, &o[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(o[i].rc, 0);
+	}
+	pthread_barrier_destroy(&go);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM schema_migrations"), 3);
+	assert_int_equal(q_open(&f->q, f->path, Q_OPEN_CREATE), 0);
+	/* a schema newer than this build is refused */
+	raw_exec(f, "INSERT INTO schema_migrations(version, applied) VALUES(99, 0)");
+	queue *newer = NULL;
+	assert_int_not_equal(q_open(&newer, f->path, Q_OPEN_CREATE), 0);
+	assert_non_null(strstr(ap_error_last(), "newer"));
+	raw_exec(f, "DELETE FROM schema_migrations WHERE version=99");
+}
+
+/* A database written by a release before versioned migrations (SQLite only: PostgreSQL
+ * support starts at version 2): its rows, bodies uncompressed, stay readable. */
+static void test_sqlite_v1_database_is_migrated_and_readable(void **state)
+{
+	struct fixture *f = *state;
+	job_info *job;
+
+	if (pg_uri)
+		return;
+	q_close(f->q);
+	f->q = NULL;
+	unlink(f->path);
+	raw_exec(f,
+		 "CREATE TABLE deliveries(id INTEGER PRIMARY KEY, delivery TEXT NOT NULL "
+		 "UNIQUE, event TEXT NOT NULL, body BLOB NOT NULL, received INTEGER NOT NULL, "
+		 "outcome TEXT NOT NULL);"
+		 "CREATE TABLE jobs(id INTEGER PRIMARY KEY, delivery TEXT NOT NULL, event TEXT "
+		 "NOT NULL, repo TEXT NOT NULL, repo_id INTEGER NOT NULL DEFAULT 0, "
+		 "installation_id INTEGER NOT NULL DEFAULT 0, issue INTEGER NOT NULL, trigger "
+		 "TEXT NOT NULL, feedback TEXT, trigger_comment_id INTEGER NOT NULL DEFAULT 0, "
+		 "state TEXT NOT NULL DEFAULT 'queued', stage TEXT, attempts INTEGER NOT NULL "
+		 "DEFAULT 0, lease_owner TEXT, lease_until INTEGER, not_before INTEGER NOT NULL "
+		 "DEFAULT 0, created INTEGER NOT NULL, updated INTEGER NOT NULL, result TEXT, "
+		 "error TEXT, cancel_requested INTEGER NOT NULL DEFAULT 0);"
+		 "INSERT INTO deliveries(delivery, event, body, received, outcome) VALUES('old', "
+		 "'issues', CAST('{\"old\":\"uncompressed body of an earlier release\"}' AS "
+		 "BLOB), 1, 'queued');"
+		 "INSERT INTO jobs(delivery, event, repo, issue, trigger, created, updated) "
+		 "VALUES('old', 'issues', 'acme/old', 4, 'label', 1, 1);");
+	assert_int_equal(q_open(&f->q, f->path, Q_OPEN_CREATE), 0);
+	assert_int_equal(q_lease(f->q, "w", 1000, 1000, &job), 0);
+	assert_string_equal(job->payload, "{\"old\":\"uncompressed body of an earlier release\"}");
+	assert_int_equal(job->epoch, 1);
+	q_job_free(job);
+}
+
+static void test_large_body_stored_compressed(void **state)
+{
+	struct fixture *f = *state;
+	enum { LEN = 12000 };
+	char *body = malloc(LEN + 1);
+	q_delivery a = trigger("d-big", "acme/w", 1);
+	job_info *job;
+	size_t n = 0;
+
+	n += (size_t)snprintf(body, LEN, "{\"action\":\"labeled\",\"issue\":{\"body\":\"");
+	while (n < LEN - 100)
+		n += (size_t)snprintf(body + n, LEN - n, "line %zu of the issue text. ", n);
+	snprintf(body + n, LEN + 1 - n, "\"}}");
+	a.body = body;
+	a.len = strlen(body);
+	ingest1(f->q, &a, 1000);
+	assert_true(body_len(f, "d-big") < (int64_t)a.len / 3);
+	assert_int_equal(raw_int(f, "SELECT body_encoding FROM deliveries WHERE delivery='d-big'"),
+			 1);
+	assert_int_equal(q_lease(f->q, "w", 1000, 1000, &job), 0);
+	assert_string_equal(job->payload, body);
+	q_job_free(job);
+	free(body);
+}
+
+static void test_write_pacing_is_shared(void **state)
+{
+	struct fixture *f = *state;
+	queue *other;
+	int64_t w;
+
+	assert_int_equal(q_open(&other, f->path, Q_OPEN_CREATE), 0);
+	assert_int_equal(q_pace(f->q, 7, 1000, 10000, &w), 0);
+	assert_int_equal(w, 0);
+	/* the next slot, taken by another process, is a spacing later */
+	assert_int_equal(q_pace(other, 7, 1000, 10000, &w), 0);
+	assert_int_equal(w, 1000);
+	assert_int_equal(q_pace(f->q, 7, 1000, 10500, &w), 0);
+	assert_int_equal(w, 1500);
+	/* another installation has its own */
+	assert_int_equal(q_pace(other, 8, 1000, 10500, &w), 0);
+	assert_int_equal(w, 0);
+	/* idle long enough: no wait */
+	assert_int_equal(q_pace(other, 7, 1000, 20000, &w), 0);
+	assert_int_equal(w, 0);
+	q_close(other);
+}
+
+struct leaser {
+	const char *path;
+	char owner[16];
+	int64_t ids[64];
+	int n;
+	pthread_barrier_t *go;
+};
+
+static void *lease_all(void *arg)
+{
+	struct leaser *l = arg;
+	queue *q;
+	job_info *job;
+
+	assert_int_equal(q_open(&q, l->path, Q_OPEN_CREATE), 0);
+	pthread_barrier_wait(l->go);
+	while (q_lease(q, l->owner, 60000, q_now_ms(), &job) == 0) {
+		l->ids[l->n++] = job->id;
+		q_job_free(job);
+	}
+	q_close(q);
+	return NULL;
+}
+
+static void test_concurrent_leases_never_share_a_job(void **state)
+{
+	struct fixture *f = *state;
+	enum { T = 4, JOBS = 40 };
+	struct leaser l[T];
+	pthread_t th[T];
+	pthread_barrier_t go;
+	char repo[JOBS][16], del[JOBS][16];
+	q_delivery d[JOBS], *items[JOBS];
+	bool seen[JOBS + 1] = {false};
+	int total = 0;
+
+	for (int i = 0; i < JOBS; i++) {
+		snprintf(repo[i], sizeof(repo[i]), "acme/r%d", i);
+		snprintf(del[i], sizeof(del[i]), "d-%d", i);
+		d[i] = trigger(del[i], repo[i], 1);
+		items[i] = &d[i];
+	}
+	assert_int_equal(q_ingest(f->q, items, JOBS, q_now_ms()), 0);
+	pthread_barrier_init(&go, NULL, T);
+	for (int i = 0; i < T; i++) {
+		l[i] = (struct leaser){.path = f->path, .go = &go};
+		snprintf(l[i].owner, sizeof(l[i].owner), "w%d", i);
+		pthread_create(&th[i], NULL, lease_all, &l[i]);
+	}
+	for (int i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+		for (int k = 0; k < l[i].n; k++) {
+			int64_t id = l[i].ids[k];
+
+			assert_true(id >= 1 && id <= JOBS);
+			assert_false(seen[id]);
+			seen[id] = true;
+			total++;
+		}
+	}
+	pthread_barrier_destroy(&go);
+	assert_int_equal(total, JOBS);
+}
+
+struct ingester {
+	const char *path;
+	char delivery[32];
+	q_delivery d, dup;
+	pthread_barrier_t *go;
+};
+
+static void *ingest_concurrently(void *arg)
+{
+	struct ingester *g = arg;
+	q_delivery *items[2] = {&g->d, &g->dup};
+	queue *q;
+
+	assert_int_equal(q_open(&q, g->path, Q_OPEN_CREATE), 0);
+	pthread_barrier_wait(g->go);
+	assert_int_equal(q_ingest(q, items, 2, q_now_ms()), 0);
+	q_close(q);
+	return NULL;
+}
+
+/* Replicas storing triggers for one issue (and the same redelivered id) at the same moment:
+ * one job, every other delivery a duplicate or "already active", none failed. */
+static void test_concurrent_ingest_one_job_per_issue(void **state)
+{
+	struct fixture *f = *state;
+	enum { T = 4 };
+	struct ingester g[T];
+	pthread_t th[T];
+	pthread_barrier_t go;
+	int queued = 0, active = 0, dups = 0;
+
+	pthread_barrier_init(&go, NULL, T);
+	for (int i = 0; i < T; i++) {
+		g[i].path = f->path;
+		g[i].go = &go;
+		snprintf(g[i].delivery, sizeof(g[i].delivery), "race-%d", i);
+		g[i].d = trigger(g[i].delivery, "acme/race", 5);
+		g[i].dup = trigger("race-same-id", "acme/race", 6);
+		pthread_create(&th[i], NULL, ingest_concurrently, &g[i]);
+	}
+	for (int i = 0; i < T; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_not_equal(g[i].d.result, Q_FAILED);
+		assert_int_not_equal(g[i].dup.result, Q_FAILED);
+		queued += g[i].d.result == Q_QUEUED;
+		active += g[i].d.result == Q_ACTIVE;
+		dups += g[i].dup.result == Q_DUPLICATE;
+	}
+	pthread_barrier_destroy(&go);
+	assert_int_equal(queued, 1);
+	assert_int_equal(active, T - 1);
+	assert_int_equal(dups, T - 1);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs"), 2);
+}
+
+/* PostgreSQL restarted (or failed over): the connection is dropped under the handle, and the
+ * next call works on a new one. */
+static void test_pg_reconnects_after_the_server_dropped_it(void **state)
+{
+	struct fixture *f = *state;
+	q_delivery a = trigger("d-1", "acme/w", 1);
+	q_stats st;
+
+	if (!pg_uri)
+		return;
+	ingest1(f->q, &a, 1000);
+	raw_exec(f, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+		    "application_name='autopatch' AND pid <> pg_backend_pid()");
+	usleep(100 * 1000);
+	assert_int_equal(q_get_stats(f->q, &st), 0);
+	assert_int_equal(st.queued, 1);
+	raw_exec(f, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+		    "application_name='autopatch' AND pid <> pg_backend_pid()");
+	usleep(100 * 1000);
+	a.delivery = "d-2";
+	a.issue = 2;
+	ingest1(f->q, &a, 1100);
+	assert_int_equal(a.result, Q_QUEUED);
 }
 
 /* --- group commit ------------------------------------------------------------------------ */
@@ -558,7 +991,6 @@ static void test_pool_lost_lease_stops_the_run(void **state)
 	wk_config c = pool_cfg(f, &s);
 	q_delivery a = trigger("d-1", "acme/w", 1);
 	wk_pool *p;
-	sqlite3 *db;
 	char st[32];
 
 	c.lease_ms = 300;
@@ -567,11 +999,7 @@ static void test_pool_lost_lease_stops_the_run(void **state)
 	while (!atomic_load(&s.started))
 		usleep(5000);
 	/* another server took the job over (as if this one had been presumed dead) */
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-	sqlite3_busy_timeout(db, 5000);
-	assert_int_equal(sqlite3_exec(db, "UPDATE jobs SET lease_owner='other'", NULL, NULL, NULL),
-			 SQLITE_OK);
-	sqlite3_close(db);
+	raw_exec(f, "UPDATE jobs SET lease_owner='other', lease_epoch=lease_epoch+1");
 	for (int i = 0; i < 300 && !atomic_load(&s.stopped); i++)
 		usleep(10000);
 	assert_true(atomic_load(&s.stopped));
@@ -723,13 +1151,14 @@ static void test_spend_race_lets_one_through(void **state)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_delivery_dedupe, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_semantic_dedupe, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_body_kept_only_for_deliveries_that_act, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_mixed_batch, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_fields_and_payload, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_expiry_requeue_and_max_attempts, setup,
 					    teardown),
@@ -739,6 +1168,20 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_state_and_events, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spend_ledger_day_totals, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_spend_race_lets_one_through, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fencing_epoch_grows_and_stale_lease_is_refused,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_migrations_versioned_and_concurrent, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_sqlite_v1_database_is_migrated_and_readable, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_large_body_stored_compressed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_write_pacing_is_shared, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_concurrent_leases_never_share_a_job, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_concurrent_ingest_one_job_per_issue, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_pg_reconnects_after_the_server_dropped_it, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit_batches_and_commits_before_done,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_retries_then_succeeds, setup, teardown),
@@ -750,5 +1193,14 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_pool_grace_expiry_requeues_and_ignores_late_result,
 					    setup, teardown),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	if (argc > 1 && strcmp(argv[1], "pg") == 0) {
+		pg_uri = getenv("AP_TEST_PG_URI");
+		if (!pg_uri || !*pg_uri) {
+			fprintf(stderr, "test_queue pg: AP_TEST_PG_URI is not set (run it through "
+					"tests/e2e/pg_util.py, as meson does)\n");
+			return 1;
+		}
+		return cmocka_run_group_tests_name("queue (PostgreSQL)", tests, NULL, NULL);
+	}
+	return cmocka_run_group_tests_name("queue (SQLite)", tests, NULL, NULL);
 }

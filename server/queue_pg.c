@@ -1,0 +1,621 @@
+/* SPDX-License-Identifier: MIT */
+/* server/queue_pg.c - the queue's PostgreSQL driver (libpq; see queue_db.h).
+ *
+ * One PGconn per handle. A connection the server dropped (restart, failover) is re-opened on
+ * the next statement outside a transaction; inside one, every statement fails until the
+ * caller's ROLLBACK, so nothing runs half a transaction on a fresh connection. Prepared
+ * statements are cached per connection (by the SQL literal's address) and forgotten on a
+ * reconnect. Texts are stored as valid UTF-8 (PostgreSQL refuses anything else): invalid
+ * bytes become '?'.
+ */
+#include "common/err.h"
+#include "server/queue_db.h"
+
+#include <libpq-fe.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PG_STMT_CACHE 64
+#define PG_MAX_ARGS   16
+#define PG_INT8OID    20
+#define PG_TEXTOID    25
+#define PG_BYTEAOID   17
+/* pg_advisory_lock key of the schema migrations ("autopatc"). */
+#define PG_MIGRATE_LOCK "7022358425149453411"
+#define PG_CHANNEL	"autopatch_jobs"
+
+struct q__db {
+	PGconn *conn;
+	char *uri;
+	char *shown; /* uri without its password, for messages */
+	struct {
+		const char *sql;
+		char name[16];
+	} cache[PG_STMT_CACHE];
+	int ncache, seq;
+	bool in_tx;	/* a BEGIN is open on this connection */
+	bool tx_broken; /* the connection was lost inside it */
+	bool listening;
+};
+
+struct q__res {
+	PGresult *pg;
+};
+
+bool q__is_pg_uri(const char *target)
+{
+	return target && (strncmp(target, "postgresql://", 13) == 0 ||
+			  strncmp(target, "postgres://", 11) == 0);
+}
+
+/* The URI with the password of its user-info part replaced by "***". */
+static char *mask_uri(const char *uri)
+{
+	const char *p = strstr(uri, "://"), *at, *colon, *end;
+	char *out;
+
+	if (!p)
+		return strdup(uri);
+	p += 3;
+	end = p + strcspn(p, "/?");
+	at = memchr(p, '@', (size_t)(end - p));
+	colon = at ? memchr(p, ':', (size_t)(at - p)) : NULL;
+	if (!colon)
+		return strdup(uri);
+	if (asprintf(&out, "%.*s:***%s", (int)(colon - uri), uri, at) < 0)
+		return NULL;
+	return out;
+}
+
+static bool starts(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* AP_EUNAVAIL for a lost connection, AP_EIO for failures worth retrying (deadlock,
+ * serialization, the server shutting down or short of resources), else AP_EINVAL. */
+static int pg_fail(q__db *d, const PGresult *res, const char *what)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = res ? PQresultErrorMessage(res) : PQerrorMessage(d->conn);
+	int code = AP_EINVAL;
+	size_t n;
+
+	if (!msg || !*msg)
+		msg = PQerrorMessage(d->conn);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+		n--;
+	if (PQstatus(d->conn) != CONNECTION_OK)
+		code = AP_EUNAVAIL;
+	else if (state && (starts(state, "40") || starts(state, "53") || starts(state, "57") ||
+			   starts(state, "08") || starts(state, "55P03")))
+		code = AP_EIO;
+	return ap_error_set(code, "database %s: %s failed: %.*s", d->shown, what, (int)n, msg);
+}
+
+static void pg_close(q__db *d)
+{
+	if (!d)
+		return;
+	PQfinish(d->conn);
+	free(d->uri);
+	free(d->shown);
+	free(d);
+}
+
+static PGconn *connect_uri(const char *uri)
+{
+	/* Later keywords win: the URI's own connect_timeout or application_name overrides. */
+	const char *keys[] = {"connect_timeout", "application_name", "keepalives_idle", "dbname",
+			      NULL};
+	const char *vals[] = {"10", "autopatch", "30", uri, NULL};
+
+	return PQconnectdbParams(keys, vals, 1);
+}
+
+/* NOTICEs ("relation already exists, skipping") are not the server's log. */
+static void quiet(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+static int pg_open(q__db **out, const char *uri, bool create)
+{
+	q__db *d;
+	int rc;
+
+	(void)create;
+	*out = NULL;
+	d = calloc(1, sizeof(*d));
+	if (!d || !(d->uri = strdup(uri)) || !(d->shown = mask_uri(uri))) {
+		pg_close(d);
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	d->conn = connect_uri(uri);
+	if (!d->conn || PQstatus(d->conn) != CONNECTION_OK) {
+		const char *m = d->conn ? PQerrorMessage(d->conn) : "out of memory";
+		size_t n = strlen(m);
+
+		while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
+			n--;
+		rc = ap_error_set(AP_EUNAVAIL, "cannot connect to database %s: %.*s", d->shown,
+				  (int)n, m);
+		pg_close(d);
+		return rc;
+	}
+	PQsetNoticeProcessor(d->conn, quiet, NULL);
+	*out = d;
+	return 0;
+}
+
+/* Before a statement: a connection the server dropped is opened again (outside a
+ * transaction only). */
+static int ensure_conn(q__db *d)
+{
+	if (PQstatus(d->conn) == CONNECTION_OK)
+		return 0;
+	if (d->in_tx) {
+		d->tx_broken = true;
+		return ap_error_set(AP_EUNAVAIL, "database %s: connection lost in a transaction",
+				    d->shown);
+	}
+	PQreset(d->conn);
+	PQsetNoticeProcessor(d->conn, quiet, NULL);
+	d->ncache = 0;
+	d->listening = false;
+	if (PQstatus(d->conn) != CONNECTION_OK)
+		return ap_error_set(AP_EUNAVAIL, "database %s is unreachable: %s", d->shown,
+				    PQerrorMessage(d->conn));
+	return 0;
+}
+
+/* sql with ?N turned into $N (the shared SQL never has '?' inside a literal). */
+static char *dollar_sql(const char *sql)
+{
+	char *out = strdup(sql);
+
+	for (char *p = out; p && *p; p++)
+		if (*p == '?')
+			*p = '$';
+	return out;
+}
+
+/* A copy of s[0..n) with every invalid UTF-8 sequence replaced by '?', or NULL when s is
+ * valid already (*tmp then stays NULL). */
+static int utf8_clean(const char *s, size_t n, char **tmp)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	bool valid = true;
+	char *out = NULL;
+
+	*tmp = NULL;
+	for (int pass = 0; pass < 2; pass++) {
+		size_t i = 0;
+
+		while (i < n) {
+			size_t len = u[i] < 0x80		      ? 1
+				     : (u[i] >= 0xc2 && u[i] <= 0xdf) ? 2
+				     : (u[i] >= 0xe0 && u[i] <= 0xef) ? 3
+				     : (u[i] >= 0xf0 && u[i] <= 0xf4) ? 4
+								      : 0;
+			bool ok = len > 0 && i + len <= n;
+
+			for (size_t k = 1; ok && k < len; k++)
+				ok = (u[i + k] & 0xc0) == 0x80;
+			if (ok && len == 3)
+				ok = !(u[i] == 0xe0 && u[i + 1] < 0xa0) &&
+				     !(u[i] == 0xed && u[i + 1] > 0x9f);
+			if (ok && len == 4)
+				ok = !(u[i] == 0xf0 && u[i + 1] < 0x90) &&
+				     !(u[i] == 0xf4 && u[i + 1] > 0x8f);
+			if (!ok) {
+				valid = false;
+				if (out)
+					out[i] = '?';
+				len = 1;
+			}
+			i += len;
+		}
+		if (valid)
+			return 0;
+		if (out)
+			break;
+		out = malloc(n + 1);
+		if (!out)
+			return ap_error_set(AP_ENOMEM, "out of memory");
+		memcpy(out, s, n);
+		out[n] = '\0';
+	}
+	*tmp = out;
+	return 0;
+}
+
+/* After a statement without parameters ran (ok: it succeeded). */
+static void track_tx(q__db *d, const char *sql, bool ok)
+{
+	if (starts(sql, "BEGIN") && ok) {
+		d->in_tx = true;
+		d->tx_broken = false;
+	} else if (strcmp(sql, "COMMIT") == 0 || strcmp(sql, "ROLLBACK") == 0) {
+		d->in_tx = false;
+		d->tx_broken = false;
+	}
+}
+
+/* The parameters of one statement in libpq's form. */
+struct pg_params {
+	Oid *types;
+	const char **vals;
+	int *lens, *fmts;
+	char (*nums)[24];
+	char **tmp; /* copies of texts that had to be cut or cleaned */
+	int n;
+};
+
+static void params_release(struct pg_params *pp)
+{
+	for (int i = 0; pp->tmp && i < pp->n; i++)
+		free(pp->tmp[i]);
+	free(pp->types);
+	free(pp->vals);
+	free(pp->lens);
+	free(pp->fmts);
+	free(pp->nums);
+	free(pp->tmp);
+}
+
+static int params_build(struct pg_params *pp, const q__val *args, int nargs)
+{
+	size_t n = nargs > 0 ? (size_t)nargs : 1;
+	int rc;
+
+	memset(pp, 0, sizeof(*pp));
+	pp->n = nargs;
+	pp->types = calloc(n, sizeof(*pp->types));
+	pp->vals = calloc(n, sizeof(*pp->vals));
+	pp->lens = calloc(n, sizeof(*pp->lens));
+	pp->fmts = calloc(n, sizeof(*pp->fmts));
+	pp->nums = calloc(n, sizeof(*pp->nums));
+	pp->tmp = calloc(n, sizeof(*pp->tmp));
+	if (!pp->types || !pp->vals || !pp->lens || !pp->fmts || !pp->nums || !pp->tmp)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	for (int i = 0; i < nargs; i++) {
+		const q__val *v = &args[i];
+
+		pp->types[i] = v->t == QV_INT	 ? PG_INT8OID
+			       : v->t == QV_BLOB ? PG_BYTEAOID
+						 : PG_TEXTOID;
+		if (v->t == QV_INT) {
+			snprintf(pp->nums[i], sizeof(pp->nums[i]), "%lld", (long long)v->i);
+			pp->vals[i] = pp->nums[i];
+		} else if (!v->s) {
+			pp->vals[i] = NULL;
+		} else if (v->t == QV_BLOB) {
+			pp->vals[i] = v->s;
+			pp->lens[i] = (int)v->n;
+			pp->fmts[i] = 1;
+		} else {
+			size_t len = q__text_len(v->s);
+
+			if ((rc = utf8_clean(v->s, len, &pp->tmp[i])))
+				return rc;
+			if (!pp->tmp[i] && len != strlen(v->s) &&
+			    !(pp->tmp[i] = strndup(v->s, len)))
+				return ap_error_set(AP_ENOMEM, "out of memory");
+			pp->vals[i] = pp->tmp[i] ? pp->tmp[i] : v->s;
+		}
+	}
+	return 0;
+}
+
+/* The name of sql's prepared statement on this connection, preparing it the first time. */
+static int prepared(q__db *d, const char *sql, const struct pg_params *pp, const char **name)
+{
+	int slot = d->ncache < PG_STMT_CACHE ? d->ncache : PG_STMT_CACHE - 1;
+	PGresult *res;
+	char *text;
+	int rc;
+
+	for (int i = 0; i < d->ncache; i++)
+		if (d->cache[i].sql == sql) {
+			*name = d->cache[i].name;
+			return 0;
+		}
+	text = dollar_sql(sql);
+	if (!text)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	snprintf(d->cache[slot].name, sizeof(d->cache[slot].name), "q%d", d->seq++);
+	res = PQprepare(d->conn, d->cache[slot].name, text, pp->n, pp->types);
+	free(text);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		rc = pg_fail(d, res, "prepare");
+		PQclear(res);
+		return rc;
+	}
+	PQclear(res);
+	d->cache[slot].sql = sql;
+	if (slot == d->ncache)
+		d->ncache++;
+	*name = d->cache[slot].name;
+	return 0;
+}
+
+/* One statement on a live connection; once: not prepared and cached (built at run time). */
+static int run_stmt(q__db *d, const char *sql, bool once, const q__val *args, int nargs,
+		    q__res **rows, int64_t *changes)
+{
+	struct pg_params pp;
+	const char *name = NULL;
+	PGresult *res = NULL;
+	ExecStatusType st;
+	int rc;
+
+	if (nargs == 0 && !rows) {
+		res = PQexec(d->conn, sql);
+		track_tx(d, sql, PQresultStatus(res) == PGRES_COMMAND_OK);
+		memset(&pp, 0, sizeof(pp));
+		goto check;
+	}
+	if ((rc = params_build(&pp, args, nargs)))
+		goto out;
+	if (once) {
+		char *text = dollar_sql(sql);
+
+		if (!text) {
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto out;
+		}
+		res = PQexecParams(d->conn, text, nargs, pp.types, pp.vals, pp.lens, pp.fmts, 0);
+		free(text);
+	} else {
+		if ((rc = prepared(d, sql, &pp, &name)))
+			goto out;
+		res = PQexecPrepared(d->conn, name, nargs, pp.vals, pp.lens, pp.fmts, 0);
+	}
+check:
+	st = PQresultStatus(res);
+	if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+		rc = pg_fail(d, res, nargs ? "statement" : sql);
+		if (PQstatus(d->conn) != CONNECTION_OK && d->in_tx)
+			d->tx_broken = true;
+		goto out;
+	}
+	if (changes) {
+		const char *n = PQcmdTuples(res);
+
+		*changes = n && *n ? strtoll(n, NULL, 10) : 0;
+	}
+	if (rows) {
+		q__res *r = malloc(sizeof(*r));
+
+		if (!r) {
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto out;
+		}
+		r->pg = res;
+		res = NULL;
+		*rows = r;
+	}
+	rc = 0;
+out:
+	PQclear(res);
+	params_release(&pp);
+	return rc;
+}
+
+static int exec_any(q__db *d, const char *sql, bool once, const q__val *args, int nargs,
+		    q__res **rows, int64_t *changes)
+{
+	int rc;
+
+	if (rows)
+		*rows = NULL;
+	/* A ROLLBACK after the connection was lost: the server already dropped the
+	 * transaction. */
+	if (d->in_tx && (d->tx_broken || PQstatus(d->conn) != CONNECTION_OK) &&
+	    (strcmp(sql, "ROLLBACK") == 0)) {
+		track_tx(d, sql, true);
+		return 0;
+	}
+	if ((rc = ensure_conn(d)))
+		return rc;
+	/* A statement outside a transaction that fails because the server dropped the
+	 * connection (a restart) is sent once more on a new one: nothing of it happened. */
+	if (!d->in_tx) {
+		rc = run_stmt(d, sql, once, args, nargs, rows, changes);
+		if (rc != AP_EUNAVAIL || d->in_tx || PQstatus(d->conn) == CONNECTION_OK)
+			return rc;
+		if (ensure_conn(d))
+			return rc;
+		ap_error_clear();
+	}
+	return run_stmt(d, sql, once, args, nargs, rows, changes);
+}
+
+static int pg_exec(q__db *d, const char *sql, const q__val *args, int nargs, q__res **rows,
+		   int64_t *changes)
+{
+	return exec_any(d, sql, false, args, nargs, rows, changes);
+}
+
+static int pg_exec_once(q__db *d, const char *sql, const q__val *args, int nargs, q__res **rows,
+			int64_t *changes)
+{
+	return exec_any(d, sql, true, args, nargs, rows, changes);
+}
+
+static int pg_script(q__db *d, const char *sql)
+{
+	PGresult *res;
+	int rc = 0;
+
+	if ((rc = ensure_conn(d)))
+		return rc;
+	res = PQexec(d->conn, sql);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+		rc = pg_fail(d, res, "migration");
+	PQclear(res);
+	return rc;
+}
+
+/* A session advisory lock: a second replica starting at the same moment waits here until
+ * the first has migrated, then finds nothing to do. */
+static int pg_migrate_lock(q__db *d)
+{
+	int rc;
+
+	if ((rc = pg_script(d, "SELECT pg_advisory_lock(" PG_MIGRATE_LOCK ")")))
+		return rc;
+	if ((rc = pg_script(d, "BEGIN"))) {
+		pg_script(d, "SELECT pg_advisory_unlock(" PG_MIGRATE_LOCK ")");
+		return rc;
+	}
+	d->in_tx = true;
+	return 0;
+}
+
+static int pg_migrate_unlock(q__db *d, bool commit)
+{
+	int rc = pg_script(d, commit ? "COMMIT" : "ROLLBACK");
+
+	d->in_tx = false;
+	if (!commit)
+		rc = 0;
+	pg_script(d, "SELECT pg_advisory_unlock(" PG_MIGRATE_LOCK ")");
+	return rc;
+}
+
+static int pg_notify(q__db *d)
+{
+	return pg_script(d, "NOTIFY " PG_CHANNEL);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int pg_wait(q__db *d, int timeout_ms, bool *woken)
+{
+	int64_t until = mono_ms() + timeout_ms;
+	PGnotify *n;
+	int rc;
+
+	*woken = false;
+	if ((rc = ensure_conn(d)) || (!d->listening && (rc = pg_script(d, "LISTEN " PG_CHANNEL)))) {
+		struct timespec ts = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+
+		nanosleep(&ts, NULL);
+		return rc;
+	}
+	d->listening = true;
+	for (;;) {
+		struct pollfd pfd = {PQsocket(d->conn), POLLIN, 0};
+		int64_t left = until - mono_ms();
+
+		if (PQconsumeInput(d->conn) == 0)
+			return ap_error_set(AP_EUNAVAIL, "database %s: listening failed: %s",
+					    d->shown, PQerrorMessage(d->conn));
+		while ((n = PQnotifies(d->conn))) {
+			*woken = true;
+			PQfreemem(n);
+		}
+		if (*woken || left <= 0)
+			return 0;
+		if (pfd.fd < 0 || poll(&pfd, 1, (int)left) < 0)
+			return ap_error_set(AP_EUNAVAIL, "database %s: listening failed", d->shown);
+	}
+}
+
+static int pg_res_rows(const q__res *r)
+{
+	return r ? PQntuples(r->pg) : 0;
+}
+
+static bool pg_res_null(const q__res *r, int row, int col)
+{
+	return PQgetisnull(r->pg, row, col) != 0;
+}
+
+static int64_t pg_res_int(const q__res *r, int row, int col)
+{
+	return strtoll(PQgetvalue(r->pg, row, col), NULL, 10);
+}
+
+static const char *pg_res_text(const q__res *r, int row, int col)
+{
+	return PQgetisnull(r->pg, row, col) ? NULL : PQgetvalue(r->pg, row, col);
+}
+
+static int pg_res_blob(const q__res *r, int row, int col, unsigned char **out, size_t *n)
+{
+	unsigned char *raw;
+	size_t len = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (PQgetisnull(r->pg, row, col))
+		return 0;
+	raw = PQunescapeBytea((const unsigned char *)PQgetvalue(r->pg, row, col), &len);
+	if (!raw)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	*out = malloc(len + 1);
+	if (!*out) {
+		PQfreemem(raw);
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	memcpy(*out, raw, len);
+	(*out)[len] = '\0';
+	*n = len;
+	PQfreemem(raw);
+	return 0;
+}
+
+static void pg_res_free(q__res *r)
+{
+	if (!r)
+		return;
+	PQclear(r->pg);
+	free(r);
+}
+
+static const char *const pg_migrations[] = {
+    Q_SCHEMA_V1("BIGSERIAL PRIMARY KEY", "BIGINT", "BYTEA"),
+    Q_SCHEMA_V2("BIGINT"),
+    Q_SCHEMA_V3("BIGSERIAL PRIMARY KEY", "BIGINT"),
+};
+
+const q__driver q__pg_driver = {
+    .name = "postgresql",
+    .shared = true,
+    .begin_write = "BEGIN",
+    .begin_read = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+    .day_lock = "SELECT pg_advisory_xact_lock(hashtext(?1))",
+    .migrations = pg_migrations,
+    .nmigrations = (int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])),
+    .open = pg_open,
+    .close = pg_close,
+    .exec = pg_exec,
+    .exec_once = pg_exec_once,
+    .script = pg_script,
+    .migrate_lock = pg_migrate_lock,
+    .migrate_unlock = pg_migrate_unlock,
+    .notify = pg_notify,
+    .wait = pg_wait,
+    .autocheckpoint = NULL,
+    .checkpoint = NULL,
+    .res_rows = pg_res_rows,
+    .res_null = pg_res_null,
+    .res_int = pg_res_int,
+    .res_text = pg_res_text,
+    .res_blob = pg_res_blob,
+    .res_free = pg_res_free,
+};
