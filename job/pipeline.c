@@ -429,6 +429,17 @@ static void on_usage(void *ud, const fixer_result *so_far)
 	}
 }
 
+/* The job ends before the fixer for the reason msg (malloc'd; freed here): it becomes the
+ * failure the comment shows and an event, and rc is returned with msg as the error. */
+static int job_stops(struct run *r, int rc, char *msg)
+{
+	set_str(&r->failure, msg);
+	event(r, msg);
+	rc = ap_error_set(rc, "%s", msg);
+	free(msg);
+	return rc;
+}
+
 /* Before anything that costs: hold the most this run can cost against the daily budgets, or
  * refuse to start (AP_EBUDGET, the failure says which budget and the sums). */
 static int open_spending(struct run *r)
@@ -457,11 +468,7 @@ static int open_spending(struct run *r)
 		     v.repo ? "of " : "for all repositories", v.repo ? r->job->repo : "", cap,
 		     spent, most, pl->max_tokens, pl->model) < 0)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	set_str(&r->failure, msg);
-	event(r, msg);
-	rc = ap_error_set(AP_EBUDGET, "%s", msg);
-	free(msg);
-	return rc;
+	return job_stops(r, AP_EBUDGET, msg);
 }
 
 static bool on_should_stop(void *ud)
@@ -584,15 +591,10 @@ static bool needs_own_box(struct run *r, const struct work *w)
 static int env_failure(struct run *r)
 {
 	char *msg = NULL;
-	int rc;
 
 	if (asprintf(&msg, "environment failure: %s", ap_error_last()) < 0)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	set_str(&r->failure, msg);
-	event(r, msg);
-	rc = ap_error_set(AP_EINVAL, "%s", msg);
-	free(msg);
-	return rc;
+	return job_stops(r, AP_EINVAL, msg);
 }
 
 static int prepare(struct run *r, struct work *w, bool iterate)
