@@ -18,7 +18,7 @@ enum ap_stat {
 	AP_STAT_MODEL_TOKENS_OUT,      /* output tokens of those calls (as charged) */
 	AP_STAT_MODEL_COST_MICRO,      /* their cost in micro-dollars (priced models only) */
 	AP_STAT_MODEL_ERRORS,	       /* model calls that failed after their retries */
-	AP_STAT_BOXES_CREATED,	       /* sandbox containers started (sandbox/docker.c) */
+	AP_STAT_BOXES_CREATED,	       /* sandbox boxes started (sandbox/core.c) */
 	AP_STAT_BOXES_REMOVED,	       /* ... removed again */
 	AP_STAT_BOXES_ACTIVE,	       /* gauge: started and not yet removed (warm pool included) */
 	AP_STAT_ENV_CACHE_HITS,	       /* environment set-up served from the cache (hook) */

@@ -5,11 +5,12 @@
  *
  * A box is a container whose PID 1 (docker-init) runs `sleep`; every command is an exec as uid
  * 10001 wrapped in `timeout -s KILL N`, and the host kills the whole container when the
- * deadline passes anyway, because the Engine API cannot kill a single exec.
+ * deadline passes anyway, because the Engine API cannot kill a single exec. The settings, the
+ * pool and the output handling are backend-neutral (sandbox.c); this file talks to the daemon.
  */
+#include "sandbox/backend.h"
 #include "sandbox/docker_api.h"
 #include "sandbox/egress.h"
-#include "common/stats.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "sandbox/internal.h"
@@ -20,253 +21,34 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#define SBX_POOL_MAX	 16
 #define SBX_API_TIMEOUT	 60000L /* ms for ordinary daemon calls */
 #define SBX_PODMAN_NPROC 32768
-#define SBX_KILL_GRACE	 3000 /* ms the host waits past a deadline before killing the box */
 
-struct sbx_engine {
+/* The backend's state (sbx_engine.be). */
+struct dk_backend {
 	dk_client *dk;
-	char owner[65];		/* owner id, label-safe */
-	char *image;		/* AUTOPATCH_SANDBOX_IMAGE */
-	char *runtime;		/* AUTOPATCH_SANDBOX_RUNTIME */
-	char *data_dir;		/* absolute $AUTOPATCH_DATA_DIR/sandbox */
-	sbx_spec defaults;	/* every numeric field resolved; strings point at the above */
-	size_t output_cap;	/* default per-stream cap */
 	sbx_egress_opts egress; /* AUTOPATCH_EGRESS_* (allow-list boxes only) */
-	int pool_size;		/* AUTOPATCH_SANDBOX_POOL */
-	pthread_mutex_t lock;	/* guards everything below */
-	pthread_cond_t cond;	/* pool changed or stopping */
-	sbx_box *pool[SBX_POOL_MAX];
-	int pool_n;   /* ready boxes */
-	int creating; /* boxes being created for the pool */
-	bool pool_started, stopping;
-	pthread_t pool_thread;
 };
 
-struct sbx_box {
-	sbx_engine *e;
-	char id[80];	       /* container id */
-	char name[96];	       /* container name */
-	char *repo_dir;	       /* host dir at /repo, or NULL */
-	bool own_repo_dir;     /* repo_dir was made for this box: remove it on destroy */
-	char job[64];	       /* job label (pool boxes are labelled "pool") */
-	long long deadline_ms; /* end of the box's life (monotonic) */
-	bool killed;	       /* the host killed it (deadline, cancel): execs are refused */
-	bool has_repo;	       /* /repo is bound */
-	bool sweeping;	       /* sweep() is running its own exec: no sweep of the sweep */
-	sbx_egress *eg;	       /* the allow-list network + proxy, or NULL */
-	char phase[16];	       /* sbx_box_set_phase() */
-};
-
-/* --- settings --------------------------------------------------------------------------- */
-
-static bool label_safe(const char *s, size_t max)
+static dk_client *dk_of(const sbx_engine *e)
 {
-	size_t n = 0;
-
-	for (; s[n]; n++)
-		if (!((s[n] >= 'a' && s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
-		      (s[n] >= '0' && s[n] <= '9') || s[n] == '-' || s[n] == '_' || s[n] == '.'))
-			return false;
-	return n > 0 && n <= max;
+	return ((struct dk_backend *)e->be)->dk;
 }
 
-int sbx__default_owner(const char *db_path, char *out, size_t outlen)
+/* A box's allow-list network + proxy (sbx_box.impl), or NULL. */
+static sbx_egress *box_eg(const sbx_box *b)
 {
-	char host[256] = "", cwd[PATH_MAX], path[PATH_MAX * 2];
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-
-	if (outlen < 17)
-		return ap_error_set(AP_EINVAL, "owner id buffer too small");
-	gethostname(host, sizeof(host) - 1);
-	if (db_path[0] == '/') {
-		snprintf(path, sizeof(path), "%s\n%s", host, db_path);
-	} else {
-		if (!getcwd(cwd, sizeof(cwd)))
-			return ap_error_set(AP_EIO, "getcwd: %s", strerror(errno));
-		snprintf(path, sizeof(path), "%s\n%s/%s", host, cwd, db_path);
-	}
-	if (!EVP_Digest(path, strlen(path), md, &mdlen, EVP_sha256(), NULL))
-		return ap_error_set(AP_ENOMEM, "sha256 failed");
-	for (int i = 0; i < 8; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
-	return 0;
-}
-
-static int parse_cpus(const ap_config *cfg, int64_t *out)
-{
-	const char *v = cfg_str(cfg, "AUTOPATCH_SANDBOX_CPUS");
-	char *end;
-	double d;
-
-	errno = 0;
-	d = strtod(v, &end);
-	if (errno || end == v || *end || !(d >= 0.01 && d <= 1024))
-		return ap_error_set(
-		    AP_EINVAL,
-		    "AUTOPATCH_SANDBOX_CPUS=\"%s\" is not a CPU count: use e.g. 2 or 0.5", v);
-	*out = (int64_t)(d * 1e9);
-	return 0;
-}
-
-static int read_settings(sbx_engine *e, const ap_config *cfg)
-{
-	sbx_spec *d = &e->defaults;
-	const char *image = cfg_str(cfg, "AUTOPATCH_SANDBOX_IMAGE");
-	const char *runtime = cfg_str(cfg, "AUTOPATCH_SANDBOX_RUNTIME");
-	const char *owner = cfg_str(cfg, "AUTOPATCH_OWNER_ID");
-	const char *data = cfg_str(cfg, "AUTOPATCH_DATA_DIR");
-	char path[PATH_MAX], real[PATH_MAX];
-	int64_t v;
-	int rc;
-
-	if (!label_safe(runtime, 64))
-		return ap_error_set(
-		    AP_EINVAL,
-		    "AUTOPATCH_SANDBOX_RUNTIME=\"%s\" is not a runtime name: use runc "
-		    "or runsc",
-		    runtime);
-	if (strlen(image) > 255 || strchr(image, ' '))
-		return ap_error_set(AP_EINVAL,
-				    "AUTOPATCH_SANDBOX_IMAGE=\"%s\" is not an image name", image);
-	if (owner && !label_safe(owner, 40))
-		return ap_error_set(
-		    AP_EINVAL,
-		    "AUTOPATCH_OWNER_ID=\"%s\" must be 1-40 letters, digits, '-', '_' "
-		    "or '.'",
-		    owner);
-	if (owner)
-		snprintf(e->owner, sizeof(e->owner), "%s", owner);
-	else if ((rc =
-		      sbx__default_owner(cfg_str(cfg, "AUTOPATCH_DB"), e->owner, sizeof(e->owner))))
-		return rc;
-	e->image = strdup(image);
-	e->runtime = strdup(runtime);
-	if (!e->image || !e->runtime)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	d->version = SBX_SPEC_VERSION;
-	d->image = e->image;
-	d->runtime = e->runtime;
-	if ((rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_MEMORY", 16LL << 20, 1LL << 40,
-			    &d->memory_bytes)) ||
-	    (rc = parse_cpus(cfg, &d->nano_cpus)) ||
-	    (rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_PIDS", 16, 1 << 22, &d->pids)) ||
-	    (rc =
-		 cfg_bytes(cfg, "AUTOPATCH_SANDBOX_TMP_SIZE", 1 << 20, 1LL << 40, &d->tmp_bytes)) ||
-	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_WORKSPACE_SIZE", 1 << 20, 1LL << 40,
-			    &d->workspace_bytes)) ||
-	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_TREES_SIZE", 1 << 20, 1LL << 40,
-			    &d->trees_bytes)) ||
-	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_VOLUME_SIZE", 1 << 20, 1LL << 40,
-			    &d->volume_bytes)) ||
-	    (rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_NOFILE", 64, 1 << 20, &d->nofile)) ||
-	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_FSIZE", 1 << 20, 1LL << 40, &d->fsize_bytes)))
-		return rc;
-	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_WALL_SECONDS", 5, 7 * 24 * 3600, &v)))
-		return rc;
-	d->wall_seconds = (int)v;
-	if ((rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_OUTPUT_CAP", 1024, 256LL << 20, &v)))
-		return rc;
-	e->output_cap = (size_t)v;
-	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_POOL", 0, SBX_POOL_MAX, &v)))
-		return rc;
-	e->pool_size = (int)v;
-	d->network = SBX_NET_NONE;
-	e->egress = (sbx_egress_opts)SBX_EGRESS_OPTS_INIT;
-	if ((rc = sbx_egress_opts_load(&e->egress, cfg)))
-		return rc;
-	/* Made absolute now (binds need it) but created only when a box needs a repo dir, so
-	 * `doctor` and `sandbox run --repo` leave no directory behind. */
-	if (data[0] != '/' && !getcwd(real, sizeof(real)))
-		return ap_error_set(AP_EIO, "getcwd: %s", strerror(errno));
-	if (snprintf(path, sizeof(path), "%s%s%s/sandbox", data[0] == '/' ? "" : real,
-		     data[0] == '/' ? "" : "/", data) >= (int)sizeof(path))
-		return ap_error_set(AP_EINVAL, "AUTOPATCH_DATA_DIR is too long");
-	e->data_dir = strdup(path);
-	if (!e->data_dir)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	return 0;
-}
-
-void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out)
-{
-	const sbx_spec *d = &e->defaults;
-
-	*out = *in;
-	out->version = SBX_SPEC_VERSION;
-#define DEF(f)                                                                                     \
-	do {                                                                                       \
-		if (!out->f)                                                                       \
-			out->f = d->f;                                                             \
-	} while (0)
-	DEF(image);
-	DEF(runtime);
-	DEF(memory_bytes);
-	DEF(nano_cpus);
-	DEF(pids);
-	DEF(tmp_bytes);
-	DEF(workspace_bytes);
-	DEF(volume_bytes);
-	DEF(trees_bytes);
-	DEF(nofile);
-	DEF(fsize_bytes);
-	DEF(wall_seconds);
-#undef DEF
-}
-
-const char *sbx__owner(const sbx_engine *e)
-{
-	return e->owner;
-}
-
-const char *sbx_owner_id(const sbx_engine *e)
-{
-	return e->owner;
-}
-
-const char *sbx_engine_image(const sbx_engine *e)
-{
-	return e->image;
-}
-
-int sbx_image_present(sbx_engine *e, const char *image)
-{
-	cJSON *info = NULL;
-	int rc = dk_image_inspect(e->dk, image ? image : e->image, SBX_PROBE_TIMEOUT_MS, &info);
-
-	cJSON_Delete(info);
-	return rc;
-}
-
-int sbx_image_id(sbx_engine *e, const char *image, char *out, size_t n)
-{
-	cJSON *info = NULL, *iid;
-	int rc = dk_image_inspect(e->dk, image ? image : e->image, SBX_PROBE_TIMEOUT_MS, &info);
-
-	if (rc == 0) {
-		iid = cJSON_GetObjectItemCaseSensitive(info, "Id");
-		if (cJSON_IsString(iid) && strlen(iid->valuestring) < n)
-			snprintf(out, n, "%s", iid->valuestring);
-		else
-			rc = ap_error_set(AP_EIO, "docker image inspect %.200s: no image id",
-					  image ? image : e->image);
-	}
-	cJSON_Delete(info);
-	return rc;
+	return b->impl;
 }
 
 /* --- create ----------------------------------------------------------------------------- */
@@ -628,48 +410,6 @@ int sbx__check_mounts(const cJSON *container, const char *name)
 	return 0;
 }
 
-/* The per-box host dir: <data>/sandbox/<name>; the repo is its "repo" subdir. */
-static int make_repo_dir(sbx_box *b)
-{
-	char path[PATH_MAX];
-
-	if (snprintf(path, sizeof(path), "%s/%s/repo", b->e->data_dir, b->name) >=
-	    (int)sizeof(path))
-		return ap_error_set(AP_EINVAL, "data dir path too long");
-	if (fs_mkdir_p(path, 0755))
-		return AP_EIO;
-	chmod(path, 0755);
-	b->repo_dir = strdup(path);
-	if (!b->repo_dir)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	b->own_repo_dir = true;
-	return 0;
-}
-
-/* Also called on error paths: a failure is logged and the caller's message kept. */
-static void remove_box_dir(const sbx_engine *e, const char *name)
-{
-	char path[PATH_MAX], kept[1024];
-
-	if (!label_safe(name, 90))
-		return;
-	if (snprintf(path, sizeof(path), "%s/%s", e->data_dir, name) >= (int)sizeof(path))
-		return;
-	snprintf(kept, sizeof(kept), "%s", ap_error_last());
-	if (fs_rm_rf(path) != 0) {
-		ap_warn("sandbox: %s", ap_error_last());
-		ap_error_set(0, "%s", kept);
-	}
-}
-
-static void box_free(sbx_box *b)
-{
-	if (!b)
-		return;
-	free(b->repo_dir);
-	free(b);
-}
-
 /* Remove the container (force kills it); 404 and "already in progress" count as done. */
 static int remove_container(sbx_engine *e, const char *id)
 {
@@ -678,7 +418,7 @@ static int remove_container(sbx_engine *e, const char *id)
 	int rc;
 
 	snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", id);
-	rc = dk_request(e->dk, "DELETE", path, NULL, SBX_API_TIMEOUT, &status, NULL);
+	rc = dk_request(dk_of(e), "DELETE", path, NULL, SBX_API_TIMEOUT, &status, NULL);
 	if (rc == AP_ENOTFOUND ||
 	    (rc == AP_EHTTP && status == 409 && strstr(ap_error_last(), "in progress")))
 		rc = 0;
@@ -692,7 +432,7 @@ static int kill_container(sbx_engine *e, const char *id)
 	int rc;
 
 	snprintf(path, sizeof(path), "/containers/%s/kill?signal=SIGKILL", id);
-	rc = dk_request(e->dk, "POST", path, NULL, SBX_API_TIMEOUT, &status, NULL);
+	rc = dk_request(dk_of(e), "POST", path, NULL, SBX_API_TIMEOUT, &status, NULL);
 	if (rc == AP_ENOTFOUND || (rc == AP_EHTTP && status == 409))
 		rc = 0; /* already gone or not running */
 	return rc;
@@ -718,7 +458,7 @@ static int image_plan(sbx_engine *e, const char *name, char id[80], char ***volu
 	int rc;
 
 	*volumes = NULL;
-	rc = dk_image_inspect(e->dk, name, SBX_API_TIMEOUT, &img);
+	rc = dk_image_inspect(dk_of(e), name, SBX_API_TIMEOUT, &img);
 	if (rc)
 		return rc;
 	iid = cJSON_GetObjectItemCaseSensitive(img, "Id");
@@ -744,7 +484,7 @@ static int verify_mounts(sbx_engine *e, const sbx_box *b, const char *image)
 	int rc;
 
 	snprintf(path, sizeof(path), "/containers/%s/json", b->id);
-	rc = dk_request(e->dk, "GET", path, NULL, SBX_API_TIMEOUT, NULL, &info);
+	rc = dk_request(dk_of(e), "GET", path, NULL, SBX_API_TIMEOUT, NULL, &info);
 	if (!rc)
 		rc = sbx__check_mounts(info, image);
 	cJSON_Delete(info);
@@ -753,65 +493,41 @@ static int verify_mounts(sbx_engine *e, const sbx_box *b, const char *image)
 
 /* Create and start a box from a resolved spec. job names the label; pool boxes sleep forever
  * (the pool destroys them), others live wall_seconds. */
-static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool pool, sbx_box **out)
+/* backend op: create and start the container of b (sandbox.c filled name, job, repo dir). */
+static int dk_create(sbx_engine *e, const sbx_spec *spec, sbx_box *b, bool pool)
 {
-	sbx_box *b;
+	struct dk_backend *be = e->be;
 	sbx_spec s = *spec;
+	sbx_egress *eg = NULL;
 	cJSON *body = NULL, *resp = NULL, *id;
 	char path[256], why[1024], image_id[80];
 	char **volumes = NULL;
-	unsigned char rnd[6];
 	int rc;
 
-	*out = NULL;
-	b = calloc(1, sizeof(*b));
-	if (!b)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	b->e = e;
 	rc = image_plan(e, spec->image, image_id, &volumes);
 	if (rc)
-		goto err_free_box;
+		goto out_free;
 	s.image = image_id;
-	snprintf(b->job, sizeof(b->job), "%s", s.job_label ? s.job_label : "");
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-		rc = ap_error_set(AP_EIO, "getrandom: %s", strerror(errno));
-		goto err_free_box;
-	}
-	snprintf(b->name, sizeof(b->name), "autopatch-%s-%02x%02x%02x%02x%02x%02x", e->owner,
-		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
-	if (make_repo) {
-		rc = make_repo_dir(b);
-		if (rc)
-			goto err_free_box;
-		s.repo_dir = b->repo_dir;
-	} else if (s.repo_dir) {
-		b->repo_dir = strdup(s.repo_dir);
-		if (!b->repo_dir) {
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			goto err_free_box;
-		}
-	}
-	b->has_repo = s.repo_dir != NULL;
+	s.repo_dir = b->repo_dir;
 	if (s.network == SBX_NET_ALLOWLIST) {
 		rc = sbx_egress_check(s.allow);
 		if (!rc)
-			rc = sbx_egress_up(e->dk, &e->egress, e->owner, b->job, s.runtime, s.allow,
-					   &b->eg);
+			rc = sbx_egress_up(be->dk, &be->egress, e->owner, b->job, s.runtime,
+					   s.allow, &eg);
 		if (rc)
-			goto err_remove_dir;
+			goto out_free;
 	}
 	rc = sbx__create_body(&s, e->owner, pool ? 0 : s.wall_seconds,
-			      b->eg ? sbx_egress_network(b->eg) : "none",
-			      b->eg ? sbx_egress_env(b->eg) : NULL, (const char *const *)volumes,
-			      dk_is_podman(e->dk), &body);
+			      eg ? sbx_egress_network(eg) : "none", eg ? sbx_egress_env(eg) : NULL,
+			      (const char *const *)volumes, dk_is_podman(be->dk), &body);
 	if (rc)
 		goto err_egress_down;
 	snprintf(path, sizeof(path), "/containers/create?name=%s", b->name);
-	rc = dk_request(e->dk, "POST", path, body, SBX_API_TIMEOUT, NULL, &resp);
+	rc = dk_request(be->dk, "POST", path, body, SBX_API_TIMEOUT, NULL, &resp);
 	if (rc)
 		goto err_remove_container; /* a timed-out create may still have happened */
 	id = cJSON_GetObjectItemCaseSensitive(resp, "Id");
-	if (!cJSON_IsString(id) || !label_safe(id->valuestring, sizeof(b->id) - 1)) {
+	if (!cJSON_IsString(id) || !sbx__label_safe(id->valuestring, sizeof(b->id) - 1)) {
 		rc = ap_error_set(AP_EIO, "docker create: no container id in the answer");
 		goto err_remove_container;
 	}
@@ -821,128 +537,34 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	if (rc)
 		goto err_remove_container;
 	snprintf(path, sizeof(path), "/containers/%s/start", b->id);
-	rc = dk_request(e->dk, "POST", path, NULL, SBX_API_TIMEOUT, NULL, NULL);
+	rc = dk_request(be->dk, "POST", path, NULL, SBX_API_TIMEOUT, NULL, NULL);
 	if (rc)
 		goto err_remove_container;
-	b->deadline_ms = dk_now_ms() + (long long)s.wall_seconds * 1000;
-	ap_stat_add(AP_STAT_BOXES_CREATED, 1);
-	ap_stat_add(AP_STAT_BOXES_ACTIVE, 1);
-	cJSON_Delete(body);
-	cJSON_Delete(resp);
-	sbx__volumes_free(volumes);
-	*out = b;
-	return 0;
+	b->impl = eg;
+	goto out_free;
 err_remove_container:
 	snprintf(why, sizeof(why), "%s", ap_error_last());
 	remove_container(e, b->name);
 	ap_error_set(rc, "%s", why);
 err_egress_down:
-	if (b->eg) {
+	if (eg) {
 		snprintf(why, sizeof(why), "%s", ap_error_last());
-		sbx_egress_down(b->eg);
+		sbx_egress_down(eg);
 		ap_error_set(rc, "%s", why);
 	}
-err_remove_dir:
-	if (b->own_repo_dir)
-		remove_box_dir(e, b->name);
-err_free_box:
+out_free:
 	cJSON_Delete(body);
 	cJSON_Delete(resp);
 	sbx__volumes_free(volumes);
-	box_free(b);
 	return rc;
 }
 
-int sbx_create(sbx_engine *e, const sbx_spec *spec, sbx_box **out)
-{
-	sbx_spec s;
-
-	sbx__resolve_spec(e, spec, &s);
-	return box_create(e, &s, false, false, out);
-}
-
-const char *sbx_box_repo_dir(const sbx_box *b)
-{
-	return b->repo_dir;
-}
-
-const char *sbx_box_id(const sbx_box *b)
-{
-	return b->id;
-}
-
-void sbx_box_set_phase(sbx_box *b, const char *phase)
-{
-	snprintf(b->phase, sizeof(b->phase), "%s", phase ? phase : "");
-}
-
-/* The fallback of sbx_box_set_network: take the box off its Internal network. */
-static int disconnect_box(sbx_box *b)
-{
-	cJSON *body = cJSON_CreateObject();
-	char path[256];
-	int rc;
-
-	if (!body || !cJSON_AddStringToObject(body, "Container", b->id) ||
-	    !cJSON_AddTrueToObject(body, "Force")) {
-		cJSON_Delete(body);
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	snprintf(path, sizeof(path), "/networks/%s/disconnect", sbx_egress_network(b->eg));
-	rc = dk_request(b->e->dk, "POST", path, body, SBX_API_TIMEOUT, NULL, NULL);
-	cJSON_Delete(body);
-	return rc;
-}
-
-int sbx_box_set_network(sbx_box *b, enum sbx_network net)
-{
-	char why[512];
-	int rc;
-
-	if (net != SBX_NET_NONE)
-		return ap_error_set(AP_EINVAL, "a box's network can only be switched off");
-	if (!b->eg)
-		return 0;
-	rc = sbx_egress_lock(b->eg);
-	if (rc == 0)
-		return 0;
-	snprintf(why, sizeof(why), "%s", ap_error_last());
-	ap_warn("sandbox: %s; disconnecting container %s from its network instead", why, b->name);
-	rc = disconnect_box(b);
-	if (rc == 0)
-		return 0;
-	snprintf(why, sizeof(why), "%s", ap_error_last());
-	kill_container(b->e, b->id);
-	b->killed = true;
-	return ap_error_set(rc,
-			    "the sandbox could not be taken offline after setup (%s); it was "
-			    "killed",
-			    why);
-}
-
-int sbx_box_denials(sbx_box *b, sbx_denial *out, size_t max, size_t *n)
-{
-	const sbx_denial *d;
-	size_t have;
-
-	*n = 0;
-	if (!b->eg)
-		return 0;
-	if (sbx_egress_drain_log(b->eg) < 0)
-		return AP_EIO;
-	d = sbx_egress_denials(b->eg, &have);
-	for (size_t i = 0; i < have && *n < max; i++)
-		out[(*n)++] = d[i];
-	return 0;
-}
-
-int sbx_destroy(sbx_box *b)
+/* backend op: remove the container, then its egress network and proxy. */
+static int dk_remove(sbx_box *b)
 {
 	char why[1024];
 	int rc;
 
-	if (!b)
-		return 0;
 	rc = remove_container(b->e, b->id);
 	if (rc) {
 		/* Try the long way once: kill, then remove. */
@@ -953,102 +575,20 @@ int sbx_destroy(sbx_box *b)
 			ap_err("sandbox: could not remove container %s (%s); the reaper will retry",
 			       b->name, why);
 	}
-	if (b->eg) {
+	if (box_eg(b)) {
 		/* The network can only go once the container is gone. */
-		int erc = sbx_egress_down(b->eg);
+		int erc = sbx_egress_down(box_eg(b));
 
 		if (!rc)
 			rc = erc;
+		b->impl = NULL;
 	}
-	if (b->own_repo_dir)
-		remove_box_dir(b->e, b->name);
-	ap_stat_add(AP_STAT_BOXES_REMOVED, 1);
-	ap_stat_add(AP_STAT_BOXES_ACTIVE, -1);
-	box_free(b);
 	return rc;
 }
 
-/* --- exec ------------------------------------------------------------------------------- */
-
-/* One output stream of an exec: the redactor in front of its capture. Redacting before the
- * head+tail cap (not after it) is what keeps a secret that straddles the cut from surviving
- * in part, and the streaming callback only ever sees the same redacted bytes. */
-struct exec_stream {
-	struct exec_io *io;
-	int stream; /* SBX_STREAM_STDOUT or SBX_STREAM_STDERR */
-	sbx_capture cap;
-	redact_stream *rs;
-};
-
-struct exec_io {
-	struct exec_stream out, err;
-	sbx_output_fn fn;
-	void *ud;
-	int rc;	      /* first redaction failure: the exec fails rather than pass a raw byte on */
-	bool pending; /* bytes went in since the last nudge */
-	sbx_output_fn raw; /* sbx_cmd.raw_stdout: stdout bypasses redaction and capture */
-	void *raw_ud;
-};
-
-/* Bytes a redactor gathers beyond its hold-back before rescanning: bounds the rescans of
- * many small frames to about (hold-back + batch) / batch times the output. */
-#define SBX_REDACT_BATCH 4096
-
-/* Redacted bytes of one stream: into the capped capture and the caller's callback. */
-static void on_redacted(void *ud, const char *p, size_t n)
+static int dk_kill(sbx_box *b)
 {
-	struct exec_stream *es = ud;
-
-	sbx_capture_add(&es->cap, p, n);
-	if (es->io->fn)
-		es->io->fn(es->io->ud, es->stream, p, n);
-}
-
-static void on_payload(void *ud, int stream, const char *p, size_t n)
-{
-	struct exec_io *io = ud;
-	int rc;
-
-	if (io->rc)
-		return; /* an earlier write failed: drop, never pass unredacted bytes */
-	if (io->raw && stream != SBX_STREAM_STDERR) {
-		io->raw(io->raw_ud, SBX_STREAM_STDOUT, p, n);
-		return;
-	}
-	rc = redact_stream_write(stream == SBX_STREAM_STDERR ? io->err.rs : io->out.rs, p, n);
-	if (rc)
-		io->rc = rc;
-	io->pending = true;
-}
-
-/* Emit what the redactors hold back (end of the exec, however it ended). */
-static int exec_io_flush(struct exec_io *io)
-{
-	int rc = io->rc;
-
-	if (!rc)
-		rc = redact_stream_flush(io->out.rs);
-	if (!rc)
-		rc = redact_stream_flush(io->err.rs);
-	if (rc && !io->rc)
-		io->rc = rc;
-	return rc;
-}
-
-/* No output for a while: let the redactors emit all they safely can, so a slow command's
- * output still streams (the default batch would hold up to 4 KiB more back). */
-static void exec_io_nudge(struct exec_io *io)
-{
-	struct exec_stream *s[] = {&io->out, &io->err};
-
-	if (!io->pending)
-		return;
-	io->pending = false;
-	for (size_t i = 0; i < 2 && !io->rc; i++) {
-		redact_stream_set_batch(s[i]->rs, 0);
-		io->rc = redact_stream_write(s[i]->rs, "", 0);
-		redact_stream_set_batch(s[i]->rs, SBX_REDACT_BATCH);
-	}
+	return kill_container(b->e, b->id);
 }
 
 static int exec_create(sbx_box *b, const sbx_cmd *cmd, int seconds, char *exec_id, size_t len)
@@ -1085,11 +625,11 @@ static int exec_create(sbx_box *b, const sbx_cmd *cmd, int seconds, char *exec_i
 		cJSON_AddItemToArray(arr, s);
 	}
 	snprintf(path, sizeof(path), "/containers/%s/exec", b->id);
-	rc = dk_request(b->e->dk, "POST", path, body, SBX_API_TIMEOUT, NULL, &resp);
+	rc = dk_request(dk_of(b->e), "POST", path, body, SBX_API_TIMEOUT, NULL, &resp);
 	if (rc)
 		goto out_free;
 	id = cJSON_GetObjectItemCaseSensitive(resp, "Id");
-	if (!cJSON_IsString(id) || !label_safe(id->valuestring, len - 1)) {
+	if (!cJSON_IsString(id) || !sbx__label_safe(id->valuestring, len - 1)) {
 		rc = ap_error_set(AP_EIO, "docker exec create: no exec id in the answer");
 		goto out_free;
 	}
@@ -1109,13 +649,13 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 {
 	char path[160];
 	cJSON *resp = NULL, *running, *ec;
-	long long until = dk_now_ms() + 5000;
+	long long until = sbx_now_ms() + 5000;
 	useconds_t nap = 1000;
 	int rc;
 
 	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
 	for (;;) {
-		rc = dk_request(b->e->dk, "GET", path, NULL, SBX_API_TIMEOUT, NULL, &resp);
+		rc = dk_request(dk_of(b->e), "GET", path, NULL, SBX_API_TIMEOUT, NULL, &resp);
 		if (rc)
 			return rc;
 		running = cJSON_GetObjectItemCaseSensitive(resp, "Running");
@@ -1127,7 +667,7 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 		}
 		cJSON_Delete(resp);
 		resp = NULL;
-		if (dk_now_ms() > until)
+		if (sbx_now_ms() > until)
 			return ap_error_set(AP_EIO, "exec %s still running after its output closed",
 					    exec_id);
 		/* The daemon marks the exec finished a moment after the stream closes. */
@@ -1137,9 +677,6 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 	}
 }
 
-/* Drive the hijacked connection: write stdin then half-close, demultiplex what comes back,
- * until the daemon closes it, the host deadline passes or the caller cancels. Returns 0 at
- * end of stream, AP_ETIMEOUT, AP_ECANCELLED or an I/O error. */
 /* Whether the box's container is still running (a box whose runtime died, e.g. gVisor's
  * Sentry OOM-killed, may leave the exec stream open forever). Errors count as running. */
 static bool box_running(sbx_box *b)
@@ -1149,7 +686,7 @@ static bool box_running(sbx_box *b)
 	bool alive = true;
 
 	snprintf(path, sizeof(path), "/containers/%s/json", b->id);
-	if (dk_request(b->e->dk, "GET", path, NULL, 10000, NULL, &resp) == AP_ENOTFOUND)
+	if (dk_request(dk_of(b->e), "GET", path, NULL, 10000, NULL, &resp) == AP_ENOTFOUND)
 		return false;
 	state = cJSON_GetObjectItemCaseSensitive(resp, "State");
 	running = cJSON_GetObjectItemCaseSensitive(state, "Running");
@@ -1159,27 +696,13 @@ static bool box_running(sbx_box *b)
 	return alive;
 }
 
-/* Whether the box stopped under a command that exited with code (>= 126). runsc reports 128
- * for an exec whose sandbox died, and the container's state may still say running for a
- * moment: for 128 look again for up to 2 s. Other codes (127: not found) are looked at once. */
-static bool box_died(sbx_box *b, int code)
-{
-	for (int i = 0; i < 20; i++) {
-		if (!box_running(b))
-			return true;
-		if (code != 128)
-			return false;
-		usleep(100000);
-	}
-	return false;
-}
-
-#define SBX_BOX_DIED 1 /* pump(): the container stopped under the command */
-
+/* Drive the hijacked connection: write stdin then half-close, demultiplex what comes back,
+ * until the daemon closes it, the host deadline passes or the caller cancels. Returns 0 at
+ * end of stream, SBX_BOX_DIED, AP_ETIMEOUT, AP_ECANCELLED or an I/O error. */
 static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, long long deadline_ms,
-		struct exec_io *io)
+		sbx_exec_io *io)
 {
-	long long next_check = dk_now_ms() + 2000;
+	long long next_check = sbx_now_ms() + 2000;
 	sbx_demux dm = SBX_DEMUX_INIT;
 	const char *in = cmd->stdin_data;
 	size_t in_left = cmd->stdin_data ? cmd->stdin_len : 0;
@@ -1191,7 +714,7 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 	ssize_t n;
 	int rc;
 
-	if (first->len && (rc = sbx_demux_feed(&dm, first->data, first->len, on_payload, io)))
+	if (first->len && (rc = sbx_demux_feed(&dm, first->data, first->len, sbx__io_payload, io)))
 		return rc;
 	if (io->rc)
 		return io->rc;
@@ -1213,13 +736,13 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 		}
 		if (cmd->cancel && *cmd->cancel)
 			return ap_error_set(AP_ECANCELLED, "the command was cancelled");
-		left = deadline_ms - dk_now_ms();
+		left = deadline_ms - sbx_now_ms();
 		if (left <= 0)
 			return ap_error_set(AP_ETIMEOUT, "the command passed its deadline");
-		if (dk_now_ms() >= next_check) {
+		if (sbx_now_ms() >= next_check) {
 			if (!box_running(b))
 				return SBX_BOX_DIED;
-			next_check = dk_now_ms() + 2000;
+			next_check = sbx_now_ms() + 2000;
 		}
 		p.fd = fd;
 		p.events = POLLIN | (in_open ? POLLOUT : 0);
@@ -1228,7 +751,7 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 		if (n < 0 && errno != EINTR)
 			return ap_error_set(AP_EIO, "poll: %s", strerror(errno));
 		if (n == 0)
-			exec_io_nudge(io);
+			sbx__io_nudge(io);
 		if (io->rc)
 			return io->rc;
 		if (n <= 0)
@@ -1256,54 +779,13 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 						    strerror(errno));
 			if (n == 0)
 				return 0;
-			rc = sbx_demux_feed(&dm, buf, (size_t)n, on_payload, io);
+			rc = sbx_demux_feed(&dm, buf, (size_t)n, sbx__io_payload, io);
 			if (rc)
 				return rc;
 			if (io->rc)
 				return io->rc;
 		}
 	}
-}
-
-/* After a command's inside deadline: kill (in up to 5 passes, for processes that fork while
- * being killed) every process of the box except PID 1 (docker-init)
- * and the life `sleep`. `timeout -s KILL` only kills its own process group, so a child that
- * called setsid() (and holds stdout or not) would otherwise outlive its command's deadline;
- * the daemon closes the exec stream 2 s after the exec's main process exits, before the host
- * deadline would catch it. Every exec runs in a session of its own, while init and the life
- * sleep are session 1, which nothing started by an exec can join: so "session != 1" is exactly
- * what the box's commands started. The workspace (tmpfs) is kept. When the sweep cannot run,
- * the whole box is killed instead. */
-static void sweep(sbx_box *b)
-{
-	static const char script[] = "for pass in 1 2 3 4 5; do n=0; "
-				     "for f in /proc/[0-9]*/stat; do "
-				     "p=${f#/proc/}; p=${p%/stat}; "
-				     "[ \"$p\" = $$ ] || [ \"$p\" = $PPID ] && continue; "
-				     "read -r l < \"$f\" 2>/dev/null || continue; "
-				     "set -- ${l##*) }; "
-				     "[ \"$1\" = Z ] && continue; "
-				     "[ \"$4\" = 1 ] || { kill -KILL \"$p\" 2>/dev/null; n=1; }; "
-				     "done; [ $n = 0 ] && exit 0; done; exit 1";
-	const char *const argv[] = {"sh", "-c", script, NULL};
-	sbx_cmd cmd = SBX_CMD_INIT;
-	sbx_result res = SBX_RESULT_INIT;
-	int rc;
-
-	cmd.argv = argv;
-	cmd.timeout_s = 10;
-	cmd.workdir = "/";
-	cmd.output_cap = 4096;
-	b->sweeping = true;
-	rc = sbx_exec(b, &cmd, &res);
-	b->sweeping = false;
-	if (rc || res.exit_code != 0 || res.timed_out) {
-		ap_warn("sandbox: could not clear container %s after a timeout (%s); killing it",
-			b->name, rc ? ap_error_last() : "the sweep failed");
-		kill_container(b->e, b->id);
-		b->killed = true;
-	}
-	sbx_result_release(&res);
 }
 
 /* Tell the egress log reader which phase and command later denials belong to: a `sh -c`
@@ -1322,168 +804,49 @@ static void egress_context(sbx_box *b, const sbx_cmd *cmd)
 	for (char *c = text; *c; c++)
 		if (*c == '\n' || *c == '\r' || *c == '\t')
 			*c = ' ';
-	sbx_egress_set_context(b->eg, b->phase, text);
+	sbx_egress_set_context(box_eg(b), b->phase, text);
 }
 
-int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
+/* backend op: one exec: create, start on a hijacked connection, pump, exit code. */
+static int dk_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadline, sbx_exec_io *io,
+		  int *code)
 {
-	struct exec_io io;
-	size_t cap;
 	char exec_id[96], path[160];
 	ap_buf first = AP_BUF_INIT(1 << 16);
-	long long start = dk_now_ms(), deadline, life_left;
-	int seconds, fd = -1, rc, code = -1;
+	cJSON *body = NULL;
+	int fd = -1, rc;
 
-	*res = (sbx_result)SBX_RESULT_INIT;
-	if (!cmd->argv || !cmd->argv[0])
-		return ap_error_set(AP_EINVAL, "sbx_exec: empty argv");
-	if (b->killed)
-		return ap_error_set(AP_EIO, "the sandbox was killed (deadline or cancel); create "
-					    "a new one");
-	cap = cmd->output_cap ? cmd->output_cap : b->e->output_cap;
-	if (cap < 2)
-		cap = 2;
-	io = (struct exec_io){.fn = cmd->on_output,
-			      .ud = cmd->on_output_ud,
-			      .raw = cmd->raw_stdout,
-			      .raw_ud = cmd->raw_stdout_ud};
-	if (b->eg && !b->sweeping)
+	if (box_eg(b) && !b->sweeping)
 		egress_context(b, cmd);
-	io.out = (struct exec_stream){&io, SBX_STREAM_STDOUT, SBX_CAPTURE_INIT(cap), NULL};
-	io.err = (struct exec_stream){&io, SBX_STREAM_STDERR, SBX_CAPTURE_INIT(cap), NULL};
-	if ((rc = redact_stream_new(&io.out.rs, on_redacted, &io.out)) ||
-	    (rc = redact_stream_new(&io.err.rs, on_redacted, &io.err)))
-		goto out_release;
-	redact_stream_set_batch(io.out.rs, SBX_REDACT_BATCH);
-	redact_stream_set_batch(io.err.rs, SBX_REDACT_BATCH);
-	seconds = cmd->timeout_s > 0 ? cmd->timeout_s : 60;
-	life_left = (b->deadline_ms - start) / 1000;
-	if (life_left < 1)
-		life_left = 1;
-	if (seconds > life_left)
-		seconds = (int)life_left;
-	deadline = start + (long long)seconds * 1000 + SBX_KILL_GRACE;
-
 	rc = exec_create(b, cmd, seconds, exec_id, sizeof(exec_id));
 	if (rc)
 		goto out_release;
 	snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
-	{
-		cJSON *body = cJSON_CreateObject();
-
-		if (!body || !cJSON_AddFalseToObject(body, "Detach") ||
-		    !cJSON_AddFalseToObject(body, "Tty")) {
-			cJSON_Delete(body);
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			goto out_release;
-		}
-		rc = dk_hijack(b->e->dk, path, body, deadline, &fd, &first);
-		cJSON_Delete(body);
+	body = cJSON_CreateObject();
+	if (!body || !cJSON_AddFalseToObject(body, "Detach") ||
+	    !cJSON_AddFalseToObject(body, "Tty")) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out_release;
 	}
+	rc = dk_hijack(dk_of(b->e), path, body, deadline, &fd, &first);
 	if (rc)
 		goto out_release;
-	rc = pump(b, fd, cmd, &first, deadline, &io);
-	close(fd);
-	fd = -1;
-	/* However the command ended, what the redactors held back belongs to its output. */
-	exec_io_flush(&io);
-	if (b->eg && sbx_egress_drain_log(b->eg) < 0)
+	rc = pump(b, fd, cmd, &first, deadline, io);
+	if (box_eg(b) && sbx_egress_drain_log(box_eg(b)) < 0)
 		ap_warn("sandbox: egress log: %s", ap_error_last());
-	if (rc == SBX_BOX_DIED) {
-		/* Out of memory or killed from outside: the command died with its box. */
-		ap_warn("sandbox: container %s stopped during a command", b->name);
-		b->killed = true;
-		code = 128 + 9;
-		rc = 0;
-	} else if (rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
-		/* No endpoint kills one exec: the whole box goes. */
-		char why[256];
-
-		snprintf(why, sizeof(why), "%s", ap_error_last());
-		kill_container(b->e, b->id);
-		b->killed = true;
-		ap_error_set(rc, "%s", why);
-		if (rc == AP_ETIMEOUT) {
-			res->timed_out = true;
-			code = 124;
-			rc = 0;
-		}
-	} else if (rc == 0) {
-		rc = exec_exit_code(b, exec_id, &code);
-		/* timeout -s KILL takes itself down with its process group: 128+9. */
-		if (!rc && code == 137 && dk_now_ms() - start >= (long long)seconds * 1000 - 50) {
-			res->timed_out = true;
-			code = 124;
-			if (!b->sweeping)
-				sweep(b);
-		} else if (!rc && code >= 126 && box_died(b, code)) {
-			/* The box died under the command (gVisor's Sentry OOM-killed; runsc then
-			 * reports its own 128): say "killed", and refuse further commands. */
-			ap_warn("sandbox: container %s stopped during a command", b->name);
-			b->killed = true;
-			code = 128 + 9;
-		}
-	}
-	if (rc && rc != AP_ECANCELLED)
-		goto out_release;
-	if (io.rc) {
-		rc = io.rc; /* part of the output could not be redacted: none is returned */
-		goto out_release;
-	}
-	res->exit_code = code;
-	res->truncated = sbx_capture_truncated(&io.out.cap) || sbx_capture_truncated(&io.err.cap);
-	res->out = sbx_capture_take(&io.out.cap, &res->out_len);
-	res->err = sbx_capture_take(&io.err.cap, &res->err_len);
-	res->millis = dk_now_ms() - start;
-	if (!res->out || !res->err) {
-		sbx_result_release(res);
-		rc = ap_error_set(AP_ENOMEM, "out of memory collecting output");
-	}
+	if (rc == 0)
+		rc = exec_exit_code(b, exec_id, code);
 out_release:
 	if (fd >= 0)
 		close(fd);
+	cJSON_Delete(body);
 	ap_buf_release(&first);
-	/* Already flushed when the command ran; freeing flushes only on early failures. */
-	redact_stream_free(io.out.rs);
-	redact_stream_free(io.err.rs);
-	sbx_capture_release(&io.out.cap);
-	sbx_capture_release(&io.err.cap);
 	return rc;
 }
 
-void sbx_result_release(sbx_result *res)
+static int dk_prepare(sbx_box *b)
 {
-	if (!res)
-		return;
-	free(res->out);
-	free(res->err);
-	*res = (sbx_result)SBX_RESULT_INIT;
-}
-
-int sbx_prepare(sbx_box *b)
-{
-	/* HOME first (the mount starts empty), then the copy. */
-	static const char *const argv[] = {
-	    "sh", "-c",
-	    "mkdir -p " SBX_HOME " && cp -R --preserve=mode,timestamps,links --no-dereference "
-	    "/repo/. /tmp/workspace/",
-	    NULL};
-	sbx_cmd cmd = SBX_CMD_INIT;
-	sbx_result res = SBX_RESULT_INIT;
-	int rc;
-
-	if (!b->has_repo)
-		return 0;
-	cmd.argv = argv;
-	cmd.timeout_s = 600;
-	cmd.output_cap = 8192;
-	rc = sbx_exec(b, &cmd, &res);
-	if (!rc && res.exit_code != 0)
-		rc = ap_error_set(AP_EIO,
-				  "copying /repo into the workspace failed (exit %d): %.300s",
-				  res.exit_code, res.err ? res.err : "");
-	sbx_result_release(&res);
-	return rc;
+	return sbx__copy_repo(b, NULL);
 }
 
 /* --- reaping ---------------------------------------------------------------------------- */
@@ -1496,14 +859,14 @@ static const char *reapable_id(const cJSON *it, bool all)
 	const cJSON *creator = cJSON_GetObjectItemCaseSensitive(labels, DK_LABEL_CREATOR);
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "Id");
 
-	if (!cJSON_IsString(id) || !label_safe(id->valuestring, 80))
+	if (!cJSON_IsString(id) || !sbx__label_safe(id->valuestring, 80))
 		return NULL;
-	if (!all && cJSON_IsString(creator) && dk_creator_alive(creator->valuestring))
+	if (!all && cJSON_IsString(creator) && sbx_creator_alive(creator->valuestring))
 		return NULL;
 	return id->valuestring;
 }
 
-static int reap(sbx_engine *e, bool all)
+static int dk_reap(sbx_engine *e, bool all)
 {
 	char *filters = NULL, path[512];
 	cJSON *list = NULL, *it, *names;
@@ -1516,7 +879,7 @@ static int reap(sbx_engine *e, bool all)
 	if (!filters)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", filters);
-	rc = dk_request(e->dk, "GET", path, NULL, SBX_API_TIMEOUT, NULL, &list);
+	rc = dk_request(dk_of(e), "GET", path, NULL, SBX_API_TIMEOUT, NULL, &list);
 	if (rc)
 		goto out_free;
 	cJSON_ArrayForEach(it, list)
@@ -1531,12 +894,12 @@ static int reap(sbx_engine *e, bool all)
 		}
 		removed++;
 		if (cJSON_IsString(names) && names->valuestring[0] == '/')
-			remove_box_dir(e, names->valuestring + 1);
+			sbx__remove_box_dir(e, names->valuestring + 1);
 	}
 	cJSON_Delete(list);
 	list = NULL;
 	snprintf(path, sizeof(path), "/networks?filters=%s", filters);
-	rc = dk_request(e->dk, "GET", path, NULL, SBX_API_TIMEOUT, NULL, &list);
+	rc = dk_request(dk_of(e), "GET", path, NULL, SBX_API_TIMEOUT, NULL, &list);
 	if (rc)
 		goto out_free;
 	cJSON_ArrayForEach(it, list)
@@ -1545,7 +908,7 @@ static int reap(sbx_engine *e, bool all)
 		if (!id)
 			continue;
 		snprintf(path, sizeof(path), "/networks/%s", id);
-		rc = dk_request(e->dk, "DELETE", path, NULL, SBX_API_TIMEOUT, NULL, NULL);
+		rc = dk_request(dk_of(e), "DELETE", path, NULL, SBX_API_TIMEOUT, NULL, NULL);
 		if (rc && rc != AP_ENOTFOUND) {
 			ap_warn("sandbox reap: %s", ap_error_last());
 			continue;
@@ -1558,161 +921,156 @@ out_free:
 	free(filters);
 	return rc;
 }
-
-int sbx_reap_orphans(sbx_engine *e)
+static int dk_count(sbx_engine *e)
 {
-	return reap(e, false);
-}
+	char raw[160], path[512], *filters;
+	cJSON *list = NULL;
+	int rc;
 
-int sbx_reap_all(sbx_engine *e)
-{
-	return reap(e, true);
-}
-
-/* --- warm pool -------------------------------------------------------------------------- */
-
-static void *pool_main(void *arg)
-{
-	sbx_engine *e = arg;
-	sbx_spec s = e->defaults;
-	sbx_box *b;
-	struct timespec ts;
-	int rc, failures = 0;
-
-	s.job_label = "pool";
-	pthread_mutex_lock(&e->lock);
-	while (!e->stopping) {
-		if (e->pool_n + e->creating >= e->pool_size) {
-			pthread_cond_wait(&e->cond, &e->lock);
-			continue;
-		}
-		e->creating++;
-		pthread_mutex_unlock(&e->lock);
-		rc = box_create(e, &s, true, true, &b);
-		pthread_mutex_lock(&e->lock);
-		e->creating--;
-		if (rc) {
-			ap_warn("sandbox pool: %s", ap_error_last());
-			/* Back off (up to 30 s) instead of hammering a failing daemon. */
-			failures = failures < 5 ? failures + 1 : 5;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 1 << failures;
-			if (!e->stopping)
-				pthread_cond_timedwait(&e->cond, &e->lock, &ts);
-			continue;
-		}
-		failures = 0;
-		if (e->stopping || e->pool_n >= e->pool_size) {
-			pthread_mutex_unlock(&e->lock);
-			sbx_destroy(b);
-			pthread_mutex_lock(&e->lock);
-			continue;
-		}
-		e->pool[e->pool_n++] = b;
-		pthread_cond_broadcast(&e->cond);
-	}
-	pthread_mutex_unlock(&e->lock);
-	return NULL;
-}
-
-int sbx_pool_start(sbx_engine *e)
-{
-	int rc = 0;
-
-	pthread_mutex_lock(&e->lock);
-	if (!e->pool_started && e->pool_size > 0) {
-		if (pthread_create(&e->pool_thread, NULL, pool_main, e))
-			rc = ap_error_set(AP_ENOMEM, "cannot start the sandbox pool thread");
-		else
-			e->pool_started = true;
-	}
-	pthread_mutex_unlock(&e->lock);
+	snprintf(raw, sizeof(raw), "{\"label\":[\"%s=%s\"]}", DK_LABEL_OWNER, e->owner);
+	filters = dk_escape(raw);
+	if (!filters)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", filters);
+	free(filters);
+	rc = dk_request(dk_of(e), "GET", path, NULL, SBX_API_TIMEOUT, NULL, &list);
+	if (!rc)
+		rc = cJSON_GetArraySize(list);
+	cJSON_Delete(list);
 	return rc;
 }
 
-int sbx_pool_ready(sbx_engine *e)
+static int dk_image_present(sbx_engine *e, const char *image)
 {
-	int n;
+	cJSON *info = NULL;
+	int rc = dk_image_inspect(dk_of(e), image, SBX_PROBE_TIMEOUT_MS, &info);
 
-	pthread_mutex_lock(&e->lock);
-	n = e->pool_n;
-	pthread_mutex_unlock(&e->lock);
-	return n;
+	cJSON_Delete(info);
+	return rc;
 }
 
-int sbx_acquire(sbx_engine *e, const char *job_label, sbx_box **out)
+static int dk_image_id(sbx_engine *e, const char *image, char *out, size_t n)
 {
-	sbx_spec s = e->defaults;
-	sbx_box *b = NULL;
+	cJSON *info = NULL, *iid;
+	int rc = dk_image_inspect(dk_of(e), image, SBX_PROBE_TIMEOUT_MS, &info);
+
+	if (rc == 0) {
+		iid = cJSON_GetObjectItemCaseSensitive(info, "Id");
+		if (cJSON_IsString(iid) && strlen(iid->valuestring) < n)
+			snprintf(out, n, "%s", iid->valuestring);
+		else
+			rc =
+			    ap_error_set(AP_EIO, "docker image inspect %.200s: no image id", image);
+	}
+	cJSON_Delete(info);
+	return rc;
+}
+
+/* --- phases: the network goes off after setup ------------------------------------------ */
+
+/* The fallback of network_off: take the box off its Internal network. */
+static int disconnect_box(sbx_box *b)
+{
+	cJSON *body = cJSON_CreateObject();
+	char path[256];
 	int rc;
 
-	*out = NULL;
-	rc = sbx_pool_start(e);
-	if (rc)
-		return rc;
-	pthread_mutex_lock(&e->lock);
-	if (e->pool_n > 0) {
-		/* Oldest first: it has waited longest. */
-		b = e->pool[0];
-		memmove(e->pool, e->pool + 1, (size_t)(e->pool_n - 1) * sizeof(e->pool[0]));
-		e->pool_n--;
-		pthread_cond_broadcast(&e->cond);
+	if (!body || !cJSON_AddStringToObject(body, "Container", b->id) ||
+	    !cJSON_AddTrueToObject(body, "Force")) {
+		cJSON_Delete(body);
+		return ap_error_set(AP_ENOMEM, "out of memory");
 	}
-	pthread_mutex_unlock(&e->lock);
-	if (b) {
-		snprintf(b->job, sizeof(b->job), "%s", job_label ? job_label : "");
-		b->deadline_ms = dk_now_ms() + (long long)e->defaults.wall_seconds * 1000;
-		ap_debug("sandbox: job %s got warm box %s", b->job, b->name);
-		*out = b;
+	snprintf(path, sizeof(path), "/networks/%s/disconnect", sbx_egress_network(box_eg(b)));
+	rc = dk_request(dk_of(b->e), "POST", path, body, SBX_API_TIMEOUT, NULL, NULL);
+	cJSON_Delete(body);
+	return rc;
+}
+
+/* backend op: lock the proxy; else disconnect the box; else kill it. */
+static int dk_network_off(sbx_box *b)
+{
+	char why[512];
+	int rc;
+
+	if (!box_eg(b))
 		return 0;
-	}
-	s.job_label = job_label;
-	return box_create(e, &s, true, false, out);
+	rc = sbx_egress_lock(box_eg(b));
+	if (rc == 0)
+		return 0;
+	snprintf(why, sizeof(why), "%s", ap_error_last());
+	ap_warn("sandbox: %s; disconnecting container %s from its network instead", why, b->name);
+	rc = disconnect_box(b);
+	if (rc == 0)
+		return 0;
+	snprintf(why, sizeof(why), "%s", ap_error_last());
+	kill_container(b->e, b->id);
+	b->killed = true;
+	return ap_error_set(rc,
+			    "the sandbox could not be taken offline after setup (%s); it was "
+			    "killed",
+			    why);
+}
+
+static int dk_denials(sbx_box *b, sbx_denial *out, size_t max, size_t *n)
+{
+	const sbx_denial *d;
+	size_t have;
+
+	*n = 0;
+	if (!box_eg(b))
+		return 0;
+	if (sbx_egress_drain_log(box_eg(b)) < 0)
+		return AP_EIO;
+	d = sbx_egress_denials(box_eg(b), &have);
+	for (size_t i = 0; i < have && *n < max; i++)
+		out[(*n)++] = d[i];
+	return 0;
 }
 
 /* --- engine ----------------------------------------------------------------------------- */
 
-int sbx_engine_new(sbx_engine **out, const ap_config *cfg)
+static int dk_open(sbx_engine *e, const ap_config *cfg)
 {
-	sbx_engine *e;
+	struct dk_backend *be = calloc(1, sizeof(*be));
 	int rc;
 
-	*out = NULL;
-	e = calloc(1, sizeof(*e));
-	if (!e)
+	if (!be)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	pthread_mutex_init(&e->lock, NULL);
-	pthread_cond_init(&e->cond, NULL);
-	rc = read_settings(e, cfg);
-	if (rc)
-		goto err_free_engine;
-	rc = dk_client_new(&e->dk, cfg_str(cfg, "DOCKER_HOST"));
-	if (rc)
-		goto err_free_engine;
-	*out = e;
+	be->egress = (sbx_egress_opts)SBX_EGRESS_OPTS_INIT;
+	rc = sbx_egress_opts_load(&be->egress, cfg);
+	if (!rc)
+		rc = dk_client_new(&be->dk, cfg_str(cfg, "DOCKER_HOST"));
+	if (rc) {
+		free(be);
+		return rc;
+	}
+	e->be = be;
 	return 0;
-err_free_engine:
-	sbx_engine_free(e);
-	return rc;
 }
 
-void sbx_engine_free(sbx_engine *e)
+static void dk_close(sbx_engine *e)
 {
-	if (!e)
-		return;
-	pthread_mutex_lock(&e->lock);
-	e->stopping = true;
-	pthread_cond_broadcast(&e->cond);
-	pthread_mutex_unlock(&e->lock);
-	if (e->pool_started)
-		pthread_join(e->pool_thread, NULL);
-	for (int i = 0; i < e->pool_n; i++)
-		sbx_destroy(e->pool[i]);
-	dk_client_free(e->dk);
-	pthread_mutex_destroy(&e->lock);
-	pthread_cond_destroy(&e->cond);
-	free(e->image);
-	free(e->runtime);
-	free(e->data_dir);
-	free(e);
+	struct dk_backend *be = e->be;
+
+	dk_client_free(be->dk);
+	free(be);
+	e->be = NULL;
 }
+
+const sbx_backend_ops sbx_docker_ops = {
+    .name = "docker",
+    .open = dk_open,
+    .close = dk_close,
+    .create = dk_create,
+    .prepare = dk_prepare,
+    .run = dk_run,
+    .running = box_running,
+    .kill = dk_kill,
+    .remove = dk_remove,
+    .reap = dk_reap,
+    .count = dk_count,
+    .image_present = dk_image_present,
+    .image_id = dk_image_id,
+    .network_off = dk_network_off,
+    .denials = dk_denials,
+};

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* sandbox/docker_api.c - Docker Engine API client over the unix socket (see docker_api.h). */
 #include "sandbox/docker_api.h"
+#include "sandbox/backend.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/httpc.h"
@@ -26,14 +27,6 @@ struct dk_client {
 	char version[16];					/* "1.41" */
 	bool podman;						/* Podman's compat service */
 };
-
-long long dk_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The answer headers dk_client_new() reads from /_ping. */
 static const char *const ping_headers[] = {
@@ -331,7 +324,7 @@ static int wait_fd(int fd, short events, long long deadline_ms)
 	int n;
 
 	for (;;) {
-		left = deadline_ms - dk_now_ms();
+		left = deadline_ms - sbx_now_ms();
 		if (left <= 0)
 			return AP_ETIMEOUT;
 		n = poll(&p, 1, left > 1000 ? 1000 : (int)left);
@@ -473,58 +466,7 @@ int dk_labels_add(cJSON *labels, const char *owner, const char *job)
 {
 	if (!cJSON_AddStringToObject(labels, DK_LABEL_OWNER, owner) ||
 	    !cJSON_AddStringToObject(labels, DK_LABEL_JOB, job ? job : "") ||
-	    !cJSON_AddStringToObject(labels, DK_LABEL_CREATOR, dk_creator_self()))
+	    !cJSON_AddStringToObject(labels, DK_LABEL_CREATOR, sbx_creator_self()))
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	return 0;
-}
-
-/* Field 22 of /proc/PID/stat: start time in clock ticks since boot; 0 when unreadable. */
-static unsigned long long start_time(long pid)
-{
-	ap_buf text = AP_BUF_INIT(4096);
-	char path[64];
-	const char *p;
-	unsigned long long t = 0;
-	int field;
-
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	if (fs_read_file(&text, path, 0) != 0) {
-		ap_error_clear();
-		goto out_release;
-	}
-	p = strrchr(ap_buf_str(&text), ')'); /* the command name may hold spaces and parentheses */
-	if (!p)
-		goto out_release;
-	for (field = 2; *p && field < 22; p++)
-		if (*p == ' ')
-			field++;
-	sscanf(p, "%llu", &t);
-out_release:
-	ap_buf_release(&text);
-	return t;
-}
-
-static pthread_once_t creator_once = PTHREAD_ONCE_INIT;
-static char creator_self[48];
-
-static void creator_init(void)
-{
-	snprintf(creator_self, sizeof(creator_self), "%ld:%llu", (long)getpid(),
-		 start_time((long)getpid()));
-}
-
-const char *dk_creator_self(void)
-{
-	pthread_once(&creator_once, creator_init);
-	return creator_self;
-}
-
-int dk_creator_alive(const char *creator)
-{
-	long pid;
-	unsigned long long t;
-
-	if (!creator || sscanf(creator, "%ld:%llu", &pid, &t) != 2 || pid <= 0)
-		return 0;
-	return t != 0 && start_time(pid) == t;
 }

@@ -78,22 +78,12 @@ char *dk_escape(const char *s);
  * hijacks the connection (101 Switching Protocols or 200), returns 0 with *fd_out the
  * connected socket (caller closes it) and `rest` holding any stream bytes that arrived with
  * the head. Otherwise returns like dk_request (the daemon's message in the sentence). The
- * head must arrive before deadline_ms (CLOCK_MONOTONIC milliseconds, see dk_now_ms).
+ * head must arrive before deadline_ms (CLOCK_MONOTONIC milliseconds, see sbx_now_ms).
  */
 int dk_hijack(dk_client *c, const char *path, const cJSON *body, long long deadline_ms, int *fd_out,
 	      ap_buf *rest);
 
-/* CLOCK_MONOTONIC in milliseconds. */
-long long dk_now_ms(void);
-
 /* Add the owner, job and creator labels to a "Labels" object. */
 int dk_labels_add(cJSON *labels, const char *owner, const char *job);
-
-/* "<pid>:<start time in clock ticks>" of this process: a process identity that survives pid
- * reuse and container restarts. Static storage. */
-const char *dk_creator_self(void);
-
-/* Whether the process named by a creator label value is still running. */
-int dk_creator_alive(const char *creator);
 
 #endif

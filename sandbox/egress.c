@@ -14,6 +14,7 @@
  * bound). Every failure after the first create undoes what was created.
  */
 #include "sandbox/egress.h"
+#include "sandbox/backend.h"
 #include "common/buf.h"
 #include "sandbox/egress_policy.h"
 #include "common/err.h"
@@ -559,7 +560,7 @@ static void last_line(sbx_egress *eg, char *line)
 /* Wait until the proxy printed its listening line; fail early if it exited. */
 static int wait_ready(sbx_egress *eg, int timeout_ms)
 {
-	long long until = dk_now_ms() + timeout_ms;
+	long long until = sbx_now_ms() + timeout_ms;
 	char path[256];
 	int rc;
 
@@ -591,7 +592,7 @@ static int wait_ready(sbx_egress *eg, int timeout_ms)
 		ap_buf_release(&raw);
 		if (rc)
 			return rc;
-		if (dk_now_ms() > until)
+		if (sbx_now_ms() > until)
 			return ap_error_set(AP_ETIMEOUT,
 					    "the egress proxy did not start listening "
 					    "within %d ms",

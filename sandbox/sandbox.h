@@ -2,11 +2,12 @@
 /* sandbox/sandbox.h - the sandbox backend interface: create / exec / destroy.
  *
  * AI-written code runs only inside a box. A box is a fresh, hardened, network-less container
- * (Docker Engine backend by default) with the job's repository bind-mounted read-only at
- * /repo and a size-capped tmpfs workspace at /tmp/workspace. /tmp/trees (exec-able, size-capped)
- * holds HOME (/tmp/trees/home) and the trees the Tester builds and runs tests in; /tmp itself
- * is noexec. No credential ever enters a box.
- * Another backend (Kubernetes pods, bubblewrap) must fit behind this same interface.
+ * with the job's repository read-only at /repo and a size-capped tmpfs workspace at
+ * /tmp/workspace. /tmp/trees (exec-able, size-capped) holds HOME (/tmp/trees/home) and the trees
+ * the Tester builds and runs tests in; /tmp itself is noexec (on Kubernetes it cannot be). No
+ * credential ever enters a box. Two backends sit behind this interface
+ * (AUTOPATCH_SANDBOX_BACKEND, sandbox/backend.h): the Docker Engine (default, docker.c) and
+ * Kubernetes pods (k8s.c); the settings, the pool and the output handling are shared.
  *
  * Ownership: sbx_engine is long-lived and thread-safe; a box is used by one thread at a time
  * and must be released with sbx_destroy(), which always kills and removes it.
@@ -43,7 +44,8 @@ typedef struct sbx_spec {
 	int64_t fsize_bytes;	  /* RLIMIT_FSIZE */
 	int wall_seconds;	  /* life of the box; the host kills it after this */
 	enum sbx_network network; /* SBX_NET_NONE by default */
-	const char *const *allow; /* NULL-terminated "host:port" list for SBX_NET_ALLOWLIST */
+	const char *const *allow; /* NULL-terminated "host:port" list for SBX_NET_ALLOWLIST (the
+				   * kubernetes backend refuses an allow-list: AP_EINVAL) */
 	int64_t trees_bytes;	  /* tmpfs size of /tmp/trees (HOME and the Tester's trees) */
 } sbx_spec;
 
@@ -107,7 +109,8 @@ typedef struct sbx_cmd {
 		NULL, NULL, NULL, 0, 60, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL               \
 	}
 
-/* Connect to the backend named by the config (DOCKER_HOST etc.) and read the sandbox
+/* Connect to the backend named by the config (AUTOPATCH_SANDBOX_BACKEND; DOCKER_HOST, or the
+ * Kubernetes API from AUTOPATCH_K8S_* / in-cluster config) and read the sandbox
  * settings (AUTOPATCH_SANDBOX_*), which fill the spec's zero fields. Fails with AP_EUNAVAIL and
  * a one-line sentence when the daemon is unreachable or its API is too old, AP_EINVAL for a bad
  * setting. */
@@ -169,7 +172,8 @@ int sbx_image_present(sbx_engine *e, const char *image);
 
 /* The id ("sha256:...") of image (NULL: sbx_engine_image()) in the backend, into out (at least
  * 80 bytes). AP_ENOTFOUND when absent (the sentence names the image), else the backend's
- * error. Never pulls. */
+ * error. Never pulls. Kubernetes cannot inspect images: the digest of a name@sha256:...
+ * reference, else "name:" + the SHA-256 of the name; never AP_ENOTFOUND. */
 int sbx_image_id(sbx_engine *e, const char *image, char *out, size_t n);
 
 /* ---- phases of a box (the setup phase may use the network; the agent phase may not) ---- */
@@ -204,7 +208,16 @@ int sbx_box_denials(sbx_box *b, sbx_denial *out, size_t max, size_t *n);
 /* This engine's owner id (AUTOPATCH_OWNER_ID or the default hash; see docs/sandbox.md). */
 const char *sbx_owner_id(const sbx_engine *e);
 
-/* The container id of a box (for logs and tests). */
+/* The container id (Docker) or pod name (Kubernetes) of a box (for logs and tests). */
 const char *sbx_box_id(const sbx_box *b);
+
+/* Whether the box's container / pod still runs (tests; errors count as running). */
+bool sbx_box_running(sbx_box *b);
+
+/* How many boxes with this engine's owner id the backend holds right now (tests), or < 0. */
+int sbx_owned_count(sbx_engine *e);
+
+/* The backend in use: "docker" or "kubernetes" (AUTOPATCH_SANDBOX_BACKEND). Static storage. */
+const char *sbx_backend_name(const sbx_engine *e);
 
 #endif

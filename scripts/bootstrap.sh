@@ -10,7 +10,7 @@ log() { printf '[bootstrap] %s\n' "$*" >&2; }
 APT_PACKAGES=(
   build-essential meson ninja-build pkg-config clang clang-format libclang-rt-14-dev
   libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libssl-dev libgit2-dev libsqlite3-dev
-  libyaml-dev libpcre2-dev libcmocka-dev libpq-dev zlib1g-dev postgresql
+  libyaml-dev libpcre2-dev libcmocka-dev libwebsockets-dev libpq-dev zlib1g-dev postgresql
   python3 python3-pytest python3-yaml git sqlite3 openssl curl ca-certificates chromium
   docker.io runsc mmdebstrap iptables wrk nginx nodejs npm
 )
@@ -77,6 +77,15 @@ fi
 if [[ ! -x standins/verdaccio/node_modules/.bin/verdaccio ]]; then
   log "installing the verdaccio stand-in"
   (cd standins/verdaccio && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# The Kubernetes API stand-in's packages (kubernetes-models, ws, js-yaml; @kubernetes/client-node
+# to check it), exactly as package-lock.json pins them; skipped when already there.
+if [[ ! -f standins/k8s_stub/node_modules/.package-lock.json ]] ||
+   ! cmp -s standins/k8s_stub/package-lock.json standins/k8s_stub/node_modules/.autopatch-lock; then
+  log "installing the Kubernetes stand-in's npm packages"
+  (cd standins/k8s_stub && npm ci --no-audit --no-fund --loglevel=error &&
+   cp package-lock.json node_modules/.autopatch-lock)
 fi
 
 log "building"

@@ -15,6 +15,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "standins"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
+# The sandbox backend every sandbox_factory test runs on, and the Kubernetes API stand-in.
+from sandbox_util import backend, k8s_stub  # noqa: E402,F401
+
 
 def build_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("AP_BUILD_DIR", ROOT / "build"))

@@ -59,8 +59,9 @@ def _example(event, action):
 
 class Rig:
     def __init__(self, tmp, autopatch_bin, script=None, env=None, workers=1, files=None,
-                 issues=1, omit_usage=False, ghes=False):
+                 issues=1, omit_usage=False, ghes=False, stub=None):
         self.tmp = pathlib.Path(tmp)
+        self.stub = stub  # the Kubernetes API stand-in when the boxes are pods
         self.bin = str(autopatch_bin)
         self.script = script if script is not None else happy_script()
         self.extra_env = dict(env or {})
@@ -129,6 +130,8 @@ class Rig:
             e["GITHUB_URL"] = self.gh.web_url
         else:
             e["GITHUB_API_URL"] = self.gh.url
+        if self.stub:
+            e.update(self.stub.env(self.stub.kubeconfig(self.tmp / "kubeconfig")))
         e.update(self.extra_env)
         return e
 
@@ -261,6 +264,12 @@ class Rig:
     def containers(self, job=None):
         """Our containers; with job ("job-1"), only the ones that job used (the warm pool
         keeps ready boxes with no job)."""
+        if self.stub:  # pods of the stand-in
+            sel = f"autopatch.owner%3D{self.owner}" + (f",autopatch.job%3D{job}" if job else "")
+            code, body = self.stub.api("GET", "/api/v1/namespaces/autopatch-sandbox/pods"
+                                       f"?labelSelector={sel}")
+            assert code == 200, body
+            return [i["metadata"]["name"] for i in body["items"]]
         filters = ["--filter", f"label=autopatch.owner={self.owner}"]
         if job:
             filters += ["--filter", f"label=autopatch.job={job}"]
@@ -280,6 +289,8 @@ class Rig:
         """The job's containers that still exist; asserts the job recorded at least one."""
         used = self.job_boxes(job_id)
         assert used, "the job recorded no sandbox"
+        if self.stub:  # pod names share their first 12 bytes: ask by the job's label
+            return self.containers(job=f"job-{job_id}")
         ours = self.containers()
         return [b for b in used if any(c.startswith(b) or b.startswith(c) for c in ours)]
 

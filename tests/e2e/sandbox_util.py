@@ -3,6 +3,12 @@ runs, and a look at what the test left in the (shared) Docker daemon.
 
 Other helpers use the same dockerd at the same time, so everything is scoped by the
 autopatch.owner label, and cleanup only ever touches containers carrying this test's owner id.
+
+Every test that uses sandbox_factory runs on each sandbox backend (AP_SANDBOX_BACKENDS,
+default "docker,kubernetes"): on "kubernetes" the boxes are pods of the Kubernetes API
+stand-in (tests/e2e/k8s_util.py), which runs them as Docker containers, so owned() and
+inspect() see their box containers too. Tests of one backend's own behaviour ask
+`sb.backend`.
 """
 import json
 import os
@@ -12,11 +18,14 @@ import uuid
 
 import pytest
 
+import k8s_util
+
 IMAGE = os.environ.get("AUTOPATCH_SANDBOX_IMAGE", "autopatch-sandbox:latest")
 RUNTIMES = ["runc", "runsc"]
 # The CLI that looks at the engine under test: "podman" when DOCKER_HOST points at
 # `podman system service` (see docs/sandbox.md, "Podman").
 CLI = os.environ.get("AP_CONTAINER_CLI", "docker")
+BACKENDS = os.environ.get("AP_SANDBOX_BACKENDS", "docker,kubernetes").split(",")
 
 
 def docker(*args, check=True, timeout=60):
@@ -25,19 +34,26 @@ def docker(*args, check=True, timeout=60):
 
 
 def owned(owner, kind="container"):
-    """Ids of containers (or networks) labelled with owner, running or not."""
+    """Ids of containers (or networks) labelled with owner, running or not; with the
+    Kubernetes stand-in, also the box container of each of the owner's pods."""
     if kind == "container":
         out = docker("ps", "-aq", "--no-trunc", "--filter", f"label=autopatch.owner={owner}")
     else:
         out = docker("network", "ls", "-q", "--filter", f"label=autopatch.owner={owner}")
-    return [line for line in out.stdout.split() if line]
+    ids = [line for line in out.stdout.split() if line]
+    if kind == "container":
+        ids += k8s_util.stub_containers(f"autopatch-{owner}-", "box")
+    return ids
 
 
 class Sandbox:
     """Runs `autopatch sandbox ...` with an environment of its own (owner id, data dir)."""
 
-    def __init__(self, binary, tmp_path, runtime="runc", extra_env=None):
+    def __init__(self, binary, tmp_path, runtime="runc", extra_env=None, backend="docker",
+                 stub=None):
         self.binary = str(pathlib.Path(binary).resolve())
+        self.backend = backend
+        self.stub = stub
         self.owner = "t" + uuid.uuid4().hex[:12]
         self.tmp = pathlib.Path(tmp_path)
         self.env = {
@@ -52,6 +68,10 @@ class Sandbox:
         (self.tmp / ".env").touch()
         if "DOCKER_HOST" in os.environ:
             self.env["DOCKER_HOST"] = os.environ["DOCKER_HOST"]
+        if backend == "kubernetes":
+            self.env.update(stub.env(stub.kubeconfig(self.tmp / "kubeconfig")))
+            if runtime == "runsc":  # gVisor through a RuntimeClass (the stand-in maps it)
+                self.env["AUTOPATCH_K8S_RUNTIME_CLASS"] = "gvisor"
         self.env.update(extra_env or {})
 
     def run(self, *cmd, repo=None, timeout=None, args=(), wall=120, stdin=None, text=False):
@@ -74,9 +94,14 @@ class Sandbox:
                               capture_output=True, text=True, timeout=120, cwd=self.tmp)
 
     def leftovers(self):
-        return owned(self.owner) + owned(self.owner, "network")
+        left = owned(self.owner) + owned(self.owner, "network")
+        if self.stub:
+            left += self.stub.owned_objects(self.owner)
+        return left
 
     def cleanup(self):
+        if self.stub:
+            self.stub.delete_owned(self.owner)
         ids = owned(self.owner)
         if ids:
             docker("rm", "-f", *ids, check=False)
@@ -85,17 +110,39 @@ class Sandbox:
             docker("network", "rm", *nets, check=False)
 
 
+@pytest.fixture(scope="session")
+def k8s_stub(tmp_path_factory):
+    """One Kubernetes API stand-in for the session, started when a test first needs it."""
+    stubs = []
+
+    def get():
+        if not stubs:
+            stubs.append(k8s_util.K8sStub(tmp_path_factory.mktemp("k8s-stub")))
+        return stubs[0]
+
+    yield get
+    for s in stubs:
+        s.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
 @pytest.fixture
-def sandbox_factory(autopatch_bin, tmp_path):
+def sandbox_factory(autopatch_bin, tmp_path, backend, k8s_stub):
     made = []
 
     def make(runtime="runc", **kw):
         sub = tmp_path / f"s{len(made)}"
         sub.mkdir()
-        s = Sandbox(autopatch_bin, sub, runtime, **kw)
+        stub = k8s_stub() if backend == "kubernetes" else None
+        s = Sandbox(autopatch_bin, sub, runtime, backend=backend, stub=stub, **kw)
         made.append(s)
         return s
 
+    make.backend = backend
     yield make
     for s in made:
         left = s.leftovers()

@@ -1,5 +1,7 @@
 """`autopatch sandbox run` basics against the real Docker engine: streaming, exit codes,
 the repository copy, timeouts, stdin-less commands and cleanup, on runc and on runsc."""
+import json
+import pathlib
 import subprocess
 
 import pytest
@@ -67,7 +69,20 @@ def test_missing_command_and_bad_usage(sandbox_factory):
     assert r.returncode == 2
 
 
-def test_unreachable_daemon_is_one_clear_line(sandbox_factory, tmp_path):
+def test_unreachable_daemon_is_one_clear_line(sandbox_factory, tmp_path, port):
+    if sandbox_factory.backend == "kubernetes":
+        # A kubeconfig naming a server nobody listens on.
+        sb = sandbox_factory()
+        kc = json.loads(pathlib.Path(sb.env["KUBECONFIG"]).read_text())
+        kc["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+        pathlib.Path(sb.env["KUBECONFIG"]).write_text(json.dumps(kc))
+        r = sb.run("true", text=True)
+        assert r.returncode == 125
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1, r.stderr
+        assert "cannot reach the Kubernetes API" in lines[0]
+        assert f"127.0.0.1:{port}" in lines[0]
+        return
     sb = sandbox_factory(extra_env={"DOCKER_HOST": f"unix://{tmp_path}/nope.sock"})
     r = sb.run("true", text=True)
     assert r.returncode == 125
@@ -107,6 +122,12 @@ def test_reap_spares_live_runs_unless_all(sandbox_factory):
 def test_allow_list_box_gets_only_the_proxy_and_is_cleaned_up(sandbox_factory):
     # The proxy itself is tested in test_egress.py; here: the backend wiring from the CLI.
     sb = sandbox_factory()
+    if sb.backend == "kubernetes":
+        # Not there yet on Kubernetes: refused with a sentence, nothing created.
+        r = sb.run("true", args=("--allow", "mirror.invalid:80"), text=True)
+        assert r.returncode == 125 and "allow-list" in r.stderr, r.stderr
+        assert sb.leftovers() == []
+        return
     r = sb.run("sh", "-c", "env | grep -c '^HTTPS_PROXY=http://'; python3 -c \"import socket\n"
                "try:\n socket.create_connection(('1.1.1.1', 80), 2); print('DIRECT')\n"
                "except OSError: print('blocked')\"",

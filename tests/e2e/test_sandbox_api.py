@@ -11,6 +11,12 @@ import pytest
 from sandbox_util import sandbox_factory  # noqa: F401
 
 
+@pytest.fixture
+def backend():
+    """Docker Engine API client tests: the Docker backend only."""
+    return "docker"
+
+
 class FakeDaemon:
     def __init__(self, path, api_version):
         self.requests = []

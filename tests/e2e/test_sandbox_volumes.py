@@ -16,6 +16,14 @@ import pytest
 
 from sandbox_util import IMAGE, RUNTIMES, docker, inspect, owned, sandbox_factory  # noqa: F401
 
+
+@pytest.fixture
+def backend():
+    """Image VOLUMEs become Docker volumes only on the Docker backend; on Kubernetes the
+    container runtime keeps them in the container's ephemeral storage, which the pod's
+    ephemeral-storage limit caps (docs/kubernetes.md)."""
+    return "docker"
+
 VOLUME_SIZE = 8 << 20
 
 FILL = r"""

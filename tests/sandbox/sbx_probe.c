@@ -9,7 +9,7 @@
  */
 #include "common/config.h"
 #include "common/err.h"
-#include "sandbox/docker_api.h"
+#include "sandbox/backend.h"
 #include "sandbox/sandbox.h"
 
 #include <stdbool.h>
@@ -51,22 +51,10 @@ static int wait_pool(sbx_engine *e, int n, int seconds)
 	return ap_error_set(AP_ETIMEOUT, "the pool did not fill to %d", n);
 }
 
-/* Containers with this owner id, counted through the API. */
-static int count_owned(sbx_engine *e, dk_client *dk)
+/* Boxes with this owner id, counted through the backend's API. */
+static int count_owned(sbx_engine *e)
 {
-	char raw[200], path[512], *esc;
-	cJSON *list = NULL;
-	int n;
-
-	snprintf(raw, sizeof(raw), "{\"label\":[\"autopatch.owner=%s\"]}", sbx_owner_id(e));
-	esc = dk_escape(raw);
-	snprintf(path, sizeof(path), "/containers/json?all=1&filters=%s", esc);
-	free(esc);
-	if (dk_request(dk, "GET", path, NULL, 0, NULL, &list))
-		return -1;
-	n = cJSON_GetArraySize(list);
-	cJSON_Delete(list);
-	return n;
+	return sbx_owned_count(e);
 }
 
 static int cmd_warm(sbx_engine *e, int n)
@@ -76,16 +64,16 @@ static int cmd_warm(sbx_engine *e, int n)
 	if (sbx_pool_start(e) || wait_pool(e, 1, 120))
 		return fail("pool");
 	for (int i = 0; i < n; i++) {
-		long long t0 = dk_now_ms(), t1, t2;
+		long long t0 = sbx_now_ms(), t1, t2;
 
 		if (sbx_acquire(e, "bench", &b))
 			return fail("acquire");
-		t1 = dk_now_ms();
+		t1 = sbx_now_ms();
 		if (run_true(b))
 			return fail("exec");
 		if (sbx_destroy(b))
 			return fail("destroy");
-		t2 = dk_now_ms();
+		t2 = sbx_now_ms();
 		printf("{\"op\":\"warm\",\"acquire_ms\":%lld,\"total_ms\":%lld}\n", t1 - t0,
 		       t2 - t0);
 		fflush(stdout);
@@ -102,7 +90,7 @@ static int cmd_cold(sbx_engine *e, int n)
 
 	spec.job_label = "bench";
 	for (int i = 0; i < n; i++) {
-		long long t0 = dk_now_ms(), t1;
+		long long t0 = sbx_now_ms(), t1;
 
 		if (sbx_create(e, &spec, &b))
 			return fail("create");
@@ -110,7 +98,7 @@ static int cmd_cold(sbx_engine *e, int n)
 			return fail("exec");
 		if (sbx_destroy(b))
 			return fail("destroy");
-		t1 = dk_now_ms();
+		t1 = sbx_now_ms();
 		printf("{\"op\":\"cold\",\"total_ms\":%lld}\n", t1 - t0);
 		fflush(stdout);
 	}
@@ -127,11 +115,11 @@ static int cmd_exec(sbx_engine *e, int n)
 	if (sbx_create(e, &spec, &b))
 		return fail("create");
 	for (int i = 0; i < n && !rc; i++) {
-		long long t0 = dk_now_ms();
+		long long t0 = sbx_now_ms();
 
 		rc = run_true(b);
 		if (!rc)
-			printf("{\"op\":\"exec\",\"total_ms\":%lld}\n", dk_now_ms() - t0);
+			printf("{\"op\":\"exec\",\"total_ms\":%lld}\n", sbx_now_ms() - t0);
 		fflush(stdout);
 	}
 	if (rc)
@@ -163,24 +151,6 @@ static int probe_exec(sbx_box *b, const char *op, const char *const *argv, int t
 	return rc;
 }
 
-/* Whether the container is running, through the API (-1: unknown, e.g. removed). */
-static int container_running(dk_client *dk, const char *id)
-{
-	char path[160];
-	cJSON *resp = NULL, *running;
-	int r = -1;
-
-	snprintf(path, sizeof(path), "/containers/%s/json", id);
-	if (dk_request(dk, "GET", path, NULL, 0, NULL, &resp))
-		return -1;
-	running = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(resp, "State"),
-						   "Running");
-	if (cJSON_IsBool(running))
-		r = cJSON_IsTrue(running);
-	cJSON_Delete(resp);
-	return r;
-}
-
 /* Prints the box id, then waits for a line on stdin (the test looks at the host meanwhile). */
 static void hold(sbx_box *b, const char *op)
 {
@@ -199,7 +169,7 @@ static void hold(sbx_box *b, const char *op)
 
 /* The two deadlines of sbx_exec (docs/sandbox.md, "exec"): the inside `timeout -s KILL`
  * ("deadline") and the host's, 3 s later ("hostdeadline"). */
-static int cmd_deadline(sbx_engine *e, dk_client *dk, bool host)
+static int cmd_deadline(sbx_engine *e, bool host)
 {
 	/* Ignores SIGTERM, stays in timeout's process group: the inside kill ends it. */
 	const char *const busy[] = {"sh", "-c",
@@ -229,16 +199,16 @@ static int cmd_deadline(sbx_engine *e, dk_client *dk, bool host)
 		probe_exec(b, "host", stopper, 2);
 		probe_exec(b, "after_host", alive, 20);
 	}
-	printf("{\"op\":\"state\",\"running\":%d}\n", container_running(dk, sbx_box_id(b)));
+	printf("{\"op\":\"state\",\"running\":%d}\n", sbx_box_running(b) ? 1 : 0);
 	hold(b, "destroying");
 	sbx_destroy(b);
-	printf("{\"op\":\"destroyed\",\"containers\":%d}\n", count_owned(e, dk));
+	printf("{\"op\":\"destroyed\",\"containers\":%d}\n", count_owned(e));
 	return 0;
 }
 
 /* A background process outlives the exec that started it, the next exec sees it, destroy ends
  * it with the box. */
-static int cmd_background(sbx_engine *e, dk_client *dk)
+static int cmd_background(sbx_engine *e)
 {
 	const char *const start[] = {"sh", "-c", "nohup sleep 9871 >/dev/null 2>&1 & echo $!",
 				     NULL};
@@ -253,12 +223,12 @@ static int cmd_background(sbx_engine *e, dk_client *dk)
 	probe_exec(b, "find", find, 20);
 	hold(b, "destroying");
 	sbx_destroy(b);
-	printf("{\"op\":\"destroyed\",\"containers\":%d}\n", count_owned(e, dk));
+	printf("{\"op\":\"destroyed\",\"containers\":%d}\n", count_owned(e));
 	return 0;
 }
 
 /* A fork bomb that never gives up (retries on EAGAIN), with a deadline of seconds. */
-static int cmd_bomb(sbx_engine *e, dk_client *dk, int seconds)
+static int cmd_bomb(sbx_engine *e, int seconds)
 {
 	const char *const bomb[] = {"python3", "-c",
 				    "import os, time\n"
@@ -284,12 +254,12 @@ static int cmd_bomb(sbx_engine *e, dk_client *dk, int seconds)
 	probe_exec(b, "after_bomb", alive, 20);
 	hold(b, "destroying");
 	sbx_destroy(b);
-	printf("{\"op\":\"destroyed\",\"containers\":%d}\n", count_owned(e, dk));
+	printf("{\"op\":\"destroyed\",\"containers\":%d}\n", count_owned(e));
 	return 0;
 }
 
 /* Exercise the pool: fill, acquire past its size, check isolation and the size bound. */
-static int cmd_pool(sbx_engine *e, dk_client *dk)
+static int cmd_pool(sbx_engine *e)
 {
 	const char *const write_argv[] = {"sh", "-c",
 					  "echo mine > /tmp/workspace/owner; cat repo.txt", NULL};
@@ -306,7 +276,7 @@ static int cmd_pool(sbx_engine *e, dk_client *dk)
 		return fail("pool");
 	usleep(300000);
 	printf("{\"op\":\"filled\",\"ready\":%d,\"containers\":%d}\n", sbx_pool_ready(e),
-	       count_owned(e, dk));
+	       count_owned(e));
 	if (sbx_acquire(e, "job-a", &a) || sbx_acquire(e, "job-b", &b) ||
 	    sbx_acquire(e, "job-c", &c))
 		return fail("acquire");
@@ -335,7 +305,7 @@ static int cmd_pool(sbx_engine *e, dk_client *dk)
 	sbx_result_release(&rb);
 	/* While refilling, the pool holds at most 2 ready boxes + the 3 acquired. */
 	for (int i = 0; i < 60; i++) {
-		n = count_owned(e, dk);
+		n = count_owned(e);
 		if (n > max_seen)
 			max_seen = n;
 		usleep(100000);
@@ -347,7 +317,7 @@ static int cmd_pool(sbx_engine *e, dk_client *dk)
 	sbx_destroy(b);
 	sbx_destroy(c);
 	printf("{\"op\":\"destroyed\",\"repo_dir_left\":%s,\"containers\":%d}\n",
-	       access(path, F_OK) == 0 ? "true" : "false", count_owned(e, dk));
+	       access(path, F_OK) == 0 ? "true" : "false", count_owned(e));
 	return 0;
 }
 
@@ -397,7 +367,6 @@ int main(int argc, char **argv)
 {
 	ap_config *cfg = NULL;
 	sbx_engine *e = NULL;
-	dk_client *dk = NULL;
 	int n = argc > 2 ? atoi(argv[2]) : 10, rc = 2;
 
 	if (argc < 2) {
@@ -406,8 +375,7 @@ int main(int argc, char **argv)
 				"background | bomb SECONDS\n");
 		return 2;
 	}
-	if (cfg_load(&cfg, cfg_env("AUTOPATCH_ENV_FILE")) || sbx_engine_new(&e, cfg) ||
-	    dk_client_new(&dk, cfg_str(cfg, "DOCKER_HOST"))) {
+	if (cfg_load(&cfg, cfg_env("AUTOPATCH_ENV_FILE")) || sbx_engine_new(&e, cfg)) {
 		fail("setup");
 		goto out;
 	}
@@ -418,20 +386,19 @@ int main(int argc, char **argv)
 	else if (strcmp(argv[1], "exec") == 0)
 		rc = cmd_exec(e, n);
 	else if (strcmp(argv[1], "pool") == 0)
-		rc = cmd_pool(e, dk);
+		rc = cmd_pool(e);
 	else if (strcmp(argv[1], "stdin") == 0)
 		rc = cmd_stdin_cap(e);
 	else if (strcmp(argv[1], "deadline") == 0)
-		rc = cmd_deadline(e, dk, false);
+		rc = cmd_deadline(e, false);
 	else if (strcmp(argv[1], "hostdeadline") == 0)
-		rc = cmd_deadline(e, dk, true);
+		rc = cmd_deadline(e, true);
 	else if (strcmp(argv[1], "background") == 0)
-		rc = cmd_background(e, dk);
+		rc = cmd_background(e);
 	else if (strcmp(argv[1], "bomb") == 0)
-		rc = cmd_bomb(e, dk, n);
+		rc = cmd_bomb(e, n);
 out:
 	sbx_engine_free(e);
-	dk_client_free(dk);
 	cfg_free(cfg);
 	return rc;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/err.h"
+#include "sandbox/backend.h"
 #include "sandbox/docker_api.h"
 #include "sandbox/internal.h"
 
@@ -89,7 +90,7 @@ static void test_spec_every_hardening_field(void **state)
 	labels = get(b, "Labels");
 	assert_string_equal(str(labels, "autopatch.owner"), "owner-x");
 	assert_string_equal(str(labels, "autopatch.job"), "job-7");
-	assert_string_equal(str(labels, "autopatch.creator"), dk_creator_self());
+	assert_string_equal(str(labels, "autopatch.creator"), sbx_creator_self());
 
 	/* The environment holds only fixed values: nothing from the host. */
 	env = get(b, "Env");
@@ -368,10 +369,10 @@ static void test_default_owner_is_stable(void **state)
 static void test_creator_identity(void **state)
 {
 	(void)state;
-	assert_true(dk_creator_alive(dk_creator_self()));
-	assert_false(dk_creator_alive("999999999:1"));
-	assert_false(dk_creator_alive("garbage"));
-	assert_false(dk_creator_alive(NULL));
+	assert_true(sbx_creator_alive(sbx_creator_self()));
+	assert_false(sbx_creator_alive("999999999:1"));
+	assert_false(sbx_creator_alive("garbage"));
+	assert_false(sbx_creator_alive(NULL));
 }
 
 int main(void)

@@ -1,0 +1,613 @@
+#!/usr/bin/env node
+// standins/k8s_stub/server.js - a Kubernetes API stand-in for autopatch's tests.
+//
+// It implements the subset of the API that sandbox/k8s.c uses, over HTTPS, and runs every pod
+// as real local Docker containers, so sandbox commands really execute:
+//   /api/v1/namespaces/NS/pods            POST, GET (labelSelector)
+//   /api/v1/namespaces/NS/pods/NAME       GET, DELETE
+//   /api/v1/namespaces/NS/pods/NAME/exec  GET/POST upgraded to a WebSocket: v5.channel.k8s.io
+//                                         and v4.channel.k8s.io (--protocols picks which)
+//   /api/v1/namespaces/NS/pods/NAME/log   GET
+//   /apis/networking.k8s.io/v1/namespaces/NS/networkpolicies[/NAME]  POST, GET, DELETE
+//   /version
+// Every object received is validated against the official schemas (kubernetes-models), pods
+// also against the "restricted" Pod Security Standard (the namespace is labelled to enforce
+// it), and a box pod (labelled autopatch.owner) against the rest of issue 15's hardening, as an
+// operator's admission policy would (boxViolations: no service-account token or service links,
+// read-only root, uid 10001, cpu/memory/ephemeral-storage limits, memory emptyDirs with a
+// sizeLimit, a wall limit, a deny-all egress policy made first, --require-runtime-class); answers and errors are the API's own Status objects and codes (401, 403, 404, 409, 422).
+// Authentication: a bearer token or a client certificate signed by --ca. Authorization: the
+// rules of a Role file (--role, e.g. deploy/kubernetes/rbac.yaml): a verb/resource the Role
+// does not grant is 403 "... cannot VERB resource RES in API group G in the namespace NS".
+//
+// Pod -> Docker: each container is `docker create`d with the equivalent hardening (user, read-
+// only root, cap drop, no-new-privileges, memory/cpu limits, the kubelet's podPidsLimit), every
+// emptyDir is a Docker tmpfs volume (sizeLimit = size; shared by the pod's containers as in a
+// pod), the containers share the first one's network namespace, which is `none` when an
+// egress-denying NetworkPolicy selects the pod (the CNI's job), else the default bridge.
+// activeDeadlineSeconds kills the pod (phase Failed, reason DeadlineExceeded).
+//
+// Usage: node server.js --cert C --key K --ca CA --token T --namespace NS --role FILE
+//                       [--port 0] [--protocols v5.channel.k8s.io,v4.channel.k8s.io]
+//                       [--pod-pids-limit 512] [--runtime-class NAME=HANDLER]...
+//                       [--require-runtime-class NAME] [--runsc-pids-headroom 256]
+// Prints {"port": N} on stdout when listening.
+'use strict';
+
+const https = require('https');
+const fs = require('fs');
+const crypto = require('crypto');
+const { spawn, execFile } = require('child_process');
+const { WebSocketServer } = require('ws');
+const yaml = require('js-yaml');
+const { Pod } = require('kubernetes-models/v1/Pod');
+const { NetworkPolicy } = require('kubernetes-models/networking.k8s.io/v1/NetworkPolicy');
+
+// --- options ---------------------------------------------------------------------------
+
+const opts = { port: 0, protocols: ['v5.channel.k8s.io', 'v4.channel.k8s.io'], podPidsLimit: 512,
+  runtimeClasses: { gvisor: 'runsc' }, token: null, namespace: 'autopatch-sandbox',
+  runscPidsHeadroom: 256 };
+for (let i = 2; i < process.argv.length; i++) {
+  const a = process.argv[i], v = process.argv[i + 1];
+  if (a === '--port') { opts.port = +v; i++; }
+  else if (a === '--cert') { opts.cert = v; i++; }
+  else if (a === '--key') { opts.key = v; i++; }
+  else if (a === '--ca') { opts.ca = v; i++; }
+  else if (a === '--token') { opts.token = v; i++; }
+  else if (a === '--namespace') { opts.namespace = v; i++; }
+  else if (a === '--role') { opts.role = v; i++; }
+  else if (a === '--protocols') { opts.protocols = v.split(','); i++; }
+  else if (a === '--pod-pids-limit') { opts.podPidsLimit = +v; i++; }
+  else if (a === '--runtime-class') { const [n, h] = v.split('='); opts.runtimeClasses[n] = h; i++; }
+  else if (a === '--docker') { opts.docker = v; i++; }
+  else if (a === '--require-runtime-class') { opts.requireRuntimeClass = v; i++; }
+  else if (a === '--runsc-pids-headroom') { opts.runscPidsHeadroom = +v; i++; }
+  else { console.error(`k8s_stub: unknown option ${a}`); process.exit(2); }
+}
+const DOCKER = opts.docker || 'docker';
+
+// The Role's rules: [{resources, verbs, apiGroups}].
+let rules = null;
+if (opts.role) {
+  for (const doc of yaml.loadAll(fs.readFileSync(opts.role, 'utf8'))) {
+    if (doc && doc.kind === 'Role') rules = doc.rules || [];
+  }
+  if (!rules) { console.error(`k8s_stub: no Role in ${opts.role}`); process.exit(2); }
+}
+
+// --- state -----------------------------------------------------------------------------
+
+const pods = new Map();     // name -> {obj, containers: [{name, docker}], volumes: [...], ...}
+const policies = new Map(); // name -> obj
+const log = (...a) => { if (process.env.K8S_STUB_DEBUG) console.error('k8s_stub:', ...a); };
+
+function now() { return new Date().toISOString().replace(/\.\d+Z$/, 'Z'); }
+
+function status(code, reason, message, details) {
+  const s = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+  if (details) s.details = details;
+  return s;
+}
+
+function send(res, code, obj) {
+  const body = JSON.stringify(obj);
+  res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function docker(args, input) {
+  return new Promise((resolve) => {
+    const p = execFile(DOCKER, args, { maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    });
+    if (input !== undefined) p.stdin.end(input);
+  });
+}
+
+// --- validation ------------------------------------------------------------------------
+
+const DNS1123 = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+// Schema errors (kubernetes-models' validator) and the API server's own field checks, as the
+// causes of a 422 Invalid.
+function invalid(kind, name, causes) {
+  const msg = `${kind} "${name}" is invalid: ` + causes.map(c => `${c.field}: ${c.message}`).join(', ');
+  return status(422, 'Invalid', msg, { name, kind: kind.toLowerCase() + 's', causes: causes.map(c => ({ reason: 'FieldValueInvalid', message: c.message, field: c.field })) });
+}
+
+function schemaCauses(Model, obj) {
+  try {
+    new Model(obj).validate();
+    return [];
+  } catch (e) {
+    const errs = e.errors || e.details || [{ instancePath: '', message: e.message }];
+    return errs.map(x => ({ field: (x.instancePath || '').replace(/^\//, '').replace(/\//g, '.'), message: x.message || String(x) }));
+  }
+}
+
+function metaCauses(obj) {
+  const c = [];
+  const md = obj.metadata || {};
+  if (!md.name || md.name.length > 253 || !DNS1123.test(md.name)) c.push({ field: 'metadata.name', message: `Invalid value: "${md.name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'` });
+  for (const [k, v] of Object.entries(md.labels || {})) {
+    if (k.length > 316 || !LABEL_KEY.test(k)) c.push({ field: `metadata.labels`, message: `Invalid value: "${k}": name part must consist of alphanumeric characters, '-', '_' or '.'` });
+    if (typeof v !== 'string' || v.length > 63 || !LABEL_VALUE.test(v)) c.push({ field: `metadata.labels`, message: `Invalid value: "${v}": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.'` });
+  }
+  if (md.namespace && md.namespace !== opts.namespace) c.push({ field: 'metadata.namespace', message: `Invalid value: "${md.namespace}": does not match the namespace of the request` });
+  return c;
+}
+
+const QUANTITY = /^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$/;
+function quantity(q) {
+  if (q === undefined) return undefined;
+  const s = String(q), m = QUANTITY.exec(s);
+  if (!m) return NaN;
+  const mult = { '': 1, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, Ki: 1024, Mi: 1 << 20, Gi: 1 << 30, Ti: 2 ** 40 }[m[2]];
+  return mult === undefined ? NaN : parseFloat(m[1]) * mult;
+}
+
+function podCauses(pod) {
+  const c = [];
+  const spec = pod.spec || {};
+  const names = new Set();
+  const vols = new Set((spec.volumes || []).map(v => v.name));
+  if (spec.restartPolicy && !['Always', 'OnFailure', 'Never'].includes(spec.restartPolicy)) c.push({ field: 'spec.restartPolicy', message: 'Unsupported value' });
+  for (const [i, ct] of (spec.containers || []).entries()) {
+    if (names.has(ct.name)) c.push({ field: `spec.containers[${i}].name`, message: `Duplicate value: "${ct.name}"` });
+    names.add(ct.name);
+    if (!DNS1123.test(ct.name || '') || ct.name.includes('.')) c.push({ field: `spec.containers[${i}].name`, message: 'Invalid value: a lowercase RFC 1123 label' });
+    for (const m of ct.volumeMounts || []) if (!vols.has(m.name)) c.push({ field: `spec.containers[${i}].volumeMounts.name`, message: `Not found: "${m.name}"` });
+    for (const [k, v] of Object.entries((ct.resources || {}).limits || {})) if (Number.isNaN(quantity(v))) c.push({ field: `spec.containers[${i}].resources.limits[${k}]`, message: `Invalid value: "${v}": quantities must match the regular expression` });
+  }
+  for (const [i, v] of (spec.volumes || []).entries()) {
+    if (v.emptyDir && v.emptyDir.sizeLimit !== undefined && Number.isNaN(quantity(v.emptyDir.sizeLimit))) c.push({ field: `spec.volumes[${i}].emptyDir.sizeLimit`, message: 'Invalid value' });
+  }
+  if (spec.activeDeadlineSeconds !== undefined && !(spec.activeDeadlineSeconds > 0)) c.push({ field: 'spec.activeDeadlineSeconds', message: 'Invalid value: must be between 1 and 2147483647, inclusive' });
+  return c;
+}
+
+// The "restricted" Pod Security Standard, as enforced by PodSecurity admission on a namespace
+// labelled pod-security.kubernetes.io/enforce=restricted: the reasons it would be forbidden.
+function restrictedViolations(pod) {
+  const v = [];
+  const spec = pod.spec || {}, psc = spec.securityContext || {};
+  if (spec.hostNetwork || spec.hostPID || spec.hostIPC) v.push('host namespaces (hostNetwork=true, hostPID=true or hostIPC=true)');
+  const allowedVol = ['configMap', 'csi', 'downwardAPI', 'emptyDir', 'ephemeral', 'persistentVolumeClaim', 'projected', 'secret'];
+  for (const vol of spec.volumes || []) {
+    const kinds = Object.keys(vol).filter(k => k !== 'name');
+    if (kinds.some(k => !allowedVol.includes(k))) v.push(`restricted volume types (volume "${vol.name}" uses ${kinds.join(',')})`);
+  }
+  const all = [...(spec.initContainers || []), ...(spec.containers || [])];
+  for (const ct of all) {
+    const sc = ct.securityContext || {};
+    if (sc.privileged) v.push(`privileged (container "${ct.name}" must not set securityContext.privileged=true)`);
+    if (sc.allowPrivilegeEscalation !== false) v.push(`allowPrivilegeEscalation != false (container "${ct.name}" must set securityContext.allowPrivilegeEscalation=false)`);
+    const drop = ((sc.capabilities || {}).drop || []);
+    if (!drop.includes('ALL')) v.push(`unrestricted capabilities (container "${ct.name}" must set securityContext.capabilities.drop=["ALL"])`);
+    if (((sc.capabilities || {}).add || []).some(c => c !== 'NET_BIND_SERVICE')) v.push(`unrestricted capabilities (container "${ct.name}" must not include capabilities.add)`);
+    const nonRoot = sc.runAsNonRoot !== undefined ? sc.runAsNonRoot : psc.runAsNonRoot;
+    if (nonRoot !== true) v.push(`runAsNonRoot != true (container "${ct.name}" must set securityContext.runAsNonRoot=true)`);
+    const uid = sc.runAsUser !== undefined ? sc.runAsUser : psc.runAsUser;
+    if (uid === 0) v.push(`runAsUser=0 (container "${ct.name}" must not set runAsUser=0)`);
+    const sp = (sc.seccompProfile || psc.seccompProfile || {}).type;
+    if (sp !== 'RuntimeDefault' && sp !== 'Localhost') v.push(`seccompProfile (container "${ct.name}" must set securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost")`);
+    for (const p of ct.ports || []) if (p.hostPort) v.push(`hostPort (container "${ct.name}" uses hostPort ${p.hostPort})`);
+  }
+  return [...new Set(v)];
+}
+
+// What issue 15 asks of every box pod beyond the restricted standard, checked the way a
+// cluster operator's admission policy would (a ValidatingAdmissionPolicy or webhook named
+// "autopatch-box-hardening") for each pod labelled autopatch.owner: the reasons it is refused.
+function boxViolations(pod) {
+  const v = [];
+  const spec = pod.spec || {}, psc = spec.securityContext || {};
+  const labels = (pod.metadata || {}).labels || {};
+  const name = (pod.metadata || {}).name;
+  if (spec.automountServiceAccountToken !== false) v.push('spec.automountServiceAccountToken must be false');
+  if (spec.enableServiceLinks !== false) v.push('spec.enableServiceLinks must be false');
+  if (spec.shareProcessNamespace) v.push('spec.shareProcessNamespace must not be true');
+  if (spec.restartPolicy !== 'Never') v.push('spec.restartPolicy must be Never');
+  if (labels['autopatch.job'] !== 'pool' && !(spec.activeDeadlineSeconds > 0)) v.push('spec.activeDeadlineSeconds (the wall limit) must be set');
+  if (opts.requireRuntimeClass && spec.runtimeClassName !== opts.requireRuntimeClass) v.push(`spec.runtimeClassName must be "${opts.requireRuntimeClass}" (got ${spec.runtimeClassName ? `"${spec.runtimeClassName}"` : 'none'})`);
+  for (const vol of spec.volumes || []) {
+    const ed = vol.emptyDir;
+    if (!ed || ed.medium !== 'Memory' || !ed.sizeLimit) v.push(`volume "${vol.name}" must be an emptyDir with medium Memory and a sizeLimit`);
+  }
+  if ((spec.initContainers || []).length || (spec.ephemeralContainers || []).length) v.push('no init or ephemeral containers');
+  for (const ct of spec.containers || []) {
+    const sc = ct.securityContext || {};
+    const uid = sc.runAsUser !== undefined ? sc.runAsUser : psc.runAsUser;
+    const gid = sc.runAsGroup !== undefined ? sc.runAsGroup : psc.runAsGroup;
+    if (uid !== 10001 || gid !== 10001) v.push(`container "${ct.name}" must run as 10001:10001`);
+    if (sc.readOnlyRootFilesystem !== true) v.push(`container "${ct.name}" must set securityContext.readOnlyRootFilesystem=true`);
+    if (sc.privileged !== false) v.push(`container "${ct.name}" must set securityContext.privileged=false`);
+    if (ct.stdin || ct.tty) v.push(`container "${ct.name}" must not keep stdin or a tty open`);
+    if ((ct.envFrom || []).length || (ct.env || []).some(e => e.valueFrom)) v.push(`container "${ct.name}" must take no environment from secrets, config maps or fields`);
+    const res = ct.resources || {}, lim = res.limits || {}, reqs = res.requests || {};
+    for (const k of ['cpu', 'memory', 'ephemeral-storage']) {
+      if (lim[k] === undefined) v.push(`container "${ct.name}" must set resources.limits.${k}`);
+      else if (reqs[k] !== undefined && quantity(reqs[k]) !== quantity(lim[k])) v.push(`container "${ct.name}" must request what it is limited to (${k})`);
+    }
+  }
+  if (!egressDenied(labels)) v.push(`a NetworkPolicy denying all egress must select the pod before it is created (none selects autopatch.box=${labels['autopatch.box'] || name})`);
+  return [...new Set(v)];
+}
+
+// --- RBAC + authentication -------------------------------------------------------------
+
+function allowed(verb, resource, group) {
+  if (!rules) return true;
+  return rules.some(r => (r.apiGroups || ['']).includes(group) && (r.resources || []).includes(resource) && ((r.verbs || []).includes(verb) || (r.verbs || []).includes('*')));
+}
+
+function authenticated(req) {
+  const h = req.headers.authorization || '';
+  if (opts.token && h === `Bearer ${opts.token}`) return 'token';
+  const cert = req.socket.getPeerCertificate && req.socket.getPeerCertificate();
+  if (req.client.authorized && cert && cert.subject) return 'cert:' + cert.subject.CN;
+  return null;
+}
+
+// --- pods as containers ----------------------------------------------------------------
+
+function selects(selector, labels) {
+  const ml = (selector || {}).matchLabels || {};
+  for (const [k, v] of Object.entries(ml)) if ((labels || {})[k] !== v) return false;
+  for (const e of (selector || {}).matchExpressions || []) {
+    const has = Object.prototype.hasOwnProperty.call(labels || {}, e.key);
+    if (e.operator === 'In' && !(has && e.values.includes(labels[e.key]))) return false;
+    if (e.operator === 'NotIn' && has && e.values.includes(labels[e.key])) return false;
+    if (e.operator === 'Exists' && !has) return false;
+    if (e.operator === 'DoesNotExist' && has) return false;
+  }
+  return true;
+}
+
+// Whether a NetworkPolicy isolates the pod's egress with nothing allowed (the only policy the
+// stand-in's "CNI" can enforce with Docker: network none).
+function egressDenied(labels) {
+  for (const rec of policies.values()) {
+    const s = rec.obj.spec || {};
+    const types = s.policyTypes || (s.egress ? ['Ingress', 'Egress'] : ['Ingress']);
+    if (types.includes('Egress') && selects(s.podSelector, labels) && !(s.egress || []).length) return true;
+  }
+  return false;
+}
+
+function labelSelectorMatches(sel, labels) {
+  if (!sel) return true;
+  for (const term of sel.split(',')) {
+    const m = /^([^=!]+)(==|=|!=)(.*)$/.exec(term.trim());
+    if (!m) return false;
+    const v = (labels || {})[m[1]];
+    if (m[2] === '!=' ? v === m[3] : v !== m[3]) return false;
+  }
+  return true;
+}
+
+async function startPod(pod, rec) {
+  const spec = pod.spec, psc = spec.securityContext || {};
+  const name = pod.metadata.name;
+  const deny = egressDenied(pod.metadata.labels);
+  const runtime = spec.runtimeClassName ? opts.runtimeClasses[spec.runtimeClassName] : null;
+  try {
+    for (const v of spec.volumes || []) {
+      if (!v.emptyDir) continue;
+      const vname = `k8sstub-${name}-${v.name}`;
+      const o = ['mode=0777'];
+      const size = quantity(v.emptyDir.sizeLimit);
+      if (size) o.push(`size=${Math.floor(size)}`);
+      if (psc.fsGroup !== undefined) o.push(`gid=${psc.fsGroup}`, 'mode=2777');
+      const oo = o.filter(x => !(x === 'mode=0777' && psc.fsGroup !== undefined));
+      // medium Memory is a tmpfs; a disk-backed emptyDir is a tmpfs too here (no node disk).
+      const r = await docker(['volume', 'create', '--label', `k8sstub.pod=${name}`, '--driver', 'local', '--opt', 'type=tmpfs', '--opt', 'device=tmpfs', '--opt', `o=${oo.join(',')}`, vname]);
+      if (r.code) throw new Error(`volume ${v.name}: ${r.stderr.trim()}`);
+      rec.volumes.push(vname);
+    }
+    let first = null;
+    for (const ct of spec.containers) {
+      const sc = ct.securityContext || {};
+      const uid = sc.runAsUser !== undefined ? sc.runAsUser : psc.runAsUser;
+      const gid = sc.runAsGroup !== undefined ? sc.runAsGroup : psc.runAsGroup;
+      const dname = `k8sstub-${name}-${ct.name}`;
+      const args = ['create', '--pull', 'never', '--name', dname, '--label', `k8sstub.pod=${name}`, '--label', `k8sstub.owner=${process.pid}`, '--log-driver', 'json-file'];
+      if (uid !== undefined) args.push('--user', gid !== undefined ? `${uid}:${gid}` : `${uid}`);
+      if (psc.fsGroup !== undefined) args.push('--group-add', String(psc.fsGroup));
+      for (const g of psc.supplementalGroups || []) args.push('--group-add', String(g));
+      if (sc.readOnlyRootFilesystem) args.push('--read-only');
+      for (const c of (sc.capabilities || {}).drop || []) args.push('--cap-drop', c);
+      for (const c of (sc.capabilities || {}).add || []) args.push('--cap-add', c);
+      if (sc.allowPrivilegeEscalation === false) args.push('--security-opt', 'no-new-privileges:true');
+      if (sc.privileged) args.push('--privileged');
+      // RuntimeDefault is the runtime's default profile: Docker's. Unconfined would be:
+      const sp = (sc.seccompProfile || psc.seccompProfile || {}).type;
+      if (sp === 'Unconfined') args.push('--security-opt', 'seccomp=unconfined');
+      const lim = (ct.resources || {}).limits || {};
+      if (lim.memory) args.push('--memory', String(Math.floor(quantity(lim.memory))), '--memory-swap', String(Math.floor(quantity(lim.memory))));
+      if (lim.cpu) args.push('--cpus', String(quantity(lim.cpu)));
+      // The kubelet's podPidsLimit. Under runsc the container's pids cgroup holds gVisor's
+      // own host threads (Sentry, gofer) and none of the sandboxed processes (the Sentry does
+      // not enforce PidsLimit, docs/sandbox.md): 64 kills the sandbox at its first busy exec,
+      // so those threads get room of their own (a real node needs it in podPidsLimit too).
+      args.push('--pids-limit', String(opts.podPidsLimit + (runtime === 'runsc' ? opts.runscPidsHeadroom : 0)));
+      if (runtime) args.push('--runtime', runtime);
+      // A pod's containers share its network and IPC namespaces; under runsc each Docker
+      // container is a sandbox of its own and cannot join another's, so there each gets its
+      // own (the same policy applies to both).
+      if (!first || runtime === 'runsc') {
+        args.push('--network', deny ? 'none' : 'bridge', '--hostname', name);
+        if (runtime !== 'runsc') args.push('--ipc', 'shareable');
+      } else {
+        args.push('--network', `container:${first}`, '--ipc', `container:${first}`);
+      }
+      for (const e of ct.env || []) args.push('-e', `${e.name}=${e.value || ''}`);
+      for (const m of ct.volumeMounts || []) {
+        args.push('--mount', `type=volume,src=k8sstub-${name}-${m.name},dst=${m.mountPath},volume-nocopy${m.readOnly ? ',readonly' : ''}`);
+      }
+      if (ct.workingDir) args.push('-w', ct.workingDir);
+      const cmd = [...(ct.command || []), ...(ct.args || [])];
+      if (ct.command && ct.command.length) args.push('--entrypoint', ct.command[0]);
+      args.push(ct.image);
+      if (ct.command && ct.command.length) args.push(...ct.command.slice(1), ...(ct.args || []));
+      else args.push(...cmd);
+      const r = await docker(args);
+      if (r.code) throw new Error(`container ${ct.name}: ${r.stderr.trim()}`);
+      rec.containers.push({ name: ct.name, docker: dname });
+      const s = await docker(['start', dname]);
+      if (s.code) throw new Error(`container ${ct.name}: ${s.stderr.trim()}`);
+      if (!first) first = dname;
+    }
+    if (rec.deleted) return;
+    pod.status = { phase: 'Running', startTime: now(), podIP: deny ? undefined : '10.0.0.1',
+      conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now() }],
+      containerStatuses: spec.containers.map(c => ({ name: c.name, ready: true, restartCount: 0, image: c.image, imageID: '', started: true, state: { running: { startedAt: now() } } })) };
+    if (spec.activeDeadlineSeconds) {
+      rec.timer = setTimeout(() => killPod(rec, 'DeadlineExceeded', `Pod was active on the node longer than the specified deadline`), spec.activeDeadlineSeconds * 1000);
+    }
+  } catch (e) {
+    log('start failed', name, e.message);
+    pod.status = { phase: 'Failed', reason: 'CreateContainerError', message: e.message, conditions: [{ type: 'Ready', status: 'False' }] };
+    if (/No such image|not found|pull access denied/i.test(e.message)) {
+      // The stand-in never pulls: a missing image reads as the kubelet would report it.
+      const waiting = (c) => (c.imagePullPolicy === 'Never'
+        ? { reason: 'ErrImageNeverPull', message: `Container image "${c.image}" is not present with pull policy of Never` }
+        : { reason: 'ErrImagePull', message: `Failed to pull image "${c.image}": rpc error: code = NotFound desc = failed to pull and unpack image "${c.image}": not found` });
+      pod.status = { phase: 'Pending', conditions: [{ type: 'Ready', status: 'False' }], containerStatuses: spec.containers.map(c => ({ name: c.name, ready: false, restartCount: 0, image: c.image, imageID: '', state: { waiting: waiting(c) } })) };
+    }
+  }
+}
+
+async function killPod(rec, reason, message) {
+  const ids = rec.containers.map(c => c.docker);
+  if (ids.length) await docker(['kill', ...ids]);
+  rec.obj.status = Object.assign({}, rec.obj.status, { phase: 'Failed', reason, message });
+}
+
+async function removePod(rec) {
+  rec.deleted = true;
+  if (rec.timer) clearTimeout(rec.timer);
+  await rec.started;
+  const ids = rec.containers.map(c => c.docker);
+  if (ids.length) await docker(['rm', '-f', '-v', ...ids]);
+  if (rec.volumes.length) await docker(['volume', 'rm', '-f', ...rec.volumes]);
+}
+
+// The pod's live status: the first container's Docker state (a box that died under a command,
+// e.g. gVisor's Sentry OOM-killed, is seen here).
+async function refresh(rec) {
+  const pod = rec.obj;
+  if (!pod.status || pod.status.phase !== 'Running' || !rec.containers.length) return;
+  const r = await docker(['inspect', '-f', '{{.State.Running}} {{.State.ExitCode}} {{.State.OOMKilled}}', ...rec.containers.map(c => c.docker)]);
+  if (r.code) return;
+  const states = r.stdout.trim().split('\n').map(l => l.split(' '));
+  if (states.some(s => s[0] !== 'true')) {
+    pod.status.phase = 'Failed';
+    pod.status.containerStatuses = rec.containers.map((c, i) => ({ name: c.name, ready: false, restartCount: 0, image: '', imageID: '',
+      state: states[i][0] === 'true' ? { running: { startedAt: now() } } : { terminated: { exitCode: +states[i][1], reason: states[i][2] === 'true' ? 'OOMKilled' : 'Error' } } }));
+  }
+}
+
+// --- exec over WebSocket ---------------------------------------------------------------
+
+const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false,
+  handleProtocols: (offered) => { for (const p of opts.protocols) if (offered.has(p)) return p; return false; } });
+
+function execSocket(ws, rec, query) {
+  const v5 = ws.protocol === 'v5.channel.k8s.io';
+  const command = query.getAll('command');
+  const container = query.get('container') || rec.obj.spec.containers[0].name;
+  const ct = rec.containers.find(c => c.name === container);
+  const wantIn = query.get('stdin') === 'true' || query.get('stdin') === '1';
+  const chan = (n, data) => { if (ws.readyState === 1) ws.send(Buffer.concat([Buffer.from([n]), Buffer.from(data)])); };
+  const finish = (st) => { chan(3, JSON.stringify(st)); ws.close(1000); };
+  if (!ct) return finish(status(400, 'BadRequest', `container ${container} is not valid for pod ${rec.obj.metadata.name}`));
+  const args = ['exec', ...(wantIn ? ['-i'] : []), ct.docker, ...command];
+  log('exec', ws.protocol, command.join(' '));
+  const child = spawn(DOCKER, args, { stdio: [wantIn ? 'pipe' : 'ignore', 'pipe', 'pipe'] });
+  child.stdout.on('data', d => chan(1, d));
+  child.stderr.on('data', d => chan(2, d));
+  if (wantIn) child.stdin.on('error', () => {});
+  ws.on('message', (msg, isBinary) => {
+    const b = Buffer.from(msg);
+    if (!b.length) return;
+    if (b[0] === 0 && wantIn) child.stdin.write(b.subarray(1));
+    else if (b[0] === 255 && v5 && b[1] === 0 && wantIn) child.stdin.end();
+  });
+  ws.on('close', () => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  child.on('close', (code, signal) => {
+    if (code === 0) return finish({ metadata: {}, status: 'Success' });
+    const ec = code === null ? 128 + 9 : code;
+    finish({ metadata: {}, status: 'Failure', message: `command terminated with non-zero exit code: error executing command [${command.join(' ')}], exit code ${ec}`, reason: 'NonZeroExitCode', details: { causes: [{ reason: 'ExitCode', message: String(ec) }] } });
+  });
+}
+
+// --- routing ---------------------------------------------------------------------------
+
+const POD_RE = /^\/api\/v1\/namespaces\/([^/]+)\/pods(?:\/([^/]+)(?:\/(exec|log))?)?$/;
+const NP_RE = /^\/apis\/networking\.k8s\.io\/v1\/namespaces\/([^/]+)\/networkpolicies(?:\/([^/]+))?$/;
+
+function route(req) {
+  const url = new URL(req.url, 'https://stub');
+  let m = POD_RE.exec(url.pathname);
+  if (m) return { url, ns: m[1], name: m[2], sub: m[3], resource: m[3] ? `pods/${m[3]}` : 'pods', group: '', kind: 'Pod' };
+  m = NP_RE.exec(url.pathname);
+  if (m) return { url, ns: m[1], name: m[2], resource: 'networkpolicies', group: 'networking.k8s.io', kind: 'NetworkPolicy' };
+  return { url };
+}
+
+function verbOf(method, r) {
+  if (r.sub === 'exec') return method === 'GET' ? 'get' : 'create';
+  if (method === 'POST') return 'create';
+  if (method === 'DELETE') return 'delete';
+  if (method === 'GET') return r.name ? 'get' : (r.url.searchParams.get('watch') ? 'watch' : 'list');
+  return method.toLowerCase();
+}
+
+// Authentication, authorization, namespace: a Status to answer with, or null.
+function gate(req, r, verb) {
+  const who = authenticated(req);
+  if (!who) return status(401, 'Unauthorized', 'Unauthorized');
+  if (!r.resource) return status(404, 'NotFound', 'the server could not find the requested resource');
+  const user = who === 'token' ? 'system:serviceaccount:autopatch:autopatch' : who.slice(5);
+  if (!allowed(verb, r.resource, r.group)) {
+    const [res, sub] = r.resource.split('/');
+    return status(403, 'Forbidden', `${r.kind === 'Pod' ? res : res}${r.name ? ` "${r.name}"` : ''} is forbidden: User "${user}" cannot ${verb} resource "${r.resource}" in API group "${r.group}" in the namespace "${r.ns}"`, { name: r.name, group: r.group, kind: sub ? r.resource : res });
+  }
+  if (r.ns !== opts.namespace) return status(404, 'NotFound', `namespaces "${r.ns}" not found`, { name: r.ns, kind: 'namespaces' });
+  return null;
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = []; let n = 0;
+    req.on('data', c => { n += c.length; if (n > (3 << 20)) { reject(new Error('too large')); req.destroy(); } else chunks.push(c); });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+async function handle(req, res) {
+  // /version is public (system:public-info-viewer), but credentials that are presented must
+  // be valid, as the API server treats them.
+  if (req.url === '/version' && (req.headers.authorization || req.client.authorized) && !authenticated(req)) return send(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
+  if (req.url === '/version') return send(res, 200, { major: '1', minor: '30', gitVersion: 'v1.30.0-autopatch-stub', platform: 'linux/amd64' });
+  const r = route(req);
+  const verb = r.resource ? verbOf(req.method, r) : '';
+  const denied = gate(req, r, verb);
+  if (denied) return send(res, denied.code, denied);
+  if (r.sub === 'exec') return send(res, 400, status(400, 'BadRequest', 'Upgrade request required'));
+  const store = r.kind === 'Pod' ? pods : policies;
+  const plural = r.kind === 'Pod' ? 'pods' : 'networkpolicies';
+  const group = r.group ? `${r.group}/v1` : 'v1';
+  if (req.method === 'POST' && !r.name) {
+    let obj;
+    try { obj = JSON.parse(await readBody(req)); } catch (e) { return send(res, 400, status(400, 'BadRequest', `the object provided is unrecognized (must be of type ${r.kind}): ${e.message}`)); }
+    if (obj.kind !== r.kind || obj.apiVersion !== group) return send(res, 400, status(400, 'BadRequest', `the API version in the data (${obj.apiVersion}) does not match the expected API version (${group})`));
+    const Model = r.kind === 'Pod' ? Pod : NetworkPolicy;
+    const causes = [...schemaCauses(Model, obj), ...metaCauses(obj), ...(r.kind === 'Pod' ? podCauses(obj) : [])];
+    if (causes.length) return send(res, 422, invalid(r.kind, (obj.metadata || {}).name, causes));
+    const name = obj.metadata.name;
+    if (store.has(name)) return send(res, 409, status(409, 'AlreadyExists', `${plural} "${name}" already exists`, { name, kind: plural }));
+    if (r.kind === 'Pod') {
+      const v = restrictedViolations(obj);
+      if (v.length) return send(res, 403, status(403, 'Forbidden', `pods "${name}" is forbidden: violates PodSecurity "restricted:latest": ${v.join(', ')}`));
+      if (obj.spec.runtimeClassName && !opts.runtimeClasses[obj.spec.runtimeClassName]) return send(res, 403, status(403, 'Forbidden', `pods "${name}" is forbidden: pod rejected: RuntimeClass "${obj.spec.runtimeClassName}" not found`));
+      if (((obj.metadata || {}).labels || {})['autopatch.owner'] !== undefined) {
+        const bv = boxViolations(obj);
+        if (bv.length) return send(res, 403, status(403, 'Forbidden', `admission webhook "autopatch-box-hardening" denied the request: pods "${name}" is forbidden: ${bv.join('; ')}`));
+      }
+      if (obj.spec.automountServiceAccountToken !== false) log(`pod ${name} would get a service-account token`);
+    }
+    obj.metadata = Object.assign({}, obj.metadata, { namespace: r.ns, uid: crypto.randomUUID(), resourceVersion: String(Date.now()), creationTimestamp: now() });
+    if (r.kind === 'Pod') {
+      obj.status = { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'True' }] };
+      const rec = { obj, containers: [], volumes: [] };
+      store.set(name, rec);
+      rec.started = startPod(obj, rec);
+    } else {
+      store.set(name, { obj });
+    }
+    return send(res, 201, obj);
+  }
+  if (req.method === 'GET' && !r.name) {
+    const sel = r.url.searchParams.get('labelSelector');
+    const items = [];
+    for (const rec of store.values()) {
+      if (!labelSelectorMatches(sel, rec.obj.metadata.labels)) continue;
+      if (r.kind === 'Pod') await refresh(rec);
+      items.push(rec.obj);
+    }
+    return send(res, 200, { kind: `${r.kind}List`, apiVersion: group, metadata: { resourceVersion: String(Date.now()) }, items });
+  }
+  const rec = store.get(r.name);
+  if (!rec) return send(res, 404, status(404, 'NotFound', `${plural} "${r.name}" not found`, { name: r.name, kind: plural }));
+  if (req.method === 'GET' && r.sub === 'log') {
+    const ct = r.url.searchParams.get('container');
+    const c = rec.containers.find(x => x.name === ct) || rec.containers[0];
+    if (!c) return send(res, 400, status(400, 'BadRequest', `container "${ct}" in pod "${r.name}" is waiting to start`));
+    const tail = r.url.searchParams.get('tailLines');
+    const out = await docker(['logs', ...(tail ? ['--tail', tail] : []), c.docker]);
+    res.writeHead(200, { 'Content-Type': 'text/plain' });
+    return res.end(out.stdout + out.stderr);
+  }
+  if (req.method === 'GET') {
+    if (r.kind === 'Pod') await refresh(rec);
+    return send(res, 200, rec.obj);
+  }
+  if (req.method === 'DELETE') {
+    store.delete(r.name);
+    if (r.kind === 'Pod') {
+      rec.obj.metadata.deletionTimestamp = now();
+      await removePod(rec);
+    }
+    return send(res, 200, r.kind === 'Pod' ? rec.obj : { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name: r.name, group: r.group, kind: plural } });
+  }
+  return send(res, 405, status(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`));
+}
+
+// maxHeaderSize: the API server takes 1 MiB of headers (MaxHeaderBytes), and an exec's
+// command travels in the request line (Node's default, 16 KiB, refused the Tester's scripts).
+const server = https.createServer({
+  maxHeaderSize: 1 << 20,
+  cert: fs.readFileSync(opts.cert), key: fs.readFileSync(opts.key),
+  ca: opts.ca ? fs.readFileSync(opts.ca) : undefined, requestCert: !!opts.ca, rejectUnauthorized: false,
+}, (req, res) => {
+  handle(req, res).catch(e => { log('error', e.stack); send(res, 500, status(500, 'InternalError', `Internal error occurred: ${e.message}`)); });
+});
+
+server.on('clientError', (err, socket) => {
+  log('client error', err.code || '', err.message, err.rawPacket ? JSON.stringify(err.rawPacket.toString('latin1').split('\r\n')[0]) : '');
+  if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+});
+
+server.on('upgrade', (req, socket, head) => {
+  const r = route(req);
+  const reject = (st) => {
+    const body = JSON.stringify(st);
+    socket.end(`HTTP/1.1 ${st.code} ${st.reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  };
+  if (r.sub !== 'exec') return reject(status(400, 'BadRequest', 'only pods/exec can be upgraded'));
+  const denied = gate(req, r, req.method === 'POST' ? 'create' : 'get');
+  if (denied) return reject(denied);
+  const rec = pods.get(r.name);
+  if (!rec) return reject(status(404, 'NotFound', `pods "${r.name}" not found`, { name: r.name, kind: 'pods' }));
+  if (!rec.obj.status || rec.obj.status.phase !== 'Running') return reject(status(400, 'BadRequest', `pod ${r.name} is not running`));
+  const offered = (req.headers['sec-websocket-protocol'] || '').split(',').map(s => s.trim());
+  if (!opts.protocols.some(p => offered.includes(p))) return reject(status(400, 'BadRequest', `none of the offered subprotocols (${offered.join(', ')}) is supported`));
+  wss.handleUpgrade(req, socket, head, (ws) => execSocket(ws, rec, r.url.searchParams));
+});
+
+async function shutdown() {
+  for (const rec of pods.values()) await removePod(rec);
+  process.exit(0);
+}
+process.on('SIGTERM', shutdown);
+process.on('SIGINT', shutdown);
+
+server.listen(opts.port, '127.0.0.1', () => {
+  process.stdout.write(JSON.stringify({ port: server.address().port }) + '\n');
+});
