@@ -769,3 +769,37 @@ def test_fix_failed_flavour_build_is_an_environment_failure_before_any_model_cal
     assert r.requests == [], "no model call after a failed build"
     assert len(calls.read_text().splitlines()) == 1
     assert not have_image(image)
+
+
+def test_server_failed_flavour_build_ends_the_job_as_an_environment_failure(build_cmd, tmp_path,
+                                                                            autopatch_bin):
+    """Through serve: a failed first-use build fails the job once (not retried: another
+    attempt would start another build of many minutes), the comment says "environment
+    failure" with the command, its exit status and output tail, and no model is called."""
+    from pipeline_util import Rig, job_events
+    env, calls = build_cmd(BUILD_FAILS)
+    image = env["AUTOPATCH_FLAVOR_REPOSITORY"] + ":rust"
+    rig = Rig(tmp_path / "rig", autopatch_bin, env=env,
+              files={".github/autopatch.yml": "image: rust\n"})
+    rig.tmp.mkdir(parents=True)
+    rig.start()
+    try:
+        assert rig.label() == 202
+        rig.wait(lambda: rig.job_done(1), 300, "the job to fail")
+        jobs = rig.jobs()
+        bodies = [c["body"] for c in rig.bot_comments(1) if "autopatch:progress" in c["body"]]
+        events = job_events(rig, 1)
+        requests = rig.model.requests()
+        labels = rig.state()["issues"]["1"]["labels"]
+    finally:
+        rig.stop()
+    assert jobs[0]["state"] == "failed", (jobs, events)
+    assert jobs[0]["attempts"] == 1, jobs  # not retried
+    assert requests == [], "no model call after a failed build"
+    assert len(bodies) == 1, bodies
+    text = bodies[0]
+    assert (f"environment failure: the sandbox image {image} for the rust flavour") in text, text
+    assert "exited with 7" in text and "cannot reach the Debian mirror" in text, text
+    assert "autopatch: failed" in labels
+    assert len(calls.read_text().splitlines()) == 1, calls.read_text()
+    assert not have_image(image)
