@@ -26,9 +26,14 @@
  * "Connection: close") and relays the response.
  * Everything else gets 400 or 403 with the reason in the body and one JSON line on stderr.
  *
- * Usage: autopatch-egress-proxy (--listen-net CIDR | --listen ADDR) [--port N]
- *            [--allow host:port]... [--allow-net CIDR]... [--max-conns N]
- *            [--hello-timeout-ms N]
+ * Usage: autopatch-egress-proxy (--listen-net CIDR | --listen ADDR | --listen-fd N)
+ *            [--port N] [--client CIDR] [--parent PID] [--allow host:port]...
+ *            [--allow-net CIDR]... [--max-conns N] [--hello-timeout-ms N]
+ *
+ * --listen-fd: serve a socket the parent bound and listened on already (the Kubernetes
+ * backend, which must know the port before the pod exists). --client: serve only clients in
+ * CIDR (the box pod's IP; --listen-net implies its own network). --parent: exit as soon as the
+ * process PID is no longer this program's parent (the replica died).
  */
 #include "sandbox/egress_policy.h"
 #include "common/err.h"
@@ -613,6 +618,23 @@ static int parse_listen(const char *s, struct sockaddr_storage *out, socklen_t *
 	return -1;
 }
 
+static pid_t parent; /* --parent: exit when it is no longer ours */
+
+/* Poll the parent once a second: the replica that started this proxy died (a crashed
+ * replica must not leave a proxy listening). */
+static void *watch_parent(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct timespec ts = {1, 0};
+
+		nanosleep(&ts, NULL);
+		if (getppid() != parent)
+			_exit(0);
+	}
+	return NULL;
+}
+
 static void on_lock(int sig)
 {
 	(void)sig;
@@ -623,8 +645,9 @@ static int usage(const char *msg)
 {
 	fprintf(stderr,
 		"autopatch-egress-proxy: %s\nusage: autopatch-egress-proxy (--listen-net "
-		"CIDR | --listen ADDR) [--port N] [--allow host:port]... [--allow-net "
-		"CIDR]... [--max-conns N] [--hello-timeout-ms N]\n",
+		"CIDR | --listen ADDR | --listen-fd N) [--port N] [--client CIDR] [--parent "
+		"PID] [--allow host:port]... [--allow-net CIDR]... [--max-conns N] "
+		"[--hello-timeout-ms N]\n",
 		msg);
 	return 2;
 }
@@ -634,6 +657,7 @@ int main(int argc, char **argv)
 	struct sockaddr_storage ss;
 	socklen_t slen = 0;
 	const char *listen_net = NULL, *listen_addr = NULL;
+	int listen_fd = -1;
 	long port = 3128;
 	char shown[INET6_ADDRSTRLEN + 8];
 	int lfd, one = 1;
@@ -648,6 +672,14 @@ int main(int argc, char **argv)
 		i++;
 		if (strcmp(a, "--listen-net") == 0) {
 			listen_net = v;
+		} else if (strcmp(a, "--listen-fd") == 0) {
+			listen_fd = (int)strtol(v, NULL, 10);
+		} else if (strcmp(a, "--client") == 0) {
+			if (egp_net_parse(&client_net, v) < 0)
+				return usage("bad --client");
+			have_client_net = true;
+		} else if (strcmp(a, "--parent") == 0) {
+			parent = (pid_t)strtol(v, NULL, 10);
 		} else if (strcmp(a, "--listen") == 0) {
 			listen_addr = v;
 		} else if (strcmp(a, "--port") == 0) {
@@ -671,10 +703,11 @@ int main(int argc, char **argv)
 	if (port < 0 || port > 65535 || max_conns < 1 || hello_timeout_ms < 1 ||
 	    hello_timeout_ms > 600000)
 		return usage("bad --port, --max-conns or --hello-timeout-ms");
-	if (listen_net && egp_net_parse(&client_net, listen_net) == 0)
+	if (listen_net && !have_client_net && egp_net_parse(&client_net, listen_net) == 0)
 		have_client_net = true;
-	if (listen_net ? find_listen_addr(listen_net, &ss, &slen) < 0
-		       : !listen_addr || parse_listen(listen_addr, &ss, &slen) < 0)
+	if (listen_fd < 0 &&
+	    (listen_net ? find_listen_addr(listen_net, &ss, &slen) < 0
+			: !listen_addr || parse_listen(listen_addr, &ss, &slen) < 0))
 		return usage("no address to listen on (--listen-net matched no interface?)");
 	if (ss.ss_family == AF_INET)
 		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
@@ -689,10 +722,33 @@ int main(int argc, char **argv)
 		sa.sa_handler = on_lock; /* no SA_RESTART: accept() returns to announce it */
 		sigaction(SIGUSR1, &sa, NULL);
 	}
-	lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(lfd, (struct sockaddr *)&ss, slen) < 0 || listen(lfd, 128) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0) {
+	if (parent > 0) {
+		pthread_t watcher;
+
+		if (getppid() != parent ||
+		    pthread_create(&watcher, NULL, watch_parent, NULL) != 0) {
+			fprintf(stderr, "autopatch-egress-proxy: the parent %ld is gone\n",
+				(long)parent);
+			return 1;
+		}
+		pthread_detach(watcher);
+	}
+	if (listen_fd >= 0) {
+		lfd = listen_fd;
+		slen = sizeof(ss);
+		if (getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0 ||
+		    fcntl(lfd, F_SETFD, FD_CLOEXEC) < 0) {
+			fprintf(stderr, "autopatch-egress-proxy: --listen-fd %d: %s\n", lfd,
+				strerror(errno));
+			return 1;
+		}
+	} else {
+		lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	}
+	if (lfd < 0 || (listen_fd < 0 &&
+			(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+			 bind(lfd, (struct sockaddr *)&ss, slen) < 0 || listen(lfd, 128) < 0 ||
+			 getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0))) {
 		fprintf(stderr, "autopatch-egress-proxy: cannot listen: %s\n", strerror(errno));
 		return 1;
 	}
