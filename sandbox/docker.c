@@ -788,25 +788,6 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 	}
 }
 
-/* Tell the egress log reader which phase and command later denials belong to: a `sh -c`
- * script by its text, anything else by its argv joined with spaces. */
-static void egress_context(sbx_box *b, const sbx_cmd *cmd)
-{
-	char text[SBX_DENIAL_CMD_MAX];
-	const char *const *a = cmd->argv;
-	size_t pos = 0;
-
-	text[0] = '\0';
-	if (a[0] && a[1] && a[2] && strcmp(a[0], "sh") == 0 && strcmp(a[1], "-c") == 0)
-		a += 2;
-	for (; *a && pos + 1 < sizeof(text); a++)
-		pos += (size_t)snprintf(text + pos, sizeof(text) - pos, "%s%s", pos ? " " : "", *a);
-	for (char *c = text; *c; c++)
-		if (*c == '\n' || *c == '\r' || *c == '\t')
-			*c = ' ';
-	sbx_egress_set_context(box_eg(b), b->phase, text);
-}
-
 /* backend op: one exec: create, start on a hijacked connection, pump, exit code. */
 static int dk_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadline, sbx_exec_io *io,
 		  int *code)
@@ -817,7 +798,7 @@ static int dk_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadlin
 	int fd = -1, rc;
 
 	if (box_eg(b) && !b->sweeping)
-		egress_context(b, cmd);
+		sbx_egress_set_command(box_eg(b), b->phase, cmd->argv);
 	rc = exec_create(b, cmd, seconds, exec_id, sizeof(exec_id));
 	if (rc)
 		goto out_release;
@@ -1013,18 +994,7 @@ static int dk_network_off(sbx_box *b)
 
 static int dk_denials(sbx_box *b, sbx_denial *out, size_t max, size_t *n)
 {
-	const sbx_denial *d;
-	size_t have;
-
-	*n = 0;
-	if (!box_eg(b))
-		return 0;
-	if (sbx_egress_drain_log(box_eg(b)) < 0)
-		return AP_EIO;
-	d = sbx_egress_denials(box_eg(b), &have);
-	for (size_t i = 0; i < have && *n < max; i++)
-		out[(*n)++] = d[i];
-	return 0;
+	return sbx_egress_copy_denials(box_eg(b), out, max, n);
 }
 
 /* --- engine ----------------------------------------------------------------------------- */

@@ -23,12 +23,19 @@
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,6 +65,14 @@ struct sbx_egress {
 	size_t n_seen;
 	char env_store[EG_ENV_N][128];
 	const char *env[EG_ENV_N + 1];
+	/* A local proxy (sbx_egress_local_*): a child process of this one. */
+	bool local;
+	int listen_fd; /* the socket the child serves, -1 once handed over and closed */
+	int port;      /* its port */
+	pid_t pid;     /* the child, 0 until started */
+	char log_path[PATH_MAX];
+	off_t log_off;	/* bytes of the log relayed so far */
+	bool listening; /* the child logged "egress proxy listening" */
 };
 
 /* Find the proxy program next to the running binary: installed side by side, or the build
@@ -450,11 +465,11 @@ static const char *jstr(const cJSON *o, const char *k)
 
 /* One log line of the proxy: "<timestamp> <json>". Lines at or before last_ts were relayed by
  * an earlier drain. */
+static void relay_json(sbx_egress *eg, const char *text);
+
 static void relay_line(sbx_egress *eg, char *line)
 {
 	char *sp = strchr(line, ' ');
-	cJSON *j;
-	const char *msg;
 
 	if (!sp || (size_t)(sp - line) >= sizeof(eg->last_ts))
 		return;
@@ -462,9 +477,17 @@ static void relay_line(sbx_egress *eg, char *line)
 	if (eg->last_ts[0] && strcmp(line, eg->last_ts) <= 0)
 		return;
 	snprintf(eg->last_ts, sizeof(eg->last_ts), "%s", line);
-	j = cJSON_Parse(sp + 1);
+	relay_json(eg, sp + 1);
+}
+
+/* One decision of the proxy (a JSON line), to autopatch's log and the denial groups. */
+static void relay_json(sbx_egress *eg, const char *text)
+{
+	cJSON *j = cJSON_Parse(text);
+	const char *msg;
+
 	if (!j) {
-		ap_warn("egress proxy (job %s): %.300s", eg->job, sp + 1);
+		ap_warn("egress proxy (job %s): %.300s", eg->job, text);
 		return;
 	}
 	msg = jstr(j, "msg");
@@ -484,16 +507,22 @@ static void relay_line(sbx_egress *eg, char *line)
 		ap_warn("egress failed (job %s): %s %s from %s: %s", eg->job, jstr(j, "method"),
 			jstr(j, "target"), jstr(j, "client"), jstr(j, "reason"));
 	} else {
+		if (strcmp(msg, "egress proxy listening") == 0)
+			eg->listening = true;
 		ap_debug("egress proxy (job %s): %s %s", eg->job, msg, jstr(j, "addr"));
 	}
 	cJSON_Delete(j);
 }
+
+static int local_drain(sbx_egress *eg);
 
 int sbx_egress_drain_log(sbx_egress *eg)
 {
 	ap_buf raw = AP_BUF_INIT(EG_LOG_CAP);
 	int rc;
 
+	if (eg->local)
+		return local_drain(eg);
 	if (!eg->proxy_id[0])
 		return eg->denials;
 	rc = logs_fetch(eg, &raw);
@@ -509,6 +538,35 @@ void sbx_egress_set_context(sbx_egress *eg, const char *phase, const char *comma
 	snprintf(eg->command, sizeof(eg->command), "%s", command ? command : "");
 }
 
+void sbx_egress_set_command(sbx_egress *eg, const char *phase, const char *const *argv)
+{
+	char text[SBX_DENIAL_CMD_MAX];
+	const char *const *a = argv;
+	size_t pos = 0;
+
+	text[0] = '\0';
+	if (a[0] && a[1] && a[2] && strcmp(a[0], "sh") == 0 && strcmp(a[1], "-c") == 0)
+		a += 2;
+	for (; *a && pos + 1 < sizeof(text); a++)
+		pos += (size_t)snprintf(text + pos, sizeof(text) - pos, "%s%s", pos ? " " : "", *a);
+	for (char *c = text; *c; c++)
+		if (*c == '\n' || *c == '\r' || *c == '\t')
+			*c = ' ';
+	sbx_egress_set_context(eg, phase, text);
+}
+
+int sbx_egress_copy_denials(sbx_egress *eg, sbx_denial *out, size_t max, size_t *n)
+{
+	*n = 0;
+	if (!eg)
+		return 0;
+	if (sbx_egress_drain_log(eg) < 0)
+		return AP_EIO;
+	for (size_t i = 0; i < eg->n_seen && *n < max; i++)
+		out[(*n)++] = eg->seen[i];
+	return 0;
+}
+
 const sbx_denial *sbx_egress_denials(const sbx_egress *eg, size_t *n)
 {
 	*n = eg->n_seen;
@@ -520,12 +578,17 @@ int sbx_egress_lock(sbx_egress *eg)
 	char path[160];
 	int rc;
 
-	if (!eg->proxy_id[0])
-		return ap_error_set(AP_EINVAL, "egress: no proxy to lock");
-	snprintf(path, sizeof(path), "/containers/%s/kill?signal=SIGUSR1", eg->proxy_id);
-	rc = dk_request(eg->dk, "POST", path, NULL, EG_API_TIMEOUT, NULL, NULL);
-	if (rc)
-		return rc;
+	if (eg->local) {
+		if (eg->pid <= 0 || kill(eg->pid, SIGUSR1) < 0)
+			return ap_error_set(AP_EIO, "egress: no proxy process to lock");
+	} else {
+		if (!eg->proxy_id[0])
+			return ap_error_set(AP_EINVAL, "egress: no proxy to lock");
+		snprintf(path, sizeof(path), "/containers/%s/kill?signal=SIGUSR1", eg->proxy_id);
+		rc = dk_request(eg->dk, "POST", path, NULL, EG_API_TIMEOUT, NULL, NULL);
+		if (rc)
+			return rc;
+	}
 	for (int i = 0; i < 100 && !eg->locked; i++) {
 		struct timespec ts = {0, 50 * 1000 * 1000};
 
@@ -777,7 +840,217 @@ int sbx_egress_down(sbx_egress *eg)
 	if (sbx_egress_drain_log(eg) < 0)
 		ap_warn("egress (job %s): could not read the proxy's log: %s", eg->job,
 			ap_error_last());
-	rc = remove_all(eg);
+	rc = eg->local ? 0 : remove_all(eg);
+	if (eg->local) {
+		if (eg->pid > 0) {
+			kill(eg->pid, SIGKILL);
+			while (waitpid(eg->pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		}
+		if (eg->listen_fd >= 0)
+			close(eg->listen_fd);
+		if (eg->log_path[0])
+			unlink(eg->log_path);
+	}
 	free(eg);
+	return rc;
+}
+
+/* --- a local proxy: a child process of this one (the Kubernetes backend) ---------------- */
+
+/* Relay the complete lines the child appended to its log since the last drain. */
+static int local_drain(sbx_egress *eg)
+{
+	ap_buf raw = AP_BUF_INIT(EG_LOG_CAP);
+	char chunk[16384];
+	int fd = open(eg->log_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	size_t done = 0;
+	ssize_t got;
+	int rc = 0;
+
+	if (fd < 0)
+		return eg->pid > 0 ? ap_error_set(AP_EIO, "egress log %s: %s", eg->log_path,
+						  strerror(errno))
+				   : eg->denials;
+	while ((got = pread(fd, chunk, sizeof(chunk), eg->log_off + (off_t)raw.len)) > 0)
+		if (ap_buf_add(&raw, chunk, (size_t)got) < 0)
+			break; /* the rest waits for the next drain */
+	close(fd);
+	for (size_t i = 0; i < raw.len; i++) {
+		if (raw.data[i] != '\n')
+			continue;
+		raw.data[i] = '\0';
+		relay_json(eg, raw.data + done);
+		done = i + 1;
+	}
+	eg->log_off += (off_t)done;
+	ap_buf_release(&raw);
+	return rc ? rc : eg->denials;
+}
+
+int sbx_egress_local_listen(const sbx_egress_opts *opts, const char *job, const char *addr,
+			    const char *const *allow, const char *log_path, sbx_egress **out)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+	socklen_t slen;
+	sbx_egress *eg;
+	int rc, fd;
+
+	*out = NULL;
+	if ((rc = sbx_egress_check(allow)))
+		return rc;
+	if (!opts->proxy_bin[0] || access(opts->proxy_bin, X_OK) != 0)
+		return ap_error_set(AP_EUNAVAIL,
+				    "egress proxy program \"%s\" is missing; build it "
+				    "or set AUTOPATCH_EGRESS_PROXY_BIN",
+				    opts->proxy_bin);
+	memset(&ss, 0, sizeof(ss));
+	if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1) {
+		s4->sin_family = AF_INET;
+		slen = sizeof(*s4);
+	} else if (inet_pton(AF_INET6, addr, &s6->sin6_addr) == 1) {
+		s6->sin6_family = AF_INET6;
+		slen = sizeof(*s6);
+	} else {
+		return ap_error_set(AP_EINVAL, "the egress address \"%.80s\" is not an IP address",
+				    addr);
+	}
+	if (strlen(log_path) >= PATH_MAX)
+		return ap_error_set(AP_EINVAL, "egress log path too long");
+	eg = calloc(1, sizeof(*eg));
+	if (!eg)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	eg->local = true;
+	eg->listen_fd = -1;
+	snprintf(eg->job, sizeof(eg->job), "%s", job ? job : "");
+	snprintf(eg->log_path, sizeof(eg->log_path), "%s", log_path);
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Above 3, so the child's dup2 onto 3 always makes a new descriptor. */
+	if (fd >= 0) {
+		int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+
+		close(fd);
+		fd = high;
+	}
+	slen = ss.ss_family == AF_INET ? sizeof(*s4) : sizeof(*s6);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&ss, slen) < 0 || listen(fd, 128) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&ss, &slen) < 0) {
+		rc = ap_error_set(AP_EIO, "cannot listen on the egress address %s: %s", addr,
+				  strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		free(eg);
+		return rc;
+	}
+	eg->listen_fd = fd;
+	eg->port = ntohs(ss.ss_family == AF_INET ? s4->sin_port : s6->sin6_port);
+	snprintf(eg->proxy_url, sizeof(eg->proxy_url),
+		 ss.ss_family == AF_INET ? "http://%s:%d" : "http://[%s]:%d", addr, eg->port);
+	{
+		static const char *names[EG_ENV_N] = {"HTTP_PROXY",  "HTTPS_PROXY", "http_proxy",
+						      "https_proxy", "NO_PROXY",    "no_proxy"};
+
+		for (int i = 0; i < EG_ENV_N; i++) {
+			snprintf(eg->env_store[i], sizeof(eg->env_store[i]), "%s=%s", names[i],
+				 i < 4 ? eg->proxy_url : "");
+			eg->env[i] = eg->env_store[i];
+		}
+		eg->env[EG_ENV_N] = NULL;
+	}
+	*out = eg;
+	return 0;
+}
+
+int sbx_egress_port(const sbx_egress *eg)
+{
+	return eg->port;
+}
+
+int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const char *client,
+			   const char *const *allow)
+{
+	posix_spawn_file_actions_t fa;
+	char cidr[80], parent[24], **argv;
+	char *const no_env[] = {NULL};
+	size_t n_allow = 0, k = 0;
+	long long until = sbx_now_ms() + opts->ready_timeout_ms;
+	int logfd, rc = 0, st;
+
+	if (!eg->local || eg->pid > 0 || eg->listen_fd < 0)
+		return ap_error_set(AP_EINVAL, "egress: no local proxy to start");
+	snprintf(cidr, sizeof(cidr), "%s/%s", client, strchr(client, ':') ? "128" : "32");
+	snprintf(parent, sizeof(parent), "%ld", (long)getpid());
+	while (allow[n_allow])
+		n_allow++;
+	argv = calloc(14 + 2 * n_allow + 2 * opts->n_allow_nets, sizeof(*argv));
+	if (!argv)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	argv[k++] = (char *)opts->proxy_bin;
+	argv[k++] = "--listen-fd";
+	argv[k++] = "3";
+	argv[k++] = "--client";
+	argv[k++] = cidr;
+	argv[k++] = "--parent";
+	argv[k++] = parent;
+	argv[k++] = "--max-conns";
+	argv[k++] = EG_PROXY_CONNS;
+	for (size_t i = 0; i < n_allow; i++) {
+		argv[k++] = "--allow";
+		argv[k++] = (char *)allow[i];
+	}
+	for (size_t i = 0; i < opts->n_allow_nets; i++) {
+		argv[k++] = "--allow-net";
+		argv[k++] = (char *)opts->allow_nets[i];
+	}
+	logfd = open(eg->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+		     0600);
+	if (logfd < 0) {
+		free(argv);
+		return ap_error_set(AP_EIO, "egress log %s: %s", eg->log_path, strerror(errno));
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, logfd, 2);
+	posix_spawn_file_actions_adddup2(&fa, eg->listen_fd, 3);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+	st = posix_spawn(&eg->pid, opts->proxy_bin, &fa, NULL, argv, no_env);
+	posix_spawn_file_actions_destroy(&fa);
+	close(logfd);
+	free(argv);
+	if (st != 0) {
+		eg->pid = 0;
+		return ap_error_set(AP_EIO, "cannot start the egress proxy %s: %s", opts->proxy_bin,
+				    strerror(st));
+	}
+	/* The child has the socket now; a second holder would keep the port open after it. */
+	close(eg->listen_fd);
+	eg->listen_fd = -1;
+	while (!eg->listening) {
+		struct timespec ts = {0, 20 * 1000 * 1000};
+		pid_t w;
+
+		if (local_drain(eg) < 0)
+			ap_error_clear();
+		if (eg->listening)
+			break;
+		w = waitpid(eg->pid, &st, WNOHANG);
+		if (w == eg->pid) {
+			eg->pid = 0;
+			return ap_error_set(AP_EIO,
+					    "the egress proxy exited (status %d) before "
+					    "it listened; see %s",
+					    st, eg->log_path);
+		}
+		if (sbx_now_ms() > until)
+			return ap_error_set(AP_ETIMEOUT,
+					    "the egress proxy did not start listening within %d ms",
+					    opts->ready_timeout_ms);
+		nanosleep(&ts, NULL);
+	}
+	ap_info("egress (job %s): proxy pid %ld at %s for %s", eg->job, (long)eg->pid,
+		eg->proxy_url, cidr);
 	return rc;
 }

@@ -95,6 +95,14 @@ int sbx_egress_drain_log(sbx_egress *eg);
  * running (both copied, cut to fit). */
 void sbx_egress_set_context(sbx_egress *eg, const char *phase, const char *command);
 
+/* sbx_egress_set_context with a command's argv: a `sh -c` script by its text, anything else
+ * by its words joined with spaces (line breaks become spaces). */
+void sbx_egress_set_command(sbx_egress *eg, const char *phase, const char *const *argv);
+
+/* Drain the log, then copy up to max denial groups into out (*n how many; 0 for eg NULL).
+ * AP_EIO when the log cannot be read. */
+int sbx_egress_copy_denials(sbx_egress *eg, sbx_denial *out, size_t max, size_t *n);
+
 /* The denials relayed so far, grouped by host, port, phase and command (at most
  * SBX_EGRESS_MAX_DENIALS groups; later new groups are only counted in the log). Owned by eg;
  * valid until the next drain. */
@@ -106,8 +114,26 @@ const sbx_denial *sbx_egress_denials(const sbx_egress *eg, size_t *n);
  * another way), or the daemon's error. */
 int sbx_egress_lock(sbx_egress *eg);
 
-/* Drain the log, remove the proxy container and the network, free eg, on every path. The
- * sandbox container must already be gone. Accepts NULL. Returns 0 or the first error. */
+/*
+ * A local proxy (the Kubernetes backend, docs/kubernetes.md): the same program as a child
+ * process of this one. sbx_egress_local_listen checks the allow-list and the program, binds
+ * and listens on addr (an IP address) with a port the kernel picks, so the port is known
+ * (sbx_egress_port, sbx_egress_proxy_url, sbx_egress_env) before the box exists; the proxy's
+ * JSON lines will go to log_path (removed by sbx_egress_down). sbx_egress_local_start then
+ * starts the child on that socket, serving only client (the box's IP address), with allow
+ * and opts->allow_nets as its policy, an empty environment and --parent this process, and
+ * waits for its "listening" line. Drain, denials, lock and down work as for a container
+ * proxy (lock signals the child; down kills and reaps it).
+ */
+int sbx_egress_local_listen(const sbx_egress_opts *opts, const char *job, const char *addr,
+			    const char *const *allow, const char *log_path, sbx_egress **out);
+int sbx_egress_port(const sbx_egress *eg);
+int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const char *client,
+			   const char *const *allow);
+
+/* Drain the log, remove the proxy container and the network (or kill the local proxy), free
+ * eg, on every path. The sandbox container must already be gone. Accepts NULL. Returns 0 or
+ * the first error. */
 int sbx_egress_down(sbx_egress *eg);
 
 #endif
