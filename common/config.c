@@ -155,6 +155,9 @@ static const cfg_setting settings[] = {
      "how long a box pod may take to be scheduled and started"},
     {"AUTOPATCH_K8S_PROTOCOLS", CFG_STR, "v5.channel.k8s.io,v4.channel.k8s.io", 0,
      "exec WebSocket subprotocols offered, in order of preference"},
+    {"AUTOPATCH_K8S_EGRESS_ADDRESS", CFG_STR, NULL, 0,
+     "IP address of this replica box pods reach its egress proxies at (the pod IP); unset: "
+     "no allow-lists on kubernetes"},
     {"AUTOPATCH_OWNER_ID", CFG_STR, NULL, 0,
      "scopes the clean-up of crash leftovers; default: a hash of host name + AUTOPATCH_DB"},
     {"AUTOPATCH_EGRESS_PROXY_BIN", CFG_STR, NULL, 0,

@@ -3,6 +3,8 @@
  * of the Docker backend mapped, a deny-all NetworkPolicy per box, the repository streamed in
  * as a tar over exec stdin to a loader container, commands over the exec WebSocket
  * (k8s_exec.c), reaping of labelled pods and policies. docs/kubernetes.md has the mapping.
+ * A box with an egress allow-list gets its own proxy, a child process (egress.c, local mode),
+ * and a second policy NAME-egress allowing TCP to that proxy only, deleted when setup ends.
  *
  * A pod has two containers sharing memory-backed emptyDirs: "box" (PID 1 `sleep`, every
  * command an exec as uid 10001 wrapped in `env -C DIR prlimit ... timeout -s KILL N`) mounts
@@ -11,6 +13,7 @@
  * backend-neutral (core.c).
  */
 #include "sandbox/backend.h"
+#include "sandbox/egress.h"
 #include "sandbox/k8s_api.h"
 #include "sandbox/k8s_exec.h"
 #include "common/err.h"
@@ -18,6 +21,7 @@
 #include "sandbox/internal.h"
 #include "sandbox/sandbox.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -56,8 +60,18 @@ struct k8s_backend {
 	char *pull_policy;
 	int start_seconds;
 	char *protocols;
-	atomic_int proto; /* 0 unknown, 4, 5: what the server chose last */
+	atomic_int proto;	/* 0 unknown, 4, 5: what the server chose last */
+	char *egress_addr;	/* AUTOPATCH_K8S_EGRESS_ADDRESS, or NULL: no allow-lists */
+	sbx_egress_opts egress; /* AUTOPATCH_EGRESS_* */
 };
+
+#define K8S_EGRESS_SUFFIX "-egress" /* the allow policy of a box: NAME-egress */
+
+/* A box's local egress proxy (sbx_box.impl), or NULL. */
+static sbx_egress *box_eg(const sbx_box *b)
+{
+	return (sbx_egress *)b->impl;
+}
 
 extern char **environ;
 
@@ -161,6 +175,7 @@ static void k8s_close(sbx_engine *e)
 	free_list(be->nodesel, be->n_nodesel);
 	free_list(be->tolerations, be->n_tolerations);
 	free(be->pull_policy);
+	free(be->egress_addr);
 	free(be->protocols);
 	free(be);
 	e->be = NULL;
@@ -225,6 +240,25 @@ static int k8s_open(sbx_engine *e, const ap_config *cfg)
 	    (rc = cfg_int(cfg, "AUTOPATCH_K8S_START_SECONDS", 1, 3600, &v)))
 		goto err_close;
 	be->start_seconds = (int)v;
+	if ((rc = sbx_egress_opts_load(&be->egress, cfg)))
+		goto err_close;
+	{
+		const char *ea = cfg_str(cfg, "AUTOPATCH_K8S_EGRESS_ADDRESS");
+		unsigned char bin[16];
+
+		if (ea && ea[0] && inet_pton(AF_INET, ea, bin) != 1 &&
+		    inet_pton(AF_INET6, ea, bin) != 1) {
+			rc = ap_error_set(AP_EINVAL,
+					  "AUTOPATCH_K8S_EGRESS_ADDRESS=\"%.80s\" is not an IP "
+					  "address (use the replica's pod IP, status.podIP)",
+					  ea);
+			goto err_close;
+		}
+		if (ea && ea[0] && !(be->egress_addr = strdup(ea))) {
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto err_close;
+		}
+	}
 	rc = k8s_client_new(&be->kc, cfg);
 	if (rc)
 		goto err_close;
@@ -297,25 +331,48 @@ static cJSON *metadata(const sbx_engine *e, const sbx_box *b)
 	return md;
 }
 
-/* Deny all ingress and egress of the box's pod (the CNI must enforce NetworkPolicy). */
-static cJSON *policy_body(const sbx_engine *e, const sbx_box *b)
+/* Deny all ingress and egress of the box's pod (the CNI must enforce NetworkPolicy). With
+ * eg: the box's allow policy NAME-egress instead, egress only (policies add up, so the deny-all
+ * one keeps ingress closed): TCP to the proxy's address/32 (or /128) and port, nothing else. */
+static cJSON *policy_body(const sbx_engine *e, const sbx_box *b, const sbx_egress *eg)
 {
-	cJSON *p = cJSON_CreateObject(), *spec, *sel, *ml;
+	cJSON *p = cJSON_CreateObject(), *spec, *sel, *ml, *md = metadata(e, b), *rules;
+	cJSON *rule, *to, *peer, *ipb, *ports, *port;
 	static const char *const types[] = {"Ingress", "Egress", NULL};
+	static const char *const egress_only[] = {"Egress", NULL};
+	char name[128], cidr[80];
+	const char *addr = eg ? be_of(e)->egress_addr : NULL;
 
+	snprintf(name, sizeof(name), "%s%s", b->name, eg ? K8S_EGRESS_SUFFIX : "");
+	if (addr)
+		snprintf(cidr, sizeof(cidr), "%s/%s", addr, strchr(addr, ':') ? "128" : "32");
+	if (md)
+		cJSON_ReplaceItemInObject(md, "name", cJSON_CreateString(name));
 	if (!p || !cJSON_AddStringToObject(p, "apiVersion", "networking.k8s.io/v1") ||
 	    !cJSON_AddStringToObject(p, "kind", "NetworkPolicy") ||
-	    !cJSON_AddItemToObject(p, "metadata", metadata(e, b)) ||
+	    !cJSON_AddItemToObject(p, "metadata", md) ||
 	    !(spec = cJSON_AddObjectToObject(p, "spec")) ||
 	    !(sel = cJSON_AddObjectToObject(spec, "podSelector")) ||
 	    !(ml = cJSON_AddObjectToObject(sel, "matchLabels")) ||
 	    !cJSON_AddStringToObject(ml, K8S_LABEL_BOX, b->name) ||
-	    !cJSON_AddItemToObject(spec, "policyTypes", str_array(types)) ||
-	    !cJSON_AddArrayToObject(spec, "ingress") || !cJSON_AddArrayToObject(spec, "egress")) {
-		cJSON_Delete(p);
-		return NULL;
-	}
+	    !cJSON_AddItemToObject(spec, "policyTypes", str_array(eg ? egress_only : types)) ||
+	    (!eg && !cJSON_AddArrayToObject(spec, "ingress")) ||
+	    !(rules = cJSON_AddArrayToObject(spec, "egress")))
+		goto err_free;
+	if (eg &&
+	    (!(rule = cJSON_CreateObject()) || !cJSON_AddItemToArray(rules, rule) ||
+	     !(to = cJSON_AddArrayToObject(rule, "to")) || !(peer = cJSON_CreateObject()) ||
+	     !cJSON_AddItemToArray(to, peer) || !(ipb = cJSON_AddObjectToObject(peer, "ipBlock")) ||
+	     !cJSON_AddStringToObject(ipb, "cidr", cidr) ||
+	     !(ports = cJSON_AddArrayToObject(rule, "ports")) || !(port = cJSON_CreateObject()) ||
+	     !cJSON_AddItemToArray(ports, port) ||
+	     !cJSON_AddStringToObject(port, "protocol", "TCP") ||
+	     !cJSON_AddNumberToObject(port, "port", sbx_egress_port(eg))))
+		goto err_free;
 	return p;
+err_free:
+	cJSON_Delete(p);
+	return NULL;
 }
 
 /* The hardening every container of a box pod carries. */
@@ -407,7 +464,8 @@ static bool add_volume(cJSON *vols, const char *name, int64_t size)
  * Docker Init): the box's PID 1 is a shell that only waits, which reaps every orphan
  * reparented to it (killed commands leave zombies otherwise, and zombies hold pids). The
  * box's life is the pod's activeDeadlineSeconds. */
-static cJSON *container(const struct k8s_backend *be, const sbx_spec *s, bool loader)
+static cJSON *container(const struct k8s_backend *be, const sbx_spec *s, bool loader,
+			const char *const *extra_env)
 {
 	cJSON *ct = cJSON_CreateObject(), *env, *mounts;
 	static const char *const reaper[] = {"sh", "-c", "while :; do sleep 3600 & wait; done",
@@ -434,6 +492,17 @@ static cJSON *container(const struct k8s_backend *be, const sbx_spec *s, bool lo
 	    !add_env(env, "GIT_CONFIG_KEY_0", "safe.directory") ||
 	    !add_env(env, "GIT_CONFIG_VALUE_0", "/tmp/workspace"))
 		goto err_free;
+	/* The box's proxy variables ("NAME=value"): the loader never gets network. */
+	for (const char *const *x = loader ? NULL : extra_env; x && *x; x++) {
+		const char *eq = strchr(*x, '=');
+		char name[64];
+
+		if (!eq || (size_t)(eq - *x) >= sizeof(name))
+			goto err_free;
+		snprintf(name, sizeof(name), "%.*s", (int)(eq - *x), *x);
+		if (!add_env(env, name, eq + 1))
+			goto err_free;
+	}
 	if (loader) {
 		if (!add_limits(ct, s->workspace_bytes + K8S_LOADER_MEM, 500000000, 64LL << 20) ||
 		    !add_mount(mounts, "repo", "/repo", false))
@@ -453,11 +522,12 @@ err_free:
 }
 
 int sbx__k8s_pod_body(const sbx_engine *e, const sbx_spec *s, const sbx_box *b, bool pool,
-		      cJSON **out);
+		      const char *const *extra_env, cJSON **out);
 
-/* The Pod for a resolved spec: every hardening rule is set here and only here. */
+/* The Pod for a resolved spec: every hardening rule is set here and only here. extra_env:
+ * "NAME=value" entries for the box container (the proxy variables), or NULL. */
 int sbx__k8s_pod_body(const sbx_engine *e, const sbx_spec *s, const sbx_box *b, bool pool,
-		      cJSON **out)
+		      const char *const *extra_env, cJSON **out)
 {
 	const struct k8s_backend *be = be_of(e);
 	cJSON *p = cJSON_CreateObject(), *spec, *psc, *sp, *arr, *obj;
@@ -514,9 +584,9 @@ int sbx__k8s_pod_body(const sbx_engine *e, const sbx_spec *s, const sbx_box *b, 
 		}
 	}
 	if (!(arr = cJSON_AddArrayToObject(spec, "containers")) ||
-	    !cJSON_AddItemToArray(arr, container(be, s, false)) ||
-	    !cJSON_AddItemToArray(arr, container(be, s, true)) || cJSON_GetArraySize(arr) != 2 ||
-	    !(arr = cJSON_AddArrayToObject(spec, "volumes")) ||
+	    !cJSON_AddItemToArray(arr, container(be, s, false, extra_env)) ||
+	    !cJSON_AddItemToArray(arr, container(be, s, true, NULL)) ||
+	    cJSON_GetArraySize(arr) != 2 || !(arr = cJSON_AddArrayToObject(spec, "volumes")) ||
 	    !add_volume(arr, "tmp", s->tmp_bytes) ||
 	    !add_volume(arr, "workspace", s->workspace_bytes) ||
 	    !add_volume(arr, "trees", s->trees_bytes > 0 ? s->trees_bytes : 2LL << 30) ||
@@ -640,7 +710,7 @@ static void log_tail(sbx_engine *e, const char *name, char *out, size_t len)
 }
 
 /* Wait until the pod runs, fails, or start_seconds pass. */
-static int wait_running(sbx_engine *e, const char *name, const char *image)
+static int wait_running(sbx_engine *e, const char *name, const char *image, char *ip, size_t ipn)
 {
 	const struct k8s_backend *be = be_of(e);
 	long long until = sbx_now_ms() + (long long)be->start_seconds * 1000;
@@ -658,6 +728,10 @@ static int wait_running(sbx_engine *e, const char *name, const char *image)
 			return rc;
 		phase = jstr(pod, "status", "phase");
 		if (phase && strcmp(phase, "Running") == 0 && all_running(pod)) {
+			const char *pip = jstr(pod, "status", "podIP");
+
+			if (ip)
+				snprintf(ip, ipn, "%s", pip ? pip : "");
 			cJSON_Delete(pod);
 			return 0;
 		}
@@ -692,35 +766,72 @@ static int wait_running(sbx_engine *e, const char *name, const char *image)
 	}
 }
 
-static int k8s_create(sbx_engine *e, const sbx_spec *s, sbx_box *b, bool pool)
+static int create_policy(sbx_engine *e, const sbx_box *b, const sbx_egress *eg)
 {
-	struct k8s_backend *be = be_of(e);
-	cJSON *body = NULL;
-	char path[512], why[1024];
+	cJSON *body = policy_body(e, b, eg);
+	char path[512];
 	int rc;
 
-	/* Fail closed: a pod never gets network, not even for a setup phase. */
-	if (s->network == SBX_NET_ALLOWLIST)
+	if (!body)
+		return ap_error_set(AP_ENOMEM, "out of memory building a NetworkPolicy");
+	policies_path(e, path, sizeof(path), NULL);
+	rc = k8s_request(be_of(e)->kc, "POST", path, body, "create", "networkpolicies",
+			 K8S_API_TIMEOUT, NULL, NULL);
+	cJSON_Delete(body);
+	return rc;
+}
+
+static int delete_allow_policy(sbx_engine *e, const sbx_box *b)
+{
+	char name[128];
+
+	snprintf(name, sizeof(name), "%s" K8S_EGRESS_SUFFIX, b->name);
+	return delete_policy(e, name);
+}
+
+/* An allow-list box: the proxy's socket first (its port goes into the policy and the pod). */
+static int egress_listen(sbx_engine *e, const sbx_spec *s, const sbx_box *b, sbx_egress **out)
+{
+	struct k8s_backend *be = be_of(e);
+	char log_path[PATH_MAX];
+
+	*out = NULL;
+	if (!be->egress_addr)
 		return ap_error_set(
 		    AP_EINVAL,
 		    "a sandbox with an egress allow-list (the setup phase's `network:` in "
 		    ".github/autopatch.yml, or `autopatch sandbox run --allow`) cannot run on the "
-		    "kubernetes backend, whose pods have no network at all: remove `network:` "
-		    "(and `agent_network:`) so setup runs offline, or run such jobs with "
-		    "AUTOPATCH_SANDBOX_BACKEND=docker (docs/kubernetes.md, \"Network\")");
+		    "kubernetes backend without AUTOPATCH_K8S_EGRESS_ADDRESS (the address box "
+		    "pods reach this replica's egress proxy at; otherwise its pods have no network "
+		    "at all): set it, remove `network:` (and `agent_network:`) so setup runs "
+		    "offline, or run such jobs with AUTOPATCH_SANDBOX_BACKEND=docker "
+		    "(docs/kubernetes.md, \"Network\")");
+	if (snprintf(log_path, sizeof(log_path), "%s/%s-egress.log", e->data_dir, b->name) >=
+	    (int)sizeof(log_path))
+		return ap_error_set(AP_EINVAL, "egress log path too long");
+	return sbx_egress_local_listen(&be->egress, b->job, be->egress_addr, s->allow, log_path,
+				       out);
+}
+
+static int k8s_create(sbx_engine *e, const sbx_spec *s, sbx_box *b, bool pool)
+{
+	struct k8s_backend *be = be_of(e);
+	cJSON *body = NULL;
+	sbx_egress *eg = NULL;
+	char path[512], why[1024], ip[64] = "";
+	int rc;
+
+	/* Fail closed: an allow-list only with a proxy this replica runs. */
+	if (s->network == SBX_NET_ALLOWLIST && (rc = egress_listen(e, s, b, &eg)))
+		return rc;
 	snprintf(b->id, sizeof(b->id), "%.79s", b->name);
-	/* The policy first: the pod never runs a moment without it. */
-	body = policy_body(e, b);
-	if (!body)
-		return ap_error_set(AP_ENOMEM, "out of memory building a NetworkPolicy");
-	policies_path(e, path, sizeof(path), NULL);
-	rc = k8s_request(be->kc, "POST", path, body, "create", "networkpolicies", K8S_API_TIMEOUT,
-			 NULL, NULL);
-	cJSON_Delete(body);
-	body = NULL;
+	/* The policies first: the pod never runs a moment without them. */
+	rc = create_policy(e, b, NULL);
 	if (rc)
 		goto err_remove; /* a timed-out create may still have happened */
-	rc = sbx__k8s_pod_body(e, s, b, pool, &body);
+	if (eg && (rc = create_policy(e, b, eg)))
+		goto err_remove;
+	rc = sbx__k8s_pod_body(e, s, b, pool, eg ? sbx_egress_env(eg) : NULL, &body);
 	if (rc)
 		goto err_remove;
 	pods_path(e, path, sizeof(path), NULL, NULL);
@@ -728,30 +839,58 @@ static int k8s_create(sbx_engine *e, const sbx_spec *s, sbx_box *b, bool pool)
 	cJSON_Delete(body);
 	if (rc)
 		goto err_remove;
-	rc = wait_running(e, b->name, s->image);
+	rc = wait_running(e, b->name, s->image, ip, sizeof(ip));
 	if (rc)
 		goto err_remove;
+	if (eg) {
+		unsigned char bin[16];
+
+		/* The proxy serves the pod's address alone. */
+		if (inet_pton(AF_INET, ip, bin) != 1 && inet_pton(AF_INET6, ip, bin) != 1) {
+			rc = ap_error_set(AP_EIO,
+					  "the box pod %s runs but has no pod IP (\"%.60s\") for "
+					  "its egress proxy to serve",
+					  b->name, ip);
+			goto err_remove;
+		}
+		if ((rc = sbx_egress_local_start(eg, &be->egress, ip, s->allow)))
+			goto err_remove;
+		b->impl = eg;
+	}
 	return 0;
 err_remove:
 	snprintf(why, sizeof(why), "%s", ap_error_last());
 	delete_pod(e, b->name);
+	if (eg)
+		delete_allow_policy(e, b);
 	delete_policy(e, b->name);
+	sbx_egress_down(eg);
 	ap_error_set(rc, "%s", why);
 	return rc;
 }
 
 static int k8s_remove(sbx_box *b)
 {
-	int rc = delete_pod(b->e, b->name), prc;
+	int rc = delete_pod(b->e, b->name), prc, arc = 0;
 
 	if (rc)
 		ap_err("sandbox: could not delete pod %s (%s); the reaper will retry", b->name,
 		       ap_error_last());
+	if (box_eg(b)) {
+		arc = delete_allow_policy(b->e, b);
+		if (arc)
+			ap_err("sandbox: could not delete NetworkPolicy %s" K8S_EGRESS_SUFFIX
+			       " (%s); the reaper will retry",
+			       b->name, ap_error_last());
+		/* The pod is gone (or going): its proxy can go too. */
+		sbx_egress_down(box_eg(b));
+		b->impl = NULL;
+	}
 	prc = delete_policy(b->e, b->name);
 	if (prc)
 		ap_err("sandbox: could not delete NetworkPolicy %s (%s); the reaper will retry",
 		       b->name, ap_error_last());
-	return rc ? rc : prc;
+	return rc ? rc : arc ? arc : prc;
 }
 
 static int k8s_kill(sbx_box *b)
@@ -990,6 +1129,8 @@ static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadli
 	bool bound_stdin;
 	int rc;
 
+	if (box_eg(b) && !b->sweeping)
+		sbx_egress_set_command(box_eg(b), b->phase, cmd->argv);
 	if (!cmd->stdin_data && cmd->stdin_fn) {
 		/* A stream of unknown length: only v5 can say where it ends. */
 		rc = learn_protocol(b);
@@ -1058,6 +1199,8 @@ static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadli
 	}
 	ap_buf_release(&path);
 	free(argv);
+	if (box_eg(b) && sbx_egress_drain_log(box_eg(b)) < 0)
+		ap_warn("sandbox: egress log: %s", ap_error_last());
 	return rc;
 }
 
@@ -1331,21 +1474,35 @@ static int k8s_image_id(sbx_engine *e, const char *image, char *out, size_t n)
 	return 0;
 }
 
-/* A pod never has network (k8s_create refuses an allow-list): it is offline already. */
+/* backend op: after setup, both: lock the proxy (it refuses everything from now on) and
+ * delete the allow policy (the CNI drops the pod's packets again). If either fails the pod is
+ * deleted: a box never stays online by accident. 0 for a box that never had network. */
 static int k8s_network_off(sbx_box *b)
 {
-	(void)b;
-	return 0;
+	char why[512] = "";
+	int lrc, prc;
+
+	if (!box_eg(b))
+		return 0;
+	lrc = sbx_egress_lock(box_eg(b));
+	if (lrc)
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+	prc = delete_allow_policy(b->e, b);
+	if (prc && !why[0])
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+	if (!lrc && !prc)
+		return 0;
+	delete_pod(b->e, b->name);
+	b->killed = true;
+	return ap_error_set(lrc ? lrc : prc,
+			    "the sandbox could not be taken offline after setup (%s); its pod "
+			    "was deleted",
+			    why);
 }
 
-/* No egress proxy, so nothing is ever refused by one: the NetworkPolicy drops silently. */
 static int k8s_denials(sbx_box *b, sbx_denial *out, size_t max, size_t *n)
 {
-	(void)b;
-	(void)out;
-	(void)max;
-	*n = 0;
-	return 0;
+	return sbx_egress_copy_denials(box_eg(b), out, max, n);
 }
 
 const sbx_backend_ops sbx_k8s_ops = {
