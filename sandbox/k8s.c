@@ -17,6 +17,7 @@
 #include "sandbox/k8s_api.h"
 #include "sandbox/k8s_exec.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/log.h"
 #include "sandbox/internal.h"
 #include "sandbox/sandbox.h"
@@ -809,6 +810,8 @@ static int egress_listen(sbx_engine *e, const sbx_spec *s, const sbx_box *b, sbx
 	if (snprintf(log_path, sizeof(log_path), "%s/%s-egress.log", e->data_dir, b->name) >=
 	    (int)sizeof(log_path))
 		return ap_error_set(AP_EINVAL, "egress log path too long");
+	if (fs_mkdir_p(e->data_dir, 0700) < 0)
+		return ap_error_set(AP_EIO, "cannot make %s: %s", e->data_dir, strerror(errno));
 	return sbx_egress_local_listen(&be->egress, b->job, be->egress_addr, s->allow, log_path,
 				       out);
 }

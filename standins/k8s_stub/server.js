@@ -24,7 +24,12 @@
 // only root, cap drop, no-new-privileges, memory/cpu limits, the kubelet's podPidsLimit), every
 // emptyDir is a Docker tmpfs volume (sizeLimit = size; shared by the pod's containers as in a
 // pod), the containers share the first one's network namespace, which is `none` when an
-// egress-denying NetworkPolicy selects the pod (the CNI's job), else the default bridge.
+// egress-denying NetworkPolicy selects the pod and none allows anything, else the default
+// bridge. A pod whose policies allow egress (ipBlock CIDRs and TCP ports) gets an Internal
+// Docker network of its own (nothing forwarded) and an iptables chain on the host's INPUT for
+// its bridge: ACCEPT per allowed CIDR and port, then DROP (IPv6 from the bridge: DROP). Every
+// policy create or delete rewrites the chains of the pods it selects, so the enforcement is
+// real: the CNI's job, done with iptables (needs root). See docs/kubernetes.md.
 // activeDeadlineSeconds kills the pod (phase Failed, reason DeadlineExceeded).
 //
 // Usage: node server.js --cert C --key K --ca CA --token T --namespace NS --role FILE
@@ -278,6 +283,84 @@ function egressDenied(labels) {
   return false;
 }
 
+// The egress a pod's policies allow, as the CNI would enforce it: { selected, allow: [{cidr,
+// port}] } (selected: some policy isolates the pod's egress; cidr null: any destination; port
+// null: any port). Peers the stand-in cannot map (podSelector, namespaceSelector, an ipBlock
+// with except) allow nothing: fail closed.
+function egressAllowed(labels) {
+  const out = { selected: false, allow: [] };
+  for (const rec of policies.values()) {
+    const s = rec.obj.spec || {};
+    const types = s.policyTypes || (s.egress ? ['Ingress', 'Egress'] : ['Ingress']);
+    if (!types.includes('Egress') || !selects(s.podSelector, labels)) continue;
+    out.selected = true;
+    for (const rule of s.egress || []) {
+      const ports = (rule.ports || [{}]).filter(p => (p.protocol || 'TCP') === 'TCP' && !p.endPort && (p.port === undefined || typeof p.port === 'number'));
+      const peers = rule.to === undefined ? [{ cidr: null }] : rule.to.map(peer => (peer.ipBlock && !(peer.ipBlock.except || []).length && !peer.podSelector && !peer.namespaceSelector ? { cidr: peer.ipBlock.cidr } : null)).filter(Boolean);
+      for (const peer of peers) for (const port of ports) out.allow.push({ cidr: peer.cidr, port: port.port === undefined ? null : port.port });
+    }
+  }
+  return out;
+}
+
+// --- the "CNI": iptables chains for pods whose egress is allowed somewhere ----------------
+
+let chainSeq = 0;
+function run(cmd, args) {
+  return new Promise((resolve) => {
+    execFile(cmd, args, (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }));
+  });
+}
+async function ipt(args, v6) {
+  const r = await run(v6 ? 'ip6tables' : 'iptables', ['-w', ...args]);
+  if (r.code) throw new Error(`${v6 ? 'ip6tables' : 'iptables'} ${args.join(' ')}: ${(r.stderr || '').trim()}`);
+}
+// Make the chain say exactly what the pod's policies allow now.
+async function writeChain(net, labels) {
+  const { allow } = egressAllowed(labels);
+  await ipt(['-F', net.chain]);
+  for (const a of allow) {
+    const args = ['-A', net.chain];
+    if (a.cidr) args.push('-d', a.cidr);
+    if (a.port !== null) args.push('-p', 'tcp', '--dport', String(a.port));
+    if (a.cidr && a.cidr.includes(':')) continue; // an IPv6 block: the pod has no IPv6 here
+    await ipt([...args, '-j', 'ACCEPT']);
+  }
+  await ipt(['-A', net.chain, '-j', 'DROP']);
+  net.allow = allow;
+  log('egress of', labels['autopatch.box'], JSON.stringify(allow));
+}
+async function policedNetwork(name, labels, rec) {
+  const n = ++chainSeq;
+  const net = rec.net = { name: `k8sstub-${name}`, bridge: `ks${process.pid % 100000}-${n}`.slice(0, 15), chain: `KS${process.pid}-${n}`, installed: [] };
+  const r = await docker(['network', 'create', '--internal', '--label', `k8sstub.pod=${name}`, '--label', `k8sstub.owner=${process.pid}`, '-o', `com.docker.network.bridge.name=${net.bridge}`, net.name]);
+  if (r.code) throw new Error(`network: ${r.stderr.trim()}`);
+  net.created = true;
+  await ipt(['-N', net.chain]);
+  net.installed.push(['-X', net.chain]);
+  await writeChain(net, labels);
+  await ipt(['-I', 'INPUT', '1', '-i', net.bridge, '-j', net.chain]);
+  net.installed.push(['-D', 'INPUT', '-i', net.bridge, '-j', net.chain]);
+  const r6 = await run('ip6tables', ['-w', '-I', 'INPUT', '1', '-i', net.bridge, '-j', 'DROP']);
+  if (!r6.code) net.v6 = true;
+  return net;
+}
+async function removeNetwork(net) {
+  if (net.v6) await run('ip6tables', ['-w', '-D', 'INPUT', '-i', net.bridge, '-j', 'DROP']);
+  for (const args of net.installed.slice().reverse()) {
+    if (args[0] === '-X') await run('iptables', ['-w', '-F', net.chain]);
+    await run('iptables', ['-w', ...args]);
+  }
+  if (net.created) await docker(['network', 'rm', net.name]);
+}
+// A policy came or went: every pod on a policed network gets its chain rewritten before the
+// API answers, as a CNI would (soon) after.
+async function reenforce() {
+  for (const rec of pods.values()) {
+    if (rec.net && !rec.deleted) await writeChain(rec.net, rec.obj.metadata.labels);
+  }
+}
+
 function labelSelectorMatches(sel, labels) {
   if (!sel) return true;
   for (const term of sel.split(',')) {
@@ -292,7 +375,8 @@ function labelSelectorMatches(sel, labels) {
 async function startPod(pod, rec) {
   const spec = pod.spec, psc = spec.securityContext || {};
   const name = pod.metadata.name;
-  const deny = egressDenied(pod.metadata.labels);
+  const eg = egressAllowed(pod.metadata.labels);
+  const deny = eg.selected && !eg.allow.length;
   const runtime = spec.runtimeClassName ? opts.runtimeClasses[spec.runtimeClassName] : null;
   try {
     for (const v of spec.volumes || []) {
@@ -308,6 +392,8 @@ async function startPod(pod, rec) {
       if (r.code) throw new Error(`volume ${v.name}: ${r.stderr.trim()}`);
       rec.volumes.push(vname);
     }
+    if (eg.allow.length) await policedNetwork(name, pod.metadata.labels, rec);
+    const network = rec.net ? rec.net.name : deny ? 'none' : 'bridge';
     let first = null;
     for (const ct of spec.containers) {
       const sc = ct.securityContext || {};
@@ -339,7 +425,7 @@ async function startPod(pod, rec) {
       // container is a sandbox of its own and cannot join another's, so there each gets its
       // own (the same policy applies to both).
       if (!first || runtime === 'runsc') {
-        args.push('--network', deny ? 'none' : 'bridge', '--hostname', name);
+        args.push('--network', network, '--hostname', name);
         if (runtime !== 'runsc') args.push('--ipc', 'shareable');
       } else {
         args.push('--network', `container:${first}`, '--ipc', `container:${first}`);
@@ -362,7 +448,13 @@ async function startPod(pod, rec) {
       if (!first) first = dname;
     }
     if (rec.deleted) return;
-    pod.status = { phase: 'Running', startTime: now(), podIP: deny ? undefined : '10.0.0.1',
+    let podIP = deny ? undefined : '10.0.0.1';
+    if (rec.net) {
+      const r = await docker(['inspect', '-f', `{{(index .NetworkSettings.Networks "${rec.net.name}").IPAddress}}`, first]);
+      podIP = r.stdout.trim();
+      if (r.code || !podIP) throw new Error(`no address on ${rec.net.name}: ${r.stderr.trim()}`);
+    }
+    pod.status = { phase: 'Running', startTime: now(), podIP,
       conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: now() }],
       containerStatuses: spec.containers.map(c => ({ name: c.name, ready: true, restartCount: 0, image: c.image, imageID: '', started: true, state: { running: { startedAt: now() } } })) };
     if (spec.activeDeadlineSeconds) {
@@ -394,6 +486,7 @@ async function removePod(rec) {
   const ids = rec.containers.map(c => c.docker);
   if (ids.length) await docker(['rm', '-f', '-v', ...ids]);
   if (rec.volumes.length) await docker(['volume', 'rm', '-f', ...rec.volumes]);
+  if (rec.net) await removeNetwork(rec.net);
 }
 
 // The pod's live status: the first container's Docker state (a box that died under a command,
@@ -530,6 +623,7 @@ async function handle(req, res) {
       rec.started = startPod(obj, rec);
     } else {
       store.set(name, { obj });
+      await reenforce();
     }
     return send(res, 201, obj);
   }
@@ -563,6 +657,8 @@ async function handle(req, res) {
     if (r.kind === 'Pod') {
       rec.obj.metadata.deletionTimestamp = now();
       await removePod(rec);
+    } else {
+      await reenforce();
     }
     return send(res, 200, r.kind === 'Pod' ? rec.obj : { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name: r.name, group: r.group, kind: plural } });
   }
