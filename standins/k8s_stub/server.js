@@ -36,6 +36,7 @@
 //                       [--port 0] [--protocols v5.channel.k8s.io,v4.channel.k8s.io]
 //                       [--pod-pids-limit 512] [--runtime-class NAME=HANDLER]...
 //                       [--require-runtime-class NAME] [--runsc-pids-headroom 256]
+//                       [--cni-ignores-policy-deletes]
 // Prints {"port": N} on stdout when listening.
 'use strict';
 
@@ -68,6 +69,9 @@ for (let i = 2; i < process.argv.length; i++) {
   else if (a === '--docker') { opts.docker = v; i++; }
   else if (a === '--require-runtime-class') { opts.requireRuntimeClass = v; i++; }
   else if (a === '--runsc-pids-headroom') { opts.runscPidsHeadroom = +v; i++; }
+  // A CNI that never applies a policy's deletion (slow, or broken): the tests use it to show
+  // that the egress proxy refuses on its own once locked (defence in depth).
+  else if (a === '--cni-ignores-policy-deletes') { opts.ignorePolicyDeletes = true; }
   else { console.error(`k8s_stub: unknown option ${a}`); process.exit(2); }
 }
 const DOCKER = opts.docker || 'docker';
@@ -657,7 +661,7 @@ async function handle(req, res) {
     if (r.kind === 'Pod') {
       rec.obj.metadata.deletionTimestamp = now();
       await removePod(rec);
-    } else {
+    } else if (!opts.ignorePolicyDeletes) {
       await reenforce();
     }
     return send(res, 200, r.kind === 'Pod' ? rec.obj : { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name: r.name, group: r.group, kind: plural } });

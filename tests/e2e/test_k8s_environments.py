@@ -1,9 +1,10 @@
 """The environments work (docs/environments.md) on the Kubernetes backend, against the API
 stand-in: what a setup phase means when the boxes are pods (docs/kubernetes.md, "Network").
 
-A pod never gets network: a repository that asks for an egress allow-list for its setup phase
-(`network:`), or `autopatch sandbox run --allow`, is refused with a sentence saying what to
-change, before any pod or policy exists and before any model call. An offline setup runs, and
+Without AUTOPATCH_K8S_EGRESS_ADDRESS a pod never gets network: a repository that asks for an
+egress allow-list for its setup phase (`network:`), or `autopatch sandbox run --allow`, is
+refused with a sentence saying what to change, before any pod or policy exists and before any
+model call (with it, test_k8s_egress.py). An offline setup runs, and
 the environment cache works through the exec stream: the archive comes back on stdout (raw,
 never redacted or capped) and is restored over stdin, which only the v5 protocol can end; a
 v4-only API server cannot restore, and the job falls back to running setup again.
@@ -62,7 +63,7 @@ def test_setup_network_is_refused_before_any_pod_or_model_call(tmp_path, autopat
     repo, home, owner = calc_repo(tmp_path, config)
     r = run_fix(autopatch_bin, home, repo, stub, owner)
     assert r.returncode != 0, r.stdout
-    assert "cannot run on the kubernetes backend, whose pods have no network at all" in r.stderr
+    assert "cannot run on the kubernetes backend without AUTOPATCH_K8S_EGRESS_ADDRESS" in r.stderr
     assert "remove `network:`" in r.stderr and "AUTOPATCH_SANDBOX_BACKEND=docker" in r.stderr
     assert "PROVEN" not in r.stdout.replace("NOT PROVEN", "")
     assert r.requests == [], "a model call although the sandbox was refused"
