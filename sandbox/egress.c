@@ -751,6 +751,35 @@ static int remove_all(sbx_egress *eg)
 	return rc;
 }
 
+/* What both kinds of proxy check before creating anything: the list and the program. */
+static int check_list_and_program(const sbx_egress_opts *opts, const char *const *allow)
+{
+	int rc = sbx_egress_check(allow);
+
+	if (rc)
+		return rc;
+	if (!opts->proxy_bin[0] || access(opts->proxy_bin, X_OK) != 0)
+		return ap_error_set(AP_EUNAVAIL,
+				    "egress proxy program \"%s\" is missing; build it "
+				    "or set AUTOPATCH_EGRESS_PROXY_BIN",
+				    opts->proxy_bin);
+	return 0;
+}
+
+/* The box's proxy variables for eg->proxy_url (sbx_egress_env). */
+static void fill_env(sbx_egress *eg)
+{
+	static const char *names[EG_ENV_N] = {"HTTP_PROXY",  "HTTPS_PROXY", "http_proxy",
+					      "https_proxy", "NO_PROXY",    "no_proxy"};
+
+	for (int i = 0; i < EG_ENV_N; i++) {
+		snprintf(eg->env_store[i], sizeof(eg->env_store[i]), "%s=%s", names[i],
+			 i < 4 ? eg->proxy_url : "");
+		eg->env[i] = eg->env_store[i];
+	}
+	eg->env[EG_ENV_N] = NULL;
+}
+
 int sbx_egress_up(dk_client *dk, const sbx_egress_opts *opts, const char *owner, const char *job,
 		  const char *runtime, const char *const *allow, sbx_egress **out)
 {
@@ -764,13 +793,8 @@ int sbx_egress_up(dk_client *dk, const sbx_egress_opts *opts, const char *owner,
 		return ap_error_set(AP_EINVAL, "the egress allow-list is not available with the "
 					       "runsc runtime (gVisor runs with --network=none "
 					       "here, so its containers have no network at all)");
-	if ((rc = sbx_egress_check(allow)))
+	if ((rc = check_list_and_program(opts, allow)))
 		return rc;
-	if (!opts->proxy_bin[0] || access(opts->proxy_bin, X_OK) != 0)
-		return ap_error_set(AP_EUNAVAIL,
-				    "egress proxy program \"%s\" is missing; build it "
-				    "or set AUTOPATCH_EGRESS_PROXY_BIN",
-				    opts->proxy_bin);
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return ap_error_set(AP_EIO, "getrandom: %s", strerror(errno));
 	eg = calloc(1, sizeof(*eg));
@@ -789,17 +813,7 @@ int sbx_egress_up(dk_client *dk, const sbx_egress_opts *opts, const char *owner,
 	rc = proxy_start(eg, opts, owner, job ? job : "", subnet, allow);
 	if (rc)
 		goto err_remove;
-	{
-		static const char *names[EG_ENV_N] = {"HTTP_PROXY",  "HTTPS_PROXY", "http_proxy",
-						      "https_proxy", "NO_PROXY",    "no_proxy"};
-
-		for (int i = 0; i < EG_ENV_N; i++) {
-			snprintf(eg->env_store[i], sizeof(eg->env_store[i]), "%s=%s", names[i],
-				 i < 4 ? eg->proxy_url : "");
-			eg->env[i] = eg->env_store[i];
-		}
-		eg->env[EG_ENV_N] = NULL;
-	}
+	fill_env(eg);
 	ap_info("egress (job %s): network %s, proxy %s at %s", eg->job, eg->net_name,
 		eg->proxy_name, eg->proxy_url);
 	*out = eg;
@@ -899,13 +913,8 @@ int sbx_egress_local_listen(const sbx_egress_opts *opts, const char *job, const 
 	int rc, fd;
 
 	*out = NULL;
-	if ((rc = sbx_egress_check(allow)))
+	if ((rc = check_list_and_program(opts, allow)))
 		return rc;
-	if (!opts->proxy_bin[0] || access(opts->proxy_bin, X_OK) != 0)
-		return ap_error_set(AP_EUNAVAIL,
-				    "egress proxy program \"%s\" is missing; build it "
-				    "or set AUTOPATCH_EGRESS_PROXY_BIN",
-				    opts->proxy_bin);
 	memset(&ss, 0, sizeof(ss));
 	if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1) {
 		s4->sin_family = AF_INET;
@@ -948,17 +957,7 @@ int sbx_egress_local_listen(const sbx_egress_opts *opts, const char *job, const 
 	eg->port = ntohs(ss.ss_family == AF_INET ? s4->sin_port : s6->sin6_port);
 	snprintf(eg->proxy_url, sizeof(eg->proxy_url),
 		 ss.ss_family == AF_INET ? "http://%s:%d" : "http://[%s]:%d", addr, eg->port);
-	{
-		static const char *names[EG_ENV_N] = {"HTTP_PROXY",  "HTTPS_PROXY", "http_proxy",
-						      "https_proxy", "NO_PROXY",    "no_proxy"};
-
-		for (int i = 0; i < EG_ENV_N; i++) {
-			snprintf(eg->env_store[i], sizeof(eg->env_store[i]), "%s=%s", names[i],
-				 i < 4 ? eg->proxy_url : "");
-			eg->env[i] = eg->env_store[i];
-		}
-		eg->env[EG_ENV_N] = NULL;
-	}
+	fill_env(eg);
 	*out = eg;
 	return 0;
 }
