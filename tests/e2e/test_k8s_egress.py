@@ -23,8 +23,8 @@ import uuid
 import pytest
 
 import k8s_util
-from agents_util import CALC, call, fix_env, happy, make_calc_repo, new_owner, step
-from model_stub import StubServer
+import test_k8s_environments
+from agents_util import CALC, call, happy, make_calc_repo, new_owner, step
 from sandbox_util import Sandbox
 from test_environments import build_wheel, commit_all, docker, wait_http
 
@@ -231,21 +231,9 @@ NET_PROBE = ("python3 -c \"import os, urllib.request as u; "
              f"u.urlopen('http://{MIRROR}/simple/aphelper/', timeout=8)\"")
 
 
-def run_fix(bin_, home, repo, stub, net, script, timeout=600):
-    model = StubServer(script).start()
-    owner = new_owner()
-    e = fix_env(home, model, "openai", owner, net["env"])
-    e.update(stub.env(stub.kubeconfig(home / "kubeconfig")))
-    cmd = [str(bin_), "fix", "--repo", str(repo), "--issue-file", str(repo / "ISSUE.md"),
-           "--out", str(home / "patch.diff")]
-    try:
-        proc = subprocess.run(cmd, cwd=home, env=e, capture_output=True, text=True,
-                              timeout=timeout)
-        proc.requests = model.requests()
-    finally:
-        model.stop()
-    assert stub.owned_objects(owner) == [], "pods or policies left behind"
-    return proc
+def run_fix(bin_, home, repo, stub, net, script):
+    return test_k8s_environments.run_fix(bin_, home, repo, stub, new_owner(), env=net["env"],
+                                         script=script)
 
 
 def py_job(tmp_path):

@@ -30,9 +30,9 @@ def calc_repo(tmp_path, config):
     return repo, home, new_owner()
 
 
-def run_fix(autopatch_bin, home, repo, stub, owner, env=None, timeout=600):
+def run_fix(autopatch_bin, home, repo, stub, owner, env=None, timeout=600, script=None):
     """`autopatch fix` on the Kubernetes backend; the data dir (and so the cache) in home."""
-    model = StubServer(happy()).start()
+    model = StubServer(script or happy()).start()
     e = fix_env(home, model, "openai", owner, env)
     e.update(stub.env(stub.kubeconfig(home / "kubeconfig")))
     cmd = [str(autopatch_bin), "fix", "--repo", str(repo), "--issue-file",
