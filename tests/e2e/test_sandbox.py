@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from sandbox_util import RUNTIMES, owned, sandbox_factory  # noqa: F401 (fixture)
+from sandbox_util import RUNTIMES, docker, owned, sandbox_factory  # noqa: F401 (fixture)
 
 
 @pytest.fixture
@@ -120,14 +120,19 @@ def test_reap_spares_live_runs_unless_all(sandbox_factory):
 
 
 def test_allow_list_box_gets_only_the_proxy_and_is_cleaned_up(sandbox_factory):
-    # The proxy itself is tested in test_egress.py; here: the backend wiring from the CLI.
-    sb = sandbox_factory()
-    if sb.backend == "kubernetes":
-        # Not there yet on Kubernetes: refused with a sentence, nothing created.
+    # The proxy itself is tested in test_egress.py (test_k8s_egress.py on Kubernetes); here:
+    # the backend wiring from the CLI.
+    extra = {}
+    if sandbox_factory.backend == "kubernetes":
+        # Without the replica's egress address: refused with a sentence, nothing created.
+        sb = sandbox_factory()
         r = sb.run("true", args=("--allow", "mirror.invalid:80"), text=True)
         assert r.returncode == 125 and "allow-list" in r.stderr, r.stderr
         assert sb.leftovers() == []
-        return
+        gw = docker("network", "inspect", "bridge", "-f",
+                    "{{(index .IPAM.Config 0).Gateway}}").stdout.strip()
+        extra = {"AUTOPATCH_K8S_EGRESS_ADDRESS": gw}
+    sb = sandbox_factory(extra_env=extra)
     r = sb.run("sh", "-c", "env | grep -c '^HTTPS_PROXY=http://'; python3 -c \"import socket\n"
                "try:\n socket.create_connection(('1.1.1.1', 80), 2); print('DIRECT')\n"
                "except OSError: print('blocked')\"",
@@ -135,6 +140,8 @@ def test_allow_list_box_gets_only_the_proxy_and_is_cleaned_up(sandbox_factory):
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "blocked"]
     assert sb.leftovers() == []
+    if sb.backend == "kubernetes":
+        return  # the runtime is the RuntimeClass's there
     r = sb.run("true", args=("--allow", "mirror.invalid:80", "--runtime", "runsc"), text=True)
     assert r.returncode == 125 and "runsc" in r.stderr
     assert sb.leftovers() == []
