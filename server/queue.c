@@ -522,16 +522,17 @@ static int by_delivery(const void *a, const void *b)
 		      x2->d->delivery ? x2->d->delivery : "");
 }
 
-/* "(?b, ?b+1, ... ?b+k-1), (...) ..." for rows rows of k parameters each, numbered from
- * *next on; *next moves past them. */
-static int add_values(ap_buf *b, size_t rows, int k, int *next)
+/* "(?, ?, ... ?), (...) ..." for rows rows of k bare parameters each: bound in order, and
+ * SQLite numbers them without the look-up a "?N" costs it per parameter (quadratic in a
+ * statement of thousands of them). */
+static int add_values(ap_buf *b, size_t rows, int k)
 {
 	int rc = 0;
 
 	for (size_t r = 0; rc == 0 && r < rows; r++) {
-		rc = ap_buf_adds(b, r ? ",(" : "(");
-		for (int i = 0; rc == 0 && i < k; i++)
-			rc = ap_buf_addf(b, i ? ",?%d" : "?%d", (*next)++);
+		rc = ap_buf_adds(b, r ? ",(?" : "(?");
+		for (int i = 1; rc == 0 && i < k; i++)
+			rc = ap_buf_adds(b, ",?");
 		if (rc == 0)
 			rc = ap_buf_adds(b, ")");
 	}
@@ -563,14 +564,14 @@ static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 	q__val *v = calloc(n * 11 + 1, sizeof(*v));
 	size_t nnew = 0, nact = 0;
 	q__res *r = NULL;
-	int rc, p = 1, k = 0;
+	int rc, k = 0;
 
 	if (!v)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	/* 1. deliveries */
 	ap_buf_adds(&sql, "INSERT INTO deliveries(delivery, event, body, body_encoding, received, "
 			  "outcome) VALUES ");
-	if ((rc = add_values(&sql, n, 6, &p)))
+	if ((rc = add_values(&sql, n, 6)))
 		goto out;
 	ap_buf_adds(&sql, " ON CONFLICT(delivery) DO NOTHING RETURNING delivery");
 	for (size_t i = 0; i < n; i++) {
@@ -608,18 +609,14 @@ static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 	ap_buf_adds(&sql,
 		    "INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, "
 		    "issue, trigger, feedback, trigger_comment_id, created, updated) VALUES ");
-	p = 1;
 	k = 0;
 	for (size_t i = 0; i < n; i++) {
 		q_delivery *d = c[i].d;
 
 		if (d->result != Q_FAILED)
 			continue;
-		ap_buf_adds(&sql, k ? ",(" : "(");
-		for (int j = 0; j < 10; j++)
-			ap_buf_addf(&sql, j ? ",?%d" : "?%d", p + j);
-		ap_buf_addf(&sql, ",?%d)", p + 9);
-		p += 10;
+		if ((k && (rc = ap_buf_adds(&sql, ","))) || (rc = add_values(&sql, 1, 11)))
+			goto out;
 		v[k++] = QT(d->delivery);
 		v[k++] = QT(d->event);
 		v[k++] = QT(d->repo);
@@ -629,6 +626,7 @@ static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 		v[k++] = QT(wh_trigger_name(d->trigger));
 		v[k++] = QT(d->feedback);
 		v[k++] = QI(d->comment_id);
+		v[k++] = QI(now);
 		v[k++] = QI(now);
 	}
 	ap_buf_adds(&sql, " ON CONFLICT(repo, issue) WHERE state IN ('queued','running') DO "
@@ -654,9 +652,8 @@ static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 		ap_buf_reset(&sql);
 		ap_buf_adds(&sql, "SELECT repo, issue, id FROM jobs WHERE state IN "
 				  "('queued','running') AND (repo, issue) IN (VALUES ");
-		p = 1;
 		k = 0;
-		if ((rc = add_values(&sql, nact, 2, &p)))
+		if ((rc = add_values(&sql, nact, 2)))
 			goto out;
 		ap_buf_adds(&sql, ")");
 		for (size_t i = 0; i < n; i++)
@@ -679,13 +676,13 @@ static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 		q->drv->res_free(r);
 		r = NULL;
 		ap_buf_reset(&sql);
-		ap_buf_adds(&sql, "UPDATE deliveries SET outcome='active job', body=?1, "
+		ap_buf_adds(&sql, "UPDATE deliveries SET outcome='active job', body=?, "
 				  "body_encoding=0 WHERE delivery IN (");
 		k = 0;
 		v[k++] = QB("", 0);
 		for (size_t i = 0; i < n; i++)
 			if (c[i].d->result == Q_FAILED) {
-				ap_buf_addf(&sql, k > 1 ? ",?%d" : "?%d", k + 1);
+				ap_buf_adds(&sql, k > 1 ? ",?" : "?");
 				v[k++] = QT(c[i].d->delivery);
 				c[i].d->result = Q_ACTIVE;
 			}
@@ -699,9 +696,7 @@ static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 	k = 0;
 	for (size_t i = 0; i < n; i++)
 		if (c[i].d->result == Q_QUEUED) {
-			ap_buf_addf(&sql,
-				    k ? ",(?%d,?%d,NULL,'queued')" : "(?%d,?%d,NULL,'queued')",
-				    k + 1, k + 2);
+			ap_buf_adds(&sql, k ? ",(?,?,NULL,'queued')" : "(?,?,NULL,'queued')");
 			v[k++] = QI(c[i].d->job_id);
 			v[k++] = QI(now);
 		}
