@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +57,22 @@ static void write_all(int fd, const char *p, size_t n)
 	}
 }
 
+/* line and its newline in one write(2) where the descriptor takes it whole. */
+static void write_line(int fd, const char *line, size_t n)
+{
+	struct iovec iov[2] = {{(void *)line, n}, {"\n", 1}};
+	ssize_t w = writev(fd, iov, 2);
+
+	if (w < 0)
+		return;
+	if ((size_t)w < n) {
+		write_all(fd, line + w, n - (size_t)w);
+		w = (ssize_t)n;
+	}
+	if ((size_t)w == n)
+		write_all(fd, "\n", 1);
+}
+
 void ap_log(enum ap_log_level level, const char *delivery, int64_t job, const char *fmt, ...)
 {
 	ap_buf msg = AP_BUF_INIT(LOG_LINE_CAP);
@@ -95,15 +112,18 @@ void ap_log(enum ap_log_level level, const char *delivery, int64_t job, const ch
 	cJSON_AddStringToObject(o, "msg", ap_buf_str(&clean));
 	if (safe_delivery)
 		cJSON_AddStringToObject(o, "delivery", safe_delivery);
-	if (job)
-		cJSON_AddNumberToObject(o, "job", (double)job);
+	if (job) {
+		char num[24];
+
+		snprintf(num, sizeof(num), "%lld", (long long)job);
+		cJSON_AddRawToObject(o, "job", num);
+	}
 	line = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	if (!line)
 		goto out_msg;
 	pthread_mutex_lock(&log_lock);
-	write_all(log_fd, line, strlen(line));
-	write_all(log_fd, "\n", 1);
+	write_line(log_fd, line, strlen(line));
 	pthread_mutex_unlock(&log_lock);
 	free(line);
 out_msg:

@@ -99,8 +99,12 @@ static enum MHD_Result respond_json(struct MHD_Connection *c, int status, const 
 
 	if (o) {
 		cJSON_AddStringToObject(o, "message", msg);
-		if (job)
-			cJSON_AddNumberToObject(o, "job", (double)job);
+		if (job) {
+			char num[24];
+
+			snprintf(num, sizeof(num), "%lld", (long long)job);
+			cJSON_AddRawToObject(o, "job", num);
+		}
 		text = cJSON_PrintUnformatted(o);
 		cJSON_Delete(o);
 	}

@@ -174,14 +174,30 @@ static int ensure_conn(q__db *d)
 	return 0;
 }
 
-/* sql with ?N turned into $N (the shared SQL never has '?' inside a literal). */
+/* sql with ?N turned into $N, and each bare ? into the next $N (a statement uses one style;
+ * the shared SQL never has '?' inside a literal). */
 static char *dollar_sql(const char *sql)
 {
-	char *out = strdup(sql);
+	size_t bare = 0, len = 0;
+	char *out, *o;
+	int next = 1;
 
-	for (char *p = out; p && *p; p++)
-		if (*p == '?')
-			*p = '$';
+	for (const char *p = sql; *p; p++, len++)
+		bare += *p == '?' && (p[1] < '0' || p[1] > '9');
+	out = malloc(len + bare * 10 + 1);
+	if (!out)
+		return NULL;
+	o = out;
+	for (const char *p = sql; *p; p++) {
+		if (*p != '?') {
+			*o++ = *p;
+			continue;
+		}
+		*o++ = '$';
+		if (p[1] < '0' || p[1] > '9')
+			o += sprintf(o, "%d", next++);
+	}
+	*o = '\0';
 	return out;
 }
 

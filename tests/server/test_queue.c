@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "common/err.h"
 #include "server/ingest.h"
@@ -600,11 +601,40 @@ static void test_large_body_stored_compressed(void **state)
 	ingest1(f->q, &a, 1000);
 	assert_true(body_len(f, "d-big") < (int64_t)a.len / 3);
 	assert_int_equal(raw_int(f, "SELECT body_encoding FROM deliveries WHERE delivery='d-big'"),
-			 1);
+			 2);
 	assert_int_equal(q_lease(f->q, "w", 1000, 1000, &job), 0);
 	assert_string_equal(job->payload, body);
 	q_job_free(job);
 	free(body);
+}
+
+/* Bodies an earlier release stored zlib-compressed (body_encoding 1) still lease. */
+static void test_zlib_body_of_earlier_release_still_read(void **state)
+{
+	struct fixture *f = *state;
+	static const char body[] = "{\"action\":\"labeled\",\"note\":\"stored by an earlier "
+				   "release, zlib-compressed, stored by an earlier release\"}";
+	unsigned char z[512];
+	uLongf zn = sizeof(z);
+	char sql[2048];
+	size_t n;
+	q_delivery a = trigger("d-zlib", "acme/w", 1);
+	job_info *job;
+
+	assert_int_equal(compress2(z, &zn, (const Bytef *)body, sizeof(body) - 1, 1), Z_OK);
+	a.body = body;
+	a.len = sizeof(body) - 1;
+	ingest1(f->q, &a, 1000);
+	n = (size_t)snprintf(sql, sizeof(sql), "UPDATE deliveries SET body_encoding=1, body=%s",
+			     pg_uri ? "decode('" : "X'");
+	for (uLongf i = 0; i < zn; i++)
+		n += (size_t)snprintf(sql + n, sizeof(sql) - n, "%02x", z[i]);
+	snprintf(sql + n, sizeof(sql) - n, "%s WHERE delivery='d-zlib'",
+		 pg_uri ? "', 'hex')" : "'");
+	raw_exec(f, sql);
+	assert_int_equal(q_lease(f->q, "w", 1000, 1000, &job), 0);
+	assert_string_equal(job->payload, body);
+	q_job_free(job);
 }
 
 static void test_write_pacing_is_shared(void **state)
@@ -1175,6 +1205,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_sqlite_v1_database_is_migrated_and_readable, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_large_body_stored_compressed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_zlib_body_of_earlier_release_still_read, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_write_pacing_is_shared, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_concurrent_leases_never_share_a_job, setup,
 					    teardown),
