@@ -5,7 +5,10 @@
  * the next statement outside a transaction; inside one, every statement fails until the
  * caller's ROLLBACK, so nothing runs half a transaction on a fresh connection. Prepared
  * statements are cached per connection (by the SQL literal's address) and forgotten on a
- * reconnect. Texts are stored as valid UTF-8 (PostgreSQL refuses anything else): invalid
+ * reconnect. Statements built at run time (the ingest batches: one text per batch size) are
+ * prepared too, in a small cache keyed by their text and parameter types with the least
+ * recently used one deallocated: a batch size seen before then costs the server no parse,
+ * analysis or planning. Texts are stored as valid UTF-8 (PostgreSQL refuses anything else): invalid
  * bytes become '?'.
  */
 #include "common/err.h"
@@ -19,10 +22,13 @@
 #include <time.h>
 
 #define PG_STMT_CACHE 64
-#define PG_MAX_ARGS   16
-#define PG_INT8OID    20
-#define PG_TEXTOID    25
-#define PG_BYTEAOID   17
+/* Run-time texts prepared per connection, and the longest one worth keeping. */
+#define PG_TEXT_CACHE	  32
+#define PG_TEXT_CACHE_MAX (64 * 1024)
+#define PG_MAX_ARGS	  16
+#define PG_INT8OID	  20
+#define PG_TEXTOID	  25
+#define PG_BYTEAOID	  17
 /* pg_advisory_lock key of the schema migrations ("autopatc"). */
 #define PG_MIGRATE_LOCK "7022358425149453411"
 #define PG_CHANNEL	"autopatch_jobs"
@@ -36,6 +42,15 @@ struct q__db {
 		char name[16];
 	} cache[PG_STMT_CACHE];
 	int ncache, seq;
+	struct pg_text_stmt {
+		char *sql;  /* the caller's text (with ? placeholders), NULL when free */
+		Oid *types; /* parameter type OIDs */
+		int nargs;
+		uint64_t hash;
+		uint64_t used; /* d->tick at the last use */
+		char name[16];
+	} texts[PG_TEXT_CACHE];
+	uint64_t tick;
 	bool in_tx;	/* a BEGIN is open on this connection */
 	bool tx_broken; /* the connection was lost inside it */
 	bool listening;
@@ -75,8 +90,11 @@ static bool starts(const char *s, const char *prefix)
 	return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
+static void texts_clear(q__db *d);
+
 /* AP_EUNAVAIL for a lost connection, AP_EIO for failures worth retrying (deadlock,
- * serialization, the server shutting down or short of resources), else AP_EINVAL. */
+ * serialization, the server shutting down or short of resources, a prepared statement the
+ * server no longer has), else AP_EINVAL. */
 static int pg_fail(q__db *d, const PGresult *res, const char *what)
 {
 	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
@@ -94,13 +112,32 @@ static int pg_fail(q__db *d, const PGresult *res, const char *what)
 	else if (state && (starts(state, "40") || starts(state, "53") || starts(state, "57") ||
 			   starts(state, "08") || starts(state, "55P03")))
 		code = AP_EIO;
+	/* Our prepared statements are gone (a pooler's or someone's DISCARD ALL): forget them
+	 * all, and the retry prepares what it needs again. */
+	if (state && strcmp(state, "26000") == 0) {
+		d->ncache = 0;
+		texts_clear(d);
+		code = AP_EIO;
+	}
 	return ap_error_set(code, "database %s: %s failed: %.*s", d->shown, what, (int)n, msg);
+}
+
+/* Forget every prepared run-time text (the server forgot them with the connection). */
+static void texts_clear(q__db *d)
+{
+	for (int i = 0; i < PG_TEXT_CACHE; i++) {
+		free(d->texts[i].sql);
+		free(d->texts[i].types);
+		d->texts[i].sql = NULL;
+		d->texts[i].types = NULL;
+	}
 }
 
 static void pg_close(q__db *d)
 {
 	if (!d)
 		return;
+	texts_clear(d);
 	PQfinish(d->conn);
 	free(d->uri);
 	free(d->shown);
@@ -167,6 +204,7 @@ static int ensure_conn(q__db *d)
 	PQreset(d->conn);
 	PQsetNoticeProcessor(d->conn, quiet, NULL);
 	d->ncache = 0;
+	texts_clear(d);
 	d->listening = false;
 	if (PQstatus(d->conn) != CONNECTION_OK)
 		return ap_error_set(AP_EUNAVAIL, "database %s is unreachable: %s", d->shown,
@@ -361,7 +399,92 @@ static int prepared(q__db *d, const char *sql, const struct pg_params *pp, const
 	return 0;
 }
 
-/* One statement on a live connection; once: not prepared and cached (built at run time). */
+/* FNV-1a over the text and the parameter types. */
+static uint64_t text_hash(const char *sql, const struct pg_params *pp)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	for (const unsigned char *p = (const unsigned char *)sql; *p; p++)
+		h = (h ^ *p) * UINT64_C(1099511628211);
+	for (int i = 0; i < pp->n; i++)
+		h = (h ^ pp->types[i]) * UINT64_C(1099511628211);
+	return h;
+}
+
+/* The name of run-time text sql's prepared statement, preparing it when it is not cached
+ * (and deallocating the least recently used one when the cache is full); *name NULL: too
+ * long to keep, run it unprepared. */
+static int text_prepared(q__db *d, const char *sql, const struct pg_params *pp, const char **name)
+{
+	size_t len = strlen(sql);
+	uint64_t h;
+	struct pg_text_stmt *slot = NULL;
+	PGresult *res;
+	char *text = NULL;
+	int rc;
+
+	*name = NULL;
+	if (len > PG_TEXT_CACHE_MAX)
+		return 0;
+	h = text_hash(sql, pp);
+	d->tick++;
+	for (int i = 0; i < PG_TEXT_CACHE; i++) {
+		struct pg_text_stmt *t = &d->texts[i];
+
+		if (t->sql && t->hash == h && t->nargs == pp->n && strcmp(t->sql, sql) == 0 &&
+		    memcmp(t->types, pp->types, (size_t)pp->n * sizeof(*t->types)) == 0) {
+			t->used = d->tick;
+			*name = t->name;
+			return 0;
+		}
+		if (!slot || (slot->sql && (!t->sql || t->used < slot->used)))
+			slot = t;
+	}
+	if (slot->sql) {
+		char dealloc[32];
+
+		snprintf(dealloc, sizeof(dealloc), "DEALLOCATE %s", slot->name);
+		/* Inside a failed transaction this fails: the statement then lives on with the
+		 * connection, unnamed here, which costs the server a little memory only. */
+		PQclear(PQexec(d->conn, dealloc));
+		free(slot->sql);
+		free(slot->types);
+		slot->sql = NULL;
+		slot->types = NULL;
+	}
+	text = dollar_sql(sql);
+	slot->types = malloc(((size_t)pp->n + 1) * sizeof(*slot->types));
+	slot->sql = strdup(sql);
+	if (!text || !slot->types || !slot->sql) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out_forget;
+	}
+	memcpy(slot->types, pp->types, (size_t)pp->n * sizeof(*slot->types));
+	slot->nargs = pp->n;
+	slot->hash = h;
+	slot->used = d->tick;
+	snprintf(slot->name, sizeof(slot->name), "t%d", d->seq++);
+	res = PQprepare(d->conn, slot->name, text, pp->n, pp->types);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		rc = pg_fail(d, res, "prepare");
+		PQclear(res);
+		goto out_forget;
+	}
+	PQclear(res);
+	free(text);
+	*name = slot->name;
+	return 0;
+out_forget:
+	free(text);
+	free(slot->sql);
+	free(slot->types);
+	slot->sql = NULL;
+	slot->types = NULL;
+	return rc;
+}
+
+/* One statement on a live connection; once: built at run time (prepared through the text
+ * cache, or not at all when too long). */
 static int run_stmt(q__db *d, const char *sql, bool once, const q__val *args, int nargs,
 		    q__res **rows, int64_t *changes)
 {
@@ -379,7 +502,9 @@ static int run_stmt(q__db *d, const char *sql, bool once, const q__val *args, in
 	}
 	if ((rc = params_build(&pp, args, nargs)))
 		goto out;
-	if (once) {
+	if (once && (rc = text_prepared(d, sql, &pp, &name)))
+		goto out;
+	if (once && !name) {
 		char *text = dollar_sql(sql);
 
 		if (!text) {
@@ -389,7 +514,7 @@ static int run_stmt(q__db *d, const char *sql, bool once, const q__val *args, in
 		res = PQexecParams(d->conn, text, nargs, pp.types, pp.vals, pp.lens, pp.fmts, 0);
 		free(text);
 	} else {
-		if ((rc = prepared(d, sql, &pp, &name)))
+		if (!once && (rc = prepared(d, sql, &pp, &name)))
 			goto out;
 		res = PQexecPrepared(d->conn, name, nargs, pp.vals, pp.lens, pp.fmts, 0);
 	}

@@ -804,6 +804,45 @@ static void test_pg_reconnects_after_the_server_dropped_it(void **state)
 	assert_int_equal(a.result, Q_QUEUED);
 }
 
+/* Ingest batches of 1..40 deliveries (three statement texts each: more than PostgreSQL's
+ * cache of prepared run-time texts holds, so the first ones are deallocated), then sizes seen
+ * before again, then (PostgreSQL) a size still cached after the server dropped the
+ * connection: every delivery of every batch is stored once. */
+static void test_batches_of_every_size_after_eviction_and_reconnect(void **state)
+{
+	struct fixture *f = *state;
+	static char ids[1000][16];
+	static q_delivery ds[1000];
+	q_delivery *batch[40];
+	/* Sizes seen first (deallocated by now) and last (still prepared). */
+	static const int again[] = {2, 3, 39, 1, 40};
+	int used = 0, total = 0;
+
+	for (int round = 0; round < 40 + 5 + 1; round++) {
+		int n = round < 40 ? round + 1 : round < 45 ? again[round - 40] : 40;
+
+		if (round == 45 && pg_uri) {
+			raw_exec(f, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+				    "application_name='autopatch' AND pid <> pg_backend_pid()");
+			usleep(100 * 1000);
+		}
+		assert_true(used + n <= 1000);
+		for (int i = 0; i < n; i++) {
+			snprintf(ids[used + i], sizeof(ids[0]), "d-%d", used + i);
+			ds[used + i] = trigger(ids[used + i], "acme/w", used + i + 1);
+			batch[i] = &ds[used + i];
+		}
+		assert_int_equal(q_ingest(f->q, batch, (size_t)n, 1000 + round), 0);
+		for (int i = 0; i < n; i++)
+			assert_int_equal(batch[i]->result, Q_QUEUED);
+		used += n;
+		total += n;
+	}
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs"), total);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM deliveries"), total);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM job_events"), total);
+}
+
 /* --- group commit ------------------------------------------------------------------------ */
 
 struct waiter {
@@ -1214,6 +1253,8 @@ int main(int argc, char **argv)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_pg_reconnects_after_the_server_dropped_it, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_batches_of_every_size_after_eviction_and_reconnect,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit_batches_and_commits_before_done,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_retries_then_succeeds, setup, teardown),
