@@ -2,6 +2,7 @@
 /* server/nonce.c - one-time server-side random values (see nonce.h). */
 #include "server/nonce.h"
 #include "common/err.h"
+#include "common/slots.h"
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
@@ -18,39 +19,19 @@ struct entry {
 };
 
 struct nonce_store {
-	pthread_mutex_t lock;
-	int cap;
-	struct entry *e;
+	ap_slots t; /* first: entries are struct entry */
 };
 
 int nonce_store_new(nonce_store **out, int cap)
 {
-	nonce_store *s;
-
-	*out = NULL;
-	if (cap < 1)
-		return ap_error_set(AP_EINVAL, "a nonce store needs room for one");
-	s = calloc(1, sizeof(*s));
-	if (s)
-		s->e = calloc((size_t)cap, sizeof(*s->e));
-	if (!s || !s->e) {
-		free(s);
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	pthread_mutex_init(&s->lock, NULL);
-	s->cap = cap;
-	*out = s;
-	return 0;
+	return ap_slots_new((void **)out, sizeof(**out), cap, sizeof(struct entry),
+			    "a nonce store needs room for one");
 }
 
 void nonce_store_free(nonce_store *s)
 {
-	if (!s)
-		return;
-	OPENSSL_cleanse(s->e, (size_t)s->cap * sizeof(*s->e));
-	pthread_mutex_destroy(&s->lock);
-	free(s->e);
-	free(s);
+	if (s)
+		ap_slots_free(&s->t);
 }
 
 int nonce_random_hex(char *out, int n)
@@ -77,10 +58,10 @@ int nonce_issue(nonce_store *s, const char *kind, int64_t ttl_ms, int64_t now,
 
 	if ((rc = nonce_random_hex(out, NONCE_HEX / 2)))
 		return rc;
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->t.lock);
 	/* A free (used or expired) slot, else the oldest. */
-	for (int i = 0; i < s->cap; i++) {
-		struct entry *e = &s->e[i];
+	for (int i = 0; i < s->t.cap; i++) {
+		struct entry *e = ap_slots_at(&s->t, i);
 
 		if (e->used || !e->kind || e->expires <= now) {
 			slot = e;
@@ -94,7 +75,7 @@ int nonce_issue(nonce_store *s, const char *kind, int64_t ttl_ms, int64_t now,
 	memcpy(slot->value, out, NONCE_HEX + 1);
 	slot->issued = now;
 	slot->expires = now + ttl_ms;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->t.lock);
 	return 0;
 }
 
@@ -104,9 +85,9 @@ int nonce_redeem(nonce_store *s, const char *kind, const char *value, int64_t no
 
 	if (!value || strlen(value) != NONCE_HEX)
 		return AP_ENOTFOUND;
-	pthread_mutex_lock(&s->lock);
-	for (int i = 0; i < s->cap; i++) {
-		struct entry *e = &s->e[i];
+	pthread_mutex_lock(&s->t.lock);
+	for (int i = 0; i < s->t.cap; i++) {
+		struct entry *e = ap_slots_at(&s->t, i);
 
 		if (!e->kind || e->used || CRYPTO_memcmp(e->value, value, NONCE_HEX) != 0)
 			continue;
@@ -116,6 +97,6 @@ int nonce_redeem(nonce_store *s, const char *kind, const char *value, int64_t no
 		rc = e->expires > now ? 0 : AP_ETIMEOUT;
 		break;
 	}
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->t.lock);
 	return rc;
 }

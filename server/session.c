@@ -2,6 +2,7 @@
 /* server/session.c - the console's session table (see session.h). */
 #include "server/session.h"
 #include "common/err.h"
+#include "common/slots.h"
 #include "server/nonce.h"
 
 #include <openssl/crypto.h>
@@ -27,9 +28,7 @@ struct sess {
 };
 
 struct sess_store {
-	pthread_mutex_t lock;
-	int cap;
-	struct sess *e;
+	ap_slots t; /* first: entries are struct sess */
 };
 
 static void drop(struct sess *e)
@@ -43,33 +42,17 @@ static void drop(struct sess *e)
 
 int sess_store_new(sess_store **out, int cap)
 {
-	sess_store *s;
-
-	*out = NULL;
-	if (cap < 1)
-		return ap_error_set(AP_EINVAL, "a session table needs room for one");
-	s = calloc(1, sizeof(*s));
-	if (s)
-		s->e = calloc((size_t)cap, sizeof(*s->e));
-	if (!s || !s->e) {
-		free(s);
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	pthread_mutex_init(&s->lock, NULL);
-	s->cap = cap;
-	*out = s;
-	return 0;
+	return ap_slots_new((void **)out, sizeof(**out), cap, sizeof(struct sess),
+			    "a session table needs room for one");
 }
 
 void sess_store_free(sess_store *s)
 {
 	if (!s)
 		return;
-	for (int i = 0; i < s->cap; i++)
-		drop(&s->e[i]);
-	pthread_mutex_destroy(&s->lock);
-	free(s->e);
-	free(s);
+	for (int i = 0; i < s->t.cap; i++)
+		drop(ap_slots_at(&s->t, i));
+	ap_slots_free(&s->t);
 }
 
 /* The live session id, or NULL (an expired one is dropped). Under the lock. */
@@ -77,8 +60,8 @@ static struct sess *find(sess_store *s, const char *id, int64_t now)
 {
 	if (!id || strlen(id) != SESS_HEX)
 		return NULL;
-	for (int i = 0; i < s->cap; i++) {
-		struct sess *e = &s->e[i];
+	for (int i = 0; i < s->t.cap; i++) {
+		struct sess *e = ap_slots_at(&s->t, i);
 
 		if (!e->live || CRYPTO_memcmp(e->id, id, SESS_HEX) != 0)
 			continue;
@@ -107,9 +90,9 @@ int sess_create(sess_store *s, const char *login, const char *token, bool operat
 		return rc;
 	if (token && !(tok = strdup(token)))
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	pthread_mutex_lock(&s->lock);
-	for (int i = 0; i < s->cap; i++) {
-		struct sess *e = &s->e[i];
+	pthread_mutex_lock(&s->t.lock);
+	for (int i = 0; i < s->t.cap; i++) {
+		struct sess *e = ap_slots_at(&s->t, i);
 
 		if (!e->live || e->info.expires <= now) {
 			slot = e;
@@ -126,7 +109,7 @@ int sess_create(sess_store *s, const char *login, const char *token, bool operat
 	slot->info.operator= operator;
 	slot->info.expires = now + ttl_ms;
 	slot->token = tok;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->t.lock);
 	OPENSSL_cleanse(csrf, sizeof(csrf));
 	return 0;
 }
@@ -136,13 +119,13 @@ int sess_get(sess_store *s, const char *id, int64_t now, sess_info *out)
 	struct sess *e;
 	int rc = AP_ENOTFOUND;
 
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->t.lock);
 	e = find(s, id, now);
 	if (e) {
 		*out = e->info;
 		rc = 0;
 	}
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->t.lock);
 	return rc;
 }
 
@@ -153,11 +136,11 @@ bool sess_csrf_ok(sess_store *s, const char *id, const char *csrf, int64_t now)
 
 	if (!csrf || strlen(csrf) != SESS_HEX)
 		return false;
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->t.lock);
 	e = find(s, id, now);
 	if (e)
 		ok = CRYPTO_memcmp(e->info.csrf, csrf, SESS_HEX) == 0;
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->t.lock);
 	return ok;
 }
 
@@ -167,13 +150,13 @@ int sess_token(sess_store *s, const char *id, int64_t now, char **out)
 	int rc = AP_ENOTFOUND;
 
 	*out = NULL;
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->t.lock);
 	e = find(s, id, now);
 	if (e && e->token) {
 		*out = strdup(e->token);
 		rc = *out ? 0 : AP_ENOMEM;
 	}
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->t.lock);
 	return rc;
 }
 
@@ -182,7 +165,7 @@ int sess_perm_get(sess_store *s, const char *id, const char *repo, int64_t now, 
 	struct sess *e;
 	int rc = AP_ENOTFOUND;
 
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->t.lock);
 	e = find(s, id, now);
 	for (int i = 0; e && i < PERMS; i++)
 		if (e->perms[i].repo[0] && strcmp(e->perms[i].repo, repo) == 0 &&
@@ -191,7 +174,7 @@ int sess_perm_get(sess_store *s, const char *id, const char *repo, int64_t now, 
 			rc = 0;
 			break;
 		}
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->t.lock);
 	return rc;
 }
 
@@ -202,7 +185,7 @@ void sess_perm_put(sess_store *s, const char *id, const char *repo, bool yes, in
 
 	if (strlen(repo) > SESS_REPO_MAX)
 		return;
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->t.lock);
 	e = find(s, id, now);
 	for (int i = 0; e && i < PERMS; i++) {
 		struct perm *p = &e->perms[i];
@@ -219,16 +202,16 @@ void sess_perm_put(sess_store *s, const char *id, const char *repo, bool yes, in
 		slot->yes = yes;
 		slot->at = now;
 	}
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->t.lock);
 }
 
 void sess_end(sess_store *s, const char *id)
 {
 	struct sess *e;
 
-	pthread_mutex_lock(&s->lock);
+	pthread_mutex_lock(&s->t.lock);
 	e = find(s, id, INT64_MIN);
 	if (e)
 		drop(e);
-	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->t.lock);
 }

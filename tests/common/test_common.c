@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* tests/common/test_common.c - buffer caps, errors, the settings table and configuration
- * parsing. */
+/* tests/common/test_common.c - buffer caps, errors, the settings table, configuration
+ * parsing and the fixed tables (slots). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +20,7 @@
 #include "common/err.h"
 #include "common/jsonnum.h"
 #include "common/redact.h"
+#include "common/slots.h"
 
 static void test_buf_cap_refuses_overflow(void **state)
 {
@@ -290,6 +291,38 @@ static void test_json_int_refuses_what_int64_cannot_hold(void **state)
 	cJSON_Delete(o);
 }
 
+/* A table of two zeroed entries of the asked size behind a mutex; cap 0 is refused with the
+ * caller's sentence; free accepts NULL. */
+static void test_slots_new_zeroed_entries_and_refusal(void **state)
+{
+	struct obj {
+		ap_slots t;
+		int extra;
+	} *o = NULL;
+	void *out = (void *)1;
+
+	(void)state;
+	assert_int_equal(
+	    ap_slots_new(&out, sizeof(struct obj), 0, 16, "a table needs room for one"), AP_EINVAL);
+	assert_null(out);
+	assert_string_equal(ap_error_last(), "a table needs room for one");
+	assert_int_equal(ap_slots_new((void **)&o, sizeof(*o), 2, 24, "x"), 0);
+	assert_int_equal(o->t.cap, 2);
+	assert_int_equal(o->extra, 0);
+	for (int i = 0; i < 2; i++) {
+		const unsigned char *e = ap_slots_at(&o->t, i);
+
+		for (int b = 0; b < 24; b++)
+			assert_int_equal(e[b], 0);
+	}
+	assert_ptr_equal(ap_slots_at(&o->t, 1), (char *)ap_slots_at(&o->t, 0) + 24);
+	memset(ap_slots_at(&o->t, 1), 0xab, 24);
+	assert_int_equal(pthread_mutex_lock(&o->t.lock), 0);
+	assert_int_equal(pthread_mutex_unlock(&o->t.lock), 0);
+	ap_slots_free(&o->t);
+	ap_slots_free(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -303,6 +336,7 @@ int main(void)
 	    cmocka_unit_test(test_config_registers_the_secret_rows),
 	    cmocka_unit_test(test_config_malformed_line_names_line),
 	    cmocka_unit_test(test_json_int_refuses_what_int64_cannot_hold),
+	    cmocka_unit_test(test_slots_new_zeroed_entries_and_refusal),
 	};
 	return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

@@ -56,6 +56,23 @@ class TS(socketserver.ThreadingMixIn, socketserver.TCPServer):
 threading.Thread(target=TS(("0.0.0.0", 8443), T).serve_forever).start()
 """
 
+# Python for probes that run in the box (needs socket): a direct TCP connection and a name
+# lookup, each reported as a string the tests compare.
+BOX_NET = r"""
+def tcp(host, port):
+    try:
+        socket.create_connection((host, port), timeout=4).close()
+        return "connected"
+    except OSError as e:
+        return "failed: %s" % e
+
+def dns(name):
+    try:
+        return "resolved: %s" % socket.getaddrinfo(name, 80)[0][4][0]
+    except OSError as e:
+        return "failed: %s" % e
+"""
+
 # Runs inside the sandbox. argv: mirror ip, then addresses that must be unreachable directly.
 PROBE = r"""
 import concurrent.futures, hashlib, json, os, socket, ssl, sys, urllib.error, urllib.request
@@ -122,18 +139,7 @@ def env_get(url):
     except urllib.error.HTTPError as e:
         return [e.code, e.read().decode()]
 
-def direct_tcp(ip, port):
-    try:
-        socket.create_connection((ip, port), timeout=4).close()
-        return "connected"
-    except OSError as e:
-        return "failed: %s" % e
-
-def dns(name):
-    try:
-        return "resolved: %s" % socket.getaddrinfo(name, 80)[0][4][0]
-    except OSError as e:
-        return "failed: %s" % e
+""" + BOX_NET + r"""
 
 decimal = str(int.from_bytes(socket.inet_aton(mirror_ip), "big"))
 # Docker still installs a default route on an Internal network: its gateway must not answer.
@@ -145,7 +151,7 @@ targets = [(ip, int(port)) for ip in [mirror_ip] + direct
            for port in ("8080", "80", os.environ.get("HOST_PORT", "80"))]
 with concurrent.futures.ThreadPoolExecutor(len(targets)) as pool:
     direct_results = dict(zip(["%s:%d" % t for t in targets],
-                              pool.map(lambda t: direct_tcp(*t), targets)))
+                              pool.map(lambda t: tcp(*t), targets)))
 print(json.dumps({
     "env_get": env_get("http://mirror.autopatch.test:8080/env"),
     "http_allowed": http_get("http://mirror.autopatch.test:8080/pkg?x=1"),

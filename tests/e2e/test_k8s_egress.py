@@ -26,7 +26,8 @@ import k8s_util
 import test_k8s_environments
 from agents_util import CALC, call, happy, make_calc_repo, new_owner, step
 from sandbox_util import Sandbox
-from test_environments import build_wheel, commit_all, docker, wait_http
+from test_egress import BOX_NET
+from test_environments import HELPER_TEST, build_wheel, commit_all, docker, wait_http
 
 MIRROR = "mirror.autopatch.test:8080"
 PY_IMAGE = "autopatch-sandbox:python"
@@ -100,18 +101,7 @@ def get(url):
     except Exception as e:
         return [0, repr(e)]
 
-def tcp(host, port):
-    try:
-        socket.create_connection((host, port), timeout=3).close()
-        return "connected"
-    except OSError as e:
-        return "failed: %s" % e
-
-def dns(name):
-    try:
-        return "resolved: %s" % socket.getaddrinfo(name, 80)[0][4][0]
-    except OSError as e:
-        return "failed: %s" % e
+""" + BOX_NET + r"""
 
 gateway = None
 with open("/proc/net/route") as f:
@@ -218,13 +208,6 @@ setup:
   - python3 -c "import urllib.request as u; u.urlopen('http://other.autopatch.test:8080/', timeout=10)" || true
 network: ["{MIRROR}"]
 test: python3 -m pytest -q
-"""
-HELPER_TEST = """\
-import aphelper
-
-
-def test_the_wheel_from_the_index_is_installed():
-    assert aphelper.double(21) == 42
 """
 # The Builder tries the network in the agent phase (the proxy's address from its variables).
 NET_PROBE = ("python3 -c \"import os, urllib.request as u; "
