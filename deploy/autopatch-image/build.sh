@@ -12,6 +12,8 @@
 #        build.sh --print-tag [BUILD_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../debian-image.sh
+source "$here/../debian-image.sh"
 root=$(cd "$here/../.." && pwd)
 suite=${AUTOPATCH_IMAGE_SUITE:-bookworm}
 print_tag=0
@@ -23,34 +25,19 @@ for f in "$bin" "$proxy"; do
   [[ -x $f ]] || { echo "[autopatch-image] $f is missing: run meson setup + ninja first" >&2; exit 2; }
 done
 mapfile -t pkgs < <(grep -v '^\s*#' "$here/packages.txt" | sed '/^\s*$/d' | sort -u)
-hash=$( { echo "$suite"; printf '%s\n' "${pkgs[@]}"; cat "$here/build.sh"; sha256sum "$bin" "$proxy" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
+hash=$( { echo "$suite"; printf '%s\n' "${pkgs[@]}"; cat "$here/build.sh" "$here/../debian-image.sh"; sha256sum "$bin" "$proxy" | cut -d' ' -f1; } | sha256sum | cut -c1-16)
 if ((print_tag)); then echo "autopatch:$hash"; exit 0; fi
 if docker image inspect "autopatch:$hash" >/dev/null 2>&1; then
   docker tag "autopatch:$hash" autopatch:latest
   echo "[autopatch-image] autopatch:$hash is up to date" >&2
   exit 0
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 echo "[autopatch-image] building autopatch:$hash (${#pkgs[@]} packages from Debian $suite)" >&2
-mmdebstrap --variant=apt --quiet \
-  --include="$(IFS=,; echo "${pkgs[*]}")" \
-  --customize-hook='chroot "$1" groupadd -g 10001 autopatch' \
-  --customize-hook='chroot "$1" useradd -u 10001 -g 10001 -d /var/lib/autopatch -M -s /usr/sbin/nologin autopatch' \
-  --customize-hook='mkdir -p "$1"/var/lib/autopatch && chown 10001:10001 "$1"/var/lib/autopatch' \
-  --customize-hook="copy-in $bin $proxy /usr/local/bin" \
-  --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
-  "$suite" "$tmp/rootfs.tar"
-docker import \
-  --change 'USER 10001:10001' \
-  --change 'WORKDIR /var/lib/autopatch' \
-  --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
-  --change 'ENV AUTOPATCH_DATA_DIR=/var/lib/autopatch' \
-  --change 'ENV AUTOPATCH_ENV_FILE=/dev/null' \
-  --change 'EXPOSE 3000' \
-  --change 'ENTRYPOINT ["/usr/local/bin/autopatch"]' \
-  --change 'CMD ["serve"]' \
-  --change "LABEL autopatch.image-hash=$hash" \
-  "$tmp/rootfs.tar" "autopatch:$hash" >/dev/null
+hooks=('mkdir -p "$1"/var/lib/autopatch && chown 10001:10001 "$1"/var/lib/autopatch'
+  "copy-in $bin $proxy /usr/local/bin")
+changes=('USER 10001:10001' 'WORKDIR /var/lib/autopatch' 'ENV PATH=/usr/local/bin:/usr/bin:/bin'
+  'ENV AUTOPATCH_DATA_DIR=/var/lib/autopatch' 'ENV AUTOPATCH_ENV_FILE=/dev/null' 'EXPOSE 3000'
+  'ENTRYPOINT ["/usr/local/bin/autopatch"]' 'CMD ["serve"]' "LABEL autopatch.image-hash=$hash")
+debian_image "$suite" "autopatch:$hash" autopatch /var/lib/autopatch /usr/sbin/nologin pkgs hooks changes
 docker tag "autopatch:$hash" autopatch:latest
 echo "[autopatch-image] built autopatch:$hash" >&2

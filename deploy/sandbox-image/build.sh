@@ -14,6 +14,8 @@
 #        build.sh --list                the flavours, one per line
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../debian-image.sh
+source "$here/../debian-image.sh"
 suite=${AUTOPATCH_SANDBOX_SUITE:-bookworm}
 name=autopatch-sandbox
 default_flavor=python
@@ -26,13 +28,13 @@ list_pkgs() { # flavour -> its packages (base + flavour), sorted, unique
 
 tag_of() { # flavour -> NAME-HASH
   local hash
-  hash=$( { echo "$suite"; echo "$1"; list_pkgs "$1"; cat "$here/build.sh"; } | sha256sum | cut -c1-16)
+  hash=$( { echo "$suite"; echo "$1"; list_pkgs "$1"; cat "$here/build.sh" "$here/../debian-image.sh"; } | sha256sum | cut -c1-16)
   echo "$1-$hash"
 }
 
 build_one() {
-  local flavor=$1 tag hash tmp
-  local -a pkgs
+  local flavor=$1 tag hash
+  local -a pkgs hooks=() changes
   [[ -f $here/flavors/$flavor.txt ]] || {
     echo "[sandbox-image] unknown flavour \"$flavor\"; known: $(flavors | tr '\n' ' ')" >&2
     return 2
@@ -46,27 +48,13 @@ build_one() {
     echo "[sandbox-image] $name:$tag is up to date" >&2
     return 0
   fi
-  tmp=$(mktemp -d)
-  # shellcheck disable=SC2064
-  trap "rm -rf '$tmp'" RETURN
   echo "[sandbox-image] building $name:$tag (${#pkgs[@]} packages from Debian $suite)" >&2
   # A non-root user 10001 owns nothing; /tmp and the workspace are tmpfs mounts at run time.
-  mmdebstrap --variant=apt --quiet \
-    --include="$(IFS=,; echo "${pkgs[*]}")" \
-    --customize-hook='chroot "$1" groupadd -g 10001 sandbox' \
-    --customize-hook='chroot "$1" useradd -u 10001 -g 10001 -d /tmp/workspace -M -s /bin/sh sandbox' \
-    --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
-    "$suite" "$tmp/rootfs.tar"
-  docker import \
-    --change 'USER 10001:10001' \
-    --change 'WORKDIR /tmp/workspace' \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV HOME=/tmp/workspace' \
-    --change 'ENV LANG=C.UTF-8' \
-    --change 'CMD ["sleep", "infinity"]' \
-    --change "LABEL autopatch.image-hash=$hash" \
-    --change "LABEL autopatch.flavor=$flavor" \
-    "$tmp/rootfs.tar" "$name:$tag" >/dev/null
+  changes=('USER 10001:10001' 'WORKDIR /tmp/workspace'
+    'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+    'ENV HOME=/tmp/workspace' 'ENV LANG=C.UTF-8' 'CMD ["sleep", "infinity"]'
+    "LABEL autopatch.image-hash=$hash" "LABEL autopatch.flavor=$flavor")
+  debian_image "$suite" "$name:$tag" sandbox /tmp/workspace /bin/sh pkgs hooks changes
   docker tag "$name:$tag" "$name:$flavor"
   [[ $flavor == "$default_flavor" ]] && docker tag "$name:$tag" "$name:latest"
   echo "[sandbox-image] built $name:$tag" >&2
