@@ -75,6 +75,89 @@ size_t q__text_len(const char *s)
 	return ap_utf8_cut(s, Q_TEXT_MAX);
 }
 
+/* FNV-1a over the text, then the extra key. */
+static uint64_t lru_hash(const char *sql, const void *key, size_t key_len)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	for (const unsigned char *p = (const unsigned char *)sql; *p; p++)
+		h = (h ^ *p) * UINT64_C(1099511628211);
+	for (size_t i = 0; i < key_len; i++)
+		h = (h ^ ((const unsigned char *)key)[i]) * UINT64_C(1099511628211);
+	return h;
+}
+
+static void lru_forget(struct q__lru_entry *e)
+{
+	free(e->sql);
+	free(e->key);
+	memset(e, 0, sizeof(*e));
+}
+
+void *q__lru_find(q__stmt_lru *c, const char *sql, const void *key, size_t key_len)
+{
+	uint64_t h = lru_hash(sql, key, key_len);
+
+	for (int i = 0; i < Q_LRU_SIZE; i++) {
+		struct q__lru_entry *e = &c->e[i];
+
+		if (e->sql && e->hash == h && e->key_len == key_len && strcmp(e->sql, sql) == 0 &&
+		    (key_len == 0 || memcmp(e->key, key, key_len) == 0)) {
+			e->used = ++c->tick;
+			return e->stmt;
+		}
+	}
+	return NULL;
+}
+
+int q__lru_add(q__stmt_lru *c, const char *sql, const void *key, size_t key_len, void *stmt,
+	       q__lru_drop_fn drop, void *ud)
+{
+	struct q__lru_entry *slot = &c->e[0];
+	size_t len = strlen(sql);
+
+	if (len > Q_LRU_TEXT_MAX)
+		return AP_EINVAL;
+	for (int i = 0; i < Q_LRU_SIZE; i++) {
+		if (!c->e[i].sql) {
+			slot = &c->e[i];
+			break;
+		}
+		if (c->e[i].used < slot->used)
+			slot = &c->e[i];
+	}
+	if (slot->sql) {
+		if (drop)
+			drop(ud, slot->stmt);
+		lru_forget(slot);
+	}
+	slot->sql = malloc(len + 1);
+	slot->key = key_len ? malloc(key_len) : NULL;
+	if (!slot->sql || (key_len && !slot->key)) {
+		lru_forget(slot);
+		return AP_ENOMEM;
+	}
+	memcpy(slot->sql, sql, len + 1);
+	if (key_len)
+		memcpy(slot->key, key, key_len);
+	slot->key_len = key_len;
+	slot->hash = lru_hash(sql, key, key_len);
+	slot->used = ++c->tick;
+	slot->stmt = stmt;
+	return 0;
+}
+
+void q__lru_clear(q__stmt_lru *c, q__lru_drop_fn drop, void *ud)
+{
+	for (int i = 0; i < Q_LRU_SIZE; i++)
+		if (c->e[i].sql) {
+			if (drop)
+				drop(ud, c->e[i].stmt);
+			lru_forget(&c->e[i]);
+		}
+	c->tick = 0;
+}
+
 /* One statement; rows and changes may be NULL. */
 static int x(queue *q, const char *sql, const q__val *args, int nargs, q__res **rows,
 	     int64_t *changes)

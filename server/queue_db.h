@@ -61,7 +61,8 @@ typedef struct q__driver {
 	 * failure worth retrying (busy, deadlock, I/O), AP_EINVAL for a bad statement. */
 	int (*exec)(q__db *db, const char *sql, const q__val *args, int nargs, q__res **rows,
 		    int64_t *changes);
-	/* The same for a statement built at run time (not a literal): never cached. */
+	/* The same for a statement built at run time (not a literal): cached by its text in
+	 * the driver's q__stmt_lru (the ingest batches: one text per batch size). */
 	int (*exec_once)(q__db *db, const char *sql, const q__val *args, int nargs, q__res **rows,
 			 int64_t *changes);
 	/* Run a script of statements without parameters (migrations). */
@@ -174,5 +175,33 @@ bool q__is_pg_uri(const char *target);
 
 /* The length of s to store: at most Q_TEXT_MAX bytes, cut on a UTF-8 character boundary. */
 size_t q__text_len(const char *s);
+
+/* Prepared forms of statements built at run time, per connection, by text plus an extra key
+ * (PostgreSQL: the parameter types), the least recently used one dropped when full. Both
+ * drivers keep one; the statement handle is the driver's (a sqlite3_stmt, a statement name).
+ * Zero-initialised is empty. */
+#define Q_LRU_SIZE     32
+#define Q_LRU_TEXT_MAX (64 * 1024) /* longer texts are not kept */
+typedef void (*q__lru_drop_fn)(void *ud, void *stmt);
+typedef struct q__stmt_lru {
+	struct q__lru_entry {
+		char *sql; /* NULL: free */
+		void *key; /* a copy of the extra key */
+		size_t key_len;
+		uint64_t hash, used;
+		void *stmt;
+	} e[Q_LRU_SIZE];
+	uint64_t tick;
+} q__stmt_lru;
+
+/* The cached statement for sql + key, or NULL. */
+void *q__lru_find(q__stmt_lru *c, const char *sql, const void *key, size_t key_len);
+/* Keep stmt for sql + key; when full, the least recently used entry goes to drop(ud, its
+ * stmt) first. AP_ENOMEM (stmt not kept: the caller still owns it) or AP_EINVAL (sql too long
+ * to keep) on failure. */
+int q__lru_add(q__stmt_lru *c, const char *sql, const void *key, size_t key_len, void *stmt,
+	       q__lru_drop_fn drop, void *ud);
+/* Drop every entry (drop may be NULL: the handles are already gone with the connection). */
+void q__lru_clear(q__stmt_lru *c, q__lru_drop_fn drop, void *ud);
 
 #endif

@@ -6,9 +6,9 @@
  * caller's ROLLBACK, so nothing runs half a transaction on a fresh connection. Prepared
  * statements are cached per connection (by the SQL literal's address) and forgotten on a
  * reconnect. Statements built at run time (the ingest batches: one text per batch size) are
- * prepared too, in a small cache keyed by their text and parameter types with the least
- * recently used one deallocated: a batch size seen before then costs the server no parse,
- * analysis or planning. Texts are stored as valid UTF-8 (PostgreSQL refuses anything else): invalid
+ * prepared too, in the q__stmt_lru keyed by their text and parameter types, the least recently
+ * used one deallocated: a batch size seen before then costs the server no parse, analysis or
+ * planning. Texts are stored as valid UTF-8 (PostgreSQL refuses anything else): invalid
  * bytes become '?'.
  */
 #include "common/err.h"
@@ -22,13 +22,10 @@
 #include <time.h>
 
 #define PG_STMT_CACHE 64
-/* Run-time texts prepared per connection, and the longest one worth keeping. */
-#define PG_TEXT_CACHE	  32
-#define PG_TEXT_CACHE_MAX (64 * 1024)
-#define PG_MAX_ARGS	  16
-#define PG_INT8OID	  20
-#define PG_TEXTOID	  25
-#define PG_BYTEAOID	  17
+#define PG_MAX_ARGS   16
+#define PG_INT8OID    20
+#define PG_TEXTOID    25
+#define PG_BYTEAOID   17
 /* pg_advisory_lock key of the schema migrations ("autopatc"). */
 #define PG_MIGRATE_LOCK "7022358425149453411"
 #define PG_CHANNEL	"autopatch_jobs"
@@ -42,17 +39,9 @@ struct q__db {
 		char name[16];
 	} cache[PG_STMT_CACHE];
 	int ncache, seq;
-	struct pg_text_stmt {
-		char *sql;  /* the caller's text (with ? placeholders), NULL when free */
-		Oid *types; /* parameter type OIDs */
-		int nargs;
-		uint64_t hash;
-		uint64_t used; /* d->tick at the last use */
-		char name[16];
-	} texts[PG_TEXT_CACHE];
-	uint64_t tick;
-	bool in_tx;	/* a BEGIN is open on this connection */
-	bool tx_broken; /* the connection was lost inside it */
+	q__stmt_lru texts; /* run-time texts; stmt: the statement's malloc'd name */
+	bool in_tx;	   /* a BEGIN is open on this connection */
+	bool tx_broken;	   /* the connection was lost inside it */
 	bool listening;
 };
 
@@ -92,6 +81,12 @@ static bool starts(const char *s, const char *prefix)
 
 static void texts_clear(q__db *d);
 
+static void free_name(void *ud, void *name)
+{
+	(void)ud;
+	free(name);
+}
+
 /* AP_EUNAVAIL for a lost connection, AP_EIO for failures worth retrying (deadlock,
  * serialization, the server shutting down or short of resources, a prepared statement the
  * server no longer has), else AP_EINVAL. */
@@ -125,12 +120,7 @@ static int pg_fail(q__db *d, const PGresult *res, const char *what)
 /* Forget every prepared run-time text (the server forgot them with the connection). */
 static void texts_clear(q__db *d)
 {
-	for (int i = 0; i < PG_TEXT_CACHE; i++) {
-		free(d->texts[i].sql);
-		free(d->texts[i].types);
-		d->texts[i].sql = NULL;
-		d->texts[i].types = NULL;
-	}
+	q__lru_clear(&d->texts, free_name, NULL);
 }
 
 static void pg_close(q__db *d)
@@ -399,87 +389,59 @@ static int prepared(q__db *d, const char *sql, const struct pg_params *pp, const
 	return 0;
 }
 
-/* FNV-1a over the text and the parameter types. */
-static uint64_t text_hash(const char *sql, const struct pg_params *pp)
+/* q__stmt_lru's drop: the server forgets the statement too. Inside a failed transaction the
+ * DEALLOCATE fails and the statement lives on with the connection, unnamed here: a little
+ * server memory. */
+static void deallocate(void *ud, void *stmt)
 {
-	uint64_t h = UINT64_C(14695981039346656037);
+	q__db *d = ud;
+	char sql[32];
 
-	for (const unsigned char *p = (const unsigned char *)sql; *p; p++)
-		h = (h ^ *p) * UINT64_C(1099511628211);
-	for (int i = 0; i < pp->n; i++)
-		h = (h ^ pp->types[i]) * UINT64_C(1099511628211);
-	return h;
+	snprintf(sql, sizeof(sql), "DEALLOCATE %s", (const char *)stmt);
+	PQclear(PQexec(d->conn, sql));
+	free(stmt);
 }
 
-/* The name of run-time text sql's prepared statement, preparing it when it is not cached
- * (and deallocating the least recently used one when the cache is full); *name NULL: too
- * long to keep, run it unprepared. */
+/* The name of run-time text sql's prepared statement, preparing it when it is not cached;
+ * *name NULL: too long to keep, run it unprepared. */
 static int text_prepared(q__db *d, const char *sql, const struct pg_params *pp, const char **name)
 {
-	size_t len = strlen(sql);
-	uint64_t h;
-	struct pg_text_stmt *slot = NULL;
+	size_t key_len = (size_t)pp->n * sizeof(*pp->types);
 	PGresult *res;
-	char *text = NULL;
+	char *text, *made;
 	int rc;
 
 	*name = NULL;
-	if (len > PG_TEXT_CACHE_MAX)
+	if (strlen(sql) > Q_LRU_TEXT_MAX)
 		return 0;
-	h = text_hash(sql, pp);
-	d->tick++;
-	for (int i = 0; i < PG_TEXT_CACHE; i++) {
-		struct pg_text_stmt *t = &d->texts[i];
-
-		if (t->sql && t->hash == h && t->nargs == pp->n && strcmp(t->sql, sql) == 0 &&
-		    memcmp(t->types, pp->types, (size_t)pp->n * sizeof(*t->types)) == 0) {
-			t->used = d->tick;
-			*name = t->name;
-			return 0;
-		}
-		if (!slot || (slot->sql && (!t->sql || t->used < slot->used)))
-			slot = t;
-	}
-	if (slot->sql) {
-		char dealloc[32];
-
-		snprintf(dealloc, sizeof(dealloc), "DEALLOCATE %s", slot->name);
-		/* Inside a failed transaction this fails: the statement then lives on with the
-		 * connection, unnamed here, which costs the server a little memory only. */
-		PQclear(PQexec(d->conn, dealloc));
-		free(slot->sql);
-		free(slot->types);
-		slot->sql = NULL;
-		slot->types = NULL;
-	}
+	if ((*name = q__lru_find(&d->texts, sql, pp->types, key_len)))
+		return 0;
 	text = dollar_sql(sql);
-	slot->types = malloc(((size_t)pp->n + 1) * sizeof(*slot->types));
-	slot->sql = strdup(sql);
-	if (!text || !slot->types || !slot->sql) {
+	made = malloc(16);
+	if (!text || !made) {
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
-		goto out_forget;
+		goto out_free;
 	}
-	memcpy(slot->types, pp->types, (size_t)pp->n * sizeof(*slot->types));
-	slot->nargs = pp->n;
-	slot->hash = h;
-	slot->used = d->tick;
-	snprintf(slot->name, sizeof(slot->name), "t%d", d->seq++);
-	res = PQprepare(d->conn, slot->name, text, pp->n, pp->types);
+	snprintf(made, 16, "t%d", d->seq++);
+	res = PQprepare(d->conn, made, text, pp->n, pp->types);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		rc = pg_fail(d, res, "prepare");
 		PQclear(res);
-		goto out_forget;
+		goto out_free;
 	}
 	PQclear(res);
+	if (q__lru_add(&d->texts, sql, pp->types, key_len, made, deallocate, d)) {
+		deallocate(d, made); /* prepared but not kept */
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		made = NULL;
+		goto out_free;
+	}
 	free(text);
-	*name = slot->name;
+	*name = made;
 	return 0;
-out_forget:
+out_free:
 	free(text);
-	free(slot->sql);
-	free(slot->types);
-	slot->sql = NULL;
-	slot->types = NULL;
+	free(made);
 	return rc;
 }
 

@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 /* Prepared statements are cached per connection, keyed by the address of their SQL literal:
- * preparing costs more than running most of these statements. */
+ * preparing costs more than running most of these statements. Statements built at run time
+ * (the ingest batches) are kept in the q__stmt_lru by their text. */
 #define LITE_STMT_CACHE 64
 
 struct q__db {
@@ -21,6 +22,7 @@ struct q__db {
 		sqlite3_stmt *st;
 	} cache[LITE_STMT_CACHE];
 	int ncache;
+	q__stmt_lru texts; /* stmt: a sqlite3_stmt */
 };
 
 /* One materialised value of a result row. */
@@ -47,10 +49,17 @@ static int lite_fail(q__db *d, const char *what)
 			    "database %s: %s failed: %s", d->path, what, sqlite3_errmsg(d->db));
 }
 
+static void finalize(void *ud, void *st)
+{
+	(void)ud;
+	sqlite3_finalize(st);
+}
+
 static void lite_close(q__db *d)
 {
 	if (!d)
 		return;
+	q__lru_clear(&d->texts, finalize, NULL);
 	for (int i = 0; i < d->ncache; i++)
 		sqlite3_finalize(d->cache[i].st);
 	sqlite3_close_v2(d->db);
@@ -238,12 +247,18 @@ static int lite_exec_once(q__db *d, const char *sql, const q__val *args, int nar
 			  int64_t *changes)
 {
 	sqlite3_stmt *st;
+	bool kept = true;
 
 	if (rows)
 		*rows = NULL;
-	if (sqlite3_prepare_v2(d->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return lite_fail(d, "prepare");
-	return run_stmt(d, st, true, args, nargs, rows, changes);
+	if (!(st = q__lru_find(&d->texts, sql, NULL, 0))) {
+		if (sqlite3_prepare_v3(d->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
+		    SQLITE_OK)
+			return lite_fail(d, "prepare");
+		/* Not kept (too long, out of memory): run once and finalize. */
+		kept = q__lru_add(&d->texts, sql, NULL, 0, st, finalize, NULL) == 0;
+	}
+	return run_stmt(d, st, !kept, args, nargs, rows, changes);
 }
 
 static int lite_script(q__db *d, const char *sql)

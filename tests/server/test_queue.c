@@ -26,6 +26,7 @@
 #include "common/err.h"
 #include "server/ingest.h"
 #include "server/queue.h"
+#include "server/queue_db.h"
 #include "server/workers.h"
 
 struct fixture {
@@ -804,6 +805,58 @@ static void test_pg_reconnects_after_the_server_dropped_it(void **state)
 	assert_int_equal(a.result, Q_QUEUED);
 }
 
+/* The run-time statement cache: found by text and extra key only, the least recently used
+ * entry dropped when full, too long a text refused, clear drops every entry. */
+static int lru_dropped[Q_LRU_SIZE + 8];
+static int lru_ndropped;
+
+static void lru_drop(void *ud, void *stmt)
+{
+	(void)ud;
+	lru_dropped[lru_ndropped++] = (int)(intptr_t)stmt;
+}
+
+static void test_stmt_lru_keeps_the_recently_used(void **state)
+{
+	q__stmt_lru c;
+	char sql[64];
+	int key = 7, other = 8;
+	char *huge;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	lru_ndropped = 0;
+	for (int i = 1; i <= Q_LRU_SIZE; i++) {
+		snprintf(sql, sizeof(sql), "SELECT %d", i);
+		assert_int_equal(
+		    q__lru_add(&c, sql, &key, sizeof(key), (void *)(intptr_t)i, lru_drop, NULL), 0);
+	}
+	assert_int_equal(lru_ndropped, 0);
+	assert_ptr_equal(q__lru_find(&c, "SELECT 1", &key, sizeof(key)), (void *)(intptr_t)1);
+	assert_null(q__lru_find(&c, "SELECT 1", &other, sizeof(other)));
+	assert_null(q__lru_find(&c, "SELECT 1", NULL, 0));
+	assert_null(q__lru_find(&c, "SELECT 10 ", &key, sizeof(key)));
+	/* Full: "SELECT 2" is now the least recently used (1 was just found). */
+	assert_int_equal(
+	    q__lru_add(&c, "SELECT 99", &key, sizeof(key), (void *)(intptr_t)99, lru_drop, NULL),
+	    0);
+	assert_int_equal(lru_ndropped, 1);
+	assert_int_equal(lru_dropped[0], 2);
+	assert_null(q__lru_find(&c, "SELECT 2", &key, sizeof(key)));
+	assert_ptr_equal(q__lru_find(&c, "SELECT 1", &key, sizeof(key)), (void *)(intptr_t)1);
+	assert_ptr_equal(q__lru_find(&c, "SELECT 99", &key, sizeof(key)), (void *)(intptr_t)99);
+	huge = malloc(Q_LRU_TEXT_MAX + 2);
+	memset(huge, 'x', Q_LRU_TEXT_MAX + 1);
+	huge[Q_LRU_TEXT_MAX + 1] = '\0';
+	assert_int_equal(q__lru_add(&c, huge, NULL, 0, (void *)(intptr_t)5, lru_drop, NULL),
+			 AP_EINVAL);
+	assert_int_equal(lru_ndropped, 1);
+	free(huge);
+	q__lru_clear(&c, lru_drop, NULL);
+	assert_int_equal(lru_ndropped, 1 + Q_LRU_SIZE);
+	assert_null(q__lru_find(&c, "SELECT 1", &key, sizeof(key)));
+}
+
 /* Ingest batches of 1..40 deliveries (three statement texts each: more than PostgreSQL's
  * cache of prepared run-time texts holds, so the first ones are deallocated), then sizes seen
  * before again, then (PostgreSQL) a size still cached after the server dropped the
@@ -1253,6 +1306,7 @@ int main(int argc, char **argv)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_pg_reconnects_after_the_server_dropped_it, setup,
 					    teardown),
+	    cmocka_unit_test(test_stmt_lru_keeps_the_recently_used),
 	    cmocka_unit_test_setup_teardown(test_batches_of_every_size_after_eviction_and_reconnect,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit_batches_and_commits_before_done,
