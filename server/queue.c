@@ -810,9 +810,16 @@ static int ingest_try(queue *q, struct ing_ctx *c, size_t n, int64_t now, bool i
 				c[j].d->job_id = 0;
 				c[j].d->ncancelled = 0;
 			}
-			if ((rc = ingest_batch(q, c, n, now))) {
-				*item_failed = true;
-				goto out_rollback;
+			/* In chunks of power-of-two sizes, largest first: the statements' texts
+			 * then repeat (ten sizes up to the writer's 512), so each is prepared once
+			 * and found again in the driver's q__stmt_lru. */
+			for (size_t off = 0, k; off < n; off += k) {
+				for (k = 1; k * 2 <= n - off;)
+					k *= 2;
+				if ((rc = ingest_batch(q, c + off, k, now))) {
+					*item_failed = true;
+					goto out_rollback;
+				}
 			}
 			goto out_commit;
 		}
