@@ -3,6 +3,7 @@
 #include "common/jsonnum.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #define EXACT_LIMIT 9007199254740992.0 /* 2^53 */
 
@@ -25,4 +26,12 @@ int64_t ap_json_int_or(const cJSON *obj, const char *key, int64_t def)
 
 	ap_json_int(cJSON_GetObjectItemCaseSensitive(obj, key), &n);
 	return n;
+}
+
+bool ap_json_add_int(cJSON *obj, const char *key, int64_t v)
+{
+	char num[24];
+
+	snprintf(num, sizeof(num), "%lld", (long long)v);
+	return cJSON_AddRawToObject(obj, key, num) != NULL;
 }

@@ -19,4 +19,8 @@ bool ap_json_int(const cJSON *v, int64_t *out);
 /* ap_json_int() of obj[key], or def when it is missing or not such a number. */
 int64_t ap_json_int_or(const cJSON *obj, const char *key, int64_t def);
 
+/* Add v to obj as key, written as the exact integer (cJSON's own numbers go through a double
+ * and "%1.15g"). Returns false when out of memory. */
+bool ap_json_add_int(cJSON *obj, const char *key, int64_t v);
+
 #endif

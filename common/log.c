@@ -2,6 +2,7 @@
 /* common/log.c - JSON-lines logger behind the redaction layer (see log.h). */
 #include "common/log.h"
 #include "common/buf.h"
+#include "common/jsonnum.h"
 #include "common/redact.h"
 
 #include <cjson/cJSON.h>
@@ -112,12 +113,8 @@ void ap_log(enum ap_log_level level, const char *delivery, int64_t job, const ch
 	cJSON_AddStringToObject(o, "msg", ap_buf_str(&clean));
 	if (safe_delivery)
 		cJSON_AddStringToObject(o, "delivery", safe_delivery);
-	if (job) {
-		char num[24];
-
-		snprintf(num, sizeof(num), "%lld", (long long)job);
-		cJSON_AddRawToObject(o, "job", num);
-	}
+	if (job)
+		ap_json_add_int(o, "job", job);
 	line = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	if (!line)

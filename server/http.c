@@ -2,6 +2,7 @@
 /* server/http.c - libmicrohttpd front end: the public and the admin listener (see http.h). */
 #include "server/http.h"
 #include "common/buf.h"
+#include "common/jsonnum.h"
 #include "server/console.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -99,12 +100,8 @@ static enum MHD_Result respond_json(struct MHD_Connection *c, int status, const 
 
 	if (o) {
 		cJSON_AddStringToObject(o, "message", msg);
-		if (job) {
-			char num[24];
-
-			snprintf(num, sizeof(num), "%lld", (long long)job);
-			cJSON_AddRawToObject(o, "job", num);
-		}
+		if (job)
+			ap_json_add_int(o, "job", job);
 		text = cJSON_PrintUnformatted(o);
 		cJSON_Delete(o);
 	}

@@ -79,12 +79,16 @@ static bool starts(const char *s, const char *prefix)
 	return strncmp(s, prefix, strlen(prefix)) == 0;
 }
 
-static void texts_clear(q__db *d);
-
 static void free_name(void *ud, void *name)
 {
 	(void)ud;
 	free(name);
+}
+
+/* Forget every prepared run-time text (the server forgot them with the connection). */
+static void texts_clear(q__db *d)
+{
+	q__lru_clear(&d->texts, free_name, NULL);
 }
 
 /* AP_EUNAVAIL for a lost connection, AP_EIO for failures worth retrying (deadlock,
@@ -115,12 +119,6 @@ static int pg_fail(q__db *d, const PGresult *res, const char *what)
 		code = AP_EIO;
 	}
 	return ap_error_set(code, "database %s: %s failed: %.*s", d->shown, what, (int)n, msg);
-}
-
-/* Forget every prepared run-time text (the server forgot them with the connection). */
-static void texts_clear(q__db *d)
-{
-	q__lru_clear(&d->texts, free_name, NULL);
 }
 
 static void pg_close(q__db *d)

@@ -291,6 +291,21 @@ static void test_json_int_refuses_what_int64_cannot_hold(void **state)
 	cJSON_Delete(o);
 }
 
+/* An integer added as written: exact past 2^53, where a double would round it. */
+static void test_json_add_int_is_exact(void **state)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *text;
+
+	(void)state;
+	assert_true(ap_json_add_int(o, "job", INT64_C(9007199254740993)));
+	assert_true(ap_json_add_int(o, "neg", -42));
+	text = cJSON_PrintUnformatted(o);
+	assert_string_equal(text, "{\"job\":9007199254740993,\"neg\":-42}");
+	free(text);
+	cJSON_Delete(o);
+}
+
 /* A table of two zeroed entries of the asked size behind a mutex; cap 0 is refused with the
  * caller's sentence; free accepts NULL. */
 static void test_slots_new_zeroed_entries_and_refusal(void **state)
@@ -337,6 +352,7 @@ int main(void)
 	    cmocka_unit_test(test_config_malformed_line_names_line),
 	    cmocka_unit_test(test_json_int_refuses_what_int64_cannot_hold),
 	    cmocka_unit_test(test_slots_new_zeroed_entries_and_refusal),
+	    cmocka_unit_test(test_json_add_int_is_exact),
 	};
 	return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }
