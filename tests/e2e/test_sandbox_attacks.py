@@ -243,10 +243,18 @@ def test_inside_deadline_lands_before_the_host_grace(sandbox_factory, runtime):
     esc = recs["escape"]
     assert esc["exit"] == 124 and esc["timed_out"] is True and esc["out"] == "escaped", esc
     assert esc["millis"] < 2000 + GRACE_MS + 2000, esc
+    print(f"escape ended after {esc['millis']} ms; box kept: {recs['state']['running']}")
     after_esc = recs["after_escape"]
     assert after_esc["rc"] != 0 or after_esc["out"] == "0", after_esc  # no "sleep 997" left
     assert recs["destroyed"]["containers"] == 0
-    assert before and after == [], (before, after)
+    # When the escape hit the host deadline (a loaded machine: the stream closes 2 s after
+    # the exec's main process, plus the backend's own latency), the box is gone already and
+    # has no host process to see; a box still running must show one, or `after` proves nothing.
+    if recs["state"]["running"]:
+        assert before, "no host process named the box: the check below would prove nothing"
+    else:
+        assert after_esc["rc"] != 0, recs  # a killed box refuses further commands
+    assert after == [], (before, after)
 
 
 def test_host_deadline_kills_what_escapes_the_inside_one(sandbox_factory, runtime):
