@@ -153,9 +153,13 @@ out_free:
 void ing_submit(ingest *ing, ing_item *item)
 {
 	item->next = NULL;
+	/* Compressed on the submitter's thread, in parallel with the writer's COMMIT: every
+	 * submitter waits for the writer, which then spends its time on statements only. */
+	q_encode_body(ing->q, &item->d);
 	pthread_mutex_lock(&ing->lock);
 	if (ing->stopping) {
 		pthread_mutex_unlock(&ing->lock);
+		q_encoded_release(&item->d);
 		item->d.result = Q_FAILED;
 		item->done(item);
 		return;

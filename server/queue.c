@@ -219,6 +219,28 @@ out_unlock:
 	return z;
 }
 
+void q_encode_body(queue *q, q_delivery *d)
+{
+	size_t zlen = 0;
+	unsigned char *z;
+
+	if (d->encoded || d->kind == Q_RECORD)
+		return;
+	/* NULL: stored raw, as q_ingest would (no gain, or no memory for the copy). */
+	z = compress_body(q, d->body, d->len, &zlen);
+	d->stored = z;
+	d->stored_len = zlen;
+	d->encoded = true;
+}
+
+void q_encoded_release(q_delivery *d)
+{
+	free(d->stored);
+	d->stored = NULL;
+	d->stored_len = 0;
+	d->encoded = false;
+}
+
 /* A zstd frame (written with its size, as compress_body writes it), decoded into a
  * NUL-terminated malloc'd string; takes stored. */
 static int unzstd_body(unsigned char *stored, size_t n, char **out)
@@ -863,11 +885,17 @@ int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now)
 			items[i]->result = Q_FAILED;
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	}
-	/* Compress outside the lock. */
+	/* Compress outside the lock, unless the submitter did already. */
 	for (size_t i = 0; i < n; i++) {
 		c[i].d = items[i];
-		if (items[i]->kind != Q_RECORD)
+		if (items[i]->encoded) {
+			c[i].z = items[i]->stored;
+			c[i].zlen = items[i]->stored_len;
+			items[i]->stored = NULL;
+			items[i]->encoded = false;
+		} else if (items[i]->kind != Q_RECORD) {
 			c[i].z = compress_body(q, items[i]->body, items[i]->len, &c[i].zlen);
+		}
 	}
 	/* Replicas write in one order (by delivery id), so two batches holding the same ids
 	 * wait for each other instead of deadlocking. */

@@ -86,6 +86,12 @@ typedef struct q_delivery {
 	enum job_trigger trigger;
 	const char *feedback;
 	int64_t comment_id;
+	/* The body's stored form, when the submitter encoded it ahead with q_encode_body()
+	 * (so the writer's transaction does not wait for the compression); q_ingest takes
+	 * and frees it. */
+	unsigned char *stored;
+	size_t stored_len;
+	bool encoded;
 	/* outputs */
 	enum q_result result;
 	int64_t job_id; /* Q_QUEUED: the new job; Q_ACTIVE: the active one */
@@ -97,6 +103,12 @@ typedef struct q_delivery {
  * transaction committed (each item's result says what happened), or a negative code when the
  * commit failed (every item is then Q_FAILED). */
 int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now);
+
+/* Encode d's body as q_ingest would store it (zstd when that is smaller, else raw), on the
+ * caller's thread; thread-safe. What it keeps in d is freed by q_ingest, or by
+ * q_encoded_release when d is never ingested. */
+void q_encode_body(queue *q, q_delivery *d);
+void q_encoded_release(q_delivery *d);
 
 /* --- workers --------------------------------------------------------------------------- */
 

@@ -609,6 +609,52 @@ static void test_large_body_stored_compressed(void **state)
 	free(body);
 }
 
+/* A body the submitter encoded ahead (q_encode_body, as ing_submit does on the HTTP thread)
+ * is stored as that encoding and leases back byte for byte; a small one stays raw; one never
+ * ingested is released (ASan's leak check holds this to it). */
+static void test_body_encoded_by_the_submitter(void **state)
+{
+	struct fixture *f = *state;
+	enum { LEN = 12000 };
+	char *body = malloc(LEN + 1);
+	q_delivery a = trigger("d-pre", "acme/p", 1), small = trigger("d-small", "acme/s", 1);
+	q_delivery unused = trigger("d-unused", "acme/u", 1);
+	q_delivery *items[2] = {&a, &small};
+	size_t zlen, n = 0;
+	job_info *job;
+
+	n += (size_t)snprintf(body, LEN, "{\"action\":\"labeled\",\"issue\":{\"body\":\"");
+	while (n < LEN - 100)
+		n += (size_t)snprintf(body + n, LEN - n, "entry %zu of the issue text. ", n);
+	snprintf(body + n, LEN + 1 - n, "\"}}");
+	a.body = unused.body = body;
+	a.len = unused.len = strlen(body);
+	q_encode_body(f->q, &a);
+	q_encode_body(f->q, &small);
+	q_encode_body(f->q, &unused);
+	assert_true(a.encoded && a.stored && a.stored_len < a.len / 3);
+	assert_true(small.encoded && !small.stored); /* too small to gain: raw */
+	zlen = a.stored_len;
+	assert_int_equal(q_ingest(f->q, items, 2, 1000), 0);
+	assert_null(a.stored);
+	assert_false(a.encoded);
+	assert_int_equal(body_len(f, "d-pre"), (int64_t)zlen);
+	assert_int_equal(raw_int(f, "SELECT body_encoding FROM deliveries WHERE delivery='d-pre'"),
+			 2);
+	assert_int_equal(
+	    raw_int(f, "SELECT body_encoding FROM deliveries WHERE delivery='d-small'"), 0);
+	assert_int_equal(q_lease(f->q, "w", 1000, 1000, &job), 0);
+	assert_string_equal(job->delivery, "d-pre");
+	assert_string_equal(job->payload, body);
+	q_job_free(job);
+	assert_int_equal(q_lease(f->q, "w", 1000, 1000, &job), 0);
+	assert_string_equal(job->payload, small.body);
+	q_job_free(job);
+	q_encoded_release(&unused);
+	assert_null(unused.stored);
+	free(body);
+}
+
 /* Bodies an earlier release stored zlib-compressed (body_encoding 1) still lease. */
 static void test_zlib_body_of_earlier_release_still_read(void **state)
 {
@@ -1297,6 +1343,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_sqlite_v1_database_is_migrated_and_readable, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_large_body_stored_compressed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_body_encoded_by_the_submitter, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_zlib_body_of_earlier_release_still_read, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_write_pacing_is_shared, setup, teardown),
