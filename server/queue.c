@@ -617,14 +617,36 @@ struct ing_ctx {
 	q_delivery *d;
 	unsigned char *z;
 	size_t zlen;
+	size_t seq; /* place in the batch as submitted */
 };
 
-static int by_delivery(const void *a, const void *b)
+static bool ctx_acts(const struct ing_ctx *c)
+{
+	return c->d->kind != Q_RECORD && c->d->repo;
+}
+
+/* The order in which a batch takes its row locks on a shared database, the same in every
+ * replica: recorded deliveries by delivery id, then what acts on an issue by (repo, issue)
+ * — the jobs' rows — and, on one issue, in the order the deliveries arrived (a cancel must
+ * not be applied before the trigger it follows). Two replicas' batches then wait for each
+ * other instead of deadlocking, except over two deliveries of one issue that each received
+ * in the other order (PostgreSQL detects that; the batch is tried again). */
+static int lock_order(const void *a, const void *b)
 {
 	const struct ing_ctx *x1 = a, *x2 = b;
+	bool act1 = ctx_acts(x1), act2 = ctx_acts(x2);
+	int c;
 
-	return strcmp(x1->d->delivery ? x1->d->delivery : "",
-		      x2->d->delivery ? x2->d->delivery : "");
+	if (act1 != act2)
+		return act1 ? 1 : -1;
+	if (!act1)
+		return strcmp(x1->d->delivery ? x1->d->delivery : "",
+			      x2->d->delivery ? x2->d->delivery : "");
+	if ((c = strcmp(x1->d->repo, x2->d->repo)))
+		return c;
+	if (x1->d->issue != x2->d->issue)
+		return x1->d->issue < x2->d->issue ? -1 : 1;
+	return x1->seq < x2->seq ? -1 : x1->seq > x2->seq;
 }
 
 /* "(?, ?, ... ?), (...) ..." for rows rows of k bare parameters each: bound in order, and
@@ -888,6 +910,7 @@ int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now)
 	/* Compress outside the lock, unless the submitter did already. */
 	for (size_t i = 0; i < n; i++) {
 		c[i].d = items[i];
+		c[i].seq = i;
 		if (items[i]->encoded) {
 			c[i].z = items[i]->stored;
 			c[i].zlen = items[i]->stored_len;
@@ -897,10 +920,8 @@ int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now)
 			c[i].z = compress_body(q, items[i]->body, items[i]->len, &c[i].zlen);
 		}
 	}
-	/* Replicas write in one order (by delivery id), so two batches holding the same ids
-	 * wait for each other instead of deadlocking. */
 	if (q->drv->shared)
-		qsort(c, n, sizeof(*c), by_delivery);
+		qsort(c, n, sizeof(*c), lock_order);
 	pthread_mutex_lock(&q->lock);
 	for (int tries = 0; tries < Q_INGEST_TRIES; tries++) {
 		rc = ingest_try(q, c, n, now, isolate, &item_failed);

@@ -1001,6 +1001,52 @@ static void test_group_commit_batches_and_commits_before_done(void **state)
 	free(ws);
 }
 
+/* Every issue gets a trigger, a cancel and a trigger again, submitted back to back: in that
+ * order each ends with one cancelled and one queued job. A cancel applied before its trigger
+ * would cancel nothing, and the second trigger would find the first active: on PostgreSQL a
+ * batch is sorted into one lock order for all replicas, which must keep each issue's order. */
+static void test_group_commit_keeps_the_order_of_each_issue(void **state)
+{
+	struct fixture *f = *state;
+	enum { ISSUES = 300, N = ISSUES * 3 };
+	struct waiter *ws = calloc(N, sizeof(*ws));
+	ingest *ing;
+
+	assert_int_equal(ing_new(&ing, f->path, NULL, NULL), 0);
+	for (int i = 0; i < N; i++) {
+		struct waiter *w = &ws[i];
+
+		pthread_mutex_init(&w->lock, NULL);
+		pthread_cond_init(&w->cond, NULL);
+		snprintf(w->delivery, sizeof(w->delivery), "ord-%d", i);
+		snprintf(w->repo, sizeof(w->repo), "acme/o%d", i / 3 % 7);
+		w->item.d = trigger(w->delivery, w->repo, i / 3);
+		if (i % 3 == 1) {
+			w->item.d.kind = Q_CANCEL;
+			w->item.d.body = "{}";
+			w->item.d.len = 2;
+		}
+		w->item.done = waiter_done;
+		w->item.ud = w;
+		ing_submit(ing, &w->item);
+	}
+	for (int i = 0; i < N; i++) {
+		struct waiter *w = &ws[i];
+
+		pthread_mutex_lock(&w->lock);
+		while (!w->done)
+			pthread_cond_wait(&w->cond, &w->lock);
+		pthread_mutex_unlock(&w->lock);
+		assert_int_equal(w->item.d.result, i % 3 == 1 ? Q_CANCELLED : Q_QUEUED);
+		if (i % 3 == 1)
+			assert_int_equal(w->item.d.ncancelled, 1);
+	}
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs WHERE state='cancelled'"), ISSUES);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs WHERE state='queued'"), ISSUES);
+	ing_free(ing);
+	free(ws);
+}
+
 /* --- worker pool ------------------------------------------------------------------------- */
 
 struct script {
@@ -1358,6 +1404,8 @@ int main(int argc, char **argv)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit_batches_and_commits_before_done,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_group_commit_keeps_the_order_of_each_issue, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_retries_then_succeeds, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_non_retryable_fails, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_cancel_reaches_running_job, setup, teardown),
