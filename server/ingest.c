@@ -71,8 +71,13 @@ static void *writer(void *arg)
 			items[i]->next = NULL;
 			items[i]->done(items[i]);
 		}
-		if (queued && ing->on_queued)
-			ing->on_queued(ing->ud);
+		if (queued) {
+			/* Other replicas' workers: after the answers, which need not wait. */
+			if (q_notify(ing->q))
+				ap_debug("waking other replicas failed: %s", ap_error_last());
+			if (ing->on_queued)
+				ing->on_queued(ing->ud);
+		}
 	}
 	return NULL;
 }

@@ -31,6 +31,10 @@ enum { BODY_RAW = 0, BODY_ZLIB = 1, BODY_ZSTD = 2 };
  * connection) is tried this often in all. */
 #define Q_INGEST_TRIES 3
 
+/* A batch of up to this many deliveries is stored whole, larger ones in power-of-two
+ * chunks: 3 statements for each of 8 + 6 sizes fit the statement cache (Q_LRU_SIZE). */
+#define Q_BATCH_WHOLE 8
+
 struct queue {
 	const q__driver *drv;
 	q__db *db;
@@ -854,12 +858,16 @@ static int ingest_try(queue *q, struct ing_ctx *c, size_t n, int64_t now, bool i
 				c[j].d->job_id = 0;
 				c[j].d->ncancelled = 0;
 			}
-			/* In chunks of power-of-two sizes, largest first: the statements' texts
-			 * then repeat (ten sizes up to the writer's 512), so each is prepared once
-			 * and found again in the driver's q__stmt_lru. */
+			/* Up to Q_BATCH_WHOLE items at once, more in chunks of power-of-two sizes,
+			 * largest first: the statements' texts then repeat (at most sixteen sizes
+			 * up to the writer's 512), so each is prepared once and found again in the
+			 * driver's q__stmt_lru; and a small batch, as at a modest rate, costs one
+			 * round trip per statement. */
 			for (size_t off = 0, k; off < n; off += k) {
 				for (k = 1; k * 2 <= n - off;)
 					k *= 2;
+				if (n - off <= Q_BATCH_WHOLE)
+					k = n - off;
 				if ((rc = ingest_batch(q, c + off, k, now))) {
 					*item_failed = true;
 					goto out_rollback;
@@ -899,7 +907,7 @@ out_rollback:
 int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now)
 {
 	struct ing_ctx *c = calloc(n ? n : 1, sizeof(*c));
-	bool isolate = false, item_failed = false, queued = false;
+	bool isolate = false, item_failed = false;
 	int rc = AP_ENOMEM;
 
 	if (!c) {
@@ -933,10 +941,6 @@ int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now)
 			break;
 	}
 	if (rc == 0) {
-		for (size_t i = 0; i < n; i++)
-			queued |= items[i]->result == Q_QUEUED;
-		if (queued && q->drv->notify)
-			q->drv->notify(q->db);
 		ap_error_clear();
 	} else {
 		for (size_t i = 0; i < n; i++)

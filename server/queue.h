@@ -101,7 +101,9 @@ typedef struct q_delivery {
 /* Store n deliveries in ONE transaction (group commit): each is applied under its own
  * savepoint, so one bad item fails alone (Q_FAILED) while the rest commit. Returns 0 when the
  * transaction committed (each item's result says what happened), or a negative code when the
- * commit failed (every item is then Q_FAILED). */
+ * commit failed (every item is then Q_FAILED). It wakes no other process: after answering
+ * the deliveries, the caller calls q_notify when one was Q_QUEUED (a round trip the answers
+ * need not wait for). */
 int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now);
 
 /* Encode d's body as q_ingest would store it (zstd when that is smaller, else raw), on the

@@ -180,7 +180,7 @@ size_t q__text_len(const char *s);
  * (PostgreSQL: the parameter types), the least recently used one dropped when full. Both
  * drivers keep one; the statement handle is the driver's (a sqlite3_stmt, a statement name).
  * Zero-initialised is empty. */
-#define Q_LRU_SIZE     32
+#define Q_LRU_SIZE     64
 #define Q_LRU_TEXT_MAX (64 * 1024) /* longer texts are not kept */
 typedef void (*q__lru_drop_fn)(void *ud, void *stmt);
 typedef struct q__stmt_lru {

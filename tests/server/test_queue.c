@@ -1047,6 +1047,37 @@ static void test_group_commit_keeps_the_order_of_each_issue(void **state)
 	free(ws);
 }
 
+/* A job queued through group commit wakes pollers of other processes (their own connection
+ * LISTENing) on PostgreSQL; on SQLite there is nobody to wake and the wait only sleeps. */
+static void test_group_commit_wakes_other_processes(void **state)
+{
+	struct fixture *f = *state;
+	struct waiter w = {0};
+	bool woken = true;
+	queue *other;
+	ingest *ing;
+
+	assert_int_equal(q_open(&other, f->path, Q_OPEN_CREATE), 0);
+	assert_int_equal(q_wait_wake(other, 10, &woken), 0); /* starts listening */
+	assert_false(woken);
+	assert_int_equal(ing_new(&ing, f->path, NULL, NULL), 0);
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	w.item.d = trigger("wake-1", "acme/wake", 1);
+	w.item.done = waiter_done;
+	w.item.ud = &w;
+	ing_submit(ing, &w.item);
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	assert_int_equal(w.item.d.result, Q_QUEUED);
+	assert_int_equal(q_wait_wake(other, pg_uri ? 5000 : 50, &woken), 0);
+	assert_int_equal(woken, pg_uri != NULL);
+	ing_free(ing);
+	q_close(other);
+}
+
 /* --- worker pool ------------------------------------------------------------------------- */
 
 struct script {
@@ -1405,6 +1436,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_group_commit_batches_and_commits_before_done,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit_keeps_the_order_of_each_issue, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_group_commit_wakes_other_processes, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_retries_then_succeeds, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_non_retryable_fails, setup, teardown),
