@@ -963,6 +963,27 @@ static void waiter_done(ing_item *item)
 	pthread_mutex_unlock(&w->lock);
 }
 
+/* Hand d to the writer with w waiting for it (d's texts must outlive the wait). */
+static void waiter_submit(ingest *ing, struct waiter *w, q_delivery d)
+{
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	w->item.d = d;
+	w->item.done = waiter_done;
+	w->item.ud = w;
+	ing_submit(ing, &w->item);
+}
+
+/* Until w's batch committed; its result. */
+static enum q_result waiter_wait(struct waiter *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (!w->done)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+	return w->item.d.result;
+}
+
 static void test_group_commit_batches_and_commits_before_done(void **state)
 {
 	struct fixture *f = *state;
@@ -975,24 +996,12 @@ static void test_group_commit_batches_and_commits_before_done(void **state)
 	for (int i = 0; i < N; i++) {
 		struct waiter *w = &ws[i];
 
-		pthread_mutex_init(&w->lock, NULL);
-		pthread_cond_init(&w->cond, NULL);
 		snprintf(w->delivery, sizeof(w->delivery), "gc-%d", i);
 		snprintf(w->repo, sizeof(w->repo), "acme/r%d", i);
-		w->item.d = trigger(w->delivery, w->repo, 1);
-		w->item.done = waiter_done;
-		w->item.ud = w;
-		ing_submit(ing, &w->item);
+		waiter_submit(ing, w, trigger(w->delivery, w->repo, 1));
 	}
-	for (int i = 0; i < N; i++) {
-		struct waiter *w = &ws[i];
-
-		pthread_mutex_lock(&w->lock);
-		while (!w->done)
-			pthread_cond_wait(&w->cond, &w->lock);
-		pthread_mutex_unlock(&w->lock);
-		assert_int_equal(w->item.d.result, Q_QUEUED);
-	}
+	for (int i = 0; i < N; i++)
+		assert_int_equal(waiter_wait(&ws[i]), Q_QUEUED);
 	/* every done callback came after its COMMIT: another connection sees all rows */
 	assert_int_equal(q_get_stats(f->q, &st), 0);
 	assert_int_equal(st.queued, N);
@@ -1015,31 +1024,22 @@ static void test_group_commit_keeps_the_order_of_each_issue(void **state)
 	assert_int_equal(ing_new(&ing, f->path, NULL, NULL), 0);
 	for (int i = 0; i < N; i++) {
 		struct waiter *w = &ws[i];
+		q_delivery d;
 
-		pthread_mutex_init(&w->lock, NULL);
-		pthread_cond_init(&w->cond, NULL);
 		snprintf(w->delivery, sizeof(w->delivery), "ord-%d", i);
 		snprintf(w->repo, sizeof(w->repo), "acme/o%d", i / 3 % 7);
-		w->item.d = trigger(w->delivery, w->repo, i / 3);
+		d = trigger(w->delivery, w->repo, i / 3);
 		if (i % 3 == 1) {
-			w->item.d.kind = Q_CANCEL;
-			w->item.d.body = "{}";
-			w->item.d.len = 2;
+			d.kind = Q_CANCEL;
+			d.body = "{}";
+			d.len = 2;
 		}
-		w->item.done = waiter_done;
-		w->item.ud = w;
-		ing_submit(ing, &w->item);
+		waiter_submit(ing, w, d);
 	}
 	for (int i = 0; i < N; i++) {
-		struct waiter *w = &ws[i];
-
-		pthread_mutex_lock(&w->lock);
-		while (!w->done)
-			pthread_cond_wait(&w->cond, &w->lock);
-		pthread_mutex_unlock(&w->lock);
-		assert_int_equal(w->item.d.result, i % 3 == 1 ? Q_CANCELLED : Q_QUEUED);
+		assert_int_equal(waiter_wait(&ws[i]), i % 3 == 1 ? Q_CANCELLED : Q_QUEUED);
 		if (i % 3 == 1)
-			assert_int_equal(w->item.d.ncancelled, 1);
+			assert_int_equal(ws[i].item.d.ncancelled, 1);
 	}
 	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs WHERE state='cancelled'"), ISSUES);
 	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs WHERE state='queued'"), ISSUES);
@@ -1061,17 +1061,8 @@ static void test_group_commit_wakes_other_processes(void **state)
 	assert_int_equal(q_wait_wake(other, 10, &woken), 0); /* starts listening */
 	assert_false(woken);
 	assert_int_equal(ing_new(&ing, f->path, NULL, NULL), 0);
-	pthread_mutex_init(&w.lock, NULL);
-	pthread_cond_init(&w.cond, NULL);
-	w.item.d = trigger("wake-1", "acme/wake", 1);
-	w.item.done = waiter_done;
-	w.item.ud = &w;
-	ing_submit(ing, &w.item);
-	pthread_mutex_lock(&w.lock);
-	while (!w.done)
-		pthread_cond_wait(&w.cond, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	assert_int_equal(w.item.d.result, Q_QUEUED);
+	waiter_submit(ing, &w, trigger("wake-1", "acme/wake", 1));
+	assert_int_equal(waiter_wait(&w), Q_QUEUED);
 	assert_int_equal(q_wait_wake(other, pg_uri ? 5000 : 50, &woken), 0);
 	assert_int_equal(woken, pg_uri != NULL);
 	ing_free(ing);
