@@ -1219,6 +1219,9 @@ class GitHubStub:
         self.state.api_prefix = api_prefix.rstrip("/")
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
+        # serve_forever accepts after select() said a connection waits; when none is there any
+        # more, a blocking accept() would hang the thread and then shutdown() forever.
+        self.httpd.socket.settimeout(1.0)
         self.httpd.state = self.state
         self.port = self.httpd.server_address[1]
         self.web_url = f"http://{host}:{self.port}"

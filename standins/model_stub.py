@@ -227,6 +227,9 @@ class StubServer:
 
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
+        # serve_forever accepts after select() said a connection waits; when none is there any
+        # more, a blocking accept() would hang the thread and then shutdown() forever.
+        self.httpd.socket.settimeout(1.0)
         self.port = self.httpd.server_address[1]
         self.thread = None
 

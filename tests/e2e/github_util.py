@@ -45,6 +45,7 @@ class ModelStub:
                 self.wfile.write(body)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.socket.settimeout(1.0)  # as in standins/model_stub.py: accept never hangs
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
