@@ -915,18 +915,13 @@ int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now)
 			items[i]->result = Q_FAILED;
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	}
-	/* Compress outside the lock, unless the submitter did already. */
+	/* Compress outside the lock, unless the submitter did already; the batch takes the
+	 * stored form. */
 	for (size_t i = 0; i < n; i++) {
-		c[i].d = items[i];
-		c[i].seq = i;
-		if (items[i]->encoded) {
-			c[i].z = items[i]->stored;
-			c[i].zlen = items[i]->stored_len;
-			items[i]->stored = NULL;
-			items[i]->encoded = false;
-		} else if (items[i]->kind != Q_RECORD) {
-			c[i].z = compress_body(q, items[i]->body, items[i]->len, &c[i].zlen);
-		}
+		q_encode_body(q, items[i]);
+		c[i] = (struct ing_ctx){items[i], items[i]->stored, items[i]->stored_len, i};
+		items[i]->stored = NULL;
+		items[i]->encoded = false;
 	}
 	if (q->drv->shared)
 		qsort(c, n, sizeof(*c), lock_order);
