@@ -35,7 +35,7 @@ struct serve_opts {
 	int64_t session_h;
 	listen_spec public_at, admin_at;
 	int64_t port, workers, lease_s, heartbeat_s, rescue_s, max_attempts, retry_s, grace_s;
-	int64_t max_conn, per_ip, headers_s, body_s;
+	int64_t max_conn, per_ip, headers_s, body_s, http_threads;
 };
 
 static int usage_error(const char *msg)
@@ -108,8 +108,14 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o, bool registrati
 	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_CONNECTIONS", 2, 65536, &o->max_conn)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_MAX_CONNECTIONS_PER_IP", 0, 65536, &o->per_ip)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_HEADERS_DEADLINE_S", 1, 3600, &o->headers_s)) ||
-	    (rc = cfg_int(cfg, "AUTOPATCH_BODY_DEADLINE_S", 1, 3600, &o->body_s)))
+	    (rc = cfg_int(cfg, "AUTOPATCH_BODY_DEADLINE_S", 1, 3600, &o->body_s)) ||
+	    (rc = cfg_int(cfg, "AUTOPATCH_HTTP_THREADS", 0, 64, &o->http_threads)))
 		return rc;
+	if (o->http_threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		o->http_threads = n < 1 ? 1 : n > 4 ? 4 : n;
+	}
 	if (o->heartbeat_s && o->heartbeat_s >= o->lease_s)
 		return ap_error_set(
 		    AP_EINVAL,
@@ -357,7 +363,8 @@ int serve_run(ap_config *cfg, bool registration)
 	    .ing = ing,
 	    .pool = atomic_load(&ctx.pool),
 	    .workers = ctx.pipe ? (int)o.workers : 0,
-	    .lim = {(int)o.max_conn, (int)o.per_ip, (int)o.headers_s, (int)o.body_s},
+	    .lim = {(int)o.max_conn, (int)o.per_ip, (int)o.headers_s, (int)o.body_s,
+		    (int)o.http_threads},
 	    .console =
 		{
 		    .public_url = cfg_str(cfg, "AUTOPATCH_PUBLIC_URL"),
@@ -379,9 +386,11 @@ int serve_run(ap_config *cfg, bool registration)
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		goto out;
 	}
-	ap_info("listening on %s port %lld, webhook path %s, %lld worker(s), database %s (%s%s)",
-		o.bind, (long long)o.port, o.path, ctx.pipe ? (long long)o.workers : 0LL, o.db,
-		q_backend(q), q_shared(q) ? ", shared with any other replica" : "");
+	ap_info("listening on %s port %lld (%lld HTTP thread(s)), webhook path %s, %lld worker(s), "
+		"database %s (%s%s)",
+		o.bind, (long long)o.port, (long long)o.http_threads, o.path,
+		ctx.pipe ? (long long)o.workers : 0LL, o.db, q_backend(q),
+		q_shared(q) ? ", shared with any other replica" : "");
 	if (o.admin_at.kind == LISTEN_OFF)
 		ap_info("admin listener off: no status page, no /metrics");
 	else

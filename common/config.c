@@ -78,6 +78,9 @@ static const cfg_setting settings[] = {
      "connections the public listener holds at once, all clients together"},
     {"AUTOPATCH_MAX_CONNECTIONS_PER_IP", CFG_INT, "32", 0,
      "connections from one client address (0: no limit); at most half the total"},
+    {"AUTOPATCH_HTTP_THREADS", CFG_INT, "0", 0,
+     "threads that verify and store deliveries on the public listener (0: one per core, up "
+     "to 4)"},
     {"AUTOPATCH_HEADERS_DEADLINE_S", CFG_INT, "10", 0,
      "a request's line and headers must arrive within this (s), else it is closed"},
     {"AUTOPATCH_BODY_DEADLINE_S", CFG_INT, "30", 0,

@@ -28,13 +28,13 @@
 /* How often the deadline watcher looks at every connection. */
 #define DEADLINE_TICK_MS 100
 
-/* One listener: its own daemon (and polling thread) and its own database reader. */
+/* One listener: its own daemon (and polling threads) and its own database reader. */
 struct listener {
 	http_server *s;
 	bool admin;	/* the admin listener: status page and metrics, no webhooks */
 	listen_spec at; /* where it listens; the unix socket file is removed at stop */
 	struct MHD_Daemon *d;
-	queue *rq; /* reader connection for the GET endpoints (this polling thread only) */
+	queue *rq; /* reader connection for the GET endpoints (its calls take the queue's lock) */
 };
 
 /* The webhook secrets in use: immutable once published; replaced whole after a
@@ -596,6 +596,7 @@ static int listener_start(struct listener *l, const char *fix)
 	    (unsigned int)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned int)(l->admin ? HTTP_ADMIN_CONNECTIONS : lim->max_connections),
 	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)(l->admin ? 0 : lim->per_ip),
+	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)(l->admin ? 1 : lim->threads),
 	    MHD_OPTION_END);
 	if (!l->d) {
 		/* The socket is not closed here: libmicrohttpd may have closed it already, and

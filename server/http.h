@@ -11,9 +11,12 @@
  * depends on the client's address or on forwarded headers: what is private is simply not
  * served on the public listener.
  *
- * Each listener has one polling thread (epoll). A webhook request is verified and routed on
- * that thread (webhook.c), then its connection is suspended while the ingest writer commits
- * it; the writer resumes it and the answer goes out only after the COMMIT.
+ * The admin listener has one polling thread (epoll), the public one lim.threads of them (a
+ * libmicrohttpd thread pool: each accepted connection stays on one thread). A webhook request
+ * is verified, routed and its body compressed on its thread (webhook.c, q_encode_body), then
+ * its connection is suspended while the ingest writer commits it; the writer resumes it and
+ * the answer goes out only after the COMMIT. Verifying, parsing and compressing cost more CPU
+ * than the writer's statements, so at high rates one thread is the bottleneck.
  *
  * Flood limits: the public listener holds at most max_connections at once and at most
  * per_ip from one address (further connections are closed at once). On both listeners a
@@ -44,6 +47,7 @@ typedef struct http_limits {
 	int per_ip;	     /* public listener, one client address; 0 = no limit */
 	int headers_s;	     /* deadline for the request line and headers (>= 1) */
 	int body_s;	     /* deadline for the body, counted from the headers (>= 1) */
+	int threads;	     /* public listener's polling threads (>= 1; 1: no pool) */
 } http_limits;
 
 typedef struct http_config {

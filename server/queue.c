@@ -35,14 +35,18 @@ enum { BODY_RAW = 0, BODY_ZLIB = 1, BODY_ZSTD = 2 };
  * chunks: 3 statements for each of 8 + 6 sizes fit the statement cache (Q_LRU_SIZE). */
 #define Q_BATCH_WHOLE 8
 
+/* Compression contexts per handle: one per HTTP thread that may store a body at a time. */
+#define Q_ZCTX 4
+
 struct queue {
 	const q__driver *drv;
 	q__db *db;
 	pthread_mutex_t lock;
-	/* One compression context kept for every body this handle stores (under zlock,
-	 * outside lock): a fresh one per body costs as much as the compression itself. */
-	pthread_mutex_t zlock;
-	ZSTD_CCtx *zc;
+	/* Compression contexts kept for the bodies this handle stores (each under its zlock,
+	 * outside lock): a fresh one per body costs as much as the compression itself, and
+	 * several let HTTP threads compress at the same time. */
+	pthread_mutex_t zlock[Q_ZCTX];
+	ZSTD_CCtx *zc[Q_ZCTX];
 };
 
 #define ARGS(...)                                                                                  \
@@ -200,18 +204,23 @@ static unsigned char *compress_body(queue *q, const char *body, size_t len, size
 {
 	unsigned char *z = NULL;
 	size_t n, got;
+	int i;
 
 	*zlen = 0;
 	if (len < 64 || len > Q_BODY_MAX)
 		return NULL;
-	pthread_mutex_lock(&q->zlock);
-	if (!q->zc && !(q->zc = ZSTD_createCCtx()))
+	/* The first free context; all busy: wait for the first. */
+	for (i = 0; i < Q_ZCTX && pthread_mutex_trylock(&q->zlock[i]); i++)
+		;
+	if (i == Q_ZCTX)
+		pthread_mutex_lock(&q->zlock[i = 0]);
+	if (!q->zc[i] && !(q->zc[i] = ZSTD_createCCtx()))
 		goto out_unlock;
 	n = ZSTD_compressBound(len);
 	z = malloc(n);
 	if (!z)
 		goto out_unlock;
-	got = ZSTD_compressCCtx(q->zc, z, n, body, len, Q_ZSTD_LEVEL);
+	got = ZSTD_compressCCtx(q->zc[i], z, n, body, len, Q_ZSTD_LEVEL);
 	if (ZSTD_isError(got) || got >= len) {
 		free(z);
 		z = NULL;
@@ -219,7 +228,7 @@ static unsigned char *compress_body(queue *q, const char *body, size_t len, size
 	}
 	*zlen = got;
 out_unlock:
-	pthread_mutex_unlock(&q->zlock);
+	pthread_mutex_unlock(&q->zlock[i]);
 	return z;
 }
 
@@ -399,8 +408,10 @@ void q_close(queue *q)
 		return;
 	if (q->db)
 		q->drv->close(q->db);
-	ZSTD_freeCCtx(q->zc);
-	pthread_mutex_destroy(&q->zlock);
+	for (int i = 0; i < Q_ZCTX; i++) {
+		ZSTD_freeCCtx(q->zc[i]);
+		pthread_mutex_destroy(&q->zlock[i]);
+	}
 	pthread_mutex_destroy(&q->lock);
 	free(q);
 }
@@ -415,7 +426,8 @@ int q_open(queue **out, const char *target, enum q_open_mode mode)
 	if (!q)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	pthread_mutex_init(&q->lock, NULL);
-	pthread_mutex_init(&q->zlock, NULL);
+	for (int i = 0; i < Q_ZCTX; i++)
+		pthread_mutex_init(&q->zlock[i], NULL);
 	q->drv = q__is_pg_uri(target) ? &q__pg_driver : &q__sqlite_driver;
 	if ((rc = q->drv->open(&q->db, target, mode == Q_OPEN_CREATE)))
 		goto fail;

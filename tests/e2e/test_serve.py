@@ -4,6 +4,8 @@ a worker running the pipeline, /healthz, /metrics and the status page (admin lis
 import concurrent.futures
 import copy
 import json
+import os
+import pathlib
 import signal
 import socket
 import sqlite3
@@ -54,6 +56,41 @@ def test_sigkill_after_n_2xx_answers_keeps_all_n_jobs(autopatch_bin, tmp_path, p
         assert all(j["state"] == "queued" for j in jobs)
     finally:
         s2.stop()
+
+
+def mhd_threads(pid):
+    """The names of the process's libmicrohttpd polling threads (one "MHD-single" per daemon
+    without a pool, "MHD-worker" per thread of a pool)."""
+    names = [(t / "comm").read_text().strip() for t in pathlib.Path(f"/proc/{pid}/task").iterdir()]
+    return sorted(n for n in names if n.startswith("MHD-"))
+
+
+@pytest.mark.parametrize("threads", ["3", None])
+def test_http_threads_share_concurrent_deliveries(autopatch_bin, tmp_path, port, threads):
+    """AUTOPATCH_HTTP_THREADS polling threads on the public listener (default: one per core,
+    at most 4), the admin listener on one; concurrent clients on all of them still get one job
+    per issue, and a redelivery of each is a duplicate."""
+    want = int(threads) if threads else min(os.cpu_count() or 1, 4)
+    settings = {"AUTOPATCH_HTTP_THREADS": threads} if threads else {}
+    s = Server(autopatch_bin, tmp_path, port, AUTOPATCH_LABEL="bug", **settings).start()
+    try:
+        assert f"({want} HTTP thread(s))" in s.log_text()
+        public = ["MHD-worker"] * want if want > 1 else ["MHD-single"]
+        assert mhd_threads(s.proc.pid) == sorted(public + ["MHD-single"])  # + the admin one
+        n = 150
+        ids = [str(uuid.uuid4()) for _ in range(n)]
+        work = [(i, ids[i]) for i in range(n)] + [(i, ids[i]) for i in range(0, n, 3)]
+        with concurrent.futures.ThreadPoolExecutor(24) as pool:
+            answers = list(pool.map(
+                lambda w: s.post(labeled("e2e/threads", w[0] + 1), delivery=w[1]), work))
+        statuses = sorted(a[0] for a in answers)
+        # Each redelivery races its first delivery: whichever commits first makes the job.
+        assert statuses == [200] * len(range(0, n, 3)) + [202] * n, statuses
+        jobs = s.jobs()
+        assert sorted(j["issue"] for j in jobs) == list(range(1, n + 1))
+        assert len({j["id"] for j in jobs}) == n
+    finally:
+        s.stop()
 
 
 def test_sigterm_exits_0_and_database_is_consistent(autopatch_bin, tmp_path, port):
@@ -120,6 +157,8 @@ def run_serve(binary, tmp, **env):
     ({"WEBHOOK_SECRET": "x" * 12, "AUTOPATCH_DB": "/nonexistent/dir/a.db"}, "AUTOPATCH_DB"),
     ({"WEBHOOK_SECRET": "x" * 12, "WEBHOOK_PATH": "hooks"}, "WEBHOOK_PATH"),
     ({"WEBHOOK_SECRET": "x" * 12, "AUTOPATCH_BIND": "localhost:80"}, "AUTOPATCH_BIND"),
+    ({"WEBHOOK_SECRET": "x" * 12, "AUTOPATCH_HTTP_THREADS": "-1"}, "AUTOPATCH_HTTP_THREADS"),
+    ({"WEBHOOK_SECRET": "x" * 12, "AUTOPATCH_HTTP_THREADS": "65"}, "AUTOPATCH_HTTP_THREADS"),
 ])
 def test_startup_configuration_errors_exit_2(autopatch_bin, tmp_path, port, env, needle):
     env.setdefault("PORT", str(port))

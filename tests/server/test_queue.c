@@ -655,6 +655,81 @@ static void test_body_encoded_by_the_submitter(void **state)
 	free(body);
 }
 
+/* Several HTTP threads encode bodies on one handle at once (AUTOPATCH_HTTP_THREADS): each
+ * takes its own compression context, so every stored body leases back byte for byte. */
+enum { ENC_THREADS = 6, ENC_EACH = 40, ENC_LEN = 9000 };
+
+struct enc_arg {
+	queue *q;
+	int t;
+	char *bodies[ENC_EACH];
+	q_delivery d[ENC_EACH];
+	char ids[ENC_EACH][32], repos[ENC_EACH][32];
+};
+
+static void *encode_many(void *p)
+{
+	struct enc_arg *a = p;
+
+	for (int i = 0; i < ENC_EACH; i++) {
+		size_t n = 0;
+		char *b = malloc(ENC_LEN + 1);
+
+		assert_non_null(b);
+		n +=
+		    (size_t)snprintf(b, ENC_LEN, "{\"thread\":%d,\"item\":%d,\"text\":\"", a->t, i);
+		while (n < ENC_LEN - 80)
+			n += (size_t)snprintf(b + n, ENC_LEN - n, "t%d i%d w%zu ", a->t, i, n);
+		snprintf(b + n, ENC_LEN + 1 - n, "\"}");
+		a->bodies[i] = b;
+		snprintf(a->ids[i], sizeof(a->ids[i]), "d-enc-%d-%d", a->t, i);
+		snprintf(a->repos[i], sizeof(a->repos[i]), "acme/enc%d", a->t);
+		a->d[i] = trigger(a->ids[i], a->repos[i], i + 1);
+		a->d[i].body = b;
+		a->d[i].len = strlen(b);
+		q_encode_body(a->q, &a->d[i]);
+	}
+	return NULL;
+}
+
+static void test_bodies_encoded_on_several_threads_at_once(void **state)
+{
+	struct fixture *f = *state;
+	static struct enc_arg args[ENC_THREADS];
+	pthread_t th[ENC_THREADS];
+	q_delivery *items[ENC_THREADS * ENC_EACH];
+	size_t n = 0, leased = 0;
+	job_info *job;
+
+	for (int t = 0; t < ENC_THREADS; t++) {
+		args[t] = (struct enc_arg){.q = f->q, .t = t};
+		assert_int_equal(pthread_create(&th[t], NULL, encode_many, &args[t]), 0);
+	}
+	for (int t = 0; t < ENC_THREADS; t++)
+		assert_int_equal(pthread_join(th[t], NULL), 0);
+	for (int t = 0; t < ENC_THREADS; t++)
+		for (int i = 0; i < ENC_EACH; i++) {
+			assert_true(args[t].d[i].encoded && args[t].d[i].stored);
+			items[n++] = &args[t].d[i];
+		}
+	assert_int_equal(q_ingest(f->q, items, n, 1000), 0);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(items[i]->result, Q_QUEUED);
+	while (q_lease(f->q, "w", 1000, 1000, &job) == 0 && job) {
+		int t = -1, i = -1;
+
+		assert_int_equal(sscanf(job->delivery, "d-enc-%d-%d", &t, &i), 2);
+		assert_true(t >= 0 && t < ENC_THREADS && i >= 0 && i < ENC_EACH);
+		assert_string_equal(job->payload, args[t].bodies[i]);
+		leased++;
+		q_job_free(job);
+	}
+	assert_int_equal(leased, n);
+	for (int t = 0; t < ENC_THREADS; t++)
+		for (int i = 0; i < ENC_EACH; i++)
+			free(args[t].bodies[i]);
+}
+
 /* Bodies an earlier release stored zlib-compressed (body_encoding 1) still lease. */
 static void test_zlib_body_of_earlier_release_still_read(void **state)
 {
@@ -1412,6 +1487,8 @@ int main(int argc, char **argv)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_large_body_stored_compressed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_body_encoded_by_the_submitter, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_bodies_encoded_on_several_threads_at_once, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_zlib_body_of_earlier_release_still_read, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_write_pacing_is_shared, setup, teardown),
