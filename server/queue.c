@@ -35,7 +35,8 @@ enum { BODY_RAW = 0, BODY_ZLIB = 1, BODY_ZSTD = 2 };
  * chunks: 3 statements for each of 8 + 6 sizes fit the statement cache (Q_LRU_SIZE). */
 #define Q_BATCH_WHOLE 8
 
-/* Compression contexts per handle: one per HTTP thread that may store a body at a time. */
+/* Compression contexts per handle: one for each of the (default at most 4) HTTP threads that
+ * may store a body at once; a fifth waits for the first context. */
 #define Q_ZCTX 4
 
 struct queue {

@@ -584,19 +584,28 @@ static void test_sqlite_v1_database_is_migrated_and_readable(void **state)
 	q_job_free(job);
 }
 
+/* A JSON body of len bytes (len > 200) of compressible issue text naming tag (a few bytes),
+ * so bodies of different tags differ. malloc'd; the caller frees. */
+static char *text_body(size_t len, const char *tag)
+{
+	char *b = malloc(len + 1);
+	size_t n;
+
+	assert_non_null(b);
+	n = (size_t)snprintf(b, len, "{\"action\":\"labeled\",\"issue\":{\"body\":\"");
+	while (n < len - 100)
+		n += (size_t)snprintf(b + n, len - n, "%s line %zu of the issue text. ", tag, n);
+	snprintf(b + n, len + 1 - n, "\"}}");
+	return b;
+}
+
 static void test_large_body_stored_compressed(void **state)
 {
 	struct fixture *f = *state;
-	enum { LEN = 12000 };
-	char *body = malloc(LEN + 1);
+	char *body = text_body(12000, "big");
 	q_delivery a = trigger("d-big", "acme/w", 1);
 	job_info *job;
-	size_t n = 0;
 
-	n += (size_t)snprintf(body, LEN, "{\"action\":\"labeled\",\"issue\":{\"body\":\"");
-	while (n < LEN - 100)
-		n += (size_t)snprintf(body + n, LEN - n, "line %zu of the issue text. ", n);
-	snprintf(body + n, LEN + 1 - n, "\"}}");
 	a.body = body;
 	a.len = strlen(body);
 	ingest1(f->q, &a, 1000);
@@ -615,18 +624,13 @@ static void test_large_body_stored_compressed(void **state)
 static void test_body_encoded_by_the_submitter(void **state)
 {
 	struct fixture *f = *state;
-	enum { LEN = 12000 };
-	char *body = malloc(LEN + 1);
+	char *body = text_body(12000, "pre");
 	q_delivery a = trigger("d-pre", "acme/p", 1), small = trigger("d-small", "acme/s", 1);
 	q_delivery unused = trigger("d-unused", "acme/u", 1);
 	q_delivery *items[2] = {&a, &small};
-	size_t zlen, n = 0;
+	size_t zlen;
 	job_info *job;
 
-	n += (size_t)snprintf(body, LEN, "{\"action\":\"labeled\",\"issue\":{\"body\":\"");
-	while (n < LEN - 100)
-		n += (size_t)snprintf(body + n, LEN - n, "entry %zu of the issue text. ", n);
-	snprintf(body + n, LEN + 1 - n, "\"}}");
 	a.body = unused.body = body;
 	a.len = unused.len = strlen(body);
 	q_encode_body(f->q, &a);
@@ -672,16 +676,10 @@ static void *encode_many(void *p)
 	struct enc_arg *a = p;
 
 	for (int i = 0; i < ENC_EACH; i++) {
-		size_t n = 0;
-		char *b = malloc(ENC_LEN + 1);
+		char tag[16], *b;
 
-		assert_non_null(b);
-		n +=
-		    (size_t)snprintf(b, ENC_LEN, "{\"thread\":%d,\"item\":%d,\"text\":\"", a->t, i);
-		while (n < ENC_LEN - 80)
-			n += (size_t)snprintf(b + n, ENC_LEN - n, "t%d i%d w%zu ", a->t, i, n);
-		snprintf(b + n, ENC_LEN + 1 - n, "\"}");
-		a->bodies[i] = b;
+		snprintf(tag, sizeof(tag), "t%d-i%d", a->t, i);
+		a->bodies[i] = b = text_body(ENC_LEN, tag);
 		snprintf(a->ids[i], sizeof(a->ids[i]), "d-enc-%d-%d", a->t, i);
 		snprintf(a->repos[i], sizeof(a->repos[i]), "acme/enc%d", a->t);
 		a->d[i] = trigger(a->ids[i], a->repos[i], i + 1);
