@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* server/ingest.c - the group-commit writer thread (see ingest.h). */
+/* server/ingest.c - the group-commit writer threads (see ingest.h). */
 #include "server/ingest.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -15,42 +15,91 @@
 /* How often the background checkpointer looks for committed work. */
 #define ING_CHECKPOINT_MS 250
 
+/* Writers on a shared database (PostgreSQL): while one batch waits for its COMMIT, the next
+ * one runs its statements on the second connection. SQLite has one writer: a second
+ * connection would only wait for the first's lock. */
+#define ING_WRITERS_SHARED 2
+
+struct writer {
+	ingest *ing;
+	queue *q; /* this writer's own connection */
+	pthread_t thread;
+	bool started;
+	bool holds_turn; /* under ing->lock */
+};
+
 struct ingest {
-	queue *q;
+	queue *q;      /* the first writer's connection; bodies are encoded with its contexts */
 	queue *ckpt_q; /* the checkpointer's own connection */
-	pthread_t thread, ckpt_thread;
+	struct writer w[ING_WRITERS_SHARED];
+	int nwriters;
+	pthread_t ckpt_thread;
 	bool ckpt_started;
 	unsigned long commits; /* batches committed, under lock */
 	pthread_mutex_t lock;
-	pthread_cond_t cond;	  /* items submitted, or stopping */
+	pthread_cond_t cond; /* items submitted, the turn given back, a batch done, or stopping */
 	pthread_cond_t ckpt_cond; /* stopping (the checkpointer otherwise wakes on a timer) */
 	ing_item *head, *tail;
+	/* One writer at a time has the turn: it takes a batch and runs its statements. It gives
+	 * the turn back just before its COMMIT (q_set_precommit), so the next batch's statements
+	 * come after this one's: a later delivery for the same issue or with the same id then
+	 * waits for this batch's rows (row locks, unique indexes) and sees them. A batch with a
+	 * cancel keeps the turn to its end and starts only when no other batch is committing:
+	 * the cancel must see the job a trigger before it created, and an uncommitted job is
+	 * invisible to it. */
+	bool turn_taken;
+	int in_flight; /* batches taken and not yet done */
 	bool stopping;
 	size_t max_batch;
 	ing_queued_fn on_queued;
 	void *ud;
 };
 
+/* Give the turn back (under ing->lock); once per batch. */
+static void give_turn_locked(struct writer *w)
+{
+	if (!w->holds_turn)
+		return;
+	w->holds_turn = false;
+	w->ing->turn_taken = false;
+	pthread_cond_broadcast(&w->ing->cond);
+}
+
+/* q_ingest's hook: statements done, COMMIT next. */
+static void before_commit(void *ud)
+{
+	struct writer *w = ud;
+
+	pthread_mutex_lock(&w->ing->lock);
+	give_turn_locked(w);
+	pthread_mutex_unlock(&w->ing->lock);
+}
+
 static void *writer(void *arg)
 {
-	ingest *ing = arg;
+	struct writer *w = arg;
+	ingest *ing = w->ing;
 	q_delivery *batch[ING_BATCH_MAX];
 	ing_item *items[ING_BATCH_MAX];
 
 	for (;;) {
 		size_t n = 0;
-		bool queued = false;
+		bool queued = false, cancels = false;
 
 		pthread_mutex_lock(&ing->lock);
-		while (!ing->head && !ing->stopping)
+		while ((!ing->head || ing->turn_taken) && !(ing->stopping && !ing->head))
 			pthread_cond_wait(&ing->cond, &ing->lock);
-		if (!ing->head && ing->stopping) {
+		if (!ing->head) { /* stopping, and nothing left */
 			pthread_mutex_unlock(&ing->lock);
 			break;
 		}
+		ing->turn_taken = true;
+		w->holds_turn = true;
+		ing->in_flight++;
 		while (ing->head && n < ING_BATCH_MAX) {
 			items[n] = ing->head;
 			batch[n] = &ing->head->d;
+			cancels |= ing->head->d.kind == Q_CANCEL;
 			ing->head = ing->head->next;
 			n++;
 		}
@@ -58,12 +107,19 @@ static void *writer(void *arg)
 			ing->tail = NULL;
 		if (n > ing->max_batch)
 			ing->max_batch = n;
+		/* Only another writer's COMMIT can be in flight here (it gave the turn back). */
+		while (cancels && ing->in_flight > 1)
+			pthread_cond_wait(&ing->cond, &ing->lock);
 		pthread_mutex_unlock(&ing->lock);
 
-		if (q_ingest(ing->q, batch, n, q_now_ms()))
+		q_set_precommit(w->q, cancels ? NULL : before_commit, w);
+		if (q_ingest(w->q, batch, n, q_now_ms()))
 			ap_err("storing %zu deliveries failed: %s", n, ap_error_last());
 		pthread_mutex_lock(&ing->lock);
+		give_turn_locked(w); /* when the batch failed before its COMMIT, or had cancels */
+		ing->in_flight--;
 		ing->commits++;
+		pthread_cond_broadcast(&ing->cond);
 		pthread_mutex_unlock(&ing->lock);
 		for (size_t i = 0; i < n; i++) {
 			if (items[i]->d.result == Q_QUEUED)
@@ -73,7 +129,7 @@ static void *writer(void *arg)
 		}
 		if (queued) {
 			/* Other replicas' workers: after the answers, which need not wait. */
-			if (q_notify(ing->q))
+			if (q_notify(w->q))
 				ap_debug("waking other replicas failed: %s", ap_error_last());
 			if (ing->on_queued)
 				ing->on_queued(ing->ud);
@@ -111,6 +167,27 @@ static void *checkpointer(void *arg)
 	return NULL;
 }
 
+/* Stop the writers that started and close every connection; the rest of ing is freed by
+ * the caller. */
+static void stop_writers(ingest *ing)
+{
+	pthread_mutex_lock(&ing->lock);
+	ing->stopping = true;
+	pthread_cond_broadcast(&ing->cond);
+	pthread_cond_broadcast(&ing->ckpt_cond);
+	pthread_mutex_unlock(&ing->lock);
+	for (int i = 0; i < ing->nwriters; i++)
+		if (ing->w[i].started)
+			pthread_join(ing->w[i].thread, NULL);
+	if (ing->ckpt_started)
+		pthread_join(ing->ckpt_thread, NULL);
+	for (int i = 0; i < ing->nwriters; i++)
+		if (ing->w[i].q != ing->q)
+			q_close(ing->w[i].q);
+	q_close(ing->ckpt_q);
+	q_close(ing->q);
+}
+
 int ing_new(ingest **out, const char *path, ing_queued_fn on_queued, void *ud)
 {
 	ingest *ing;
@@ -120,21 +197,26 @@ int ing_new(ingest **out, const char *path, ing_queued_fn on_queued, void *ud)
 	ing = calloc(1, sizeof(*ing));
 	if (!ing)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	if ((rc = q_open(&ing->q, path, Q_OPEN_CREATE)))
-		goto out_free;
-	if ((rc = q_open(&ing->ckpt_q, path, Q_OPEN_CREATE))) {
-		q_close(ing->ckpt_q);
-		q_close(ing->q);
-		goto out_free;
-	}
 	pthread_mutex_init(&ing->lock, NULL);
 	pthread_cond_init(&ing->cond, NULL);
 	pthread_cond_init(&ing->ckpt_cond, NULL);
 	ing->on_queued = on_queued;
 	ing->ud = ud;
-	if (pthread_create(&ing->thread, NULL, writer, ing)) {
-		rc = ap_error_set(AP_ENOMEM, "cannot start the database writer thread");
-		goto out_close;
+	if ((rc = q_open(&ing->q, path, Q_OPEN_CREATE)) ||
+	    (rc = q_open(&ing->ckpt_q, path, Q_OPEN_CREATE)))
+		goto out_stop;
+	ing->nwriters = q_shared(ing->q) ? ING_WRITERS_SHARED : 1;
+	ing->w[0].q = ing->q;
+	for (int i = 1; i < ing->nwriters; i++)
+		if ((rc = q_open(&ing->w[i].q, path, Q_OPEN_CREATE)))
+			goto out_stop;
+	for (int i = 0; i < ing->nwriters; i++) {
+		ing->w[i].ing = ing;
+		if (pthread_create(&ing->w[i].thread, NULL, writer, &ing->w[i])) {
+			rc = ap_error_set(AP_ENOMEM, "cannot start the database writer thread");
+			goto out_stop;
+		}
+		ing->w[i].started = true;
 	}
 	/* Without the checkpointer the writer checkpoints itself: slower, still correct. */
 	if (q_autocheckpoint(ing->q, 0) == 0 &&
@@ -144,13 +226,11 @@ int ing_new(ingest **out, const char *path, ing_queued_fn on_queued, void *ud)
 		q_autocheckpoint(ing->q, 1000);
 	*out = ing;
 	return 0;
-out_close:
+out_stop:
+	stop_writers(ing);
 	pthread_cond_destroy(&ing->ckpt_cond);
 	pthread_cond_destroy(&ing->cond);
 	pthread_mutex_destroy(&ing->lock);
-	q_close(ing->ckpt_q);
-	q_close(ing->q);
-out_free:
 	free(ing);
 	return rc;
 }
@@ -174,7 +254,8 @@ void ing_submit(ingest *ing, ing_item *item)
 	else
 		ing->head = item;
 	ing->tail = item;
-	pthread_cond_signal(&ing->cond);
+	/* Broadcast: a writer may be waiting on cond for something else (another's COMMIT). */
+	pthread_cond_broadcast(&ing->cond);
 	pthread_mutex_unlock(&ing->lock);
 }
 
@@ -188,22 +269,18 @@ size_t ing_max_batch(ingest *ing)
 	return n;
 }
 
+int ing_writers(ingest *ing)
+{
+	return ing->nwriters;
+}
+
 void ing_free(ingest *ing)
 {
 	if (!ing)
 		return;
-	pthread_mutex_lock(&ing->lock);
-	ing->stopping = true;
-	pthread_cond_broadcast(&ing->cond);
-	pthread_cond_broadcast(&ing->ckpt_cond);
-	pthread_mutex_unlock(&ing->lock);
-	pthread_join(ing->thread, NULL);
-	if (ing->ckpt_started)
-		pthread_join(ing->ckpt_thread, NULL);
+	stop_writers(ing);
 	pthread_cond_destroy(&ing->ckpt_cond);
 	pthread_cond_destroy(&ing->cond);
 	pthread_mutex_destroy(&ing->lock);
-	q_close(ing->ckpt_q);
-	q_close(ing->q);
 	free(ing);
 }

@@ -48,6 +48,8 @@ struct queue {
 	 * several let HTTP threads compress at the same time. */
 	pthread_mutex_t zlock[Q_ZCTX];
 	ZSTD_CCtx *zc[Q_ZCTX];
+	q_precommit_fn precommit; /* see q_set_precommit */
+	void *precommit_ud;
 };
 
 #define ARGS(...)                                                                                  \
@@ -909,6 +911,8 @@ static int ingest_try(queue *q, struct ing_ctx *c, size_t n, int64_t now, bool i
 			goto out_rollback;
 	}
 out_commit:
+	if (q->precommit)
+		q->precommit(q->precommit_ud);
 	if ((rc = sx(q, "COMMIT")))
 		goto out_rollback;
 	return 0;
@@ -959,6 +963,14 @@ int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now)
 		free(c[i].z);
 	free(c);
 	return rc;
+}
+
+void q_set_precommit(queue *q, q_precommit_fn fn, void *ud)
+{
+	pthread_mutex_lock(&q->lock);
+	q->precommit = fn;
+	q->precommit_ud = ud;
+	pthread_mutex_unlock(&q->lock);
 }
 
 /* --- workers --------------------------------------------------------------------------- */

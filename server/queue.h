@@ -106,6 +106,13 @@ typedef struct q_delivery {
  * need not wait for). */
 int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now);
 
+/* Called by q_ingest on its caller's thread when a try's statements are done, just before its
+ * COMMIT (again for each further try of the same batch). The group-commit writers use it to
+ * let the next batch start its statements while this one waits for the COMMIT. */
+typedef void (*q_precommit_fn)(void *ud);
+/* Set (or, with NULL, clear) q's hook; ud is passed to it. */
+void q_set_precommit(queue *q, q_precommit_fn fn, void *ud);
+
 /* Encode d's body as q_ingest would store it (zstd when that is smaller, else raw), on the
  * caller's thread; thread-safe. What it keeps in d is freed by q_ingest, or by
  * q_encoded_release when d is never ingested. */

@@ -33,6 +33,7 @@ struct fixture {
 	char dir[64];
 	char path[512]; /* the SQLite file, or the PostgreSQL URI */
 	queue *q;
+	PGconn *hold; /* a connection holding locks a case takes; closed (they go) at teardown */
 };
 
 /* NULL: SQLite; else the PostgreSQL server every case runs on (a fresh schema each). */
@@ -121,6 +122,9 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 	char cmd[160];
 
+	/* First: a case that failed while holding a lock must not stall the next one's setup. */
+	if (f->hold)
+		PQfinish(f->hold);
 	q_close(f->q);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
 	if (system(cmd) != 0)
@@ -1120,6 +1124,88 @@ static void test_group_commit_keeps_the_order_of_each_issue(void **state)
 	free(ws);
 }
 
+/* Whether w's batch committed within ms milliseconds. */
+static bool waiter_wait_for(struct waiter *w, int ms)
+{
+	struct timespec ts;
+	bool done;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&w->lock);
+	while (!w->done && pthread_cond_timedwait(&w->cond, &w->lock, &ts) == 0)
+		;
+	done = w->done;
+	pthread_mutex_unlock(&w->lock);
+	return done;
+}
+
+/* On PostgreSQL a second writer runs the next batch while one waits for its COMMIT, and one
+ * issue's deliveries keep their order. The test holds one trigger's COMMIT (a deferred
+ * constraint trigger waits for an advisory lock the test holds): a delivery for another issue
+ * commits meanwhile; a cancel of the held issue waits for that COMMIT (the job it must cancel
+ * is invisible until then) and then cancels it. SQLite has one writer. */
+static void test_group_commit_overlaps_commits_in_issue_order(void **state)
+{
+	struct fixture *f = *state;
+	struct waiter held = {0}, other = {0}, cancel = {0};
+	q_delivery c = trigger("cancel-1", "acme/held", 1);
+	PGresult *r;
+	ingest *ing;
+	int64_t waiting = 0;
+
+	assert_int_equal(ing_new(&ing, f->path, NULL, NULL), 0);
+	if (!pg_uri) {
+		assert_int_equal(ing_writers(ing), 1);
+		ing_free(ing);
+		return;
+	}
+	assert_int_equal(ing_writers(ing), 2);
+	raw_exec(f, "CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+		    "PERFORM pg_advisory_lock_shared(4242); RETURN NULL; END $$; "
+		    "CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON deliveries DEFERRABLE "
+		    "INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.delivery = 'held-1') "
+		    "EXECUTE FUNCTION hold_commit()");
+	f->hold = PQconnectdb(f->path);
+	assert_int_equal(PQstatus(f->hold), CONNECTION_OK);
+	r = PQexec(f->hold, "SELECT pg_advisory_lock(4242)");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+
+	waiter_submit(ing, &held, trigger("held-1", "acme/held", 1));
+	for (int i = 0; i < 500 && waiting < 1; i++) { /* held-1 is in its COMMIT */
+		usleep(20 * 1000);
+		waiting = raw_int(f, "SELECT count(*) FROM pg_locks WHERE locktype='advisory' "
+				     "AND NOT granted");
+	}
+	assert_int_equal(waiting, 1);
+	waiter_submit(ing, &other, trigger("other-1", "acme/other", 1));
+	assert_true(waiter_wait_for(&other, 10000));
+	assert_int_equal(other.item.d.result, Q_QUEUED);
+	c.kind = Q_CANCEL;
+	c.body = "{}";
+	c.len = 2;
+	waiter_submit(ing, &cancel, c);
+	assert_false(waiter_wait_for(&cancel, 300));
+	assert_false(waiter_wait_for(&held, 0));
+
+	r = PQexec(f->hold, "SELECT pg_advisory_unlock(4242)");
+	assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+	PQclear(r);
+	assert_int_equal(waiter_wait(&held), Q_QUEUED);
+	assert_int_equal(waiter_wait(&cancel), Q_CANCELLED);
+	assert_int_equal(cancel.item.d.ncancelled, 1);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs WHERE repo='acme/held' AND "
+				    "state='cancelled'"),
+			 1);
+	ing_free(ing);
+}
+
 /* A job queued through group commit wakes pollers of other processes (their own connection
  * LISTENing) on PostgreSQL; on SQLite there is nobody to wake and the wait only sleeps. */
 static void test_group_commit_wakes_other_processes(void **state)
@@ -1503,6 +1589,8 @@ int main(int argc, char **argv)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit_keeps_the_order_of_each_issue, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_group_commit_overlaps_commits_in_issue_order,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit_wakes_other_processes, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_retries_then_succeeds, setup, teardown),
