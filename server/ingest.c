@@ -30,7 +30,7 @@ struct writer {
 
 struct ingest {
 	queue *q;      /* the first writer's connection; bodies are encoded with its contexts */
-	queue *ckpt_q; /* the checkpointer's own connection */
+	queue *ckpt_q; /* the checkpointer's own connection (SQLite only) */
 	struct writer w[ING_WRITERS_SHARED];
 	int nwriters;
 	pthread_t ckpt_thread;
@@ -202,10 +202,12 @@ int ing_new(ingest **out, const char *path, ing_queued_fn on_queued, void *ud)
 	pthread_cond_init(&ing->ckpt_cond, NULL);
 	ing->on_queued = on_queued;
 	ing->ud = ud;
-	if ((rc = q_open(&ing->q, path, Q_OPEN_CREATE)) ||
-	    (rc = q_open(&ing->ckpt_q, path, Q_OPEN_CREATE)))
+	if ((rc = q_open(&ing->q, path, Q_OPEN_CREATE)))
 		goto out_stop;
 	ing->nwriters = q_shared(ing->q) ? ING_WRITERS_SHARED : 1;
+	/* The checkpointer is SQLite's: PostgreSQL checkpoints by itself. */
+	if (!q_shared(ing->q) && (rc = q_open(&ing->ckpt_q, path, Q_OPEN_CREATE)))
+		goto out_stop;
 	ing->w[0].q = ing->q;
 	for (int i = 1; i < ing->nwriters; i++)
 		if ((rc = q_open(&ing->w[i].q, path, Q_OPEN_CREATE)))
@@ -219,7 +221,7 @@ int ing_new(ingest **out, const char *path, ing_queued_fn on_queued, void *ud)
 		ing->w[i].started = true;
 	}
 	/* Without the checkpointer the writer checkpoints itself: slower, still correct. */
-	if (q_autocheckpoint(ing->q, 0) == 0 &&
+	if (ing->ckpt_q && q_autocheckpoint(ing->q, 0) == 0 &&
 	    pthread_create(&ing->ckpt_thread, NULL, checkpointer, ing) == 0)
 		ing->ckpt_started = true;
 	else

@@ -1166,6 +1166,15 @@ static void test_group_commit_overlaps_commits_in_issue_order(void **state)
 		return;
 	}
 	assert_int_equal(ing_writers(ing), 2);
+	/* the fixture's connection and the two writers' (no checkpointer on PostgreSQL) */
+	for (int i = 0; i < 100 && waiting != 3; i++) {
+		if (i)
+			usleep(20 * 1000);
+		waiting = raw_int(f, "SELECT count(*) FROM pg_stat_activity WHERE "
+				     "application_name='autopatch'");
+	}
+	assert_int_equal(waiting, 3);
+	waiting = 0;
 	raw_exec(f, "CREATE FUNCTION hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
 		    "PERFORM pg_advisory_lock_shared(4242); RETURN NULL; END $$; "
 		    "CREATE CONSTRAINT TRIGGER hold AFTER INSERT ON deliveries DEFERRABLE "
