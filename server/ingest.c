@@ -25,7 +25,6 @@ struct writer {
 	queue *q; /* this writer's own connection */
 	pthread_t thread;
 	bool started;
-	bool holds_turn; /* under ing->lock */
 };
 
 struct ingest {
@@ -46,8 +45,8 @@ struct ingest {
 	 * waits for this batch's rows (row locks, unique indexes) and sees them. A batch with a
 	 * cancel keeps the turn to its end and starts only when no other batch is committing:
 	 * the cancel must see the job a trigger before it created, and an uncommitted job is
-	 * invisible to it. */
-	bool turn_taken;
+	 * invisible to it. NULL: nobody has it. */
+	struct writer *turn;
 	int in_flight; /* batches taken and not yet done */
 	bool stopping;
 	size_t max_batch;
@@ -55,13 +54,12 @@ struct ingest {
 	void *ud;
 };
 
-/* Give the turn back (under ing->lock); once per batch. */
+/* Give the turn back if w has it (under ing->lock). */
 static void give_turn_locked(struct writer *w)
 {
-	if (!w->holds_turn)
+	if (w->ing->turn != w)
 		return;
-	w->holds_turn = false;
-	w->ing->turn_taken = false;
+	w->ing->turn = NULL;
 	pthread_cond_broadcast(&w->ing->cond);
 }
 
@@ -87,14 +85,13 @@ static void *writer(void *arg)
 		bool queued = false, cancels = false;
 
 		pthread_mutex_lock(&ing->lock);
-		while ((!ing->head || ing->turn_taken) && !(ing->stopping && !ing->head))
+		while ((!ing->head || ing->turn) && !(ing->stopping && !ing->head))
 			pthread_cond_wait(&ing->cond, &ing->lock);
 		if (!ing->head) { /* stopping, and nothing left */
 			pthread_mutex_unlock(&ing->lock);
 			break;
 		}
-		ing->turn_taken = true;
-		w->holds_turn = true;
+		ing->turn = w;
 		ing->in_flight++;
 		while (ing->head && n < ING_BATCH_MAX) {
 			items[n] = ing->head;
@@ -167,27 +164,6 @@ static void *checkpointer(void *arg)
 	return NULL;
 }
 
-/* Stop the writers that started and close every connection; the rest of ing is freed by
- * the caller. */
-static void stop_writers(ingest *ing)
-{
-	pthread_mutex_lock(&ing->lock);
-	ing->stopping = true;
-	pthread_cond_broadcast(&ing->cond);
-	pthread_cond_broadcast(&ing->ckpt_cond);
-	pthread_mutex_unlock(&ing->lock);
-	for (int i = 0; i < ing->nwriters; i++)
-		if (ing->w[i].started)
-			pthread_join(ing->w[i].thread, NULL);
-	if (ing->ckpt_started)
-		pthread_join(ing->ckpt_thread, NULL);
-	for (int i = 0; i < ing->nwriters; i++)
-		if (ing->w[i].q != ing->q)
-			q_close(ing->w[i].q);
-	q_close(ing->ckpt_q);
-	q_close(ing->q);
-}
-
 int ing_new(ingest **out, const char *path, ing_queued_fn on_queued, void *ud)
 {
 	ingest *ing;
@@ -229,11 +205,7 @@ int ing_new(ingest **out, const char *path, ing_queued_fn on_queued, void *ud)
 	*out = ing;
 	return 0;
 out_stop:
-	stop_writers(ing);
-	pthread_cond_destroy(&ing->ckpt_cond);
-	pthread_cond_destroy(&ing->cond);
-	pthread_mutex_destroy(&ing->lock);
-	free(ing);
+	ing_free(ing);
 	return rc;
 }
 
@@ -276,11 +248,26 @@ int ing_writers(ingest *ing)
 	return ing->nwriters;
 }
 
+/* Also ing_new's cleanup: stops the writers that started and closes every connection. */
 void ing_free(ingest *ing)
 {
 	if (!ing)
 		return;
-	stop_writers(ing);
+	pthread_mutex_lock(&ing->lock);
+	ing->stopping = true;
+	pthread_cond_broadcast(&ing->cond);
+	pthread_cond_broadcast(&ing->ckpt_cond);
+	pthread_mutex_unlock(&ing->lock);
+	for (int i = 0; i < ing->nwriters; i++)
+		if (ing->w[i].started)
+			pthread_join(ing->w[i].thread, NULL);
+	if (ing->ckpt_started)
+		pthread_join(ing->ckpt_thread, NULL);
+	for (int i = 0; i < ing->nwriters; i++)
+		if (ing->w[i].q != ing->q)
+			q_close(ing->w[i].q);
+	q_close(ing->ckpt_q);
+	q_close(ing->q);
 	pthread_cond_destroy(&ing->ckpt_cond);
 	pthread_cond_destroy(&ing->cond);
 	pthread_mutex_destroy(&ing->lock);
