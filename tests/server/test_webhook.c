@@ -407,6 +407,115 @@ static void test_payload_first_key_wins_at_every_level(void **state)
 	pl_fields_release(&f);
 }
 
+/* A body of exactly len bytes in its own allocation, so a read past it is an ASan error. */
+static char *exact_copy(const char *s, size_t len)
+{
+	char *p = malloc(len ? len : 1);
+
+	assert_non_null(p);
+	memcpy(p, s, len);
+	return p;
+}
+
+/* The string scanner looks at 16 (or 8) bytes at a time: a quote, backslash, control
+ * character or high byte at every position of a word, and a string ending at every distance
+ * from the end of the buffer, must all be seen as the byte loop would. */
+static void test_payload_string_positions(void **state)
+{
+	static const char head[] = "{\"comment\":{\"body\":\"";
+	char body[256], want[128];
+	pl_fields f;
+
+	(void)state;
+	for (int n = 0; n < 40; n++) {
+		for (int kind = 0; kind < 5; kind++) {
+			size_t k = 0, w = 0, len;
+			char *copy;
+			int rc;
+
+			k += (size_t)sprintf(body + k, "%s", head);
+			for (int i = 0; i < n; i++)
+				body[k++] = want[w++] = (char)('a' + i % 26);
+			switch (kind) {
+			case 0: /* a control character: invalid */
+				body[k++] = (char)(n % 2 ? 0x1f : 0x01);
+				break;
+			case 1: /* an escape */
+				body[k++] = '\\';
+				body[k++] = 'n';
+				want[w++] = '\n';
+				break;
+			case 2: /* a two-byte character and DEL: plain bytes */
+				body[k++] = want[w++] = (char)0xc3;
+				body[k++] = want[w++] = (char)0xa9;
+				body[k++] = want[w++] = 0x7f;
+				break;
+			case 3: /* a space, the lowest plain byte */
+				body[k++] = want[w++] = ' ';
+				break;
+			case 4: /* an escaped quote */
+				body[k++] = '\\';
+				body[k++] = '"';
+				want[w++] = '"';
+				break;
+			}
+			for (int i = 0; i < 20; i++)
+				body[k++] = want[w++] = 'z';
+			k += (size_t)sprintf(body + k, "\"}}");
+			want[w] = '\0';
+			len = k;
+			copy = exact_copy(body, len);
+			rc = pl_scan(copy, len, &f);
+			if (kind == 0) {
+				if (rc != AP_EINVAL)
+					fail_msg("control character at %d accepted", n);
+			} else {
+				if (rc != 0)
+					fail_msg("kind %d at %d refused", kind, n);
+				assert_string_equal(f.str[PL_COMMENT_BODY], want);
+				pl_fields_release(&f);
+			}
+			free(copy);
+		}
+	}
+	/* A string that ends 0..40 bytes before the end of the buffer (white space after the
+	 * object), and one whose closing quote is missing at every length. */
+	for (int n = 0; n < 40; n++) {
+		size_t k = (size_t)sprintf(body, "%s%.*s\"}}", head, n,
+					   "0123456789012345678901234567890123456789");
+		char *copy;
+
+		memset(body + k, ' ', (size_t)n);
+		copy = exact_copy(body, k + (size_t)n);
+		assert_int_equal(pl_scan(copy, k + (size_t)n, &f), 0);
+		assert_int_equal(strlen(f.str[PL_COMMENT_BODY]), n);
+		pl_fields_release(&f);
+		free(copy);
+		k = (size_t)sprintf(body, "%s%.*s", head, n,
+				    "0123456789012345678901234567890123456789");
+		copy = exact_copy(body, k);
+		assert_int_equal(pl_scan(copy, k, &f), AP_EINVAL);
+		free(copy);
+	}
+}
+
+/* Once every wanted field below an object was found, its other keys are not decoded: the
+ * first occurrence still wins, and a wanted field of another object is still found. */
+static void test_payload_found_fields_close_their_object(void **state)
+{
+	const char *body = "{\"repository\":{\"id\":5,\"full_name\":\"a/b\","
+			   "\"full_name\":\"c/d\",\"id\":6,\"owner\":{\"id\":9}},"
+			   "\"repository\":{\"id\":7},\"installation\":{\"x\":1,\"id\":42}}";
+	pl_fields f;
+
+	(void)state;
+	assert_int_equal(pl_scan(body, strlen(body), &f), 0);
+	assert_int_equal(f.id[PL_REPO_ID], 5);
+	assert_string_equal(f.str[PL_REPO_FULL_NAME], "a/b");
+	assert_int_equal(f.id[PL_INSTALLATION_ID], 42);
+	pl_fields_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -418,6 +527,8 @@ int main(void)
 	    cmocka_unit_test(test_checks_in_order),
 	    cmocka_unit_test(test_secret_rotation),
 	    cmocka_unit_test(test_payload_rejects_invalid_json),
+	    cmocka_unit_test(test_payload_string_positions),
+	    cmocka_unit_test(test_payload_found_fields_close_their_object),
 	    cmocka_unit_test(test_payload_depth_limit),
 	    cmocka_unit_test(test_payload_extracts_and_decodes),
 	    cmocka_unit_test(test_payload_first_key_wins_at_every_level),
