@@ -3,6 +3,7 @@
  * watch that reaches running sandbox commands, the loop, the result. The helpers the roles
  * share (model call under budgets, tool call, progress) are agents/agent.c. */
 #include "agents/fixer.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/redact.h"
@@ -50,12 +51,7 @@ static void *stop_watch_main(void *arg)
 			w->flag = 1;
 			break;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += STOP_POLL_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ap_deadline_in(&ts, CLOCK_MONOTONIC, STOP_POLL_MS);
 		if (!w->quit)
 			pthread_cond_timedwait(&w->cv, &w->mu, &ts);
 	}

@@ -10,6 +10,7 @@
  */
 #include "cli/commands.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/httpc.h"
@@ -73,14 +74,6 @@ static void on_stop_signal(int sig)
 static int interrupted(void)
 {
 	return ap_error_set(AP_ECANCELLED, "interrupted by signal %d", (int)stop_signal);
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void sleep_ms(int ms)
@@ -294,13 +287,13 @@ static bool child_alive(struct child *c)
 /* SIGTERM, wait up to the grace period, then SIGKILL. True when it is gone. */
 static bool child_stop(struct child *c)
 {
-	int64_t end = mono_ms() + STOP_GRACE_MS;
+	int64_t end = ap_mono_ms() + STOP_GRACE_MS;
 	int status;
 
 	if (c->pid <= 0)
 		return true;
 	kill(c->pid, SIGTERM);
-	while (mono_ms() < end) {
+	while (ap_mono_ms() < end) {
 		pid_t w = waitpid(c->pid, &status, WNOHANG);
 
 		if (w == c->pid || (w < 0 && errno == ECHILD)) {
@@ -347,10 +340,10 @@ static long http(const char *method, const char *url, struct curl_slist *hdrs, c
 static int wait_ready(struct child *c, const char *url, int seconds)
 {
 	ap_buf b = AP_BUF_INIT(HTTP_CAP);
-	int64_t end = mono_ms() + (int64_t)seconds * 1000;
+	int64_t end = ap_mono_ms() + (int64_t)seconds * 1000;
 	long st = 0;
 
-	while (!stop_signal && mono_ms() < end && child_alive(c) &&
+	while (!stop_signal && ap_mono_ms() < end && child_alive(c) &&
 	       (st = http("GET", url, NULL, NULL, &b)) != 200)
 		sleep_ms(100);
 	ap_buf_release(&b);
@@ -488,11 +481,11 @@ static void print_diff(const char *bare, const char *base, const char *head)
 static int watch(struct demo *d)
 {
 	char *last = NULL;
-	int64_t end = mono_ms() + d->timeout_s * 1000;
+	int64_t end = ap_mono_ms() + d->timeout_s * 1000;
 	int rc = AP_ETIMEOUT;
 	bool final = false;
 
-	while (mono_ms() < end && !final) {
+	while (ap_mono_ms() < end && !final) {
 		cJSON *st, *repo, *comments, *c, *pulls, *pr;
 
 		if (stop_signal) {

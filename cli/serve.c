@@ -4,6 +4,7 @@
  * SIGINT and shut down in order (stop accepting, commit what was accepted, let running jobs
  * stop or re-queue them). */
 #include "job/pipeline.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "github/urls.h"
 #include "github/oauth.h"
@@ -225,7 +226,7 @@ static int reserve_write(void *ud, int64_t installation, int64_t spacing_ms, int
 {
 	struct serve_ctx *ctx = ud;
 
-	return q_pace(ctx->pace_q, installation, spacing_ms, q_now_ms(), wait_ms);
+	return q_pace(ctx->pace_q, installation, spacing_ms, ap_wall_ms(), wait_ms);
 }
 
 static void on_queued(void *ud)
@@ -328,7 +329,7 @@ int serve_run(ap_config *cfg, bool registration)
 	}
 	gethostname(host, sizeof(host) - 1);
 	snprintf(instance, sizeof(instance), "%.60s:%d:%lld", host, (int)getpid(),
-		 (long long)q_now_ms());
+		 (long long)ap_wall_ms());
 	ctx.wc = (wk_config){
 	    .db_path = o.db,
 	    .workers = (int)o.workers,

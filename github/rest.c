@@ -5,6 +5,7 @@
 #include "github/urls.h"
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/httpc.h"
 #include "common/log.h"
@@ -91,22 +92,6 @@ void gh_rest_set_pacer(const gh_write_pacer *p)
 	pthread_mutex_unlock(&states_lock);
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(int64_t ms)
 {
 	struct timespec ts;
@@ -137,7 +122,7 @@ static int64_t write_wait_ms(gh_rest *r, struct inst_state *slot)
 		ap_error_clear();
 	}
 	if (slot->last_write_ms)
-		wait = slot->last_write_ms + r->spacing_ms - now_ms();
+		wait = slot->last_write_ms + r->spacing_ms - ap_mono_ms();
 	return wait;
 }
 
@@ -419,7 +404,7 @@ static int64_t rate_limit_wait(gh_rest *r, struct inst_state *st, ap_buf *body)
 			return t > time(NULL) ? ((int64_t)t - time(NULL)) * 1000 : 0;
 	}
 	if (reset) {
-		w = reset - wall_ms();
+		w = reset - ap_wall_ms();
 		return w > 1000 ? w : 1000;
 	}
 	if (r->status == 429 || message_matches(body, "secondary rate limit") ||
@@ -443,7 +428,7 @@ static void note_success(gh_rest *r, struct inst_state *st)
 	pthread_mutex_lock(&states_lock);
 	st->secondary_streak = 0;
 	pthread_mutex_unlock(&states_lock);
-	if (reset > wall_ms()) {
+	if (reset > ap_wall_ms()) {
 		ap_warn("GitHub: the rate limit is used up until %lld; holding back further "
 			"requests",
 			(long long)(reset / 1000));
@@ -641,7 +626,7 @@ err_nomem:
 static int call(gh_rest *r, const char *method, const char *path, const cJSON *body, bool once,
 		ap_buf *resp)
 {
-	int64_t deadline = now_ms() + r->deadline_s * 1000, left, wait;
+	int64_t deadline = ap_mono_ms() + r->deadline_s * 1000, left, wait;
 	ap_buf url = AP_BUF_INIT(8192), auth = AP_BUF_INIT(8192);
 	struct inst_state *st, *slot = NULL;
 	char *payload = NULL;
@@ -669,7 +654,7 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 		pthread_mutex_lock(&slot->write_lock);
 	}
 	for (;;) {
-		left = deadline - now_ms();
+		left = deadline - ap_mono_ms();
 		if (left <= 0) {
 			rc = ap_error_set(AP_ETIMEOUT, "GitHub %s %s: deadline of %llds passed",
 					  method, path, (long long)r->deadline_s);
@@ -677,7 +662,7 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 		}
 		/* A rate limit this or another client saw: wait it out, or hand it back to the
 		 * caller (with the time in gh_rest_retry_after) when it outlasts the deadline. */
-		wait = blocked_until(st) - wall_ms();
+		wait = blocked_until(st) - ap_wall_ms();
 		if (wait > 0) {
 			if (wait >= left) {
 				r->retry_at = (blocked_until(st) + 999) / 1000;
@@ -710,9 +695,9 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 		if (rc)
 			break;
 		rc = attempt(r, method, ap_buf_str(&url), payload, ap_buf_str(&auth),
-			     deadline - now_ms() > 0 ? deadline - now_ms() : 1, once, resp);
+			     deadline - ap_mono_ms() > 0 ? deadline - ap_mono_ms() : 1, once, resp);
 		if (slot)
-			slot->last_write_ms = now_ms();
+			slot->last_write_ms = ap_mono_ms();
 		if ((rc == AP_EUNAVAIL || rc == AP_ETIMEOUT) && once && r->sent) {
 			/* GitHub may have received and applied it: the caller looks first. */
 			char why[1100];
@@ -722,11 +707,11 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 			rc = ap_error_set(rc, "%s (it may have been applied; not repeated)", why);
 			break;
 		}
-		if (rc == AP_EUNAVAIL || (rc == AP_ETIMEOUT && now_ms() < deadline)) {
+		if (rc == AP_EUNAVAIL || (rc == AP_ETIMEOUT && ap_mono_ms() < deadline)) {
 			if (net_n >= r->retries)
 				break;
 			wait = backoff_ms(r, net_n++);
-			if (now_ms() + wait >= deadline)
+			if (ap_mono_ms() + wait >= deadline)
 				break;
 			ap_warn("GitHub %s %s: %s; retrying in %lld ms", method, path,
 				ap_error_last(), (long long)wait);
@@ -750,7 +735,7 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 				break;
 			}
 			wait = backoff_ms(r, tries++);
-			if (now_ms() + wait >= deadline) {
+			if (ap_mono_ms() + wait >= deadline) {
 				rc = http_error(r, AP_ETIMEOUT, method, path, resp);
 				break;
 			}
@@ -800,8 +785,8 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 				break;
 			}
 			/* Every client of the installation holds back until it lifts. */
-			block_until(st, wall_ms() + wait);
-			if (tries >= r->retries || now_ms() + wait >= deadline) {
+			block_until(st, ap_wall_ms() + wait);
+			if (tries >= r->retries || ap_mono_ms() + wait >= deadline) {
 				r->retry_at = (blocked_until(st) + 999) / 1000;
 				rc = http_error(r, AP_ERATELIMIT, method, path, resp);
 				break;

@@ -3,6 +3,7 @@
  * comment.h): the eyes reaction, create-or-edit with pacing, finding its own comment again on
  * a re-run. */
 #include "job/comment.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/jsonnum.h"
 #include "common/log.h"
@@ -71,14 +72,6 @@ static int write_guard(void *ud)
 	if (may_write(ud))
 		return 0;
 	return ap_error_set(AP_ESTALE, "the job's lease is not current");
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void react(job_comment *c)
@@ -231,10 +224,10 @@ static void *cm_main(void *arg)
 			c->id_new = true;
 		}
 		/* Pace the edits; a stop (the final state) is written at once. */
-		next = now_ms() + c->interval_ms;
+		next = ap_wall_ms() + c->interval_ms;
 		until.tv_sec = (time_t)(next / 1000);
 		until.tv_nsec = (long)(next % 1000) * 1000000L;
-		while (!c->stop && now_ms() < next)
+		while (!c->stop && ap_wall_ms() < next)
 			if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0)
 				break;
 	}

@@ -3,6 +3,7 @@
  * blocked-egress report (see environment.h). */
 #include "job/environment.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -109,14 +110,6 @@ static const char *const default_key_globs[] = {"requirements*.txt",
 						"composer.json",
 						"composer.lock",
 						NULL};
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void note(const env_setup_opts *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -267,7 +260,7 @@ static int build_flavor(const ap_config *cfg, const env_choice *c)
 	posix_spawnattr_t attr;
 	char tail[TAIL_CAP + 1] = "", buf[4096], what[1200];
 	size_t tlen = 0;
-	int64_t timeout_s = 1200, start = now_ms(), deadline;
+	int64_t timeout_s = 1200, start = ap_mono_ms(), deadline;
 	int pfd[2], status = 0, rc;
 	bool timed_out = false;
 	const char *tl;
@@ -298,7 +291,7 @@ static int build_flavor(const ap_config *cfg, const env_choice *c)
 	deadline = start + timeout_s * 1000;
 	for (;;) {
 		struct pollfd p = {pfd[0], POLLIN, 0};
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - ap_mono_ms();
 		ssize_t got;
 
 		if (left <= 0) {
@@ -336,7 +329,7 @@ static int build_flavor(const ap_config *cfg, const env_choice *c)
 	return ap_error_set(AP_ENOTFOUND, "%s %s %d after %lld s; its output ended with:\n%s", what,
 			    WIFEXITED(status) ? "exited with" : "was killed by signal",
 			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-			    (long long)((now_ms() - start) / 1000), tl);
+			    (long long)((ap_mono_ms() - start) / 1000), tl);
 }
 
 /* Builds are serialised across this process's workers (build_lock) and across processes
@@ -1033,7 +1026,7 @@ static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_res
 {
 	const char *argv[] = {"sh", "-c", SCRIPT_RESTORE, NULL};
 	sbx_cmd cmd = SBX_CMD_INIT;
-	int64_t start = now_ms();
+	int64_t start = ap_mono_ms();
 	struct stat st;
 	int fd, rc;
 
@@ -1058,7 +1051,7 @@ static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_res
 	ap_stat_add(AP_STAT_ENV_CACHE_HITS, 1);
 	res->have_products = true;
 	res->archive_bytes = st.st_size;
-	res->setup_ms = now_ms() - start;
+	res->setup_ms = ap_mono_ms() - start;
 	return 0;
 }
 
@@ -1123,7 +1116,7 @@ struct live {
 static void live_show(struct live *l, bool force)
 {
 	char msg[600];
-	int64_t t = now_ms();
+	int64_t t = ap_mono_ms();
 
 	if (!l->o->live || (!force && t - l->last < LIVE_INTERVAL_MS))
 		return;
@@ -1182,7 +1175,7 @@ static const char *tail_lines(const char *t)
 
 static int run_steps(const env_setup_opts *o, env_setup_result *res)
 {
-	int64_t timeout_s = 900, start = now_ms();
+	int64_t timeout_s = 900, start = ap_mono_ms();
 	size_t count = 0;
 	int rc;
 
@@ -1201,7 +1194,7 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 		sbx_cmd cmd = SBX_CMD_INIT;
 		sbx_result r = SBX_RESULT_INIT;
 		struct live *l = calloc(1, sizeof(*l));
-		int64_t left = timeout_s - (now_ms() - start) / 1000;
+		int64_t left = timeout_s - (ap_mono_ms() - start) / 1000;
 
 		if (!l)
 			return ap_error_set(AP_ENOMEM, "out of memory");
@@ -1209,7 +1202,7 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 		l->step = o->setup_steps[i];
 		l->index = (int)i;
 		l->count = (int)count;
-		l->start = now_ms();
+		l->start = ap_mono_ms();
 		live_show(l, true);
 		cmd.argv = argv;
 		cmd.timeout_s = left > 0 ? (int)left : 1;
@@ -1244,14 +1237,14 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 				    "setup failed: `%.200s` exited with %d after %lld "
 				    "s%s; its output ended with:\n%s",
 				    o->setup_steps[i], r.exit_code,
-				    (long long)((now_ms() - l->start) / 1000), hint, tl);
+				    (long long)((ap_mono_ms() - l->start) / 1000), hint, tl);
 		}
 		if (o->live && rc == 0) {
 			char msg[400];
 
 			snprintf(msg, sizeof(msg), "setup %zu/%zu `%.200s` done (%lld s)", i + 1,
 				 count, o->setup_steps[i],
-				 (long long)((now_ms() - l->start) / 1000));
+				 (long long)((ap_mono_ms() - l->start) / 1000));
 			o->live(o->ud, msg);
 		}
 		sbx_result_release(&r);
@@ -1262,7 +1255,7 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 	res->ran = true;
 	if (res->key[0])
 		ap_stat_add(AP_STAT_ENV_CACHE_MISSES, 1); /* a cacheable setup ran afresh */
-	res->setup_ms = now_ms() - start;
+	res->setup_ms = ap_mono_ms() - start;
 	return 0;
 }
 

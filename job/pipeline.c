@@ -8,6 +8,7 @@
  * destroyed on every path. Everything user-visible is rendered by progress.c (redacted).
  */
 #include "job/pipeline.h"
+#include "common/clock.h"
 #include "common/jsonnum.h"
 #include "agents/cost.h"
 #include "agents/fixer.h"
@@ -87,14 +88,6 @@ struct run {
 
 static const char *const stage_names[] = {"preparing", "planning", "building", "testing",
 					  "publishing"};
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static char *xstrdup(const char *s)
 {
@@ -249,7 +242,7 @@ static void add_event(struct run *r, int stage, const char *msg)
 			return;
 	}
 	e = &r->ev[r->n_ev++];
-	e->time_ms = now_ms();
+	e->time_ms = ap_wall_ms();
 	e->stage = stage >= 0 ? stage_names[stage] : NULL;
 	e->message = msg ? redact_str(msg) : NULL;
 }
@@ -267,7 +260,7 @@ static int render_comment(struct run *r, char **out)
 	v.failure = r->failure;
 	v.tried = r->tried;
 	v.trajectory = r->state == PROGRESS_FAILED ? r->trajectory : NULL;
-	v.now_ms = now_ms();
+	v.now_ms = ap_wall_ms();
 	v.iteration = r->job->trigger == JOB_TRIGGER_PR_FEEDBACK;
 	v.environment = r->environment;
 	v.blocked = r->blocked;
@@ -864,10 +857,10 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 /* Sleep ms, in slices, checking for a stop: 0, or AP_ECANCELLED when the job was stopped. */
 static int nap(struct run *r, int64_t ms)
 {
-	int64_t until = now_ms() + ms;
+	int64_t until = ap_wall_ms() + ms;
 
-	while (now_ms() < until) {
-		int64_t left = until - now_ms();
+	while (ap_wall_ms() < until) {
+		int64_t left = until - ap_wall_ms();
 		struct timespec ts = {0, (left > 250 ? 250 : left) * 1000000L};
 
 		if (checkpoint(r))

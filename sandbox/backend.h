@@ -139,9 +139,6 @@ bool sbx__label_safe(const char *s, size_t max);
 /* Remove $data_dir/<name> (a box's repo dir), keeping the current error message. */
 void sbx__remove_box_dir(const sbx_engine *e, const char *name);
 
-/* CLOCK_MONOTONIC in milliseconds. */
-long long sbx_now_ms(void);
-
 /* "<pid>:<start time in clock ticks>" of this process: a process identity that survives pid
  * reuse and container restarts. Static storage. */
 const char *sbx_creator_self(void);

@@ -4,6 +4,7 @@
  * box that died); every call dispatches through the engine's backend ops (backend.h).
  */
 #include "sandbox/backend.h"
+#include "common/clock.h"
 #include "common/stats.h"
 #include "common/err.h"
 #include "common/fs.h"
@@ -295,7 +296,7 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	rc = e->ops->create(e, spec, b, pool);
 	if (rc)
 		goto err_remove_dir;
-	b->deadline_ms = sbx_now_ms() + (long long)spec->wall_seconds * 1000;
+	b->deadline_ms = ap_mono_ms() + (long long)spec->wall_seconds * 1000;
 	ap_stat_add(AP_STAT_BOXES_CREATED, 1);
 	ap_stat_add(AP_STAT_BOXES_ACTIVE, 1);
 	*out = b;
@@ -385,14 +386,6 @@ const char *sbx_backend_name(const sbx_engine *e)
 }
 
 /* --- process identity ------------------------------------------------------------------ */
-
-long long sbx_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Field 22 of /proc/PID/stat: start time in clock ticks since boot; 0 when unreadable. */
 static unsigned long long start_time(long pid)
@@ -566,7 +559,7 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 {
 	sbx_exec_io io;
 	size_t cap;
-	long long start = sbx_now_ms(), deadline, life_left;
+	long long start = ap_mono_ms(), deadline, life_left;
 	int seconds, rc, code = -1;
 
 	*res = (sbx_result)SBX_RESULT_INIT;
@@ -621,7 +614,7 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 		}
 	} else if (rc == 0) {
 		/* timeout -s KILL takes itself down with its process group: 128+9. */
-		if (!rc && code == 137 && sbx_now_ms() - start >= (long long)seconds * 1000 - 50) {
+		if (!rc && code == 137 && ap_mono_ms() - start >= (long long)seconds * 1000 - 50) {
 			res->timed_out = true;
 			code = 124;
 			if (!b->sweeping)
@@ -644,7 +637,7 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 	res->truncated = sbx_capture_truncated(&io.out.cap) || sbx_capture_truncated(&io.err.cap);
 	res->out = sbx_capture_take(&io.out.cap, &res->out_len);
 	res->err = sbx_capture_take(&io.err.cap, &res->err_len);
-	res->millis = sbx_now_ms() - start;
+	res->millis = ap_mono_ms() - start;
 	if (!res->out || !res->err) {
 		sbx_result_release(res);
 		rc = ap_error_set(AP_ENOMEM, "out of memory collecting output");
@@ -726,8 +719,7 @@ static void *pool_main(void *arg)
 			ap_warn("sandbox pool: %s", ap_error_last());
 			/* Back off (up to 30 s) instead of hammering a failing daemon. */
 			failures = failures < 5 ? failures + 1 : 5;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += 1 << failures;
+			ap_deadline_in(&ts, CLOCK_REALTIME, (int64_t)1000 << failures);
 			if (!e->stopping)
 				pthread_cond_timedwait(&e->cond, &e->lock, &ts);
 			continue;
@@ -792,7 +784,7 @@ int sbx_acquire(sbx_engine *e, const char *job_label, sbx_box **out)
 	pthread_mutex_unlock(&e->lock);
 	if (b) {
 		snprintf(b->job, sizeof(b->job), "%s", job_label ? job_label : "");
-		b->deadline_ms = sbx_now_ms() + (long long)e->defaults.wall_seconds * 1000;
+		b->deadline_ms = ap_mono_ms() + (long long)e->defaults.wall_seconds * 1000;
 		ap_debug("sandbox: job %s got warm box %s", b->job, b->name);
 		*out = b;
 		return 0;

@@ -11,6 +11,7 @@
 #include "sandbox/backend.h"
 #include "sandbox/docker_api.h"
 #include "sandbox/egress.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "sandbox/internal.h"
@@ -649,7 +650,7 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 {
 	char path[160];
 	cJSON *resp = NULL, *running, *ec;
-	long long until = sbx_now_ms() + 5000;
+	long long until = ap_mono_ms() + 5000;
 	useconds_t nap = 1000;
 	int rc;
 
@@ -667,7 +668,7 @@ static int exec_exit_code(sbx_box *b, const char *exec_id, int *code)
 		}
 		cJSON_Delete(resp);
 		resp = NULL;
-		if (sbx_now_ms() > until)
+		if (ap_mono_ms() > until)
 			return ap_error_set(AP_EIO, "exec %s still running after its output closed",
 					    exec_id);
 		/* The daemon marks the exec finished a moment after the stream closes. */
@@ -702,7 +703,7 @@ static bool box_running(sbx_box *b)
 static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, long long deadline_ms,
 		sbx_exec_io *io)
 {
-	long long next_check = sbx_now_ms() + 2000;
+	long long next_check = ap_mono_ms() + 2000;
 	sbx_demux dm = SBX_DEMUX_INIT;
 	const char *in = cmd->stdin_data;
 	size_t in_left = cmd->stdin_data ? cmd->stdin_len : 0;
@@ -736,13 +737,13 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 		}
 		if (cmd->cancel && *cmd->cancel)
 			return ap_error_set(AP_ECANCELLED, "the command was cancelled");
-		left = deadline_ms - sbx_now_ms();
+		left = deadline_ms - ap_mono_ms();
 		if (left <= 0)
 			return ap_error_set(AP_ETIMEOUT, "the command passed its deadline");
-		if (sbx_now_ms() >= next_check) {
+		if (ap_mono_ms() >= next_check) {
 			if (!box_running(b))
 				return SBX_BOX_DIED;
-			next_check = sbx_now_ms() + 2000;
+			next_check = ap_mono_ms() + 2000;
 		}
 		p.fd = fd;
 		p.events = POLLIN | (in_open ? POLLOUT : 0);

@@ -2,6 +2,7 @@
 /* sandbox/docker_api.c - Docker Engine API client over the unix socket (see docker_api.h). */
 #include "sandbox/docker_api.h"
 #include "sandbox/backend.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/httpc.h"
@@ -324,7 +325,7 @@ static int wait_fd(int fd, short events, long long deadline_ms)
 	int n;
 
 	for (;;) {
-		left = deadline_ms - sbx_now_ms();
+		left = deadline_ms - ap_mono_ms();
 		if (left <= 0)
 			return AP_ETIMEOUT;
 		n = poll(&p, 1, left > 1000 ? 1000 : (int)left);

@@ -78,7 +78,8 @@ char *dk_escape(const char *s);
  * hijacks the connection (101 Switching Protocols or 200), returns 0 with *fd_out the
  * connected socket (caller closes it) and `rest` holding any stream bytes that arrived with
  * the head. Otherwise returns like dk_request (the daemon's message in the sentence). The
- * head must arrive before deadline_ms (CLOCK_MONOTONIC milliseconds, see sbx_now_ms).
+ * head must arrive before deadline_ms (CLOCK_MONOTONIC milliseconds, see ap_mono_ms in
+ * common/clock.h).
  */
 int dk_hijack(dk_client *c, const char *path, const cJSON *body, long long deadline_ms, int *fd_out,
 	      ap_buf *rest);

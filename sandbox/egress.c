@@ -17,6 +17,7 @@
 #include "sandbox/backend.h"
 #include "common/buf.h"
 #include "sandbox/egress_policy.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/httpc.h"
 #include "common/log.h"
@@ -623,7 +624,7 @@ static void last_line(sbx_egress *eg, char *line)
 /* Wait until the proxy printed its listening line; fail early if it exited. */
 static int wait_ready(sbx_egress *eg, int timeout_ms)
 {
-	long long until = sbx_now_ms() + timeout_ms;
+	long long until = ap_mono_ms() + timeout_ms;
 	char path[256];
 	int rc;
 
@@ -655,7 +656,7 @@ static int wait_ready(sbx_egress *eg, int timeout_ms)
 		ap_buf_release(&raw);
 		if (rc)
 			return rc;
-		if (sbx_now_ms() > until)
+		if (ap_mono_ms() > until)
 			return ap_error_set(AP_ETIMEOUT,
 					    "the egress proxy did not start listening "
 					    "within %d ms",
@@ -974,7 +975,7 @@ int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const ch
 	char cidr[80], parent[24], **argv;
 	char *const no_env[] = {NULL};
 	size_t n_allow = 0, k = 0;
-	long long until = sbx_now_ms() + opts->ready_timeout_ms;
+	long long until = ap_mono_ms() + opts->ready_timeout_ms;
 	int logfd, rc = 0, st;
 
 	if (!eg->local || eg->pid > 0 || eg->listen_fd < 0)
@@ -1043,7 +1044,7 @@ int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const ch
 					    "it listened; see %s",
 					    st, eg->log_path);
 		}
-		if (sbx_now_ms() > until)
+		if (ap_mono_ms() > until)
 			return ap_error_set(AP_ETIMEOUT,
 					    "the egress proxy did not start listening within %d ms",
 					    opts->ready_timeout_ms);

@@ -16,6 +16,7 @@
 #include "sandbox/egress.h"
 #include "sandbox/k8s_api.h"
 #include "sandbox/k8s_exec.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -714,7 +715,7 @@ static void log_tail(sbx_engine *e, const char *name, char *out, size_t len)
 static int wait_running(sbx_engine *e, const char *name, const char *image, char *ip, size_t ipn)
 {
 	const struct k8s_backend *be = be_of(e);
-	long long until = sbx_now_ms() + (long long)be->start_seconds * 1000;
+	long long until = ap_mono_ms() + (long long)be->start_seconds * 1000;
 	useconds_t nap = 10000;
 	char path[512], tail[256];
 	cJSON *pod = NULL;
@@ -756,7 +757,7 @@ static int wait_running(sbx_engine *e, const char *name, const char *image, char
 		}
 		cJSON_Delete(pod);
 		pod = NULL;
-		if (sbx_now_ms() > until)
+		if (ap_mono_ms() > until)
 			return ap_error_set(AP_ETIMEOUT,
 					    "the box pod %s did not start within %d s "
 					    "(AUTOPATCH_K8S_START_SECONDS): phase %.40s",
@@ -1055,7 +1056,7 @@ static int learn_protocol(sbx_box *b)
 	if ((rc = redact_stream_new(&io.out.rs, discard, NULL)) ||
 	    (rc = redact_stream_new(&io.err.rs, discard, NULL)))
 		goto out_free;
-	rc = exec_raw(b, "box", argv, NULL, sbx_now_ms() + 30000, NULL, &io, &code);
+	rc = exec_raw(b, "box", argv, NULL, ap_mono_ms() + 30000, NULL, &io, &code);
 	if (rc == SBX_BOX_DIED)
 		rc = ap_error_set(AP_EIO, "the box pod %s stopped", b->name);
 out_free:
@@ -1083,7 +1084,8 @@ static int stash_argv(sbx_box *b, const char *const *argv, long long deadline,
 	    file, len,	NULL};
 	int code = -1, rc;
 
-	snprintf(file, 64, "/tmp/.ap-argv/%lld-%u", sbx_now_ms(), atomic_fetch_add(&seq, 1));
+	snprintf(file, 64, "/tmp/.ap-argv/%lld-%u", (long long)ap_mono_ms(),
+		 atomic_fetch_add(&seq, 1));
 	rc = ap_buf_addf(&text, "set --");
 	for (const char *const *a = argv; !rc && *a; a++) {
 		rc = ap_buf_addf(&text, " '");
@@ -1346,7 +1348,7 @@ static int k8s_prepare(sbx_box *b)
 		argv[n++] = *a;
 	argv[n] = NULL;
 	in = (struct k8s_stdin){tar.data ? tar.data : "", tar.len, NULL, NULL};
-	rc = exec_raw(b, "loader", argv, &in, sbx_now_ms() + 600000, NULL, &io, &code);
+	rc = exec_raw(b, "loader", argv, &in, ap_mono_ms() + 600000, NULL, &io, &code);
 	redact_stream_flush(io.out.rs);
 	redact_stream_flush(io.err.rs);
 	if (rc == SBX_BOX_DIED)

@@ -7,6 +7,7 @@
  * looked at between service rounds (a 50 ms timer bounds each wait).
  */
 #include "sandbox/k8s_exec.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 
@@ -319,14 +320,6 @@ static void log_init(void)
 	lws_set_log_level(LLL_ERR | LLL_WARN, lws_to_log);
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int refused(struct ws_sess *s, long *http_status)
 {
 	long st = s->http_status;
@@ -433,22 +426,22 @@ int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char 
 		snprintf(s->err, sizeof(s->err), "the connection could not be started");
 		s->state = 3;
 	}
-	next_alive = mono_ms() + K8S_ALIVE_MS;
+	next_alive = ap_mono_ms() + K8S_ALIVE_MS;
 	while (s->state < 2 && !s->rc) {
 		if (r->cancel && *r->cancel) {
 			rc = ap_error_set(AP_ECANCELLED, "the command was cancelled");
 			goto out_destroy;
 		}
-		if (mono_ms() >= r->deadline_ms) {
+		if (ap_mono_ms() >= r->deadline_ms) {
 			rc = ap_error_set(AP_ETIMEOUT, "the command passed its deadline");
 			goto out_destroy;
 		}
-		if (s->state == 1 && r->alive_fn && mono_ms() >= next_alive) {
+		if (s->state == 1 && r->alive_fn && ap_mono_ms() >= next_alive) {
 			if (!r->alive_fn(r->ud)) {
 				rc = K8S_EXEC_DIED;
 				goto out_destroy;
 			}
-			next_alive = mono_ms() + K8S_ALIVE_MS;
+			next_alive = ap_mono_ms() + K8S_ALIVE_MS;
 		}
 		s->got_data = false;
 		if (lws_service(s->ctx, 0) < 0)

@@ -2,6 +2,7 @@
 /* server/console.c - the job console, App registration and sign-in (see console.h). */
 #include "server/console.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/log.h"
@@ -84,14 +85,6 @@ struct viewer {
 	char sid[SESS_HEX + 1];
 	sess_info info;
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* --- HTML helpers ------------------------------------------------------------------------ */
 
@@ -330,7 +323,7 @@ static bool operator_of(console *c, const char *login, const char *token)
 static void who(console *c, struct MHD_Connection *conn, struct page *p, struct viewer *v)
 {
 	const char *hdr = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Cookie");
-	int64_t now = now_ms();
+	int64_t now = ap_wall_ms();
 
 	memset(v, 0, sizeof(*v));
 	if (form_cookie(hdr, COOKIE_SESSION, v->sid, sizeof(v->sid)) == 0 &&
@@ -355,7 +348,7 @@ static void who(console *c, struct MHD_Connection *conn, struct page *p, struct 
  * (GitHub's answer, cached in the session). A failed question is "no", and not cached. */
 static bool can_see(console *c, const struct viewer *v, const char *repo)
 {
-	int64_t now = now_ms();
+	int64_t now = ap_wall_ms();
 	char *token = NULL;
 	bool yes = false;
 
@@ -397,7 +390,7 @@ bool console_may_read_metrics(console *c, struct MHD_Connection *conn)
 	if (!c->cfg.sign_in)
 		return true;
 	return form_cookie(hdr, COOKIE_SESSION, sid, sizeof(sid)) == 0 &&
-	       sess_get(c->sessions, sid, now_ms(), &info) == 0 && info.operator;
+	       sess_get(c->sessions, sid, ap_wall_ms(), &info) == 0 && info.operator;
 }
 
 /* --- the job list ------------------------------------------------------------------------ */
@@ -423,7 +416,7 @@ static void job_list(console *c, struct MHD_Connection *conn, queue *q, struct p
 {
 	const char *want_state = arg(conn, "state"), *want_repo = arg(conn, "repo");
 	cJSON *jobs = NULL, *j;
-	int64_t now = now_ms();
+	int64_t now = ap_wall_ms();
 	q_stats st;
 	int shown = 0;
 
@@ -837,7 +830,7 @@ static void *ticker_main(void *arg)
 static void sse_refill(struct sse *s)
 {
 	cJSON *events = NULL, *e;
-	int64_t now = now_ms();
+	int64_t now = ap_wall_ms();
 	char state[32];
 
 	ap_buf_reset(&s->pending);
@@ -942,7 +935,7 @@ static enum MHD_Result job_events(console *c, struct MHD_Connection *conn, queue
 		s->last = strtoll(last_id, NULL, 10);
 	if (s->last < 0)
 		s->last = 0;
-	s->started = s->pinged = now_ms();
+	s->started = s->pinged = ap_wall_ms();
 	ap_buf_init(&s->pending, 1024 * 1024);
 	/* A first line at once, so the client knows the stream is open. */
 	ap_buf_adds(&s->pending, "retry: 2000\n\n");
@@ -1027,7 +1020,7 @@ static bool csrf_ok(console *c, const struct viewer *v, const char *body, size_t
 	char token[SESS_HEX + 1];
 
 	return v->known && form_get(body, len, "csrf", token, sizeof(token)) == 0 &&
-	       sess_csrf_ok(c->sessions, v->sid, token, now_ms());
+	       sess_csrf_ok(c->sessions, v->sid, token, ap_wall_ms());
 }
 
 static void job_action(console *c, queue *q, int64_t id, const char *what, struct page *p,
@@ -1042,9 +1035,10 @@ static void job_action(console *c, queue *q, int64_t id, const char *what, struc
 	snprintf(why, sizeof(why), "%s from the console by %s",
 		 strcmp(what, "cancel") == 0 ? "cancel requested" : "retried", v->info.login);
 	if (strcmp(what, "cancel") == 0) {
-		rc = q_cancel(q, jstr(j, "repo"), (int64_t)jnum(j, "issue"), why, now_ms(), NULL);
+		rc = q_cancel(q, jstr(j, "repo"), (int64_t)jnum(j, "issue"), why, ap_wall_ms(),
+			      NULL);
 	} else {
-		rc = q_retry(q, id, why, now_ms());
+		rc = q_retry(q, id, why, ap_wall_ms());
 		if (!rc && c->cfg.queued)
 			c->cfg.queued(c->cfg.ud);
 	}
@@ -1142,7 +1136,8 @@ static void setup_page(console *c, struct MHD_Connection *conn, struct page *p,
 			"go back and type the organization's login as GitHub shows it", v);
 		return;
 	}
-	if (nonce_issue(c->states, "setup", SETUP_TTL_MS, now_ms(), state) || !(m = manifest(c))) {
+	if (nonce_issue(c->states, "setup", SETUP_TTL_MS, ap_wall_ms(), state) ||
+	    !(m = manifest(c))) {
 		problem(p, 500, "Cannot start the registration", ap_error_last(),
 			"check the server's log and try again", v);
 		return;
@@ -1236,7 +1231,7 @@ static void setup_callback(console *c, struct MHD_Connection *conn, struct page 
 		setup_page(c, conn, p, v);
 		return;
 	}
-	rc = nonce_redeem(c->states, "setup", state, now_ms());
+	rc = nonce_redeem(c->states, "setup", state, ap_wall_ms());
 	if (rc == AP_ETIMEOUT) {
 		problem(p, 400, "The registration expired",
 			"More than an hour passed since the registration page was opened.",
@@ -1332,7 +1327,7 @@ static void login_start(console *c, struct page *p)
 			NULL);
 		return;
 	}
-	if (nonce_issue(c->states, "login", LOGIN_TTL_MS, now_ms(), state) ||
+	if (nonce_issue(c->states, "login", LOGIN_TTL_MS, ap_wall_ms(), state) ||
 	    ap_buf_addf(&where, "%s/login/oauth/authorize?client_id=", c->cfg.web_url) ||
 	    form_escape(&where, id) || ap_buf_adds(&where, "&redirect_uri=") ||
 	    form_escape(&where, c->cfg.console_url) || ap_buf_adds(&where, "%2Flogin%2Fcallback") ||
@@ -1362,7 +1357,7 @@ static void login_callback(console *c, struct MHD_Connection *conn, struct page 
 	/* The state must be one we issued AND the one this browser was given. */
 	if (!state || form_cookie(hdr, COOKIE_LOGIN, cookie, sizeof(cookie)) != 0 ||
 	    strlen(cookie) != strlen(state) || CRYPTO_memcmp(cookie, state, strlen(state)) != 0 ||
-	    (rc = nonce_redeem(c->states, "login", state, now_ms())) != 0) {
+	    (rc = nonce_redeem(c->states, "login", state, ap_wall_ms())) != 0) {
 		problem(
 		    p, 400, "Sign-in refused",
 		    "This answer does not carry the state this browser was given, or it expired.",
@@ -1379,7 +1374,7 @@ static void login_callback(console *c, struct MHD_Connection *conn, struct page 
 	if ((rc = c->cfg.gh.oauth_exchange(c->cfg.gh.ud, id, secret, code, cb, &token)) ||
 	    (rc = c->cfg.gh.user_login(c->cfg.gh.ud, token, &login)) ||
 	    (rc = sess_create(c->sessions, login, token, operator_of(c, login, token),
-			      c->cfg.session_ms, now_ms(), sid))) {
+			      c->cfg.session_ms, ap_wall_ms(), sid))) {
 		problem(p, rc == AP_EDENIED ? 403 : 502, "Sign-in failed", ap_error_last(),
 			"sign in again from /login; if it keeps failing, check GITHUB_URL and the "
 			"App's client id and secret",

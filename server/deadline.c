@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/deadline.c - connection deadlines and their watcher thread (see deadline.h). */
 #include "server/deadline.h"
+#include "common/clock.h"
 #include "common/err.h"
 
 #include <pthread.h>
@@ -71,10 +72,7 @@ static void *watch(void *arg)
 
 	pthread_mutex_lock(&t->lock);
 	while (!t->stop) {
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_nsec += (long)t->tick_ms * 1000000;
-		until.tv_sec += until.tv_nsec / 1000000000;
-		until.tv_nsec %= 1000000000;
+		ap_deadline_in(&until, CLOCK_MONOTONIC, t->tick_ms);
 		pthread_cond_timedwait(&t->wake, &t->lock, &until);
 		if (!t->stop)
 			sweep(t, dl_now_ns());

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/ingest.c - the group-commit writer threads (see ingest.h). */
 #include "server/ingest.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 
@@ -110,7 +111,7 @@ static void *writer(void *arg)
 		pthread_mutex_unlock(&ing->lock);
 
 		q_set_precommit(w->q, cancels ? NULL : before_commit, w);
-		if (q_ingest(w->q, batch, n, q_now_ms()))
+		if (q_ingest(w->q, batch, n, ap_wall_ms()))
 			ap_err("storing %zu deliveries failed: %s", n, ap_error_last());
 		pthread_mutex_lock(&ing->lock);
 		give_turn_locked(w); /* when the batch failed before its COMMIT, or had cancels */
@@ -145,12 +146,7 @@ static void *checkpointer(void *arg)
 	while (!ing->stopping) {
 		struct timespec ts;
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += ING_CHECKPOINT_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
+		ap_deadline_in(&ts, CLOCK_REALTIME, ING_CHECKPOINT_MS);
 		pthread_cond_timedwait(&ing->ckpt_cond, &ing->lock, &ts);
 		if (ing->commits == done || ing->stopping)
 			continue;

@@ -4,6 +4,7 @@
  * accept, run through the driver table of queue_db.h. */
 #include "server/queue.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/money.h"
 #include "server/queue_db.h"
@@ -62,14 +63,6 @@ const char *q_stage_name(enum job_stage stage)
 	if ((unsigned)stage < sizeof(stage_names) / sizeof(stage_names[0]))
 		return stage_names[stage];
 	return "unknown";
-}
-
-int64_t q_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int64_t q_backoff_ms(int64_t base_ms, int attempts)
@@ -397,7 +390,7 @@ static int migrate(queue *q, const char *target)
 	for (int v = have + 1; v <= want; v++)
 		if ((rc = q->drv->script(q->db, q->drv->migrations[v - 1])) ||
 		    (rc = x(q, "INSERT INTO schema_migrations(version, applied) VALUES(?1, ?2)",
-			    ARGS(QI(v), QI(q_now_ms())), NULL, NULL)))
+			    ARGS(QI(v), QI(ap_wall_ms())), NULL, NULL)))
 			goto out_unlock;
 	return q->drv->migrate_unlock(q->db, true);
 out_unlock:

@@ -51,9 +51,6 @@ const char *q_backend(const queue *q);
 /* The schema version the database is at (the number of migrations applied). */
 int q_schema_version(queue *q, int *out);
 
-/* Wall clock in milliseconds. */
-int64_t q_now_ms(void);
-
 /* WAL housekeeping. By default SQLite checkpoints on the connection whose COMMIT pushes the WAL
  * past 1000 pages, stalling that commit; the ingest writer turns that off (pages = 0) and a
  * separate connection checkpoints in the background with q_checkpoint (PASSIVE: never waits

@@ -11,6 +11,7 @@
  * planning. Texts are stored as valid UTF-8 (PostgreSQL refuses anything else): invalid
  * bytes become '?'.
  */
+#include "common/clock.h"
 #include "common/err.h"
 #include "server/queue_db.h"
 
@@ -596,17 +597,9 @@ static int pg_notify(q__db *d)
 	return pg_script(d, "NOTIFY " PG_CHANNEL);
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int pg_wait(q__db *d, int timeout_ms, bool *woken)
 {
-	int64_t until = mono_ms() + timeout_ms;
+	int64_t until = ap_mono_ms() + timeout_ms;
 	PGnotify *n;
 	int rc;
 
@@ -620,7 +613,7 @@ static int pg_wait(q__db *d, int timeout_ms, bool *woken)
 	d->listening = true;
 	for (;;) {
 		struct pollfd pfd = {PQsocket(d->conn), POLLIN, 0};
-		int64_t left = until - mono_ms();
+		int64_t left = until - ap_mono_ms();
 
 		if (PQconsumeInput(d->conn) == 0)
 			return ap_error_set(AP_EUNAVAIL, "database %s: listening failed: %s",

@@ -2,6 +2,7 @@
 /* server/workers.c - worker threads, lease keeper and the job_ops the pool hands each job
  * (see workers.h and job/job.h). */
 #include "server/workers.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/redact.h"
@@ -67,17 +68,6 @@ struct wk_pool {
 	struct worker *workers;
 };
 
-static void deadline_after(struct timespec *ts, int64_t ms)
-{
-	clock_gettime(CLOCK_REALTIME, ts);
-	ts->tv_sec += ms / 1000;
-	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
 /* --- the job's control handle (job/job.h) ------------------------------------------------ */
 
 /* Every write of a run goes through the fence: a stage or event is recorded (and the lease
@@ -90,7 +80,7 @@ static int fenced(struct run_ctx *c, const char *stage, const char *msg)
 
 	if (atomic_load(&w->lost))
 		return ap_error_set(AP_ESTALE, "job %lld: lease lost", (long long)c->job);
-	rc = q_fence(w->q, &ref, w->pool->cfg.lease_ms, stage, msg, q_now_ms());
+	rc = q_fence(w->q, &ref, w->pool->cfg.lease_ms, stage, msg, ap_wall_ms());
 	if (rc == AP_ESTALE) {
 		atomic_store(&w->lost, true);
 		ap_log(AP_LOG_WARN, NULL, c->job, "%s: this run stops and publishes nothing",
@@ -103,7 +93,7 @@ static int ctl_stage(void *ctx, enum job_stage stage, const char *msg)
 {
 	struct run_ctx *c = ctx;
 	char *clean = redact_str(msg ? msg : "");
-	int64_t now = q_now_ms();
+	int64_t now = ap_wall_ms();
 	int rc;
 
 	if (!clean)
@@ -172,7 +162,7 @@ static int ctl_spend_open(void *ctx, const job_spend_req *req, job_spend_verdict
 	if (c->spend_row)
 		return ap_error_set(AP_EINVAL, "job %lld: spending already open",
 				    (long long)c->job);
-	rc = q_spend_open(c->w->q, c->job, c->repo, req, q_now_ms(), &c->spend_row, out);
+	rc = q_spend_open(c->w->q, c->job, c->repo, req, ap_wall_ms(), &c->spend_row, out);
 	if (rc == 0 && out->refused)
 		metrics_budget_refusal(out->repo);
 	return rc;
@@ -222,7 +212,7 @@ static const char *kind_name(enum job_outcome_kind k)
 static const char *record(struct worker *w, const job_info *job, const job_outcome *o)
 {
 	wk_pool *p = w->pool;
-	int64_t now = q_now_ms();
+	int64_t now = ap_wall_ms();
 	const char *text = o->summary ? o->summary : kind_name(o->kind), *what;
 	int wrc;
 
@@ -302,15 +292,15 @@ static void run_one(struct worker *w, job_info *job)
 	ap_log(AP_LOG_INFO, job->delivery, job->id, "job started: %s#%lld attempt %d", job->repo,
 	       (long long)job->issue, job->attempts);
 
-	t0 = q_now_ms();
+	t0 = ap_wall_ms();
 	p->cfg.run(job, &ctl, p->cfg.ud, &o);
 	if (o.summary && (clean = redact_str(o.summary))) {
 		free(o.summary);
 		o.summary = clean;
 	}
 	outcome = record(w, job, &o);
-	stage_end(&rc_ctx, q_now_ms());
-	metrics_job_done(outcome, (double)(q_now_ms() - t0) / 1000.0);
+	stage_end(&rc_ctx, ap_wall_ms());
+	metrics_job_done(outcome, (double)(ap_wall_ms() - t0) / 1000.0);
 	free(o.summary);
 }
 
@@ -327,7 +317,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&p->lock);
 		seq = p->notify_seq;
 		pthread_mutex_unlock(&p->lock);
-		rc = q_lease(w->q, w->owner, p->cfg.lease_ms, q_now_ms(), &job);
+		rc = q_lease(w->q, w->owner, p->cfg.lease_ms, ap_wall_ms(), &job);
 		if (rc == 0) {
 			run_one(w, job);
 			q_job_free(job);
@@ -340,7 +330,7 @@ static void *worker_main(void *arg)
 		if (seq == p->notify_seq && !atomic_load(&p->stopping)) {
 			struct timespec ts;
 
-			deadline_after(&ts, 1000);
+			ap_deadline_in(&ts, CLOCK_REALTIME, 1000);
 			pthread_cond_timedwait(&p->wake, &p->lock, &ts);
 		}
 		pthread_mutex_unlock(&p->lock);
@@ -366,7 +356,7 @@ static void *keeper_main(void *arg)
 	if (tick < 50)
 		tick = 50;
 	while (!atomic_load(&p->stopping)) {
-		int64_t now = q_now_ms();
+		int64_t now = ap_wall_ms();
 		bool beat = now - last_beat >= p->cfg.heartbeat_ms;
 		bool rescue = now - last_rescue >= p->cfg.rescue_ms;
 		struct timespec ts;
@@ -410,7 +400,7 @@ static void *keeper_main(void *arg)
 		}
 		pthread_mutex_lock(&p->lock);
 		if (!atomic_load(&p->stopping)) {
-			deadline_after(&ts, tick);
+			ap_deadline_in(&ts, CLOCK_REALTIME, tick);
 			pthread_cond_timedwait(&p->wake, &p->lock, &ts);
 		}
 		pthread_mutex_unlock(&p->lock);
@@ -492,7 +482,7 @@ int wk_start(wk_pool **out, const wk_config *cfg)
 		if ((rc = q_open(&w->q, p->db_path, Q_OPEN_CREATE)))
 			goto fail;
 	}
-	if ((rc = q_requeue_expired(p->keeper_q, p->cfg.max_attempts, q_now_ms(), &n)))
+	if ((rc = q_requeue_expired(p->keeper_q, p->cfg.max_attempts, ap_wall_ms(), &n)))
 		goto fail;
 	if (n)
 		ap_info("%d job(s) with an expired lease handled at start-up", n);
@@ -560,7 +550,7 @@ void wk_stop(wk_pool *p, int64_t grace_ms)
 	pthread_mutex_lock(&p->lock);
 	atomic_store(&p->stopping, true);
 	pthread_cond_broadcast(&p->wake);
-	deadline_after(&ts, grace_ms);
+	ap_deadline_in(&ts, CLOCK_REALTIME, grace_ms);
 	for (;;) {
 		all_exited = true;
 		for (int i = 0; i < p->cfg.workers; i++)
@@ -576,8 +566,8 @@ void wk_stop(wk_pool *p, int64_t grace_ms)
 		if (!w->started || w->exited)
 			continue;
 		all_exited = false;
-		if (w->job_id && q_release(p->keeper_q, w->job_id, w->owner, q_now_ms(),
-					   "interrupted by shutdown", true, q_now_ms()) == 0)
+		if (w->job_id && q_release(p->keeper_q, w->job_id, w->owner, ap_wall_ms(),
+					   "interrupted by shutdown", true, ap_wall_ms()) == 0)
 			ap_log(AP_LOG_WARN, NULL, w->job_id,
 			       "job did not stop within the grace period: re-queued");
 	}

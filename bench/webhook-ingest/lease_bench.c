@@ -8,6 +8,7 @@
  * Prints one line: "leases=N seconds=S leases_per_s=R duplicates=D" (D: a job leased twice,
  * which must be 0). A benchmark: it prints figures and exits 0 unless it cannot run.
  */
+#include "common/clock.h"
 #include "common/err.h"
 #include "server/queue.h"
 
@@ -42,9 +43,9 @@ static void *worker(void *arg)
 		fprintf(stderr, "lease_bench: %s\n", ap_error_last());
 		return NULL;
 	}
-	while (q_now_ms() < until_ms) {
+	while (ap_wall_ms() < until_ms) {
 		job_info *job;
-		int rc = q_lease(q, owner, 60000, q_now_ms(), &job);
+		int rc = q_lease(q, owner, 60000, ap_wall_ms(), &job);
 
 		if (rc == AP_ENOTFOUND)
 			break;
@@ -55,7 +56,7 @@ static void *worker(void *arg)
 		if (job->id > 0 && job->id < MAX_IDS &&
 		    __atomic_exchange_n(&sh->seen[job->id], 1, __ATOMIC_SEQ_CST))
 			__atomic_add_fetch(&sh->dups, 1, __ATOMIC_SEQ_CST);
-		q_finish(q, job->id, owner, "succeeded", "bench", q_now_ms());
+		q_finish(q, job->id, owner, "succeeded", "bench", ap_wall_ms());
 		q_job_free(job);
 		n++;
 	}
@@ -80,7 +81,7 @@ int main(int argc, char **argv)
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED || procs < 1 || threads < 1 || threads > 64)
 		return 2;
-	t0 = q_now_ms();
+	t0 = ap_wall_ms();
 	until_ms = t0 + atoll(argv[4]) * 1000;
 	for (int p = 0; p < procs; p++) {
 		pid_t pid = fork();
@@ -97,7 +98,7 @@ int main(int argc, char **argv)
 	}
 	while (wait(NULL) > 0)
 		;
-	secs = (double)(q_now_ms() - t0) / 1000.0;
+	secs = (double)(ap_wall_ms() - t0) / 1000.0;
 	printf("leases=%lld seconds=%.2f leases_per_s=%.0f duplicates=%lld\n",
 	       (long long)sh->leases, secs, secs > 0 ? (double)sh->leases / secs : 0,
 	       (long long)sh->dups);

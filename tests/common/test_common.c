@@ -7,15 +7,18 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "common/jsonnum.h"
@@ -338,6 +341,45 @@ static void test_slots_new_zeroed_entries_and_refusal(void **state)
 	ap_slots_free(NULL);
 }
 
+/* Deadlines: normalised (tv_nsec below a second, also when the milliseconds carry into it),
+ * not before now + ms on the clock asked for, and a timed wait on them returns after them. */
+static void test_clock_deadline_in(void **state)
+{
+	struct timespec before, ts, after;
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+	int64_t t0, waited;
+
+	(void)state;
+	for (int64_t ms = 0; ms < 3000; ms += 97) {
+		clock_gettime(CLOCK_MONOTONIC, &before);
+		ap_deadline_in(&ts, CLOCK_MONOTONIC, ms);
+		clock_gettime(CLOCK_MONOTONIC, &after);
+		assert_true(ts.tv_nsec >= 0 && ts.tv_nsec < 1000000000L);
+		int64_t got = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		assert_true(got >=
+			    (int64_t)before.tv_sec * 1000000000 + before.tv_nsec + ms * 1000000);
+		assert_true(got <=
+			    (int64_t)after.tv_sec * 1000000000 + after.tv_nsec + ms * 1000000);
+	}
+	ap_deadline_in(&ts, CLOCK_REALTIME, -5); /* a negative wait is no wait */
+	clock_gettime(CLOCK_REALTIME, &after);
+	assert_true(ts.tv_sec < after.tv_sec ||
+		    (ts.tv_sec == after.tv_sec && ts.tv_nsec <= after.tv_nsec));
+	/* The default condition clock is CLOCK_REALTIME. */
+	t0 = ap_mono_ms();
+	pthread_mutex_lock(&mu);
+	ap_deadline_in(&ts, CLOCK_REALTIME, 120);
+	while (pthread_cond_timedwait(&cv, &mu, &ts) == 0)
+		;
+	pthread_mutex_unlock(&mu);
+	waited = ap_mono_ms() - t0;
+	assert_true(waited >= 110 && waited < 5000);
+	/* Wall milliseconds agree with time(2). */
+	assert_true(ap_wall_ms() / 1000 - (int64_t)time(NULL) <= 1);
+	assert_true((int64_t)time(NULL) - ap_wall_ms() / 1000 <= 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -353,6 +395,7 @@ int main(void)
 	    cmocka_unit_test(test_json_int_refuses_what_int64_cannot_hold),
 	    cmocka_unit_test(test_slots_new_zeroed_entries_and_refusal),
 	    cmocka_unit_test(test_json_add_int_is_exact),
+	    cmocka_unit_test(test_clock_deadline_in),
 	};
 	return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

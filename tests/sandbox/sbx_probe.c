@@ -7,6 +7,7 @@
  *        | background | bomb SECONDS
  * Settings come from the environment like autopatch's (AUTOPATCH_SANDBOX_*, AUTOPATCH_OWNER_ID).
  */
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "sandbox/backend.h"
@@ -64,16 +65,16 @@ static int cmd_warm(sbx_engine *e, int n)
 	if (sbx_pool_start(e) || wait_pool(e, 1, 120))
 		return fail("pool");
 	for (int i = 0; i < n; i++) {
-		long long t0 = sbx_now_ms(), t1, t2;
+		long long t0 = ap_mono_ms(), t1, t2;
 
 		if (sbx_acquire(e, "bench", &b))
 			return fail("acquire");
-		t1 = sbx_now_ms();
+		t1 = ap_mono_ms();
 		if (run_true(b))
 			return fail("exec");
 		if (sbx_destroy(b))
 			return fail("destroy");
-		t2 = sbx_now_ms();
+		t2 = ap_mono_ms();
 		printf("{\"op\":\"warm\",\"acquire_ms\":%lld,\"total_ms\":%lld}\n", t1 - t0,
 		       t2 - t0);
 		fflush(stdout);
@@ -90,7 +91,7 @@ static int cmd_cold(sbx_engine *e, int n)
 
 	spec.job_label = "bench";
 	for (int i = 0; i < n; i++) {
-		long long t0 = sbx_now_ms(), t1;
+		long long t0 = ap_mono_ms(), t1;
 
 		if (sbx_create(e, &spec, &b))
 			return fail("create");
@@ -98,7 +99,7 @@ static int cmd_cold(sbx_engine *e, int n)
 			return fail("exec");
 		if (sbx_destroy(b))
 			return fail("destroy");
-		t1 = sbx_now_ms();
+		t1 = ap_mono_ms();
 		printf("{\"op\":\"cold\",\"total_ms\":%lld}\n", t1 - t0);
 		fflush(stdout);
 	}
@@ -115,11 +116,11 @@ static int cmd_exec(sbx_engine *e, int n)
 	if (sbx_create(e, &spec, &b))
 		return fail("create");
 	for (int i = 0; i < n && !rc; i++) {
-		long long t0 = sbx_now_ms();
+		long long t0 = ap_mono_ms();
 
 		rc = run_true(b);
 		if (!rc)
-			printf("{\"op\":\"exec\",\"total_ms\":%lld}\n", sbx_now_ms() - t0);
+			printf("{\"op\":\"exec\",\"total_ms\":%lld}\n", ap_mono_ms() - t0);
 		fflush(stdout);
 	}
 	if (rc)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "server/ingest.h"
 #include "server/queue.h"
@@ -800,7 +801,7 @@ static void *lease_all(void *arg)
 
 	assert_int_equal(q_open(&q, l->path, Q_OPEN_CREATE), 0);
 	pthread_barrier_wait(l->go);
-	while (q_lease(q, l->owner, 60000, q_now_ms(), &job) == 0) {
+	while (q_lease(q, l->owner, 60000, ap_wall_ms(), &job) == 0) {
 		l->ids[l->n++] = job->id;
 		q_job_free(job);
 	}
@@ -826,7 +827,7 @@ static void test_concurrent_leases_never_share_a_job(void **state)
 		d[i] = trigger(del[i], repo[i], 1);
 		items[i] = &d[i];
 	}
-	assert_int_equal(q_ingest(f->q, items, JOBS, q_now_ms()), 0);
+	assert_int_equal(q_ingest(f->q, items, JOBS, ap_wall_ms()), 0);
 	pthread_barrier_init(&go, NULL, T);
 	for (int i = 0; i < T; i++) {
 		l[i] = (struct leaser){.path = f->path, .go = &go};
@@ -863,7 +864,7 @@ static void *ingest_concurrently(void *arg)
 
 	assert_int_equal(q_open(&q, g->path, Q_OPEN_CREATE), 0);
 	pthread_barrier_wait(g->go);
-	assert_int_equal(q_ingest(q, items, 2, q_now_ms()), 0);
+	assert_int_equal(q_ingest(q, items, 2, ap_wall_ms()), 0);
 	q_close(q);
 	return NULL;
 }
@@ -1130,13 +1131,7 @@ static bool waiter_wait_for(struct waiter *w, int ms)
 	struct timespec ts;
 	bool done;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	ap_deadline_in(&ts, CLOCK_REALTIME, ms);
 	pthread_mutex_lock(&w->lock);
 	while (!w->done && pthread_cond_timedwait(&w->cond, &w->lock, &ts) == 0)
 		;
@@ -1316,7 +1311,7 @@ static void test_pool_retries_then_succeeds(void **state)
 	cJSON *arr;
 	char *v;
 
-	ingest1(f->q, &a, q_now_ms());
+	ingest1(f->q, &a, ap_wall_ms());
 	assert_int_equal(wk_start(&p, &c), 0);
 	wk_notify(p);
 	wait_state(f->q, a.job_id, "succeeded");
@@ -1340,7 +1335,7 @@ static void test_pool_non_retryable_fails(void **state)
 	q_delivery a = trigger("d-1", "acme/w", 1);
 	wk_pool *p;
 
-	ingest1(f->q, &a, q_now_ms());
+	ingest1(f->q, &a, ap_wall_ms());
 	assert_int_equal(wk_start(&p, &c), 0);
 	wait_state(f->q, a.job_id, "failed");
 	wk_stop(p, 1000);
@@ -1356,12 +1351,12 @@ static void test_pool_cancel_reaches_running_job(void **state)
 	wk_pool *p;
 	int n;
 
-	ingest1(f->q, &a, q_now_ms());
+	ingest1(f->q, &a, ap_wall_ms());
 	assert_int_equal(wk_start(&p, &c), 0);
 	wait_state(f->q, a.job_id, "running");
 	while (!atomic_load(&s.started))
 		usleep(5000);
-	assert_int_equal(q_cancel(f->q, "acme/w", 1, "test", q_now_ms(), &n), 0);
+	assert_int_equal(q_cancel(f->q, "acme/w", 1, "test", ap_wall_ms(), &n), 0);
 	wait_state(f->q, a.job_id, "cancelled");
 	assert_true(atomic_load(&s.saw_cancelled));
 	wk_stop(p, 1000);
@@ -1376,13 +1371,13 @@ static void test_pool_shutdown_requeues_without_counting(void **state)
 	wk_pool *p;
 	job_info *job;
 
-	ingest1(f->q, &a, q_now_ms());
+	ingest1(f->q, &a, ap_wall_ms());
 	assert_int_equal(wk_start(&p, &c), 0);
 	while (!atomic_load(&s.started))
 		usleep(5000);
 	wk_stop(p, 2000);
 	assert_false(atomic_load(&s.saw_cancelled));
-	assert_int_equal(q_lease(f->q, "next", 1000, q_now_ms(), &job), 0);
+	assert_int_equal(q_lease(f->q, "next", 1000, ap_wall_ms(), &job), 0);
 	assert_int_equal(job->id, a.job_id);
 	assert_int_equal(job->attempts, 1); /* the interrupted attempt was refunded */
 	q_job_free(job);
@@ -1398,7 +1393,7 @@ static void test_pool_lost_lease_stops_the_run(void **state)
 	char st[32];
 
 	c.lease_ms = 300;
-	ingest1(f->q, &a, q_now_ms());
+	ingest1(f->q, &a, ap_wall_ms());
 	assert_int_equal(wk_start(&p, &c), 0);
 	while (!atomic_load(&s.started))
 		usleep(5000);
@@ -1425,7 +1420,7 @@ static void test_pool_grace_expiry_requeues_and_ignores_late_result(void **state
 	job_info *job;
 	char st[32];
 
-	ingest1(f->q, &a, q_now_ms());
+	ingest1(f->q, &a, ap_wall_ms());
 	assert_int_equal(wk_start(&abandoned_pool, &c), 0);
 	while (!atomic_load(&s.started))
 		usleep(5000);
@@ -1433,7 +1428,7 @@ static void test_pool_grace_expiry_requeues_and_ignores_late_result(void **state
 	assert_string_equal(job_state(f->q, a.job_id, st, sizeof(st)), "queued");
 	usleep(1200 * 1000); /* the late "success" must not overwrite the re-queue */
 	assert_string_equal(job_state(f->q, a.job_id, st, sizeof(st)), "queued");
-	assert_int_equal(q_lease(f->q, "next", 1000, q_now_ms(), &job), 0);
+	assert_int_equal(q_lease(f->q, "next", 1000, ap_wall_ms(), &job), 0);
 	assert_int_equal(job->attempts, 1);
 	q_job_free(job);
 }
