@@ -36,6 +36,7 @@
  * process PID is no longer this program's parent (the replica died).
  */
 #include "sandbox/egress_policy.h"
+#include "common/clock.h"
 #include "common/err.h"
 
 #include <arpa/inet.h>
@@ -445,20 +446,17 @@ out_close:
 static ssize_t check_client_hello(struct conn *c, const egp_target *t, const char *target,
 				  uint8_t *buf, size_t len)
 {
-	struct timespec now;
 	long long deadline;
 	char sni[EGP_HOST_MAX + 1], why[EGP_HOST_MAX + 128];
 	enum egp_sni_status st = egp_sni_from_client_hello(buf, len, sni, sizeof(sni));
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	deadline = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000 + hello_timeout_ms;
+	deadline = ap_mono_ms() + hello_timeout_ms;
 	while (st == EGP_SNI_NEED_MORE && len < EGP_HELLO_MAX) {
 		struct pollfd p = {c->fd, POLLIN, 0};
 		long long left;
 		ssize_t r;
 
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = deadline - ((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+		left = deadline - ap_mono_ms();
 		if (left <= 0)
 			break;
 		r = poll(&p, 1, (int)left);
