@@ -54,7 +54,9 @@ int q_schema_version(queue *q, int *out);
 /* WAL housekeeping. By default SQLite checkpoints on the connection whose COMMIT pushes the WAL
  * past 1000 pages, stalling that commit; the ingest writer turns that off (pages = 0) and a
  * separate connection checkpoints in the background with q_checkpoint (PASSIVE: never waits
- * for, nor blocks, the writer). */
+ * for, nor blocks, the writer). After each background checkpoint the writer checkpoints the
+ * few frames it committed meanwhile on its own connection, between batches, so the WAL can
+ * restart from its beginning (server/ingest.c). No-ops on PostgreSQL. */
 int q_autocheckpoint(queue *q, int pages);
 int q_checkpoint(queue *q);
 
