@@ -16,6 +16,7 @@
 #include "server/queue.h"
 #include "server/workers.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -27,6 +28,13 @@
 
 /* File descriptors beyond the connections: database, Docker, git, logs, pipes. */
 #define SPARE_FDS 256
+
+/* Free memory an arena keeps before giving it back. glibc's default (128 KiB) is less than
+ * what the HTTP threads hold for the deliveries waiting for a COMMIT: under load each thread's
+ * arena was trimmed (madvise) and faulted back in, ~5 page faults per delivery and ~7% of the
+ * server's CPU. 1 MiB per arena removes them (`perf stat -e page-faults`: 5 -> 0 per delivery
+ * at 200 connections). */
+#define SERVE_TRIM_THRESHOLD (1 << 20)
 
 /* Settings of `serve`, validated before anything starts. */
 struct serve_opts {
@@ -303,6 +311,7 @@ int serve_run(ap_config *cfg, bool registration)
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	mallopt(M_TRIM_THRESHOLD, SERVE_TRIM_THRESHOLD);
 
 	if (q_open(&q, o.db, Q_OPEN_CREATE)) {
 		fprintf(stderr,
