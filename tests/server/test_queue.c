@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -1216,6 +1217,7 @@ struct feeder {
 	ingest *ing;
 	int id;
 	int64_t until_ms;
+	atomic_bool *stop; /* NULL, or an earlier end than until_ms */
 	int sent, failed;
 	pthread_t thread;
 	char body[3100];
@@ -1234,7 +1236,7 @@ static void *feed(void *arg)
 		fd->body[n++] = "0123456789abcdef"[x & 15];
 	}
 	snprintf(fd->body + n, sizeof(fd->body) - n, "\"}");
-	while (ap_mono_ms() < fd->until_ms) {
+	while (ap_mono_ms() < fd->until_ms && !(fd->stop && atomic_load(fd->stop))) {
 		memset(ws, 0, WAVE * sizeof(*ws));
 		for (int i = 0; i < WAVE; i++) {
 			q_delivery d;
@@ -1299,6 +1301,87 @@ static void test_group_commit_lets_the_wal_restart_under_load(void **state)
 			      (long long)total, RUN_MS, restarts);
 		assert_true(restarts >= 2);
 	}
+	ing_free(ing);
+	free(fds);
+}
+
+static long long file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* A reader that keeps an old snapshot through a burst does not stop the intake, and on SQLite
+ * nothing can restart the WAL under it, so the WAL grows; once the reader lets go the WAL
+ * restarts and is cut back to journal_size_limit (64 MiB, plus the first commit after the
+ * restart, which is written before the cut) instead of keeping the burst's size for good. On
+ * PostgreSQL the reader is a REPEATABLE READ transaction. */
+static void test_group_commit_wal_shrinks_once_a_reader_lets_go(void **state)
+{
+	struct fixture *f = *state;
+	enum { FEEDERS = 4, GROW_MS = 30000, AFTER_MS = 1000 };
+	/* the limit, and one batch written after the restart before the cut */
+	const long long grown = 100LL << 20, limit = (64LL + 8) << 20;
+	struct feeder *fds = calloc(FEEDERS, sizeof(*fds));
+	char wal[sizeof(f->path) + 8];
+	atomic_bool stop = false;
+	sqlite3 *reader = NULL;
+	int64_t total = 0, t0;
+	long long size = 0;
+	ingest *ing;
+	q_stats st;
+
+	snprintf(wal, sizeof(wal), "%s-wal", f->path);
+	assert_int_equal(ing_new(&ing, f->path, NULL, NULL), 0);
+	if (pg_uri) {
+		PGresult *r;
+
+		f->hold = PQconnectdb(f->path);
+		assert_int_equal(PQstatus(f->hold), CONNECTION_OK);
+		r = PQexec(f->hold,
+			   "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM jobs");
+		assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+		PQclear(r);
+	} else {
+		assert_int_equal(sqlite3_open(f->path, &reader), SQLITE_OK);
+		assert_int_equal(
+		    sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM jobs", NULL, NULL, NULL),
+		    SQLITE_OK);
+	}
+	t0 = ap_mono_ms();
+	for (int i = 0; i < FEEDERS; i++) {
+		fds[i] = (struct feeder){
+		    .ing = ing, .id = i, .until_ms = t0 + GROW_MS + AFTER_MS * 3, .stop = &stop};
+		assert_int_equal(pthread_create(&fds[i].thread, NULL, feed, &fds[i]), 0);
+	}
+	if (pg_uri) {
+		usleep(AFTER_MS * 1000);
+		PQclear(PQexec(f->hold, "COMMIT"));
+	} else {
+		while (ap_mono_ms() - t0 < GROW_MS && (size = file_size(wal)) < grown)
+			usleep(10 * 1000);
+		print_message("      WAL %lld MB with the reader holding its snapshot\n",
+			      size >> 20);
+		assert_true(size >= grown);
+		assert_int_equal(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	}
+	usleep(AFTER_MS * 1000);
+	atomic_store(&stop, true);
+	for (int i = 0; i < FEEDERS; i++) {
+		pthread_join(fds[i].thread, NULL);
+		assert_int_equal(fds[i].failed, 0);
+		total += fds[i].sent;
+	}
+	assert_int_equal(q_get_stats(f->q, &st), 0);
+	assert_int_equal(st.queued, total);
+	if (!pg_uri) {
+		size = file_size(wal);
+		print_message("      WAL %lld MB %d ms after the reader let go\n", size >> 20,
+			      AFTER_MS);
+		assert_true(size >= 0 && size <= limit);
+	}
+	sqlite3_close(reader);
 	ing_free(ing);
 	free(fds);
 }
@@ -1691,6 +1774,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_group_commit_wakes_other_processes, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit_lets_the_wal_restart_under_load,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_group_commit_wal_shrinks_once_a_reader_lets_go,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_retries_then_succeeds, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_pool_non_retryable_fails, setup, teardown),
