@@ -1257,6 +1257,32 @@ static void *feed(void *arg)
 	return NULL;
 }
 
+/* Start n feeders into ing, each until until_ms (or stop). */
+static void feeders_start(struct feeder *fds, int n, ingest *ing, int64_t until_ms,
+			  atomic_bool *stop)
+{
+	for (int i = 0; i < n; i++) {
+		fds[i] = (struct feeder){.ing = ing, .id = i, .until_ms = until_ms, .stop = stop};
+		assert_int_equal(pthread_create(&fds[i].thread, NULL, feed, &fds[i]), 0);
+	}
+}
+
+/* Wait for n feeders: every delivery they sent was queued, and q sees each as a job. */
+static int64_t feeders_join(struct feeder *fds, int n, queue *q)
+{
+	int64_t total = 0;
+	q_stats st;
+
+	for (int i = 0; i < n; i++) {
+		pthread_join(fds[i].thread, NULL);
+		assert_int_equal(fds[i].failed, 0);
+		total += fds[i].sent;
+	}
+	assert_int_equal(q_get_stats(q, &st), 0);
+	assert_int_equal(st.queued, total);
+	return total;
+}
+
 /* SQLite: a writer that never pauses for a whole background checkpoint still lets the WAL
  * restart from its first frame. Before, the checkpointer copied frames while the writer kept
  * appending, the WAL was never fully copied when a transaction began, and it grew without end
@@ -1270,20 +1296,10 @@ static void test_group_commit_lets_the_wal_restart_under_load(void **state)
 	struct feeder *fds = calloc(FEEDERS, sizeof(*fds));
 	int64_t total = 0;
 	ingest *ing;
-	q_stats st;
 
 	assert_int_equal(ing_new(&ing, f->path, NULL, NULL), 0);
-	for (int i = 0; i < FEEDERS; i++) {
-		fds[i] = (struct feeder){.ing = ing, .id = i, .until_ms = ap_mono_ms() + RUN_MS};
-		assert_int_equal(pthread_create(&fds[i].thread, NULL, feed, &fds[i]), 0);
-	}
-	for (int i = 0; i < FEEDERS; i++) {
-		pthread_join(fds[i].thread, NULL);
-		assert_int_equal(fds[i].failed, 0);
-		total += fds[i].sent;
-	}
-	assert_int_equal(q_get_stats(f->q, &st), 0);
-	assert_int_equal(st.queued, total);
+	feeders_start(fds, FEEDERS, ing, ap_mono_ms() + RUN_MS, NULL);
+	total = feeders_join(fds, FEEDERS, f->q);
 	if (!pg_uri) {
 		char wal[sizeof(f->path) + 8];
 		unsigned char hdr[32];
@@ -1327,10 +1343,9 @@ static void test_group_commit_wal_shrinks_once_a_reader_lets_go(void **state)
 	char wal[sizeof(f->path) + 8];
 	atomic_bool stop = false;
 	sqlite3 *reader = NULL;
-	int64_t total = 0, t0;
+	int64_t t0;
 	long long size = 0;
 	ingest *ing;
-	q_stats st;
 
 	snprintf(wal, sizeof(wal), "%s-wal", f->path);
 	assert_int_equal(ing_new(&ing, f->path, NULL, NULL), 0);
@@ -1350,11 +1365,7 @@ static void test_group_commit_wal_shrinks_once_a_reader_lets_go(void **state)
 		    SQLITE_OK);
 	}
 	t0 = ap_mono_ms();
-	for (int i = 0; i < FEEDERS; i++) {
-		fds[i] = (struct feeder){
-		    .ing = ing, .id = i, .until_ms = t0 + GROW_MS + AFTER_MS * 3, .stop = &stop};
-		assert_int_equal(pthread_create(&fds[i].thread, NULL, feed, &fds[i]), 0);
-	}
+	feeders_start(fds, FEEDERS, ing, t0 + GROW_MS + AFTER_MS * 3, &stop);
 	if (pg_uri) {
 		usleep(AFTER_MS * 1000);
 		PQclear(PQexec(f->hold, "COMMIT"));
@@ -1368,13 +1379,7 @@ static void test_group_commit_wal_shrinks_once_a_reader_lets_go(void **state)
 	}
 	usleep(AFTER_MS * 1000);
 	atomic_store(&stop, true);
-	for (int i = 0; i < FEEDERS; i++) {
-		pthread_join(fds[i].thread, NULL);
-		assert_int_equal(fds[i].failed, 0);
-		total += fds[i].sent;
-	}
-	assert_int_equal(q_get_stats(f->q, &st), 0);
-	assert_int_equal(st.queued, total);
+	feeders_join(fds, FEEDERS, f->q);
 	if (!pg_uri) {
 		size = file_size(wal);
 		print_message("      WAL %lld MB %d ms after the reader let go\n", size >> 20,
