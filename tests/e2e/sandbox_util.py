@@ -33,6 +33,23 @@ def docker(*args, check=True, timeout=60):
                           timeout=timeout)
 
 
+def bridge_gateway():
+    """The host's address on Docker's default bridge, which its containers reach the host at.
+    The network's IPAM config names it, except after some daemon starts (seen on Docker
+    20.10 with an existing docker0: the config holds only the subnet); then it is the
+    address of the bridge's interface."""
+    gw = docker("network", "inspect", "bridge", "-f",
+                "{{range .IPAM.Config}}{{.Gateway}}{{end}}").stdout.strip()
+    if gw:
+        return gw
+    dev = docker("network", "inspect", "bridge", "-f",
+                 '{{index .Options "com.docker.network.bridge.name"}}').stdout.strip() or "docker0"
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", dev], capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert "inet" in out, f"no IPv4 address on Docker's bridge {dev}: {out}"
+    return out[out.index("inet") + 1].split("/")[0]
+
+
 def owned(owner, kind="container"):
     """Ids of containers (or networks) labelled with owner, running or not; with the
     Kubernetes stand-in, also the box container of each of the owner's pods."""

@@ -25,7 +25,7 @@ import pytest
 import k8s_util
 import test_k8s_environments
 from agents_util import CALC, call, happy, make_calc_repo, new_owner, step
-from sandbox_util import Sandbox
+from sandbox_util import Sandbox, bridge_gateway
 from test_egress import BOX_NET
 from test_environments import HELPER_TEST, build_wheel, commit_all, docker, wait_http
 
@@ -53,8 +53,7 @@ def net(tmp_path_factory):
            "python3", "-u", "-m", "http.server", "8080", "--directory", "/srv")
     try:
         ip = docker("inspect", "-f", "{{.NetworkSettings.IPAddress}}", name).stdout.strip()
-        gw = docker("network", "inspect", "bridge", "-f",
-                    "{{(index .IPAM.Config 0).Gateway}}").stdout.strip()
+        gw = bridge_gateway()
         wait_http(f"http://{ip}:8080/simple/")
         hosts = tmp / "hosts"
         hosts.write_text(f"127.0.0.1 localhost\n{ip} mirror.autopatch.test other.autopatch.test\n"

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from sandbox_util import RUNTIMES, docker, owned, sandbox_factory  # noqa: F401 (fixture)
+from sandbox_util import RUNTIMES, bridge_gateway, docker, owned, sandbox_factory  # noqa: F401 (fixture)
 
 
 @pytest.fixture
@@ -129,8 +129,7 @@ def test_allow_list_box_gets_only_the_proxy_and_is_cleaned_up(sandbox_factory):
         r = sb.run("true", args=("--allow", "mirror.invalid:80"), text=True)
         assert r.returncode == 125 and "allow-list" in r.stderr, r.stderr
         assert sb.leftovers() == []
-        gw = docker("network", "inspect", "bridge", "-f",
-                    "{{(index .IPAM.Config 0).Gateway}}").stdout.strip()
+        gw = bridge_gateway()
         extra = {"AUTOPATCH_K8S_EGRESS_ADDRESS": gw}
     sb = sandbox_factory(extra_env=extra)
     r = sb.run("sh", "-c", "env | grep -c '^HTTPS_PROXY=http://'; python3 -c \"import socket\n"
