@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from sandbox_util import RUNTIMES, bridge_gateway, docker, owned, sandbox_factory  # noqa: F401 (fixture)
+from sandbox_util import RUNTIMES, bridge_gateway, owned, sandbox_factory  # noqa: F401 (fixture)
 
 
 @pytest.fixture

@@ -1235,7 +1235,7 @@ static void *feed(void *arg)
 		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
 		fd->body[n++] = "0123456789abcdef"[x & 15];
 	}
-	snprintf(fd->body + n, sizeof(fd->body) - n, "\"}");
+	n += (size_t)snprintf(fd->body + n, sizeof(fd->body) - n, "\"}");
 	while (ap_mono_ms() < fd->until_ms && !(fd->stop && atomic_load(fd->stop))) {
 		memset(ws, 0, WAVE * sizeof(*ws));
 		for (int i = 0; i < WAVE; i++) {
@@ -1246,7 +1246,7 @@ static void *feed(void *arg)
 			snprintf(ws[i].repo, sizeof(ws[i].repo), "acme/wal%d", fd->id);
 			d = trigger(ws[i].delivery, ws[i].repo, fd->sent + i + 1);
 			d.body = fd->body;
-			d.len = strlen(fd->body);
+			d.len = n;
 			waiter_submit(fd->ing, &ws[i], d);
 		}
 		for (int i = 0; i < WAVE; i++)
@@ -1283,6 +1283,20 @@ static int64_t feeders_join(struct feeder *fds, int n, queue *q)
 	return total;
 }
 
+/* The SQLite database's WAL file next to f's database, into out[0..cap). */
+static const char *wal_path(const struct fixture *f, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s-wal", f->path);
+	return out;
+}
+
+static long long file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
 /* SQLite: a writer that never pauses for a whole background checkpoint still lets the WAL
  * restart from its first frame. Before, the checkpointer copied frames while the writer kept
  * appending, the WAL was never fully copied when a transaction began, and it grew without end
@@ -1306,8 +1320,7 @@ static void test_group_commit_lets_the_wal_restart_under_load(void **state)
 		uint32_t restarts;
 		FILE *fp;
 
-		snprintf(wal, sizeof(wal), "%s-wal", f->path);
-		fp = fopen(wal, "rb");
+		fp = fopen(wal_path(f, wal, sizeof(wal)), "rb");
 		assert_non_null(fp);
 		assert_int_equal(fread(hdr, 1, sizeof(hdr), fp), sizeof(hdr));
 		fclose(fp);
@@ -1319,13 +1332,6 @@ static void test_group_commit_lets_the_wal_restart_under_load(void **state)
 	}
 	ing_free(ing);
 	free(fds);
-}
-
-static long long file_size(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 ? (long long)st.st_size : -1;
 }
 
 /* A reader that keeps an old snapshot through a burst does not stop the intake, and on SQLite
@@ -1350,7 +1356,7 @@ static void test_group_commit_wal_shrinks_once_a_reader_lets_go(void **state)
 	int64_t t0;
 	int n = 0;
 
-	snprintf(wal, sizeof(wal), "%s-wal", f->path);
+	wal_path(f, wal, sizeof(wal));
 	assert_int_equal(ing_new(&ing, f->path, NULL, NULL), 0);
 	if (pg_uri) {
 		PGresult *r;
