@@ -23,6 +23,8 @@ enum ap_stat {
 	AP_STAT_BOXES_ACTIVE,	       /* gauge: started and not yet removed (warm pool included) */
 	AP_STAT_ENV_CACHE_HITS,	       /* environment set-up served from the cache (hook) */
 	AP_STAT_ENV_CACHE_MISSES,      /* environment set-up run afresh (hook) */
+	AP_STAT_INGEST_ISOLATED,       /* ingest batches that failed whole and were tried again
+					  one delivery at a time (server/queue.c) */
 	AP_STAT__COUNT
 };
 

@@ -197,12 +197,17 @@ static int stats_render(ap_buf *out)
 	    "# HELP autopatch_env_cache_requests_total Environment set-ups by the cache's answer.\n"
 	    "# TYPE autopatch_env_cache_requests_total counter\n"
 	    "autopatch_env_cache_requests_total{result=\"hit\"} %lld\n"
-	    "autopatch_env_cache_requests_total{result=\"miss\"} %lld\n",
+	    "autopatch_env_cache_requests_total{result=\"miss\"} %lld\n"
+	    "# HELP autopatch_ingest_batches_isolated_total Ingest batches whose statements failed "
+	    "and that were stored again one delivery at a time.\n"
+	    "# TYPE autopatch_ingest_batches_isolated_total counter\n"
+	    "autopatch_ingest_batches_isolated_total %lld\n",
 	    (long long)ap_stat_get(AP_STAT_BOXES_CREATED),
 	    (long long)ap_stat_get(AP_STAT_BOXES_REMOVED),
 	    (long long)ap_stat_get(AP_STAT_BOXES_ACTIVE),
 	    (long long)ap_stat_get(AP_STAT_ENV_CACHE_HITS),
-	    (long long)ap_stat_get(AP_STAT_ENV_CACHE_MISSES));
+	    (long long)ap_stat_get(AP_STAT_ENV_CACHE_MISSES),
+	    (long long)ap_stat_get(AP_STAT_INGEST_ISOLATED));
 	return rc;
 }
 

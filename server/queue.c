@@ -6,7 +6,9 @@
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/log.h"
 #include "common/money.h"
+#include "common/stats.h"
 #include "server/queue_db.h"
 #include "server/webhook.h"
 
@@ -691,17 +693,40 @@ static bool same(const char *a, const char *b)
 	return a && b && strcmp(a, b) == 0;
 }
 
+/* The first delivery of the batch with id that is still Q_DUPLICATE was stored new: a trigger
+ * becomes Q_FAILED (its job comes next), a record Q_RECORDED. Returns 1 for a new trigger. */
+static size_t mark_new(struct ing_ctx *c, size_t n, const char *id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (c[i].d->result == Q_DUPLICATE && same(c[i].d->delivery, id)) {
+			c[i].d->result = c[i].d->kind == Q_TRIGGER ? Q_FAILED : Q_RECORDED;
+			return c[i].d->kind == Q_TRIGGER;
+		}
+	return 0;
+}
+
+/* The new trigger with delivery id stored job job_id: Q_QUEUED. */
+static void mark_queued(struct ing_ctx *c, size_t n, const char *id, int64_t job_id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (c[i].d->result == Q_FAILED && same(c[i].d->delivery, id)) {
+			c[i].d->result = Q_QUEUED;
+			c[i].d->job_id = job_id;
+			return;
+		}
+}
+
 /* The batch of record and trigger deliveries in a few multi-row statements instead of a few
  * per delivery (a round trip each on PostgreSQL): the same rules as ingest_one. The
  * deliveries go in first (ON CONFLICT: duplicates, within the batch too), then the jobs of the
  * new triggers (ON CONFLICT on the active-job index: a second trigger for an issue, in the
- * batch or already in the database, stores no job), then the bodies of those that found an
- * active job are dropped and their job found, then the "queued" events. */
-static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
+ * batch or already in the database, stores no job) and their "queued" events. New triggers
+ * that stored no job are left Q_FAILED for batch_settle_active. */
+static int batch_store_rows(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 {
 	ap_buf sql = AP_BUF_INIT(4 * 1024 * 1024);
 	q__val *v = calloc(n * 11 + 1, sizeof(*v));
-	size_t nnew = 0, nact = 0;
+	size_t nnew = 0;
 	q__res *r = NULL;
 	int rc, k = 0;
 
@@ -729,16 +754,8 @@ static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 	}
 	if ((rc = xd(q, &sql, v, k, &r)))
 		goto out;
-	for (int row = 0; row < q->drv->res_rows(r); row++) {
-		const char *id = q->drv->res_text(r, row, 0);
-
-		for (size_t i = 0; i < n; i++)
-			if (c[i].d->result == Q_DUPLICATE && same(c[i].d->delivery, id)) {
-				c[i].d->result = c[i].d->kind == Q_TRIGGER ? Q_FAILED : Q_RECORDED;
-				nnew += c[i].d->kind == Q_TRIGGER;
-				break;
-			}
-	}
+	for (int row = 0; row < q->drv->res_rows(r); row++)
+		nnew += mark_new(c, n, q->drv->res_text(r, row, 0));
 	q->drv->res_free(r);
 	r = NULL;
 	if (nnew == 0)
@@ -772,64 +789,11 @@ static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 			  "NOTHING RETURNING id, delivery");
 	if ((rc = xd(q, &sql, v, k, &r)))
 		goto out;
-	for (int row = 0; row < q->drv->res_rows(r); row++) {
-		const char *id = q->drv->res_text(r, row, 1);
-
-		for (size_t i = 0; i < n; i++)
-			if (c[i].d->result == Q_FAILED && same(c[i].d->delivery, id)) {
-				c[i].d->result = Q_QUEUED;
-				c[i].d->job_id = q->drv->res_int(r, row, 0);
-				break;
-			}
-	}
+	for (int row = 0; row < q->drv->res_rows(r); row++)
+		mark_queued(c, n, q->drv->res_text(r, row, 1), q->drv->res_int(r, row, 0));
 	q->drv->res_free(r);
 	r = NULL;
-	/* 3. triggers that found an active job: no body, and the job they found */
-	for (size_t i = 0; i < n; i++)
-		nact += c[i].d->result == Q_FAILED;
-	if (nact) {
-		ap_buf_reset(&sql);
-		ap_buf_adds(&sql, "SELECT repo, issue, id FROM jobs WHERE state IN "
-				  "('queued','running') AND (repo, issue) IN (VALUES ");
-		k = 0;
-		if ((rc = add_values(&sql, nact, 2)))
-			goto out;
-		ap_buf_adds(&sql, ")");
-		for (size_t i = 0; i < n; i++)
-			if (c[i].d->result == Q_FAILED) {
-				v[k++] = QT(c[i].d->repo);
-				v[k++] = QI(c[i].d->issue);
-			}
-		if ((rc = xd(q, &sql, v, k, &r)))
-			goto out;
-		for (size_t i = 0; i < n; i++) {
-			q_delivery *d = c[i].d;
-
-			if (d->result != Q_FAILED)
-				continue;
-			for (int row = 0; row < q->drv->res_rows(r); row++)
-				if (same(q->drv->res_text(r, row, 0), d->repo) &&
-				    q->drv->res_int(r, row, 1) == d->issue)
-					d->job_id = q->drv->res_int(r, row, 2);
-		}
-		q->drv->res_free(r);
-		r = NULL;
-		ap_buf_reset(&sql);
-		ap_buf_adds(&sql, "UPDATE deliveries SET outcome='active job', body=?, "
-				  "body_encoding=0 WHERE delivery IN (");
-		k = 0;
-		v[k++] = QB("", 0);
-		for (size_t i = 0; i < n; i++)
-			if (c[i].d->result == Q_FAILED) {
-				ap_buf_adds(&sql, k > 1 ? ",?" : "?");
-				v[k++] = QT(c[i].d->delivery);
-				c[i].d->result = Q_ACTIVE;
-			}
-		ap_buf_adds(&sql, ")");
-		if ((rc = xd(q, &sql, v, k, NULL)))
-			goto out;
-	}
-	/* 4. the new jobs' first event */
+	/* 3. the new jobs' first event */
 	ap_buf_reset(&sql);
 	ap_buf_adds(&sql, "INSERT INTO job_events(job, time, stage, message) VALUES ");
 	k = 0;
@@ -846,6 +810,168 @@ out:
 	ap_buf_release(&sql);
 	free(v);
 	return rc;
+}
+
+/* The columns batch_store_arrays binds, one array each, in this order. */
+enum {
+	BA_DELIVERY,
+	BA_EVENT,
+	BA_BODY,
+	BA_ENC,
+	BA_OUTCOME,
+	BA_TRIG,
+	BA_REPO,
+	BA_REPO_ID,
+	BA_INST,
+	BA_ISSUE,
+	BA_TRIGGER,
+	BA_FEEDBACK,
+	BA_COMMENT,
+	BA_NCOLS
+};
+
+/* What batch_store_rows does, in one statement of fixed text (prepared once, whatever the
+ * batch's size) on a driver that binds arrays: a round trip per batch instead of three per
+ * chunk. The rows are inserted in the batch's order (WITH ORDINALITY, ORDER BY ord), so the
+ * lock order and "the first of two wins" hold as there. A delivery id twice in the batch
+ * stores one delivery (ON CONFLICT) and, through DISTINCT ON, at most the first one's job.
+ * Answers the new deliveries (job id NULL), then the new jobs. */
+static int batch_store_arrays(queue *q, struct ing_ctx *c, size_t n, int64_t now)
+{
+	static const enum q__vtype type[BA_NCOLS] = {
+	    [BA_DELIVERY] = QV_TEXT, [BA_EVENT] = QV_TEXT,   [BA_BODY] = QV_BLOB,
+	    [BA_ENC] = QV_INT,	     [BA_OUTCOME] = QV_TEXT, [BA_TRIG] = QV_INT,
+	    [BA_REPO] = QV_TEXT,     [BA_REPO_ID] = QV_INT,  [BA_INST] = QV_INT,
+	    [BA_ISSUE] = QV_INT,     [BA_TRIGGER] = QV_TEXT, [BA_FEEDBACK] = QV_TEXT,
+	    [BA_COMMENT] = QV_INT};
+	q__val *e = calloc(n * BA_NCOLS + 1, sizeof(*e)), args[BA_NCOLS + 1];
+	q__res *r = NULL;
+	int rc;
+
+	if (!e)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	for (int col = 0; col < BA_NCOLS; col++)
+		args[col] = QA(type[col], e + (size_t)col * n, n);
+	args[BA_NCOLS] = QI(now);
+	for (size_t i = 0; i < n; i++) {
+		q_delivery *d = c[i].d;
+		bool trig = d->kind == Q_TRIGGER;
+
+		e[BA_DELIVERY * n + i] = QT(d->delivery);
+		e[BA_EVENT * n + i] = QT(d->event);
+		e[BA_BODY * n + i] = trig && c[i].z   ? QB(c[i].z, c[i].zlen)
+				     : trig && d->len ? QB(d->body, d->len)
+						      : QB("", 0);
+		e[BA_ENC * n + i] = QI(trig && c[i].z ? BODY_ZSTD : BODY_RAW);
+		e[BA_OUTCOME * n + i] = QT(trig ? "queued" : d->note ? d->note : "ignored");
+		e[BA_TRIG * n + i] = QI(trig);
+		e[BA_REPO * n + i] = QT(d->repo);
+		e[BA_REPO_ID * n + i] = QI(d->repo_id);
+		e[BA_INST * n + i] = QI(d->installation_id);
+		e[BA_ISSUE * n + i] = QI(d->issue);
+		e[BA_TRIGGER * n + i] = QT(trig ? wh_trigger_name(d->trigger) : NULL);
+		e[BA_FEEDBACK * n + i] = QT(d->feedback);
+		e[BA_COMMENT * n + i] = QI(d->comment_id);
+		d->result = Q_DUPLICATE;
+	}
+	if ((rc = x(
+		 q,
+		 "WITH v AS (SELECT * FROM unnest(?1::text[], ?2::text[], ?3::bytea[], "
+		 "?4::int8[], ?5::text[], ?6::int8[], ?7::text[], ?8::int8[], ?9::int8[], "
+		 "?10::int8[], ?11::text[], ?12::text[], ?13::int8[]) WITH ORDINALITY AS "
+		 "v(delivery, event, body, enc, outcome, trig, repo, repo_id, inst, issue, trg, "
+		 "feedback, comment_id, ord)), "
+		 "d AS (INSERT INTO deliveries(delivery, event, body, body_encoding, received, "
+		 "outcome) SELECT delivery, event, body, enc, ?14, outcome FROM v ORDER BY ord "
+		 "ON CONFLICT(delivery) DO NOTHING RETURNING delivery), "
+		 "j AS (INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, issue, "
+		 "trigger, feedback, trigger_comment_id, created, updated) SELECT f.delivery, "
+		 "f.event, f.repo, f.repo_id, f.inst, f.issue, f.trg, f.feedback, f.comment_id, "
+		 "?14, ?14 FROM (SELECT DISTINCT ON (delivery) * FROM v ORDER BY delivery, ord) f "
+		 "JOIN d ON d.delivery = f.delivery WHERE f.trig = 1 ORDER BY f.ord "
+		 "ON CONFLICT(repo, issue) WHERE state IN ('queued','running') DO NOTHING "
+		 "RETURNING id, delivery), "
+		 "e AS (INSERT INTO job_events(job, time, stage, message) "
+		 "SELECT id, ?14, NULL, 'queued' FROM j) "
+		 "SELECT delivery, NULL FROM d UNION ALL SELECT delivery, id FROM j",
+		 args, BA_NCOLS + 1, &r, NULL)))
+		goto out;
+	/* Every new delivery before any new job: a job marks a delivery found new. */
+	for (int row = 0; row < q->drv->res_rows(r); row++)
+		if (q->drv->res_null(r, row, 1))
+			mark_new(c, n, q->drv->res_text(r, row, 0));
+	for (int row = 0; row < q->drv->res_rows(r); row++)
+		if (!q->drv->res_null(r, row, 1))
+			mark_queued(c, n, q->drv->res_text(r, row, 0), q->drv->res_int(r, row, 1));
+out:
+	q->drv->res_free(r);
+	free(e);
+	return rc;
+}
+
+/* The new triggers that found an active job (Q_FAILED after batch_store_*): no body, and the
+ * job they found; Q_ACTIVE. */
+static int batch_settle_active(queue *q, struct ing_ctx *c, size_t n)
+{
+	ap_buf sql = AP_BUF_INIT(4 * 1024 * 1024);
+	size_t nact = 0;
+	q__val *v;
+	q__res *r = NULL;
+	int rc = 0, k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		nact += c[i].d->result == Q_FAILED;
+	if (!nact)
+		return 0;
+	if (!(v = calloc(nact * 2 + 1, sizeof(*v))))
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	ap_buf_adds(&sql, "SELECT repo, issue, id FROM jobs WHERE state IN "
+			  "('queued','running') AND (repo, issue) IN (VALUES ");
+	if ((rc = add_values(&sql, nact, 2)))
+		goto out;
+	ap_buf_adds(&sql, ")");
+	for (size_t i = 0; i < n; i++)
+		if (c[i].d->result == Q_FAILED) {
+			v[k++] = QT(c[i].d->repo);
+			v[k++] = QI(c[i].d->issue);
+		}
+	if ((rc = xd(q, &sql, v, k, &r)))
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		q_delivery *d = c[i].d;
+
+		if (d->result != Q_FAILED)
+			continue;
+		for (int row = 0; row < q->drv->res_rows(r); row++)
+			if (same(q->drv->res_text(r, row, 0), d->repo) &&
+			    q->drv->res_int(r, row, 1) == d->issue)
+				d->job_id = q->drv->res_int(r, row, 2);
+	}
+	ap_buf_reset(&sql);
+	ap_buf_adds(&sql, "UPDATE deliveries SET outcome='active job', body=?, "
+			  "body_encoding=0 WHERE delivery IN (");
+	k = 0;
+	v[k++] = QB("", 0);
+	for (size_t i = 0; i < n; i++)
+		if (c[i].d->result == Q_FAILED) {
+			ap_buf_adds(&sql, k > 1 ? ",?" : "?");
+			v[k++] = QT(c[i].d->delivery);
+			c[i].d->result = Q_ACTIVE;
+		}
+	ap_buf_adds(&sql, ")");
+	rc = xd(q, &sql, v, k, NULL);
+out:
+	q->drv->res_free(r);
+	ap_buf_release(&sql);
+	free(v);
+	return rc;
+}
+
+static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
+{
+	int rc = q->drv->arrays ? batch_store_arrays(q, c, n, now) : batch_store_rows(q, c, n, now);
+
+	return rc ? rc : batch_settle_active(q, c, n);
 }
 
 /* One try at the whole batch. isolate: each item under its own savepoint, so a failing item
@@ -870,11 +996,12 @@ static int ingest_try(queue *q, struct ing_ctx *c, size_t n, int64_t now, bool i
 			 * largest first: the statements' texts then repeat (at most sixteen sizes
 			 * up to the writer's 512), so each is prepared once and found again in the
 			 * driver's q__stmt_lru; and a small batch, as at a modest rate, costs one
-			 * round trip per statement. */
+			 * round trip per statement. A driver that binds arrays takes the whole
+			 * batch in one statement of fixed text (batch_store_arrays). */
 			for (size_t off = 0, k; off < n; off += k) {
 				for (k = 1; k * 2 <= n - off;)
 					k *= 2;
-				if (n - off <= Q_BATCH_WHOLE)
+				if (n - off <= Q_BATCH_WHOLE || q->drv->arrays)
 					k = n - off;
 				if ((rc = ingest_batch(q, c + off, k, now))) {
 					*item_failed = true;
@@ -940,9 +1067,15 @@ int q_ingest(queue *q, q_delivery **items, size_t n, int64_t now)
 		rc = ingest_try(q, c, n, now, isolate, &item_failed);
 		if (rc == 0)
 			break;
-		if (item_failed)
+		if (item_failed && !isolate) {
+			/* Not silent: the whole-batch statements are the fast path, and a fault in
+			 * them would otherwise only show as a slower intake. */
+			ap_log(AP_LOG_WARN, NULL, 0,
+			       "ingest batch of %zu failed (%s); storing it one delivery at a time",
+			       n, ap_error_last());
+			ap_stat_add(AP_STAT_INGEST_ISOLATED, 1);
 			isolate = true;
-		else if (rc != AP_EIO && rc != AP_EUNAVAIL)
+		} else if (rc != AP_EIO && rc != AP_EUNAVAIL)
 			break;
 	}
 	if (rc == 0) {

@@ -21,19 +21,24 @@
 /* Texts stored per job are capped so one runaway result cannot bloat the database. */
 #define Q_TEXT_MAX (16 * 1024)
 
-enum q__vtype { QV_INT, QV_TEXT, QV_BLOB };
+enum q__vtype { QV_INT, QV_TEXT, QV_BLOB, QV_ARRAY };
 
-/* One parameter. Text and blob values are borrowed for the call; s == NULL binds NULL. */
+/* One parameter. Text and blob values are borrowed for the call; s == NULL binds NULL. An
+ * array (drivers with .arrays only) borrows n elements a[], each of type et (QV_INT, QV_TEXT
+ * or QV_BLOB; a NULL text or blob is a NULL element): the statement reads it with unnest(). */
 typedef struct q__val {
 	enum q__vtype t;
 	int64_t i;
 	const char *s;
-	size_t n; /* blob length */
+	size_t n; /* blob length; array: element count */
+	const struct q__val *a;
+	enum q__vtype et;
 } q__val;
 
-#define QI(x)	   ((q__val){QV_INT, (int64_t)(x), NULL, 0})
-#define QT(x)	   ((q__val){QV_TEXT, 0, (x), 0})
-#define QB(p, len) ((q__val){QV_BLOB, 0, (const char *)(p), (len)})
+#define QI(x)	       ((q__val){QV_INT, (int64_t)(x), NULL, 0, NULL, QV_INT})
+#define QT(x)	       ((q__val){QV_TEXT, 0, (x), 0, NULL, QV_INT})
+#define QB(p, len)     ((q__val){QV_BLOB, 0, (const char *)(p), (len), NULL, QV_INT})
+#define QA(type, v, n) ((q__val){QV_ARRAY, 0, NULL, (n), (v), (type)})
 
 typedef struct q__db q__db;   /* one connection (driver-private) */
 typedef struct q__res q__res; /* the rows of one statement (driver-private) */
@@ -41,6 +46,7 @@ typedef struct q__res q__res; /* the rows of one statement (driver-private) */
 typedef struct q__driver {
 	const char *name; /* "sqlite", "postgresql" */
 	bool shared;	  /* several processes or hosts use the database at once */
+	bool arrays;	  /* binds QV_ARRAY parameters (PostgreSQL's arrays, for unnest) */
 	/* SQL fragments where the dialects differ (everything else is shared text). */
 	const char *begin_write; /* a transaction that writes */
 	const char *begin_read;	 /* a read-only snapshot */

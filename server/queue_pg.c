@@ -5,10 +5,11 @@
  * the next statement outside a transaction; inside one, every statement fails until the
  * caller's ROLLBACK, so nothing runs half a transaction on a fresh connection. Prepared
  * statements are cached per connection (by the SQL literal's address) and forgotten on a
- * reconnect. Statements built at run time (the ingest batches: one text per batch size) are
- * prepared too, in the q__stmt_lru keyed by their text and parameter types, the least recently
- * used one deallocated: a batch size seen before then costs the server no parse, analysis or
- * planning. Texts are stored as valid UTF-8 (PostgreSQL refuses anything else): invalid
+ * reconnect. Statements built at run time (the look-up of a batch's active jobs: one text per
+ * count) are prepared too, in the q__stmt_lru keyed by their text and parameter types, the
+ * least recently used one deallocated: a count seen before then costs the server no parse,
+ * analysis or planning. Array parameters (QV_ARRAY; the ingest batch's columns) are sent in
+ * the binary array format, their texts cleaned as single texts are. Texts are stored as valid UTF-8 (PostgreSQL refuses anything else): invalid
  * bytes become '?'.
  */
 #include "common/clock.h"
@@ -16,7 +17,9 @@
 #include "server/queue_db.h"
 
 #include <libpq-fe.h>
+#include <limits.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,10 @@
 #define PG_INT8OID    20
 #define PG_TEXTOID    25
 #define PG_BYTEAOID   17
+/* The array types of those three (pg_type.typarray). */
+#define PG_INT8ARRAYOID	 1016
+#define PG_TEXTARRAYOID	 1009
+#define PG_BYTEAARRAYOID 1001
 /* pg_advisory_lock key of the schema migrations ("autopatc"). */
 #define PG_MIGRATE_LOCK "7022358425149453411"
 #define PG_CHANNEL	"autopatch_jobs"
@@ -312,6 +319,102 @@ static void params_release(struct pg_params *pp)
 	free(pp->tmp);
 }
 
+static void put32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24);
+	p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8);
+	p[3] = (unsigned char)v;
+}
+
+/* The bytes one element of an array is sent as: an int in 8 big-endian bytes (into num),
+ * a text cut at q__text_len and with invalid UTF-8 made '?' (*tmp: a cleaned copy to free),
+ * a blob as is. *p NULL: a NULL element. */
+static int element_bytes(const q__val *e, unsigned char num[8], const char **p, size_t *n,
+			 char **tmp)
+{
+	*tmp = NULL;
+	if (e->t == QV_INT) {
+		uint64_t u = (uint64_t)e->i;
+
+		for (int b = 0; b < 8; b++)
+			num[b] = (unsigned char)(u >> (56 - 8 * b));
+		*p = (const char *)num;
+		*n = 8;
+		return 0;
+	}
+	*p = e->s;
+	*n = 0;
+	if (!e->s)
+		return 0;
+	if (e->t == QV_BLOB) {
+		*n = e->n;
+		return 0;
+	}
+	*n = q__text_len(e->s);
+	if (utf8_clean(e->s, *n, tmp))
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	if (*tmp)
+		*p = *tmp;
+	return 0;
+}
+
+/* v (a QV_ARRAY) in PostgreSQL's binary array format (array_recv): one dimension, a NULL
+ * flag, the element type, the length and lower bound, then each element's length (-1: NULL)
+ * and bytes. *out (the caller frees) holds *len bytes; *type is the array type's OID. */
+static int array_build(const q__val *v, Oid *type, char **out, size_t *len)
+{
+	unsigned char num[8], *buf, *o;
+	bool nulls = false;
+	size_t total = 20;
+	const char *p;
+	char *tmp;
+	size_t n;
+	int rc;
+
+	*out = NULL;
+	if (v->et != QV_INT && v->et != QV_TEXT && v->et != QV_BLOB)
+		return ap_error_set(AP_EINVAL, "array of an unknown element type");
+	if (v->n > INT32_MAX)
+		return ap_error_set(AP_EINVAL, "array of %zu elements", v->n);
+	for (size_t k = 0; k < v->n; k++) {
+		if (v->a[k].t != v->et)
+			return ap_error_set(AP_EINVAL, "array element %zu of another type", k);
+		if ((rc = element_bytes(&v->a[k], num, &p, &n, &tmp)))
+			return rc;
+		free(tmp);
+		nulls |= !p;
+		if (n > INT32_MAX || total > SIZE_MAX / 2)
+			return ap_error_set(AP_EINVAL, "array element %zu too large", k);
+		total += 4 + n;
+	}
+	*type = v->et == QV_INT	   ? PG_INT8ARRAYOID
+		: v->et == QV_BLOB ? PG_BYTEAARRAYOID
+				   : PG_TEXTARRAYOID;
+	if (!(buf = malloc(total)))
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	put32(buf, 1);
+	put32(buf + 4, nulls);
+	put32(buf + 8, v->et == QV_INT ? PG_INT8OID : v->et == QV_BLOB ? PG_BYTEAOID : PG_TEXTOID);
+	put32(buf + 12, (uint32_t)v->n);
+	put32(buf + 16, 1);
+	o = buf + 20;
+	for (size_t k = 0; k < v->n; k++) {
+		if ((rc = element_bytes(&v->a[k], num, &p, &n, &tmp))) {
+			free(buf);
+			return rc;
+		}
+		put32(o, p ? (uint32_t)n : UINT32_MAX);
+		if (n)
+			memcpy(o + 4, p, n);
+		o += 4 + n;
+		free(tmp);
+	}
+	*out = (char *)buf;
+	*len = (size_t)(o - buf);
+	return 0;
+}
+
 static int params_build(struct pg_params *pp, const q__val *args, int nargs)
 {
 	size_t n = nargs > 0 ? (size_t)nargs : 1;
@@ -333,7 +436,17 @@ static int params_build(struct pg_params *pp, const q__val *args, int nargs)
 		pp->types[i] = v->t == QV_INT	 ? PG_INT8OID
 			       : v->t == QV_BLOB ? PG_BYTEAOID
 						 : PG_TEXTOID;
-		if (v->t == QV_INT) {
+		if (v->t == QV_ARRAY) {
+			size_t len = 0;
+
+			if ((rc = array_build(v, &pp->types[i], &pp->tmp[i], &len)))
+				return rc;
+			if (len > INT_MAX)
+				return ap_error_set(AP_EINVAL, "array parameter too large");
+			pp->vals[i] = pp->tmp[i];
+			pp->lens[i] = (int)len;
+			pp->fmts[i] = 1;
+		} else if (v->t == QV_INT) {
 			snprintf(pp->nums[i], sizeof(pp->nums[i]), "%lld", (long long)v->i);
 			pp->vals[i] = pp->nums[i];
 		} else if (!v->s) {
@@ -690,6 +803,7 @@ static const char *const pg_migrations[] = {
 const q__driver q__pg_driver = {
     .name = "postgresql",
     .shared = true,
+    .arrays = true,
     .begin_write = "BEGIN",
     .begin_read = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
     .day_lock = "SELECT pg_advisory_xact_lock(hashtext(?1))",

@@ -195,9 +195,13 @@ static int run_stmt(q__db *d, sqlite3_stmt *st, bool finalize, const q__val *arg
 	for (int i = 0; i < nargs; i++) {
 		const q__val *v = &args[i];
 
-		if (v->t == QV_INT)
+		if (v->t == QV_ARRAY) {
+			rc = ap_error_set(AP_EINVAL, "database %s: no array parameters in SQLite",
+					  d->path);
+			goto out;
+		} else if (v->t == QV_INT) {
 			sqlite3_bind_int64(st, i + 1, v->i);
-		else if (!v->s)
+		} else if (!v->s)
 			sqlite3_bind_null(st, i + 1);
 		else if (v->t == QV_TEXT)
 			sqlite3_bind_text(st, i + 1, v->s, (int)q__text_len(v->s), SQLITE_STATIC);

@@ -26,6 +26,7 @@
 
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/stats.h"
 #include "server/ingest.h"
 #include "server/queue.h"
 #include "server/queue_db.h"
@@ -224,10 +225,12 @@ static void test_semantic_dedupe(void **state)
 	q_delivery a = trigger("d-1", "acme/w", 1), b = trigger("d-2", "acme/w", 1),
 		   c = trigger("d-3", "acme/w", 2), e = trigger("d-4", "acme/w", 1);
 	q_delivery *batch[3] = {&a, &b, &c};
+	int64_t isolated = ap_stat_get(AP_STAT_INGEST_ISOLATED);
 	job_info *job;
 
 	/* one transaction, two triggers for the same issue: the second finds the first */
 	assert_int_equal(q_ingest(f->q, batch, 3, 1000), 0);
+	assert_int_equal(ap_stat_get(AP_STAT_INGEST_ISOLATED), isolated);
 	assert_int_equal(a.result, Q_QUEUED);
 	assert_int_equal(b.result, Q_ACTIVE);
 	assert_int_equal(b.job_id, a.job_id);
@@ -244,26 +247,32 @@ static void test_semantic_dedupe(void **state)
 	assert_int_equal(e.result, Q_QUEUED);
 }
 
-/* One batch mixing every case the multi-row path handles: a redelivery inside the batch, a
- * known id, a record, a trigger for an issue active in the database. */
+/* One batch mixing every case the multi-row path handles: a redelivery inside the batch, the
+ * same id again for another issue (still a duplicate, and no job of its own), a known id, a
+ * record, a trigger for an issue active in the database. */
 static void test_mixed_batch(void **state)
 {
 	struct fixture *f = *state;
 	q_delivery old = trigger("d-old", "acme/w", 2);
 	q_delivery a = trigger("d-a", "acme/w", 1), a2 = trigger("d-a", "acme/w", 1),
-		   known = trigger("d-old", "acme/w", 3), act = trigger("d-act", "acme/w", 2);
+		   known = trigger("d-old", "acme/w", 3), act = trigger("d-act", "acme/w", 2),
+		   a3 = trigger("d-a", "acme/w", 9);
 	q_delivery rec = {.delivery = "d-rec",
 			  .event = "ping",
 			  .body = "{}",
 			  .len = 2,
 			  .kind = Q_RECORD,
 			  .note = "ping"};
-	q_delivery *batch[5] = {&a, &a2, &known, &rec, &act};
+	q_delivery *batch[6] = {&a, &a2, &known, &rec, &act, &a3};
+	int64_t isolated = ap_stat_get(AP_STAT_INGEST_ISOLATED);
 
 	ingest1(f->q, &old, 1000);
-	assert_int_equal(q_ingest(f->q, batch, 5, 2000), 0);
+	assert_int_equal(q_ingest(f->q, batch, 6, 2000), 0);
+	/* by the batch's own statements, not retried one at a time */
+	assert_int_equal(ap_stat_get(AP_STAT_INGEST_ISOLATED), isolated);
 	assert_int_equal(a.result, Q_QUEUED);
 	assert_int_equal(a2.result, Q_DUPLICATE);
+	assert_int_equal(a3.result, Q_DUPLICATE);
 	assert_int_equal(known.result, Q_DUPLICATE);
 	assert_int_equal(rec.result, Q_RECORDED);
 	assert_int_equal(act.result, Q_ACTIVE);
@@ -272,6 +281,94 @@ static void test_mixed_batch(void **state)
 	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs"), 2);
 	assert_int_equal(raw_int(f, "SELECT count(*) FROM deliveries"), 4);
 	assert_int_equal(raw_int(f, "SELECT count(*) FROM job_events"), 2);
+}
+
+/* One batch of the shapes a batch must carry as a single delivery would: a text with an
+ * invalid UTF-8 byte (PostgreSQL stores it with '?', SQLite as given), a two-byte character,
+ * a NULL and an empty feedback, an empty body, a 200 KB body stored compressed, a record.
+ * The batch's statements must not fail (no one-at-a-time retry), and what they stored reads
+ * back. */
+static void test_batch_carries_awkward_values(void **state)
+{
+	struct fixture *f = *state;
+	int64_t isolated = ap_stat_get(AP_STAT_INGEST_ISOLATED);
+	size_t big_len = 200 * 1024;
+	char *big = malloc(big_len + 1);
+	q_delivery a = trigger("d-bad-utf8", "acme/w", 1), b = trigger("d-e-acute", "acme/w", 2),
+		   c = trigger("d-empty", "acme/w", 3), d = trigger("d-big", "acme/w", 4);
+	q_delivery rec = {.delivery = "d-rec", .event = "ping", .kind = Q_RECORD, .note = "ping"};
+	q_delivery *batch[5] = {&a, &b, &c, &d, &rec};
+	job_info *job;
+
+	assert_non_null(big);
+	for (size_t i = 0; i < big_len; i++)
+		big[i] = "{\"k\":[1,2,3]}"[i % 13];
+	big[big_len] = '\0';
+	a.trigger = JOB_TRIGGER_COMMENT;
+	a.feedback = "fix\xffit";
+	a.comment_id = 77;
+	b.event = "issue_comment \xc3\xa9";
+	b.trigger = JOB_TRIGGER_COMMENT;
+	b.feedback = "";
+	c.body = "";
+	c.len = 0;
+	d.body = big;
+	d.len = big_len;
+	assert_int_equal(q_ingest(f->q, batch, 5, 1000), 0);
+	assert_int_equal(ap_stat_get(AP_STAT_INGEST_ISOLATED), isolated);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(batch[i]->result, Q_QUEUED);
+		assert_true(batch[i]->job_id > 0);
+	}
+	assert_int_equal(rec.result, Q_RECORDED);
+	if (pg_uri)
+		assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs WHERE feedback='fix?it' "
+					    "AND trigger_comment_id=77"),
+				 1);
+	else
+		assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs WHERE "
+					    "CAST(feedback AS BLOB)=X'666978ff6974' "
+					    "AND trigger_comment_id=77"),
+				 1);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs WHERE event='issue_comment "
+				    "\xc3\xa9' AND feedback=''"),
+			 1);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs WHERE feedback IS NULL"), 2);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM job_events WHERE message='queued'"), 4);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM deliveries WHERE delivery='d-rec' AND "
+				    "outcome='ping'"),
+			 1);
+	/* the big body went in compressed and comes out whole */
+	assert_true(body_len(f, "d-big") < (int64_t)big_len / 10);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(q_lease(f->q, "w", 60000, 1000, &job), 0);
+		if (job->id == d.job_id)
+			assert_string_equal(job->payload, big);
+		else if (job->id == c.job_id)
+			assert_string_equal(job->payload, "");
+		q_job_free(job);
+	}
+	free(big);
+}
+
+/* A batch whose statements fail (here: a trigger without a repository, which no job row
+ * may hold) is stored again one delivery at a time, and counted: the others are queued,
+ * the bad one alone fails. */
+static void test_batch_with_a_bad_item_is_stored_one_at_a_time(void **state)
+{
+	struct fixture *f = *state;
+	int64_t isolated = ap_stat_get(AP_STAT_INGEST_ISOLATED);
+	q_delivery a = trigger("d-1", "acme/w", 1), bad = trigger("d-2", NULL, 2),
+		   c = trigger("d-3", "acme/w", 3);
+	q_delivery *batch[3] = {&a, &bad, &c};
+
+	assert_int_equal(q_ingest(f->q, batch, 3, 1000), 0);
+	assert_int_equal(ap_stat_get(AP_STAT_INGEST_ISOLATED), isolated + 1);
+	assert_int_equal(a.result, Q_QUEUED);
+	assert_int_equal(bad.result, Q_FAILED);
+	assert_int_equal(c.result, Q_QUEUED);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs"), 2);
+	assert_int_equal(raw_int(f, "SELECT count(*) FROM deliveries WHERE delivery='d-2'"), 0);
 }
 
 static void test_lease_fields_and_payload(void **state)
@@ -994,6 +1091,7 @@ static void test_batches_of_every_size_after_eviction_and_reconnect(void **state
 	q_delivery *batch[40];
 	/* Sizes seen first (deallocated by now) and last (still prepared). */
 	static const int again[] = {2, 3, 39, 1, 40};
+	int64_t isolated = ap_stat_get(AP_STAT_INGEST_ISOLATED);
 	int used = 0, total = 0;
 
 	for (int round = 0; round < 40 + 5 + 1; round++) {
@@ -1019,6 +1117,7 @@ static void test_batches_of_every_size_after_eviction_and_reconnect(void **state
 	assert_int_equal(raw_int(f, "SELECT count(*) FROM jobs"), total);
 	assert_int_equal(raw_int(f, "SELECT count(*) FROM deliveries"), total);
 	assert_int_equal(raw_int(f, "SELECT count(*) FROM job_events"), total);
+	assert_int_equal(ap_stat_get(AP_STAT_INGEST_ISOLATED), isolated);
 }
 
 /* --- group commit ------------------------------------------------------------------------ */
@@ -1754,6 +1853,9 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(test_body_kept_only_for_deliveries_that_act, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_mixed_batch, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_batch_carries_awkward_values, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_batch_with_a_bad_item_is_stored_one_at_a_time,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_fields_and_payload, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lease_expiry_requeue_and_max_attempts, setup,
 					    teardown),
