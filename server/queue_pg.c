@@ -9,8 +9,8 @@
  * count) are prepared too, in the q__stmt_lru keyed by their text and parameter types, the
  * least recently used one deallocated: a count seen before then costs the server no parse,
  * analysis or planning. Array parameters (QV_ARRAY; the ingest batch's columns) are sent in
- * the binary array format, their texts cleaned as single texts are. Texts are stored as valid UTF-8 (PostgreSQL refuses anything else): invalid
- * bytes become '?'.
+ * the binary array format, their texts cleaned as single texts are. Texts are stored as valid UTF-8
+ * (PostgreSQL refuses anything else): invalid bytes become '?'.
  */
 #include "common/clock.h"
 #include "common/err.h"
@@ -51,6 +51,9 @@ struct q__db {
 	bool in_tx;	   /* a BEGIN is open on this connection */
 	bool tx_broken;	   /* the connection was lost inside it */
 	bool listening;
+	/* A BEGIN not sent yet: it goes with the transaction's first statement, in one round
+	 * trip (a round trip is ~50 us on loopback, more under load). in_tx is already set. */
+	const char *begin_pending;
 };
 
 struct q__res {
@@ -192,7 +195,7 @@ static int ensure_conn(q__db *d)
 {
 	if (PQstatus(d->conn) == CONNECTION_OK)
 		return 0;
-	if (d->in_tx) {
+	if (d->in_tx && !d->begin_pending) {
 		d->tx_broken = true;
 		return ap_error_set(AP_EUNAVAIL, "database %s: connection lost in a transaction",
 				    d->shown);
@@ -557,6 +560,45 @@ out_free:
 	return rc;
 }
 
+/* The pending BEGIN and one statement (the prepared statement name, else text), sent
+ * together in libpq's pipeline mode and answered in one round trip: the statement's result,
+ * or BEGIN's when BEGIN failed (the statement is then not run); NULL when nothing could be
+ * sent or read (PQerrorMessage says why). */
+static PGresult *with_begin(q__db *d, const char *name, const char *text,
+			    const struct pg_params *pp)
+{
+	const char *begin = d->begin_pending;
+	PGresult *res = NULL, *r;
+	bool sent;
+
+	d->begin_pending = NULL;
+	if (!PQenterPipelineMode(d->conn))
+		return NULL;
+	sent = PQsendQueryParams(d->conn, begin, 0, NULL, NULL, NULL, NULL, 0) &&
+	       (name ? PQsendQueryPrepared(d->conn, name, pp->n, pp->vals, pp->lens, pp->fmts, 0)
+		     : PQsendQueryParams(d->conn, text, pp->n, pp->types, pp->vals, pp->lens,
+					 pp->fmts, 0)) &&
+	       PQpipelineSync(d->conn);
+	/* Each query's results end with a NULL; a failed BEGIN's error is kept (the
+	 * statement then only reports PGRES_PIPELINE_ABORTED). */
+	for (int q = 0; sent && q < 2; q++)
+		while ((r = PQgetResult(d->conn))) {
+			if (!res && (q == 1 || PQresultStatus(r) != PGRES_COMMAND_OK))
+				res = r;
+			else
+				PQclear(r);
+		}
+	while ((r = PQgetResult(d->conn))) {
+		bool sync = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+
+		PQclear(r);
+		if (sync)
+			break;
+	}
+	PQexitPipelineMode(d->conn);
+	return res;
+}
+
 /* One statement on a live connection; once: built at run time (prepared through the text
  * cache, or not at all when too long). */
 static int run_stmt(q__db *d, const char *sql, bool once, const q__val *args, int nargs,
@@ -569,9 +611,9 @@ static int run_stmt(q__db *d, const char *sql, bool once, const q__val *args, in
 	int rc;
 
 	if (nargs == 0 && !rows) {
-		res = PQexec(d->conn, sql);
-		track_tx(d, sql, PQresultStatus(res) == PGRES_COMMAND_OK);
 		memset(&pp, 0, sizeof(pp));
+		res = d->begin_pending ? with_begin(d, NULL, sql, &pp) : PQexec(d->conn, sql);
+		track_tx(d, sql, PQresultStatus(res) == PGRES_COMMAND_OK);
 		goto check;
 	}
 	if ((rc = params_build(&pp, args, nargs)))
@@ -585,12 +627,16 @@ static int run_stmt(q__db *d, const char *sql, bool once, const q__val *args, in
 			rc = ap_error_set(AP_ENOMEM, "out of memory");
 			goto out;
 		}
-		res = PQexecParams(d->conn, text, nargs, pp.types, pp.vals, pp.lens, pp.fmts, 0);
+		res = d->begin_pending ? with_begin(d, NULL, text, &pp)
+				       : PQexecParams(d->conn, text, nargs, pp.types, pp.vals,
+						      pp.lens, pp.fmts, 0);
 		free(text);
 	} else {
 		if (!once && (rc = prepared(d, sql, &pp, &name)))
 			goto out;
-		res = PQexecPrepared(d->conn, name, nargs, pp.vals, pp.lens, pp.fmts, 0);
+		res = d->begin_pending
+			  ? with_begin(d, name, NULL, &pp)
+			  : PQexecPrepared(d->conn, name, nargs, pp.vals, pp.lens, pp.fmts, 0);
 	}
 check:
 	st = PQresultStatus(res);
@@ -630,6 +676,22 @@ static int exec_any(q__db *d, const char *sql, bool once, const q__val *args, in
 
 	if (rows)
 		*rows = NULL;
+	/* BEGIN waits for the transaction's first statement, to go in its round trip; a
+	 * transaction that ends before one ran sent nothing. */
+	if (!d->in_tx && nargs == 0 && !rows && starts(sql, "BEGIN")) {
+		if ((rc = ensure_conn(d)))
+			return rc;
+		d->begin_pending = sql;
+		d->in_tx = true;
+		d->tx_broken = false;
+		return 0;
+	}
+	if (d->begin_pending && nargs == 0 && !rows &&
+	    (strcmp(sql, "COMMIT") == 0 || strcmp(sql, "ROLLBACK") == 0)) {
+		d->begin_pending = NULL;
+		track_tx(d, sql, true);
+		return 0;
+	}
 	/* A ROLLBACK after the connection was lost: the server already dropped the
 	 * transaction. */
 	if (d->in_tx && (d->tx_broken || PQstatus(d->conn) != CONNECTION_OK) &&
@@ -639,15 +701,24 @@ static int exec_any(q__db *d, const char *sql, bool once, const q__val *args, in
 	}
 	if ((rc = ensure_conn(d)))
 		return rc;
-	/* A statement outside a transaction that fails because the server dropped the
-	 * connection (a restart) is sent once more on a new one: nothing of it happened. */
-	if (!d->in_tx) {
+	/* A statement outside a transaction, or the first of one (with its BEGIN), that fails
+	 * because the server dropped the connection (a restart) is sent once more on a new
+	 * one: nothing of it happened. */
+	if (!d->in_tx || d->begin_pending) {
+		const char *begin = d->begin_pending;
+
 		rc = run_stmt(d, sql, once, args, nargs, rows, changes);
-		if (rc != AP_EUNAVAIL || d->in_tx || PQstatus(d->conn) == CONNECTION_OK)
+		if (rc != AP_EUNAVAIL || PQstatus(d->conn) == CONNECTION_OK || (d->in_tx && !begin))
 			return rc;
+		d->in_tx = false;
 		if (ensure_conn(d))
 			return rc;
 		ap_error_clear();
+		if (begin) {
+			d->begin_pending = begin;
+			d->in_tx = true;
+			d->tx_broken = false;
+		}
 	}
 	return run_stmt(d, sql, once, args, nargs, rows, changes);
 }
@@ -671,6 +742,15 @@ static int pg_script(q__db *d, const char *sql)
 
 	if ((rc = ensure_conn(d)))
 		return rc;
+	if (d->begin_pending) { /* a script inside the transaction runs after its BEGIN */
+		res = PQexec(d->conn, d->begin_pending);
+		d->begin_pending = NULL;
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			rc = pg_fail(d, res, "BEGIN");
+		PQclear(res);
+		if (rc)
+			return rc;
+	}
 	res = PQexec(d->conn, sql);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
 		rc = pg_fail(d, res, "migration");
