@@ -9,13 +9,14 @@
  * count) are prepared too, in the q__stmt_lru keyed by their text and parameter types, the
  * least recently used one deallocated: a count seen before then costs the server no parse,
  * analysis or planning. Array parameters (QV_ARRAY; the ingest batch's columns) are sent in
- * the binary array format, their texts cleaned as single texts are. Texts are stored as valid UTF-8
- * (PostgreSQL refuses anything else): invalid bytes become '?'.
+ * the binary array format. Texts, single or in arrays, are stored as valid UTF-8 (PostgreSQL
+ * refuses anything else): invalid bytes become '?'.
  */
 #include "common/clock.h"
 #include "common/err.h"
 #include "server/queue_db.h"
 
+#include <assert.h>
 #include <libpq-fe.h>
 #include <limits.h>
 #include <poll.h>
@@ -330,6 +331,17 @@ static void put32(unsigned char *p, uint32_t v)
 	p[3] = (unsigned char)v;
 }
 
+/* How many bytes element e is sent as (element_bytes gives them; cleaning a text keeps its
+ * length); 0 for a NULL element. */
+static size_t element_len(const q__val *e)
+{
+	if (e->t == QV_INT)
+		return 8;
+	if (!e->s)
+		return 0;
+	return e->t == QV_BLOB ? e->n : q__text_len(e->s);
+}
+
 /* The bytes one element of an array is sent as: an int in 8 big-endian bytes (into num),
  * a text cut at q__text_len and with invalid UTF-8 made '?' (*tmp: a cleaned copy to free),
  * a blob as is. *p NULL: a NULL element. */
@@ -383,10 +395,8 @@ static int array_build(const q__val *v, Oid *type, char **out, size_t *len)
 	for (size_t k = 0; k < v->n; k++) {
 		if (v->a[k].t != v->et)
 			return ap_error_set(AP_EINVAL, "array element %zu of another type", k);
-		if ((rc = element_bytes(&v->a[k], num, &p, &n, &tmp)))
-			return rc;
-		free(tmp);
-		nulls |= !p;
+		n = element_len(&v->a[k]);
+		nulls |= v->a[k].t != QV_INT && !v->a[k].s;
 		if (n > INT32_MAX || total > SIZE_MAX / 2)
 			return ap_error_set(AP_EINVAL, "array element %zu too large", k);
 		total += 4 + n;
@@ -407,6 +417,7 @@ static int array_build(const q__val *v, Oid *type, char **out, size_t *len)
 			free(buf);
 			return rc;
 		}
+		assert(n == element_len(&v->a[k])); /* the size pass counted the same */
 		put32(o, p ? (uint32_t)n : UINT32_MAX);
 		if (n)
 			memcpy(o + 4, p, n);
@@ -560,6 +571,15 @@ out_free:
 	return rc;
 }
 
+/* Hold BEGIN (sql) back until the transaction's first statement: the transaction is open
+ * from here on for the caller. */
+static void defer_begin(q__db *d, const char *sql)
+{
+	d->begin_pending = sql;
+	d->in_tx = true;
+	d->tx_broken = false;
+}
+
 /* The pending BEGIN and one statement (the prepared statement name, else text), sent
  * together in libpq's pipeline mode and answered in one round trip: the statement's result,
  * or BEGIN's when BEGIN failed (the statement is then not run); NULL when nothing could be
@@ -681,9 +701,7 @@ static int exec_any(q__db *d, const char *sql, bool once, const q__val *args, in
 	if (!d->in_tx && nargs == 0 && !rows && starts(sql, "BEGIN")) {
 		if ((rc = ensure_conn(d)))
 			return rc;
-		d->begin_pending = sql;
-		d->in_tx = true;
-		d->tx_broken = false;
+		defer_begin(d, sql);
 		return 0;
 	}
 	if (d->begin_pending && nargs == 0 && !rows &&
@@ -714,11 +732,8 @@ static int exec_any(q__db *d, const char *sql, bool once, const q__val *args, in
 		if (ensure_conn(d))
 			return rc;
 		ap_error_clear();
-		if (begin) {
-			d->begin_pending = begin;
-			d->in_tx = true;
-			d->tx_broken = false;
-		}
+		if (begin)
+			defer_begin(d, begin);
 	}
 	return run_stmt(d, sql, once, args, nargs, rows, changes);
 }
