@@ -11,7 +11,7 @@ APT_PACKAGES=(
   build-essential meson ninja-build pkg-config clang clang-format libclang-rt-14-dev
   libmicrohttpd-dev libcurl4-openssl-dev libcjson-dev libssl-dev libgit2-dev libsqlite3-dev
   libyaml-dev libpcre2-dev libcmocka-dev libwebsockets-dev libpq-dev zlib1g-dev libzstd-dev postgresql
-  python3 python3-pytest python3-yaml git sqlite3 openssl curl ca-certificates chromium
+  python3 python3-pytest python3-pytest-xdist python3-yaml git sqlite3 openssl curl ca-certificates chromium
   docker.io runsc mmdebstrap iptables wrk nginx nodejs npm
 )
 

@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
 # scripts/test.sh - set up (via bootstrap.sh), build with -Werror, and run every suite:
-# unit tests (plain and under ASan+UBSan), fuzzing (60 s a target), the black-box
-# end-to-end tests (pytest) against the real binary, Docker engine, git server and stand-ins,
-# and the browser tests of the console (headless Chromium).
-# Ends with one line "N passed, N failed" summing all suites; exits non-zero if any failed.
+# style and layout, unit and integration tests (plain and under ASan+UBSan), a short fuzzing
+# pass of every target side by side (scripts/fuzz.sh; the long runs are that script's own),
+# the black-box end-to-end tests (pytest, on every core: pytest-xdist) against the real
+# binary, Docker engine, git server and stand-ins, and the browser tests of the console
+# (headless Chromium). docs/testing.md says what each phase covers and how long it takes.
 #
-# Usage: scripts/test.sh [pytest args...]   (extra args narrow the pytest run, e.g. -k webhook)
+# Ends with a table of the phases (seconds, tests) and one line "N passed, N failed" summing
+# all suites (a skipped test counts as failed); exits non-zero if any failed.
+#
+# Usage: scripts/test.sh [pytest args...]   (extra args narrow the end-to-end run, e.g. -k webhook)
+# Settings: AP_FUZZ_SECONDS (each target's run here, default 8), AP_TEST_JOBS (pytest
+# workers, default: the number of cores).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 results="$root/build-results"
 rm -rf "$results"; mkdir -p "$results"
-
-scripts/bootstrap.sh || { echo "bootstrap failed"; echo "0 passed, 1 failed"; exit 1; }
-
-step() { printf '\n=== %s ===\n' "$*"; }
+jobs=${AP_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
 fail_setup=0
+
+# phase NAME RESULTS...: the time since the previous phase ended is NAME's; RESULTS are the
+# files under $results whose tests it ran (scripts/summarize.py counts them for the table).
+phase_t0=$SECONDS
+phase() {
+  local name=$1; shift
+  printf '%s\t%s\t%s\n' "$name" "$((SECONDS - phase_t0))" "$*" >>"$results/phases.tsv"
+  phase_t0=$SECONDS
+}
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "set-up (scripts/bootstrap.sh)"
+scripts/bootstrap.sh || { echo "bootstrap failed"; echo "0 passed, 1 failed"; exit 1; }
+phase "set-up"
 
 setup() { # dir, meson args...
   local dir=$1; shift
@@ -42,83 +59,77 @@ if /usr/bin/python3 scripts/check_layout.py; then
 else
   echo '{"name": "layout", "result": "FAIL"}' >> "$results/checks.json"
 fi
+phase "style and layout" checks.json
 
 step "build (-Wall -Wextra -Werror)"
 if setup build -Dwerror=true && ninja -C build; then
   step "unit and integration tests"
-  meson test -C build --suite unit --suite integration --print-errorlogs --num-processes 2 || true
-  cp build/meson-logs/testlog.json "$results/unit.json" 2>/dev/null || true
+  meson test -C build --suite unit --suite integration --print-errorlogs --num-processes "$jobs" || true
+  cp build/meson-logs/testlog.json "$results/unit.json" 2>/dev/null || fail_setup=$((fail_setup + 1))
 else
   fail_setup=$((fail_setup + 1))
 fi
+phase "build, unit and integration" unit.json
 
 step "unit tests under ASan+UBSan"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 if setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false &&
    ninja -C build-asan; then
-  meson test -C build-asan --suite unit --suite integration --print-errorlogs --num-processes 2 || true
-  cp build-asan/meson-logs/testlog.json "$results/unit-asan.json" 2>/dev/null || true
+  meson test -C build-asan --suite unit --suite integration --print-errorlogs --num-processes "$jobs" || true
+  cp build-asan/meson-logs/testlog.json "$results/unit-asan.json" 2>/dev/null ||
+    fail_setup=$((fail_setup + 1))
 else
   fail_setup=$((fail_setup + 1))
 fi
 unset ASAN_OPTIONS UBSAN_OPTIONS
+phase "ASan+UBSan build and tests" unit-asan.json
 
-step "fuzzing (libFuzzer, 60 s a target)"
-seeds_for() { # a target's own seeds (tests/fuzz/seeds/NAME/), else the shared ones
-  if [[ -d tests/fuzz/seeds/$1 ]]; then echo "tests/fuzz/seeds/$1"
-  elif [[ -d tests/fuzz/seeds ]]; then echo tests/fuzz/seeds; fi
-}
-if CC=clang setup build-fuzz -Dfuzz=true -Db_lundef=false && ninja -C build-fuzz; then
-  for f in build-fuzz/tests/fuzz/fuzz_*; do
-    [[ -f $f && -x $f ]] || continue   # skip meson's fuzz_*.p object folders
-    name=$(basename "$f")
-    mkdir -p "$results/corpus-$name"
-    if "$f" -max_total_time="${AP_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -artifact_prefix="$results/$name-" \
-        "$results/corpus-$name" $(seeds_for "$name") \
-        >"$results/$name.log" 2>&1; then
-      echo "{\"name\": \"$name\", \"result\": \"OK\"}" >> "$results/fuzz.json"
-      echo "$name: no crash in ${AP_FUZZ_SECONDS:-60} s"
-    else
-      echo "{\"name\": \"$name\", \"result\": \"FAIL\"}" >> "$results/fuzz.json"
-      tail -n 40 "$results/$name.log"
-    fi
-  done
-else
-  fail_setup=$((fail_setup + 1))
-fi
+step "fuzzing (libFuzzer, ${AP_FUZZ_SECONDS:-8} s a target, $jobs at once)"
+# Each target replays its earlier crashes (tests/fuzz/regressions/) and fuzzes from its
+# seeds briefly; scripts/fuzz.sh without --seconds is the long run (docs/testing.md).
+scripts/fuzz.sh --seconds "${AP_FUZZ_SECONDS:-8}" --jobs "$jobs" --results "$results/fuzz" || true
+[[ -s $results/fuzz/fuzz.json ]] || fail_setup=$((fail_setup + 1))
+phase "fuzzing" fuzz/fuzz.json
 
 step "sandbox flavours the end-to-end tests run in"
 # Every flavour a test runs a box of: python (the default, also built by bootstrap.sh) and node
 # in tests/e2e/test_environments.py, test_proof.py and test_doctor.py, c for the Makefile
 # projects of test_proof.py. Each build is skipped when its content-hash tag exists, so this is
-# a no-op on a machine that has them; a first build takes a few minutes (mmdebstrap).
+# a no-op on a machine that has them; a first build takes a minute or two (mmdebstrap).
 for flavor in python node c; do
   deploy/sandbox-image/build.sh --flavor "$flavor" || fail_setup=$((fail_setup + 1))
 done
+phase "sandbox flavours"
 
-step "end-to-end tests (pytest)"
+# pytest's exit 5 (nothing collected) and a missing report are failures, not silent passes.
+run_pytest() { # suite name, timeout, pytest args...
+  local suite=$1 limit=$2; shift 2
+  AP_BUILD_DIR="$root/build" timeout "$limit" /usr/bin/python3 -m pytest "$@" -rA \
+    -p no:cacheprovider --junitxml="$results/$suite.xml"
+  local rc=$?
+  if ((rc == 5)) || [[ ! -s $results/$suite.xml ]]; then fail_setup=$((fail_setup + 1)); fi
+}
+
+step "end-to-end tests (pytest, $jobs workers)"
+# Each test owns its ports, owner id, data directory and containers (docs/testing.md), so
+# the workers share one Docker engine; --durations lists the slowest for the next change.
 if [[ -x build/autopatch ]]; then
-  AP_BUILD_DIR="$root/build" timeout 4500 /usr/bin/python3 -m pytest tests/e2e -rA -p no:cacheprovider \
-    --junitxml="$results/e2e.xml" "$@"
-  rc=$?
-  # pytest exit 5 = nothing collected: count as a failure of the suite, not a silent pass.
-  if ((rc == 5)); then fail_setup=$((fail_setup + 1)); fi
+  xdist=(); ((jobs > 1)) && xdist=(-n "$jobs")
+  run_pytest e2e 3600 tests/e2e "${xdist[@]}" --durations=25 "$@"
 else
   fail_setup=$((fail_setup + 1))
 fi
+phase "end-to-end" e2e.xml
 
 step "browser tests (headless Chromium)"
 # The console, registration and sign-in in Debian's chromium driven by playwright-core
 # (tests/browser/); screenshots are kept in build-results/browser/.
 if [[ -x build/autopatch ]]; then
-  AP_BUILD_DIR="$root/build" AP_SCREENSHOTS="$results/browser" timeout 1800 \
-    /usr/bin/python3 -m pytest tests/browser -rA -p no:cacheprovider \
-    --junitxml="$results/browser.xml"
-  rc=$?
-  if ((rc == 5)); then fail_setup=$((fail_setup + 1)); fi
+  AP_SCREENSHOTS="$results/browser" run_pytest browser 1800 tests/browser
 else
   fail_setup=$((fail_setup + 1))
 fi
+phase "browser" browser.xml
 
 step "summary"
 /usr/bin/python3 scripts/summarize.py "$results" "$fail_setup"

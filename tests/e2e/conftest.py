@@ -6,7 +6,6 @@ standins/. Area-specific helpers live in tests/e2e/<area>_util.py, not here.
 """
 import os
 import pathlib
-import socket
 import sys
 
 import pytest
@@ -17,6 +16,7 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 # The sandbox backend every sandbox_factory test runs on, and the Kubernetes API stand-in.
 from sandbox_util import backend, k8s_stub  # noqa: E402,F401
+from ports import free_port  # noqa: E402
 
 
 def build_dir() -> pathlib.Path:
@@ -35,10 +35,6 @@ def autopatch_bin() -> pathlib.Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -17,11 +17,12 @@ import os
 import pathlib
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from ports import free_port
 
 PG_USER = "autopatch-pg"
 
@@ -36,10 +37,6 @@ def pg_bin_dir():
     return pathlib.Path(found[-1]).parent
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ensure_user():

@@ -21,6 +21,7 @@ import urllib.request
 import uuid
 
 from github_stub import GitHubStub
+from ports import free_port  # noqa: F401 (tests import it from here)
 from model_stub import StubServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -29,11 +30,6 @@ FIXTURES = ROOT / "tests" / "fixtures" / "node_modules" / "@octokit" / "webhooks
 CALC_SCRIPT = ROOT / "standins" / "scripts" / "calc_happy.json"
 
 
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def calc_issue():

@@ -13,6 +13,8 @@ import subprocess
 import time
 import uuid
 
+from ports import free_port  # noqa: F401 (tests import it from here)
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = (ROOT / "tests" / "fixtures" / "node_modules" / "@octokit" / "webhooks-examples"
             / "api.github.com" / "index.json")
@@ -47,10 +49,6 @@ def clean_env(tmp, **overrides):
     return env
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):

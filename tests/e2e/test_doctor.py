@@ -1,7 +1,6 @@
 """`autopatch doctor` against the GitHub stand-in, the real Docker engine and a model stand-in:
 all green when everything is right; each broken setting gives its ✗ line with the sentence
 that says how to fix it, and a non-zero exit."""
-import socket
 import subprocess
 import uuid
 
@@ -9,6 +8,7 @@ import pytest
 
 from github_util import GitHubStub, ModelStub, make_app_key, run_autopatch
 from pg_util import PgServer
+from ports import free_port
 
 MODEL_KEY = "sk-doctor-test-key-123456"
 IMAGE = "autopatch-sandbox:latest"
@@ -68,12 +68,6 @@ def test_doctor_all_green(world, autopatch_bin, tmp_path):
                for r in world["stub"].requests())
 
 
-def closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 
 CASES = [
     # (id, change to the environment, the ✗ line, words of its sentence)
@@ -126,9 +120,9 @@ def test_doctor_reports_each_broken_setting(world, autopatch_bin, tmp_path, case
         elif v is None:
             env.pop(k)
         elif v == "PG_CLOSED":
-            env[k] = f"postgresql://autopatch:doctor-pw@127.0.0.1:{closed_port()}/autopatch"
+            env[k] = f"postgresql://autopatch:doctor-pw@127.0.0.1:{free_port()}/autopatch"
         elif v == "CLOSED":
-            env[k] = f"http://127.0.0.1:{closed_port()}" + ("/v1" if "LLM" in k else "")
+            env[k] = f"http://127.0.0.1:{free_port()}" + ("/v1" if "LLM" in k else "")
         elif v == "WRONG_KEY":
             other = tmp_path / "other"
             other.mkdir()

@@ -16,9 +16,62 @@ import time
 import pytest
 
 import k8s_util
-from sandbox_util import RUNTIMES, docker, inspect, owned, sandbox_factory  # noqa: F401
+from sandbox_util import BACKENDS, docker, inspect, owned, sandbox_factory  # noqa: F401
 
-pytestmark = pytest.mark.parametrize("runtime", RUNTIMES)
+# --- the matrix ----------------------------------------------------------------------------
+# Every attack runs on Docker with runc. The other cells run an attack only where its outcome
+# can differ there, so the matrix keeps its coverage without multiplying it (19 attacks x 4
+# cells were 76 runs; this is 48):
+#
+# "runsc" (Docker, gVisor): where the kernel enforces the rule, and gVisor's Sentry is that
+#   kernel: cgroup limits (pids, memory), tmpfs sizes and RLIMIT_FSIZE, signal delivery and the
+#   kills at a deadline, what processes the host sees, the network stack, capabilities and user
+#   namespaces, read-only mounts, and isolation between two boxes. Not: the output attacks
+#   (the bytes cross the host's Docker stream and our demuxer whichever runtime wrote them),
+#   the docker socket and the canary (mounts and environment are the container spec's, which
+#   the runtime only obeys), and the lifecycle attacks (kill, remove and labels are host-side
+#   API calls, the same for every runtime).
+# "kubernetes" (pods of the API stand-in, runc): where autopatch's own Kubernetes code decides
+#   the outcome: exec over WebSocket channels (floods, forged frames, endless lines), the
+#   inside deadline and rlimits it wraps every command in (timeout, prlimit), deleting the pod
+#   at the host deadline and on a signal, the pid-1 reaper and podPidsLimit, reaping by label
+#   through the API, the deny-all NetworkPolicy made before each pod, and the credentials that
+#   only this backend holds (the canary). Not: the attacks whose defence is one pod field that
+#   the stand-in hands to Docker as the Docker backend would (securityContext for privileges,
+#   readOnly mounts, no hostPath or service-account token for the socket, limits.memory, one
+#   pod per box): test_k8s_stub.py checks each such field of the pod autopatch sends.
+# "kubernetes-runsc" (pods under the gvisor RuntimeClass): the cell adds only how the class
+#   meets the pod's own defences: the bomb that gVisor's missing pids limit leaves to the memory
+#   limit, the host deadline and the pod deletion that must end a gVisor sandbox, and the user
+#   namespace branch that proves the class took effect at all.
+CELLS = {  # cell: (backend, runtime)
+    "docker-runc": ("docker", "runc"), "docker-runsc": ("docker", "runsc"),
+    "kubernetes-runc": ("kubernetes", "runc"), "kubernetes-runsc": ("kubernetes", "runsc"),
+}
+RUNSC, K8S, K8S_RUNSC = "docker-runsc", "kubernetes-runc", "kubernetes-runsc"
+ALSO = {  # attack: the cells it runs in besides docker-runc
+    "test_fork_bomb_is_contained": {RUNSC, K8S, K8S_RUNSC},
+    "test_memory_bomb_is_killed": {RUNSC},
+    "test_workspace_and_tmp_are_size_capped": {RUNSC},
+    "test_file_size_limit": {RUNSC, K8S},
+    "test_binary_flood_is_streamed_intact": {K8S},
+    "test_endless_line_without_newlines_ends_at_the_deadline": {K8S},
+    "test_forged_frame_header_in_output_is_just_bytes": {K8S},
+    "test_sigterm_ignoring_busy_loop_killed_at_deadline": {RUNSC, K8S},
+    "test_inside_deadline_lands_before_the_host_grace": {RUNSC, K8S},
+    "test_host_deadline_kills_what_escapes_the_inside_one": {RUNSC, K8S, K8S_RUNSC},
+    "test_background_process_outlives_its_exec_and_dies_with_the_box": {RUNSC, K8S, K8S_RUNSC},
+    "test_no_network_at_all": {RUNSC, K8S},
+    "test_no_privileges": {RUNSC, K8S_RUNSC},
+    "test_repo_and_root_are_read_only": {RUNSC},
+    "test_no_docker_socket_inside": set(),
+    "test_canary_secret_appears_nowhere": {K8S},
+    "test_sigkill_of_autopatch_then_restart_leaves_nothing": {K8S},
+    "test_sigterm_destroys_the_box_first": {K8S},
+    "test_one_job_cannot_see_another": {RUNSC},
+}
+
+
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GRACE_MS = 3000  # SBX_KILL_GRACE in sandbox/docker.c: the host deadline is N s + this
@@ -531,3 +584,19 @@ def test_one_job_cannot_see_another(sandbox_factory, runtime, tmp_path):
     assert marker not in r.stdout
     assert "sleep 4242" not in r.stdout  # A's processes are invisible
     assert a.leftovers() == [] and b.leftovers() == []
+
+
+def _apply_the_matrix():
+    """Parametrizes each attack over its cells (a direct parametrization of backend overrides
+    sandbox_util's fixture); AP_SANDBOX_BACKENDS still narrows the backends. An attack missing
+    from ALSO fails collection: its author must say where it runs."""
+    tests = {n for n in globals() if n.startswith("test_")}
+    assert tests == set(ALSO), f"say in ALSO where these run: {sorted(tests ^ set(ALSO))}"
+    for name, extra in ALSO.items():
+        cells = [c for c in CELLS if (c == "docker-runc" or c in extra)
+                 and CELLS[c][0] in BACKENDS]
+        globals()[name] = pytest.mark.parametrize(
+            ("backend", "runtime"), [CELLS[c] for c in cells], ids=cells)(globals()[name])
+
+
+_apply_the_matrix()
