@@ -3,6 +3,7 @@
 #include "agents/llm.h"
 #include "common/jsonnum.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/httpc.h"
 #include "common/log.h"
@@ -15,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define LLM_RESPONSE_CAP	(8u << 20)
 #define LLM_HEADER_CAP		(64u << 10)
@@ -667,9 +667,7 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 		}
 		http_ctx_release(&h);
 		rc = 0;
-		struct timespec ts = {wait, 0};
-		while (nanosleep(&ts, &ts) != 0)
-			;
+		ap_sleep_ms((int64_t)wait * 1000);
 	}
 	out->millis = traj_millis(m->traj) - t0;
 	/* A provider that reports no usage is charged the most the call could have used: every

@@ -4,6 +4,7 @@
 #include "github/app.h"
 #include "github/urls.h"
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "github/jwt.h"
 #include "common/log.h"
@@ -192,7 +193,7 @@ const gh_creds *gh_app_creds(const gh_app *app)
 static void gh_app_set_server_time(gh_app *app, int64_t server_now)
 {
 	pthread_mutex_lock(&app->lock);
-	app->skew_s = server_now - (int64_t)time(NULL);
+	app->skew_s = server_now - ap_wall_s();
 	pthread_mutex_unlock(&app->lock);
 }
 
@@ -202,7 +203,7 @@ static int gh_app_jwt(gh_app *app, char **out)
 	int rc;
 
 	pthread_mutex_lock(&app->lock);
-	rc = gh_jwt_sign(out, app->key, app->app_id, (int64_t)time(NULL) + app->skew_s);
+	rc = gh_jwt_sign(out, app->key, app->app_id, ap_wall_s() + app->skew_s);
 	pthread_mutex_unlock(&app->lock);
 	return rc;
 }
@@ -213,7 +214,7 @@ static int cached_locked(gh_app *app, int64_t inst, char **out)
 	for (struct token *t = app->tokens; t; t = t->next) {
 		if (t->inst != inst)
 			continue;
-		if (t->expires_at - ((int64_t)time(NULL) + app->skew_s) <= app->margin_s)
+		if (t->expires_at - (ap_wall_s() + app->skew_s) <= app->margin_s)
 			return AP_ENOTFOUND;
 		*out = strdup(t->value);
 		return *out ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
@@ -289,7 +290,7 @@ static int mint(gh_app *app, int64_t inst, struct token **out)
 	}
 	t->inst = inst;
 	t->expires_at = parse_iso8601(exp);
-	t->minted_at = (int64_t)time(NULL);
+	t->minted_at = ap_wall_s();
 	*out = t;
 	ap_info("minted an installation token for installation %lld (expires %s)", (long long)inst,
 		exp);
@@ -361,7 +362,7 @@ static int64_t gh_app_token_age(gh_app *app, int64_t installation_id)
 	pthread_mutex_lock(&app->lock);
 	for (struct token *t = app->tokens; t; t = t->next)
 		if (t->inst == installation_id)
-			age = (int64_t)time(NULL) - t->minted_at;
+			age = ap_wall_s() - t->minted_at;
 	pthread_mutex_unlock(&app->lock);
 	return age;
 }

@@ -92,18 +92,6 @@ void gh_rest_set_pacer(const gh_write_pacer *p)
 	pthread_mutex_unlock(&states_lock);
 }
 
-static void sleep_ms(int64_t ms)
-{
-	struct timespec ts;
-
-	if (ms <= 0)
-		return;
-	ts.tv_sec = ms / 1000;
-	ts.tv_nsec = (ms % 1000) * 1000000;
-	while (nanosleep(&ts, &ts) != 0)
-		;
-}
-
 /* How long a write of slot must wait for its turn: the shared pacer's slot when there is one,
  * else the in-process spacing after this process's last write. */
 static int64_t write_wait_ms(gh_rest *r, struct inst_state *slot)
@@ -213,7 +201,7 @@ static int rest_alloc(gh_rest **out, const ap_config *cfg, const char *base)
 	n = strlen(r->base);
 	while (n > 0 && r->base[n - 1] == '/')
 		r->base[--n] = '\0';
-	r->rng = (unsigned)time(NULL) ^ (unsigned)(uintptr_t)r;
+	r->rng = (unsigned)ap_wall_ms() ^ (unsigned)(uintptr_t)r;
 	*out = r;
 	return 0;
 err_free:
@@ -400,8 +388,11 @@ static int64_t rate_limit_wait(gh_rest *r, struct inst_state *st, ap_buf *body)
 		/* An HTTP-date retry-after. */
 		time_t t = curl_getdate(ra, NULL);
 
-		if (t > 0)
-			return t > time(NULL) ? ((int64_t)t - time(NULL)) * 1000 : 0;
+		if (t > 0) {
+			int64_t now = ap_wall_s();
+
+			return t > now ? ((int64_t)t - now) * 1000 : 0;
+		}
 	}
 	if (reset) {
 		w = reset - ap_wall_ms();
@@ -675,14 +666,14 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 			}
 			ap_info("GitHub %s %s: waiting %lld ms for the rate limit", method, path,
 				(long long)wait);
-			sleep_ms(wait);
+			ap_sleep_ms(wait);
 			continue; /* the deadline and the block are checked again */
 		}
 		if (slot) {
 			wait = write_wait_ms(r, slot);
 			if (wait > left)
 				wait = left;
-			sleep_ms(wait);
+			ap_sleep_ms(wait);
 		}
 		ap_buf_reset(&auth);
 		rc = auth_header(r, &auth, &new_token);
@@ -715,7 +706,7 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 				break;
 			ap_warn("GitHub %s %s: %s; retrying in %lld ms", method, path,
 				ap_error_last(), (long long)wait);
-			sleep_ms(wait);
+			ap_sleep_ms(wait);
 			continue;
 		}
 		if (rc)
@@ -741,7 +732,7 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 			}
 			ap_warn("GitHub %s %s: HTTP %ld; retrying in %lld ms", method, path,
 				r->status, (long long)wait);
-			sleep_ms(wait);
+			ap_sleep_ms(wait);
 			continue;
 		}
 		if (r->status == 401) {
@@ -765,7 +756,7 @@ static int call(gh_rest *r, const char *method, const char *path, const cJSON *b
 				if (new_token && r->creds->token_age &&
 				    r->creds->token_age(r->creds->ud, r->inst) <
 					NEW_TOKEN_GRACE_S) {
-					sleep_ms(1000);
+					ap_sleep_ms(1000);
 					continue;
 				}
 				if (!token_refreshed) {

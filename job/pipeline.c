@@ -39,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAX_EVENTS	 400
@@ -861,11 +860,10 @@ static int nap(struct run *r, int64_t ms)
 
 	while (ap_wall_ms() < until) {
 		int64_t left = until - ap_wall_ms();
-		struct timespec ts = {0, (left > 250 ? 250 : left) * 1000000L};
 
 		if (checkpoint(r))
 			return AP_ECANCELLED;
-		nanosleep(&ts, NULL);
+		ap_sleep_ms(left > 250 ? 250 : left);
 	}
 	return checkpoint(r);
 }
@@ -963,7 +961,7 @@ static int64_t rate_limit_wait_ms(const struct run *r, int n)
 	int64_t at = gh_rest_retry_after(r->rest), w = r->p->ratelimit_wait_s * 1000;
 
 	if (at > 0) {
-		w = (at - (int64_t)time(NULL)) * 1000;
+		w = (at - ap_wall_s()) * 1000;
 	} else {
 		for (int i = 0; i < n && i < 10; i++)
 			w *= 2;

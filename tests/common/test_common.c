@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/common/test_common.c - buffer caps, errors, the settings table, configuration
- * parsing and the fixed tables (slots). */
+ * parsing, the fixed tables (slots) and the clocks (deadlines, the fake clock). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -380,6 +380,87 @@ static void test_clock_deadline_in(void **state)
 	assert_true((int64_t)time(NULL) - ap_wall_ms() / 1000 <= 1);
 }
 
+static int64_t real_ms(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void *fake_sleeper(void *ud)
+{
+	(void)ud;
+	for (int i = 0; i < 1000; i++)
+		ap_sleep_ms(7);
+	return NULL;
+}
+
+/* The fake clock: advancing and sleeping move both clocks on at once, by exactly that much
+ * beyond the real time that passed; a sleep takes no real time and is counted (from any
+ * thread); restarting starts again at the real time; deadlines stay real; off gives back the
+ * real clocks and real sleeps. The bounds on real time are loose: the machine may be busy. */
+static void test_clock_fake(void **state)
+{
+	int64_t real0, wall0, mono0, real, dw, dm;
+	pthread_t th[4];
+	struct timespec ts;
+
+	(void)state;
+	ap_clock__fake(true);
+	assert_int_equal(ap_clock__slept_ms(), 0);
+	real0 = real_ms(CLOCK_MONOTONIC);
+	wall0 = ap_wall_ms();
+	mono0 = ap_mono_ms();
+	assert_true(llabs(wall0 - real_ms(CLOCK_REALTIME)) <= 1000); /* starts at the real time */
+	ap_clock__advance(3600 * 1000);
+	ap_sleep_ms(90 * 1000);
+	ap_sleep_ms(0);
+	ap_sleep_ms(-5);
+	dw = ap_wall_ms() - wall0;
+	dm = ap_mono_ms() - mono0;
+	real = real_ms(CLOCK_MONOTONIC) - real0;
+	assert_true(real < 5000); /* the 90 s sleep was not slept */
+	/* both clocks moved on by the advance and the sleep, plus the real time that passed */
+	assert_true(dw >= 3690 * 1000 && dw <= 3690 * 1000 + real + 1);
+	assert_true(dm >= 3690 * 1000 && dm <= 3690 * 1000 + real + 1);
+	assert_int_equal(ap_clock__slept_ms(), 90 * 1000); /* sleeps only, not the advance */
+	assert_true(ap_wall_s() - (int64_t)time(NULL) >= 3689);
+	/* ap_deadline_in stays on the real clock */
+	ap_deadline_in(&ts, CLOCK_REALTIME, 0);
+	assert_true(llabs(((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000) -
+			  real_ms(CLOCK_REALTIME)) <= 1000);
+
+	/* Sleeps on other threads move the one clock on; none is lost. */
+	mono0 = ap_mono_ms();
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, fake_sleeper, NULL), 0);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(ap_clock__slept_ms(), 90 * 1000 + 4 * 1000 * 7);
+	assert_true(ap_mono_ms() - mono0 >= 4 * 1000 * 7);
+
+	/* Restarting begins again at the real time, with nothing slept. */
+	ap_clock__fake(true);
+	assert_int_equal(ap_clock__slept_ms(), 0);
+	assert_true(llabs(ap_wall_ms() - real_ms(CLOCK_REALTIME)) <= 1000);
+	assert_true(llabs(ap_mono_ms() - real_ms(CLOCK_MONOTONIC)) <= 500);
+	ap_clock__advance(5000);
+	ap_sleep_ms(5000);
+
+	/* Off: the real clocks again, and a sleep sleeps. */
+	ap_clock__fake(false);
+	assert_int_equal(ap_clock__slept_ms(), 0);
+	assert_true(llabs(ap_wall_ms() - real_ms(CLOCK_REALTIME)) <= 500);
+	assert_true(llabs(ap_mono_ms() - real_ms(CLOCK_MONOTONIC)) <= 500);
+	assert_true(llabs(ap_wall_s() - (int64_t)time(NULL)) <= 1);
+	real0 = real_ms(CLOCK_MONOTONIC);
+	ap_sleep_ms(60);
+	real = real_ms(CLOCK_MONOTONIC) - real0;
+	assert_true(real >= 59 && real < 5000);
+	assert_int_equal(ap_clock__slept_ms(), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -396,6 +477,7 @@ int main(void)
 	    cmocka_unit_test(test_slots_new_zeroed_entries_and_refusal),
 	    cmocka_unit_test(test_json_add_int_is_exact),
 	    cmocka_unit_test(test_clock_deadline_in),
+	    cmocka_unit_test(test_clock_fake),
 	};
 	return cmocka_run_group_tests_name("common", tests, NULL, NULL);
 }

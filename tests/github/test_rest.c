@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/github/test_rest.c - JWT, installation tokens, the REST client and the API calls,
- * against the GitHub stand-in (standins/github_stub.py) over real HTTP. */
+ * against the GitHub stand-in (standins/github_stub.py) over real HTTP.
+ *
+ * Every test runs on the fake clock (common/clock.h), started afresh at the real time (the
+ * stand-in's clock) by fx_setup: the client's backoffs, rate-limit waits and write spacing,
+ * and a token's age and expiry, move the fake time on instead of sleeping, and the tests
+ * assert how long the client waited on it. A limit an earlier test left on installation 1 may
+ * cost a later test a fake wait, never a real one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,9 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "github/api.h"
@@ -71,6 +76,7 @@ static int group_teardown(void **state)
 {
 	(void)state;
 	gh_stub_stop(&stub);
+	ap_clock__fake(false);
 	return 0;
 }
 
@@ -79,6 +85,7 @@ static int fx_setup(void **state)
 	struct fx *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
+	ap_clock__fake(true);
 	assert_int_equal(cfg_new_empty(&f->cfg), 0);
 	cfg_set(f->cfg, "APP_ID", stub.app_id);
 	cfg_set(f->cfg, "PRIVATE_KEY_PATH", stub.key);
@@ -107,6 +114,51 @@ static int fx_teardown(void **state)
 	cfg_free(f->cfg);
 	free(f);
 	return 0;
+}
+
+/* Milliseconds on the fake clock since t0 (an ap_mono_ms()): real time plus the waits. */
+static int64_t ms_since(int64_t t0)
+{
+	return ap_mono_ms() - t0;
+}
+
+#define WIRE_MAX 32
+
+/* When each write went on the wire, on the fake clock: a write guard (gh_rest_set_write_guard)
+ * that lets every write go and logs ap_wall_ms(). Shared by the clients of several threads. */
+struct wire_log {
+	pthread_mutex_t lock;
+	int n;		      /* writes seen (only the first WIRE_MAX are logged) */
+	int64_t at[WIRE_MAX]; /* ap_wall_ms() as each went out, in that order */
+};
+
+#define WIRE_LOG_INIT                                                                              \
+	{                                                                                          \
+		.lock = PTHREAD_MUTEX_INITIALIZER                                                  \
+	}
+
+static int wire_log_write(void *ud)
+{
+	struct wire_log *w = ud;
+
+	pthread_mutex_lock(&w->lock);
+	if (w->n < WIRE_MAX)
+		w->at[w->n] = ap_wall_ms();
+	w->n++;
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}
+
+/* The shortest time between two writes in a row of w, in ms. */
+static int64_t wire_min_gap(const struct wire_log *w)
+{
+	int64_t gap = INT64_MAX;
+
+	assert_true(w->n >= 2 && w->n <= WIRE_MAX);
+	for (int i = 1; i < w->n; i++)
+		if (w->at[i] - w->at[i - 1] < gap)
+			gap = w->at[i] - w->at[i - 1];
+	return gap;
 }
 
 static unsigned char *b64url_decode(const char *s, size_t n, size_t *outlen)
@@ -247,7 +299,7 @@ static void test_token_cached_and_refreshed(void **state)
 		assert_null(strstr(red, t1));
 		free(red);
 	}
-	sleep(3); /* 7 s lifetime - 3 s < 5 s margin: now "near expiry" */
+	ap_clock__advance(3000); /* 7 s lifetime - 3 s < 5 s margin: now "near expiry" */
 	assert_int_equal(gh_app_token(app, 1, &t3), 0);
 	assert_string_not_equal(t1, t3);
 	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 2);
@@ -348,24 +400,25 @@ static void test_clock_skew_resigned_from_date(void **state)
 	free(tok);
 }
 
+/* A secondary limit with retry-after: 1 is retried once, a second later. */
 static void test_secondary_limit_retry_after(void **state)
 {
 	struct fx *f = *state;
 	gh_issue issue = {0};
-	struct timespec a, b;
+	int64_t t0;
 
 	gh_stub_http(&stub, "POST", "/_stub/fail",
 		     "{\"path\":\"^/repos/octo/hello/issues/1$\",\"status\":403,"
 		     "\"retry_after\":1,\"times\":1}",
 		     NULL);
-	clock_gettime(CLOCK_MONOTONIC, &a);
+	t0 = ap_mono_ms();
 	assert_int_equal(gh_issue_get(f->rest, "octo/hello", 1, &issue), 0);
-	clock_gettime(CLOCK_MONOTONIC, &b);
+	assert_true(ms_since(t0) >= 1000);
+	assert_true(ap_clock__slept_ms() >= 500); /* waited in ap_sleep_ms, not on its own */
 	assert_string_equal(issue.title, "Crash on empty input");
 	assert_int_equal(issue.n_labels, 2);
 	assert_string_equal(issue.labels[0], "autopatch");
 	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/hello/issues/1"), 2);
-	assert_true((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 >= 950);
 	gh_issue_release(&issue);
 }
 
@@ -375,6 +428,7 @@ static void test_rate_limits_and_plain_403(void **state)
 	struct fx *f = *state;
 	gh_repo repo = {0};
 	char body[256];
+	int64_t t0;
 
 	gh_stub_http(&stub, "POST", "/_stub/fail",
 		     "{\"path\":\"^/repos/octo/hello$\",\"status\":429,\"times\":1}", NULL);
@@ -382,9 +436,13 @@ static void test_rate_limits_and_plain_403(void **state)
 		 "{\"path\":\"^/repos/octo/hello$\",\"status\":403,\"times\":1,"
 		 "\"message\":\"API rate limit exceeded\",\"headers\":{\"X-RateLimit-Remaining\":"
 		 "\"0\",\"X-RateLimit-Reset\":\"%lld\"}}",
-		 (long long)time(NULL));
+		 (long long)ap_wall_s());
 	gh_stub_http(&stub, "POST", "/_stub/fail", body, NULL);
+	t0 = ap_mono_ms();
 	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), 0);
+	/* the 429 waited the secondary 1 s, the exhausted 403 until its reset + 1 s (1 s at
+	 * least) */
+	assert_true(ms_since(t0) >= 2000);
 	assert_string_equal(repo.default_branch, "main");
 	assert_true(repo.can_push);
 	assert_non_null(strstr(repo.clone_url, "/octo/hello.git"));
@@ -408,6 +466,7 @@ static void test_5xx_retried_with_backoff(void **state)
 		     "{\"path\":\"^/repos/octo/hello$\",\"status\":502,\"times\":2}", NULL);
 	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), 0);
 	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/hello"), 3);
+	assert_true(ap_clock__slept_ms() >= 50 + 100); /* AUTOPATCH_GH_BACKOFF_MS, doubled */
 	gh_repo_release(&repo);
 
 	cfg_set(f->cfg, "AUTOPATCH_GH_RETRIES", "1");
@@ -602,13 +661,16 @@ static void test_revoked_token_reminted(void **state)
 {
 	struct fx *f = *state;
 	gh_repo repo = {0};
+	int64_t slept;
 
 	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), 0);
 	gh_repo_release(&repo);
 	gh_stub_http(&stub, "POST", "/_stub/revoke", "{}", NULL);
+	slept = ap_clock__slept_ms();
 	/* The new-token grace (up to 5 s of 1 s retries) runs out, then one re-mint. */
 	assert_int_equal(gh_repo_get(f->rest, "octo/hello", &repo), 0);
 	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 2);
+	assert_true(ap_clock__slept_ms() - slept >= 4000); /* the token's age is whole seconds */
 	gh_repo_release(&repo);
 }
 
@@ -619,9 +681,11 @@ static void test_api_calls_round_trip(void **state)
 	gh_pull pr = {0}, found = {0}, got = {0}, upd = {0};
 	gh_pull_new req = GH_PULL_NEW_INIT;
 	const char *labels[] = {"autopatch:working"};
+	struct wire_log wire = WIRE_LOG_INIT;
 	char *st = NULL;
 	cJSON *state_json, *repo, *list = NULL;
 
+	gh_rest_set_write_guard(f->rest, wire_log_write, &wire);
 	assert_int_equal(gh_comment_create(f->rest, "octo/hello", 1, "Working on it", &c), 0);
 	assert_true(c.id > 0);
 	assert_non_null(strstr(c.html_url, "#issuecomment-"));
@@ -708,30 +772,10 @@ static void test_api_calls_round_trip(void **state)
 	}
 	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(repo, "reactions")), 2);
 	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(repo, "pulls")), 1);
-	/* Writes were spaced. */
-	{
-		char *reqs = NULL;
-		cJSON *rl, *it;
-		double last = 0, min_gap = 1e9;
-
-		gh_stub_http(&stub, "GET", "/_stub/requests", NULL, &reqs);
-		rl = cJSON_Parse(reqs);
-		cJSON_ArrayForEach(it, rl)
-		{
-			const char *m = cJSON_GetObjectItem(it, "method")->valuestring;
-			double t = cJSON_GetObjectItem(it, "time")->valuedouble;
-
-			if (strcmp(m, "GET") == 0 ||
-			    strstr(cJSON_GetObjectItem(it, "path")->valuestring, "access_tokens"))
-				continue;
-			if (last > 0 && t - last < min_gap)
-				min_gap = t - last;
-			last = t;
-		}
-		assert_true(min_gap >= 0.045);
-		cJSON_Delete(rl);
-		free(reqs);
-	}
+	/* Writes were spaced (AUTOPATCH_GH_WRITE_SPACING_MS 50), on the fake clock. */
+	gh_rest_set_write_guard(f->rest, NULL, NULL);
+	assert_int_equal(wire.n, 12);
+	assert_true(wire_min_gap(&wire) >= 50);
 	cJSON_Delete(state_json);
 	cJSON_Delete(list);
 	free(st);
@@ -741,14 +785,6 @@ static void test_api_calls_round_trip(void **state)
 	gh_pull_release(&found);
 	gh_pull_release(&got);
 	gh_pull_release(&upd);
-}
-
-static int64_t ms_since(const struct timespec *a)
-{
-	struct timespec b;
-
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	return (int64_t)(b.tv_sec - a->tv_sec) * 1000 + (b.tv_nsec - a->tv_nsec) / 1000000;
 }
 
 /* The stub's recorded requests (a cJSON list the caller frees). */
@@ -803,8 +839,7 @@ static void test_deadline_bounds_a_call(void **state)
 {
 	struct fx *f = *state;
 	gh_rest *r;
-	struct timespec a;
-	int64_t start = time(NULL);
+	int64_t start = ap_wall_s();
 
 	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "2");
 	r = client_for(f, 6);
@@ -812,36 +847,40 @@ static void test_deadline_bounds_a_call(void **state)
 	 * say when to come back. */
 	gh_stub_http(&stub, "POST", "/_stub/fail",
 		     "{\"path\":\"^/repos/octo/rl6$\",\"status\":403,\"retry_after\":30}", NULL);
-	clock_gettime(CLOCK_MONOTONIC, &a);
 	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl6", NULL, NULL), AP_ERATELIMIT);
-	assert_true(ms_since(&a) < 1500);
+	assert_int_equal(ap_clock__slept_ms(), 0);
 	assert_non_null(strstr(ap_error_last(), "secondary rate limit"));
 	assert_true(gh_rest_retry_after(r) >= start + 30);
-	assert_true(gh_rest_retry_after(r) <= time(NULL) + 31);
+	assert_true(gh_rest_retry_after(r) <= ap_wall_s() + 31);
 }
 
-/* x-ratelimit-remaining: 0 on a successful answer holds the next request until the reset. */
+/* x-ratelimit-remaining: 0 on a successful answer holds the next request until the reset
+ * (+1 s, as GitHub advises). The next request is a write here, so that the write guard sees
+ * the (fake) time it goes on the wire at. */
 static void test_exhausted_on_2xx_holds_next_request(void **state)
 {
 	struct fx *f = *state;
 	gh_rest *r = client_for(f, 2);
-	long long reset = (long long)time(NULL) + 2; /* held 1-3 s: the reset, +1 s */
-	struct timespec a;
-	cJSON *list, *second;
+	long long reset = (long long)ap_wall_s() + 2; /* held 2-3 s: the reset, +1 s */
+	struct wire_log wire = WIRE_LOG_INIT;
+	int64_t t0;
 
 	inject_exhausted_ok("/repos/octo/rl2", reset);
 	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl2", NULL, NULL), 0);
 	assert_int_equal(gh_rest_retry_after(r), 0);
-	clock_gettime(CLOCK_MONOTONIC, &a);
-	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl2", NULL, NULL), 0);
-	assert_true(ms_since(&a) >= 900);
-	/* The second request reached GitHub only after the reset. */
-	list = stub_requests();
-	second = last_request(list, "GET", "/repos/octo/rl2");
-	assert_non_null(second);
-	assert_true(cJSON_GetObjectItem(second, "time")->valuedouble >= (double)reset);
-	cJSON_Delete(list);
-	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/rl2"), 2);
+	assert_int_equal(gh_stub_http(&stub, "POST", "/_stub/fail",
+				      "{\"path\":\"^/repos/octo/rl2$\",\"method\":\"PATCH\","
+				      "\"status\":200,\"times\":1,\"body\":{\"ok\":true}}",
+				      NULL),
+			 201);
+	gh_rest_set_write_guard(r, wire_log_write, &wire);
+	t0 = ap_mono_ms();
+	assert_int_equal(gh_rest_call(r, "PATCH", "/repos/octo/rl2", NULL, NULL), 0);
+	assert_true(ms_since(t0) >= 1000);
+	/* It reached GitHub only after the reset + 1 s. */
+	assert_int_equal(wire.n, 1);
+	assert_true(wire.at[0] >= (reset + 1) * 1000);
+	assert_int_equal(gh_stub_count(&stub, NULL, "/repos/octo/rl2"), 2);
 }
 
 /* A reset beyond the deadline: the next call, from any client of the installation, returns
@@ -850,14 +889,11 @@ static void test_future_reset_returned_to_caller(void **state)
 {
 	struct fx *f = *state;
 	gh_rest *r = client_for(f, 3), *r2 = NULL;
-	long long reset = (long long)time(NULL) + 600;
-	struct timespec a;
+	long long reset = (long long)ap_wall_s() + 600;
 
 	inject_exhausted_ok("/repos/octo/rl3", reset);
 	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl3", NULL, NULL), 0);
-	clock_gettime(CLOCK_MONOTONIC, &a);
 	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl3", NULL, NULL), AP_ERATELIMIT);
-	assert_true(ms_since(&a) < 1000);
 	assert_int_equal(gh_rest_retry_after(r), reset + 1);
 	assert_non_null(strstr(ap_error_last(), "rate limited"));
 	/* Another client (another job) of the same installation is held back too. */
@@ -865,6 +901,7 @@ static void test_future_reset_returned_to_caller(void **state)
 	assert_int_equal(gh_rest_call(r2, "POST", "/repos/octo/rl3/issues/1/comments", NULL, NULL),
 			 AP_ERATELIMIT);
 	assert_int_equal(gh_rest_retry_after(r2), reset + 1);
+	assert_int_equal(ap_clock__slept_ms(), 0); /* neither waited */
 	gh_rest_free(r2);
 	assert_int_equal(gh_stub_count(&stub, NULL, "/repos/octo/rl3"), 1);
 	/* Other installations are not affected. */
@@ -877,8 +914,7 @@ static void test_secondary_default_at_least_a_minute(void **state)
 	struct fx *f = *state;
 	ap_config *cfg = NULL;
 	gh_rest *r = NULL;
-	int64_t start = time(NULL);
-	struct timespec a;
+	int64_t start = ap_wall_s();
 
 	assert_int_equal(cfg_new_empty(&cfg), 0);
 	cfg_set(cfg, "GITHUB_API_URL", stub.url);
@@ -886,11 +922,10 @@ static void test_secondary_default_at_least_a_minute(void **state)
 	assert_int_equal(gh_rest_new(&r, cfg, gh_app_creds(f->app), 4), 0);
 	gh_stub_http(&stub, "POST", "/_stub/fail",
 		     "{\"path\":\"^/repos/octo/rl4$\",\"status\":403,\"times\":1}", NULL);
-	clock_gettime(CLOCK_MONOTONIC, &a);
 	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl4", NULL, NULL), AP_ERATELIMIT);
-	assert_true(ms_since(&a) < 1500);
+	assert_int_equal(ap_clock__slept_ms(), 0);
 	assert_true(gh_rest_retry_after(r) >= start + 60);
-	assert_true(gh_rest_retry_after(r) <= time(NULL) + 62);
+	assert_true(gh_rest_retry_after(r) <= ap_wall_s() + 62);
 	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/rl4"), 1);
 	gh_rest_free(r);
 	cfg_free(cfg);
@@ -901,8 +936,7 @@ static void test_secondary_wait_grows_until_success(void **state)
 {
 	struct fx *f = *state;
 	gh_rest *r;
-	struct timespec a;
-	int64_t ms;
+	int64_t t0, slept;
 
 	cfg_set(f->cfg, "AUTOPATCH_GH_SECONDARY_WAIT_S", "1");
 	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "3");
@@ -910,24 +944,28 @@ static void test_secondary_wait_grows_until_success(void **state)
 	gh_stub_http(&stub, "POST", "/_stub/fail",
 		     "{\"path\":\"^/repos/octo/rl5$\",\"status\":403,\"times\":2}", NULL);
 	/* 1 s fits in the 3 s deadline, the doubled 2 s after it does not. */
-	clock_gettime(CLOCK_MONOTONIC, &a);
+	t0 = ap_mono_ms();
 	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl5", NULL, NULL), AP_ERATELIMIT);
-	ms = ms_since(&a);
-	assert_true(ms >= 950 && ms < 1900);
+	assert_true(ms_since(t0) >= 1000);
+	slept = ap_clock__slept_ms();
+	assert_true(slept >= 500 && slept <= 1000); /* the 1 s only */
 	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/rl5"), 2);
-	assert_true(gh_rest_retry_after(r) >= time(NULL) + 1);
+	assert_true(gh_rest_retry_after(r) >= ap_wall_s() + 1);
 
 	/* With room, the call waits out the 2 s and succeeds. */
 	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "10");
 	r = client_for(f, 5);
 	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl5", NULL, NULL), 0);
+	assert_true(ap_clock__slept_ms() - slept >= 1500); /* the 2 s left of the block */
 	/* After a success, the next secondary limit waits the base 1 s again (not 4 s). */
 	gh_stub_http(&stub, "POST", "/_stub/fail",
 		     "{\"path\":\"^/repos/octo/rl5$\",\"status\":429,\"times\":1}", NULL);
-	clock_gettime(CLOCK_MONOTONIC, &a);
+	t0 = ap_mono_ms();
+	slept = ap_clock__slept_ms();
 	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/rl5", NULL, NULL), 0);
-	ms = ms_since(&a);
-	assert_true(ms >= 950 && ms < 1900);
+	assert_true(ms_since(t0) >= 1000);
+	slept = ap_clock__slept_ms() - slept;
+	assert_true(slept >= 500 && slept <= 1000);
 }
 
 /* Every request carries GitHub's media type, the API version and a User-Agent. */
@@ -997,6 +1035,7 @@ static void test_response_size_cap(void **state)
 struct writer {
 	gh_app *app;
 	const ap_config *cfg;
+	struct wire_log *wire;
 	int rc;
 };
 
@@ -1006,6 +1045,8 @@ static void *write_worker(void *ud)
 	gh_rest *r = NULL;
 
 	w->rc = gh_rest_new(&r, w->cfg, gh_app_creds(w->app), 1);
+	if (!w->rc)
+		gh_rest_set_write_guard(r, wire_log_write, w->wire);
 	for (int i = 0; i < 2 && !w->rc; i++) {
 		gh_comment c = {0};
 
@@ -1017,14 +1058,15 @@ static void *write_worker(void *ud)
 }
 
 /* Writes from several threads (each with its own client) to one installation take turns and
- * keep the spacing between them. */
+ * keep the spacing between them (on the fake clock: a fake sleep on one thread moves the time
+ * on for all). */
 static void test_concurrent_writes_serialized_and_spaced(void **state)
 {
 	struct fx *f = *state;
 	struct writer w[4];
+	struct wire_log wire = WIRE_LOG_INIT;
 	pthread_t th[4];
 	cJSON *list, *it;
-	double last = 0, min_gap = 1e9;
 	int n = 0;
 	char *tok = NULL;
 
@@ -1032,7 +1074,7 @@ static void test_concurrent_writes_serialized_and_spaced(void **state)
 	assert_int_equal(gh_app_token(f->app, 1, &tok), 0); /* mint before the race */
 	free(tok);
 	for (int i = 0; i < 4; i++) {
-		w[i] = (struct writer){f->app, f->cfg, -1};
+		w[i] = (struct writer){f->app, f->cfg, &wire, -1};
 		assert_int_equal(pthread_create(&th[i], NULL, write_worker, &w[i]), 0);
 	}
 	for (int i = 0; i < 4; i++) {
@@ -1042,19 +1084,14 @@ static void test_concurrent_writes_serialized_and_spaced(void **state)
 	list = stub_requests();
 	cJSON_ArrayForEach(it, list)
 	{
-		double t = cJSON_GetObjectItem(it, "time")->valuedouble;
-
-		if (strcmp(cJSON_GetObjectItem(it, "method")->valuestring, "POST") != 0 ||
-		    !strstr(cJSON_GetObjectItem(it, "path")->valuestring, "/issues/2/comments"))
-			continue;
-		if (last > 0 && t - last < min_gap)
-			min_gap = t - last;
-		last = t;
-		n++;
+		if (strcmp(cJSON_GetObjectItem(it, "method")->valuestring, "POST") == 0 &&
+		    strstr(cJSON_GetObjectItem(it, "path")->valuestring, "/issues/2/comments"))
+			n++;
 	}
 	cJSON_Delete(list);
 	assert_int_equal(n, 8);
-	assert_true(min_gap >= 0.145);
+	assert_int_equal(wire.n, 8);
+	assert_true(wire_min_gap(&wire) >= 150);
 }
 
 /* A stand-in for the replicas' shared pacer: the first reservation finds the slot taken by
@@ -1082,8 +1119,8 @@ static void test_shared_pacer_spaces_writes_across_processes(void **state)
 	struct fx *f = *state;
 	struct fake_pacer fp = {0};
 	gh_write_pacer pacer = {fake_reserve, &fp};
-	struct timespec a, b;
 	gh_rest *r = NULL;
+	int64_t t0;
 	gh_comment c = {0};
 	char *tok = NULL;
 
@@ -1092,12 +1129,12 @@ static void test_shared_pacer_spaces_writes_across_processes(void **state)
 	free(tok);
 	assert_int_equal(gh_rest_new(&r, f->cfg, gh_app_creds(f->app), 1), 0);
 	gh_rest_set_pacer(&pacer);
-	clock_gettime(CLOCK_MONOTONIC, &a);
+	t0 = ap_mono_ms();
 	assert_int_equal(gh_comment_create(r, "octo/hello", 2, "paced", &c), 0);
-	clock_gettime(CLOCK_MONOTONIC, &b);
 	gh_comment_release(&c);
 	/* the write waited for the slot the database handed out, reads are not paced */
-	assert_true((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 >= 290);
+	assert_true(ms_since(t0) >= 300);
+	assert_true(ap_clock__slept_ms() >= 300);
 	assert_int_equal(fp.calls, 1);
 	assert_int_equal(fp.installation, 1);
 	assert_int_equal(fp.spacing, 100);
@@ -1131,6 +1168,7 @@ static void test_new_token_401_retried_without_mint(void **state)
 		     NULL);
 	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/hello", NULL, NULL), 0);
 	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 1);
+	assert_true(ap_clock__slept_ms() >= 1000); /* retried a second later */
 	list = stub_requests();
 	cJSON_ArrayForEach(it, list)
 	{
@@ -1155,7 +1193,7 @@ static void test_mint_rate_limit_returned_to_caller(void **state)
 {
 	struct fx *f = *state;
 	gh_rest *r;
-	int64_t start = time(NULL);
+	int64_t start = ap_wall_s();
 
 	cfg_set(f->cfg, "AUTOPATCH_GH_DEADLINE_S", "2");
 	r = client_for(f, 7);
@@ -1165,7 +1203,7 @@ static void test_mint_rate_limit_returned_to_caller(void **state)
 		     NULL);
 	assert_int_equal(gh_rest_call(r, "GET", "/repos/octo/hello", NULL, NULL), AP_ERATELIMIT);
 	assert_true(gh_rest_retry_after(r) >= start + 3);
-	assert_true(gh_rest_retry_after(r) <= time(NULL) + 4);
+	assert_true(gh_rest_retry_after(r) <= ap_wall_s() + 4);
 	assert_int_equal(gh_stub_count(&stub, "GET", "/repos/octo/hello"), 0);
 }
 
