@@ -210,9 +210,9 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 	a.max_rounds = opts->max_iterations > 0 ? opts->max_iterations : 4;
 	a.tools = (tool_ctx)TOOL_CTX_INIT;
 	a.tools.box = opts->box;
-	if (!opts->box || !opts->test_cmd || !opts->cfg)
-		return ap_error_set(AP_EINVAL,
-				    "fixer_run needs a box, a config and a test command");
+	if (!opts->box || !opts->test_cmd || !opts->cfg || !opts->tester_box)
+		return ap_error_set(AP_EINVAL, "fixer_run needs a box, a config, a test command "
+					       "and the Tester's boxes");
 	if (opts->trajectory_path && (rc = traj_open(&a.traj, opts->trajectory_path)))
 		return rc;
 	a.tools.traj = a.traj;
@@ -240,7 +240,8 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 		cJSON_AddNumberToObject(o, "max_wall_seconds", (double)a.bud.max_wall_s);
 		traj_event(a.traj, "start", o);
 	}
-	if ((rc = tester_new(&a.tester, opts->box, opts->test_cmd, a.traj)))
+	if ((rc = tester_new(&a.tester, opts->box, opts->tester_box, opts->tester_box_ud,
+			     opts->test_cmd, a.traj)))
 		goto out;
 	int64_t max_diff;
 	if ((rc = cfg_int(opts->cfg, "AUTOPATCH_MAX_DIFF_LINES", 0, 1000000, &max_diff)))

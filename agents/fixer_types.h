@@ -64,6 +64,13 @@ typedef struct fixer_opts {
 	 * NULL: no check (the publisher still checks). */
 	int (*patch_check)(void *ud, const char *diff, size_t len, char **why);
 	void *patch_check_ud;
+	/* Required: where the Tester runs. Every Tester run (the baseline, each round's
+	 * pristine repro, patched repro and patched suite) happens in a fresh box this makes
+	 * (the job's image, no network, /repo the host checkout, the setup products restored
+	 * from the host-held snapshot; job/tester_box.h), never in `box`, which the Tester only
+	 * reads the diff from. *out is the Tester's: it destroys the box after the run. */
+	int (*tester_box)(void *ud, sbx_box **out);
+	void *tester_box_ud;
 } fixer_opts;
 
 #define FIXER_OPTS_VERSION 1

@@ -60,38 +60,59 @@ static const char SCRIPT_TREE[] =
     "sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory.events "
     "/sys/fs/cgroup/memory/memory.oom_control 2>/dev/null | head -n 1";
 
-/* HOME of the commands in a tree: the tree itself, as the workspace is the box's HOME, so what
- * the setup phase put under HOME there (a user site, an editable install) and the tree's
- * setup_cmd (ENV_PREPARE_TREE_CMD) copied over is found in the tree too. */
+/* HOME of the commands in a tree is $1/home: made empty with the tree, outside it, so nothing
+ * the patch adds to the tree (a `.local/` user site, a usercustomize.py, a `.pth`) is a
+ * startup file of the run. The setup phase ran with the workspace as HOME, so what it put at
+ * the top of HOME (a user site, ~/.cargo, ~/.m2, ~/go) is among the setup products that
+ * setup_cmd (ENV_PREPARE_TREE_CMD) copies into the tree from the host's snapshot: HOME gets a
+ * link to each such top-level product of the keep list, and nothing else. */
+#define LINK_HOME_PRODUCTS                                                                         \
+	"[ -s " SBX_SETUP_KEEP_LIST " ] && sed 's|/.*||' " SBX_SETUP_KEEP_LIST                     \
+	" | sort -u | while IFS= read -r n; do "                                                   \
+	"case $n in .*|go) [ -e \"$1/repo/$n\" ] && ln -sfn \"$1/repo/$n\" \"$1/home/$n\";; "      \
+	"esac; "                                                                                   \
+	"done; :"
 
-/* $1 side dir, $2 setup command: run it in the tree with the tree's home and tmp. */
-static const char SCRIPT_SETUP[] = "cd \"$1/repo\" && exec env HOME=\"$1/repo\" "
-				   "TMPDIR=\"$1/tmp\" sh -c \"$2\" < /dev/null";
+/* $1 side dir, $2 setup command: run it in the tree with the run's home and tmp, then give
+ * HOME its links to the setup products. */
+static const char SCRIPT_SETUP[] = "cd \"$1/repo\" && env HOME=\"$1/home\" TMPDIR=\"$1/tmp\" "
+				   "sh -c \"$2\" < /dev/null && " LINK_HOME_PRODUCTS;
 
-/* $1 side dir, $2 report dir, $3 command, $4 test path to add from $6 ("" none), $5 test
- * path to put back as /repo has it ("" none). stdout and stderr go to files outside the tree;
- * pytest writes JUnit XML to the report dir whatever the repository's addopts say (colour
- * off, no cache). Exit 125 before the command started; .started marks that it did. */
+/* $1 side dir, $2 report dir, $3 command. The report dir is made fresh, outside the tree;
+ * stdout and stderr go to files there; pytest writes JUnit XML to it whatever the
+ * repository's addopts say (colour off, no cache). The environment is the fresh box's (the
+ * image's and the host's settings; nothing of the Builder's) plus the run's own: HOME and
+ * TMPDIR of the run, no PYTHONSTARTUP, and no Python user site unless the setup products put
+ * one in HOME. Exit 125 before the command started; .started marks that it did. */
 static const char SCRIPT_RUN[] =
     "rm -rf \"$2\" && mkdir -p \"$2\" && cd \"$1/repo\" || exit 125; "
-    "if [ -n \"$5\" ]; then if [ -e \"/repo/$5\" ]; then cp -- \"/repo/$5\" \"$5\"; else "
-    "rm -f -- \"$5\"; fi || exit 125; fi; "
-    "if [ -n \"$4\" ]; then mkdir -p -- \"$(dirname -- \"$4\")\" && cp -- \"$6/$4\" \"$4\" || "
-    "exit 125; fi; "
     ": > \"$2/.started\" || exit 125; "
-    "exec env HOME=\"$1/repo\" TMPDIR=\"$1/tmp\" "
+    "[ -e \"$1/home/.local\" ] || export PYTHONNOUSERSITE=1; "
+    "exec env -u PYTHONSTARTUP HOME=\"$1/home\" TMPDIR=\"$1/tmp\" "
     "PYTEST_ADDOPTS=\"--junitxml=$2/pytest.xml -p no:cacheprovider --color=no\" "
     "sh -c \"$3\" > \"$2/out\" 2> \"$2/err\" < /dev/null";
 
-/* $1 report dir, $2 tree dir, $3 nonce, $4 out cap, $5 err cap, $6 report cap: everything a
- * run left, as report_sections(): out, err, each report file, the JUnit files the run wrote
- * in the tree (conventional names, newer than the start; one section), the OOM count. */
-static const char SCRIPT_COLLECT[] =
+/* Before anything of a run is read back: kill every process the box's commands left (every
+ * one started more than 100 ms after the box's pid 1, which keeps pid 1 and the box's own
+ * main process, started with it), but this script and its ancestors (the exec's wrappers);
+ * twice, for what forked meanwhile. So a background process the run started cannot rewrite
+ * its report or output between the run and the reading. Start times are in clock ticks
+ * (USER_HZ, 100 a second), field 22 of /proc/PID/stat. */
+#define KILL_LEFTOVERS                                                                             \
+	"st() { s=$(cat /proc/$1/stat 2>/dev/null) || return 1; s=${s##*) }; set -- $s; "          \
+	"echo \"${20}\"; }; t1=$(st 1); keep=\" 1 $$ \"; p=$$; while [ \"${p:-0}\" -gt 1 ]; do "   \
+	"p=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status 2>/dev/null); keep=\"$keep$p \"; "   \
+	"done; for round in 1 2; do for d in /proc/[0-9]*; do n=${d#/proc/}; "                     \
+	"case \"$keep\" in *\" $n \"*) continue;; esac; t=$(st \"$n\") || continue; "              \
+	"[ \"$t\" -gt $((${t1:-0} + 10)) ] && kill -KILL \"$n\" 2>/dev/null; done; done; "
+
+static const char SCRIPT_COLLECT[] = KILL_LEFTOVERS
     "N=\"$3\"; sec() { s=$(wc -c < \"$3\" 2>/dev/null) || s=-1; "
     "printf '\\n@@ap:%s:%s:%s\\n' \"$N\" \"$s\" \"$1\"; head -c \"$2\" -- \"$3\" 2>/dev/null; }; "
     "if [ ! -e \"$1/.started\" ]; then printf '\\n@@ap:%s:0:nostart\\n' \"$N\"; exit 0; fi; "
     "sec out \"$4\" \"$1/out\"; sec err \"$5\" \"$1/err\"; "
-    "for f in \"$1\"/*.xml; do [ -f \"$f\" ] && sec \"report:${f##*/}\" \"$6\" \"$f\"; done; "
+    "for f in \"$1\"/*.xml; do if [ -L \"$f\" ]; then printf '\\n@@ap:%s:0:link:%s\\n' \"$N\" "
+    "\"${f##*/}\"; elif [ -f \"$f\" ]; then sec \"report:${f##*/}\" \"$6\" \"$f\"; fi; done; "
     "if cd \"$2\" 2>/dev/null; then printf '\\n@@ap:%s:-1:tree\\n' \"$N\"; "
     "find . -type f -name '*.xml' -newer \"$1/.started\" \\( -path '*TEST-*' -o "
     "-path '*junit*' -o -path '*JUnit*' -o -path '*test-results*' -o -path '*test_results*' "
@@ -123,7 +144,10 @@ struct run_out {
 };
 
 struct tester {
-	sbx_box *box;
+	sbx_box *box; /* the Builder's: only the diff is read from it */
+	tester_box_fn make_box;
+	void *make_box_ud;
+	sbx_box *run; /* the fresh box of the run under way, else NULL */
 	const char *test_cmd;
 	const char *setup_cmd;
 	traj *traj;
@@ -138,7 +162,6 @@ struct tester {
 	char *env_failure;
 	char *baseline_summary;
 	struct run_out base; /* the suite on pristine */
-	char *placed;	     /* test path currently added to the pristine tree */
 	char *repro_key;     /* command + the test's diff section of the cached pristine run */
 	struct run_out prepro;
 };
@@ -155,6 +178,7 @@ static void run_out_release(struct run_out *ro)
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
+/* Run argv in the box of the run under way; fetch_diff alone reads the Builder's. */
 static int exec_argv(tester *t, const char *workdir, const char *const *argv, int timeout_s,
 		     const char *in, size_t in_len, size_t cap, sbx_result *r)
 {
@@ -167,7 +191,9 @@ static int exec_argv(tester *t, const char *workdir, const char *const *argv, in
 	cmd.cancel = t->cancel;
 	cmd.stdin_data = in;
 	cmd.stdin_len = in_len;
-	return sbx_exec(t->box, &cmd, r);
+	if (!t->run)
+		return ap_error_set(AP_EINVAL, "the Tester ran a command outside a run's box");
+	return sbx_exec(t->run, &cmd, r);
 }
 
 static const char *basename_of(const char *p)
@@ -396,6 +422,13 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 #define IS(x) (s->name_len == strlen(x) && memcmp(s->name, x, s->name_len) == 0)
 		if (IS("nostart"))
 			return ap_error_set(AP_EIO, "the Tester could not start a run in the box");
+		if (s->name_len > 5 && memcmp(s->name, "link:", 5) == 0) {
+			ro->problem = tools_asprintf(
+			    "its report %.*s is a symbolic link; a report is read only as a file "
+			    "the run wrote in its own report directory",
+			    (int)(s->name_len - 5), s->name + 5);
+			return ro->problem ? 0 : AP_ENOMEM;
+		}
 		if (IS("oom")) { /* the size field carries the count */
 			if (s->size >= 0 && t->oom_seen >= 0 && s->size > t->oom_seen)
 				ro->oom = ro->exit_code == 128 + 9 && !ro->timed_out;
@@ -456,8 +489,7 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 
 /* Run cmd in side's tree with the report instrumentation, read everything back, classify. */
 static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s,
-		     const char *deadline_key, const char *place, const char *restore,
-		     struct run_out *ro)
+		     const char *deadline_key, struct run_out *ro)
 {
 	char rdir[128], nonce[33], caps[3][24], prep_err[300];
 	sbx_result r = SBX_RESULT_INIT;
@@ -473,17 +505,7 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 	if (!(ro->cmd = report_instrument(cmd, rdir)))
 		return AP_ENOMEM;
 	{
-		const char *argv[] = {"sh",
-				      "-c",
-				      SCRIPT_RUN,
-				      "sh",
-				      dir,
-				      rdir,
-				      ro->cmd,
-				      place ? place : "",
-				      restore ? restore : "",
-				      PATCHED "/repo",
-				      NULL};
+		const char *argv[] = {"sh", "-c", SCRIPT_RUN, "sh", dir, rdir, ro->cmd, NULL};
 
 		if ((rc = exec_argv(t, "/tmp", argv, timeout_s, NULL, 0, 64u << 10, &r)))
 			goto out;
@@ -604,6 +626,44 @@ static int run_setup(tester *t, const char *side, const char *dir, char **why)
 	}
 	sbx_result_release(&r);
 	return rc;
+}
+
+/* Where a fresh run stopped before its command ran (fresh_run). */
+enum run_stop { RUN_RAN, RUN_NO_APPLY, RUN_NO_SETUP };
+
+/* One test run in a box of its own (t->make_box): the tree of side built there anew (a copy
+ * of /repo, with diff applied when given), setup_cmd in it, the command, the results read back
+ * into ro; then the box is destroyed, so nothing of this run reaches another. *why and *stop
+ * say why the command did not run (the diff does not apply, setup failed; *why malloc'd). */
+static int fresh_run(tester *t, const char *side, const char *diff, const char *cmd, int timeout_s,
+		     const char *deadline_key, struct run_out *ro, enum run_stop *stop, char **why)
+{
+	const char *dir = strcmp(side, "pristine") == 0 ? PRISTINE : PATCHED;
+	char msg[600];
+	int rc, drc;
+
+	*why = NULL;
+	*stop = RUN_RAN;
+	memset(ro, 0, sizeof(*ro));
+	if ((rc = t->make_box(t->make_box_ud, &t->run)))
+		return rc;
+	t->oom_seen = -1;
+	if ((rc = prepare_tree(t, dir, diff, why)) || *why) {
+		*stop = RUN_NO_APPLY;
+		goto out_destroy;
+	}
+	if ((rc = run_setup(t, diff ? side : "unchanged", dir, why)) || *why) {
+		*stop = RUN_NO_SETUP;
+		goto out_destroy;
+	}
+	rc = run_tests(t, side, cmd, timeout_s, deadline_key, ro);
+out_destroy:
+	snprintf(msg, sizeof(msg), "%s", rc ? ap_error_last() : "");
+	drc = sbx_destroy(t->run);
+	t->run = NULL;
+	if (rc)
+		return ap_error_set(rc, "%s", msg);
+	return drc;
 }
 
 /* "killed by the suite deadline (`suite_timeout`: 1200 s)" and the like, malloc'd. */
@@ -733,6 +793,7 @@ static char *counts_line(const struct run_out *ro)
 
 int tester_baseline(tester *t, char **env_failure, char **summary)
 {
+	enum run_stop stop;
 	char *why = NULL;
 	int rc;
 
@@ -741,9 +802,8 @@ int tester_baseline(tester *t, char **env_failure, char **summary)
 		*summary = NULL;
 	if (t->have_baseline)
 		goto answer;
-	if ((rc = prepare_tree(t, PRISTINE, NULL, &why)))
-		return rc;
-	if ((rc = run_setup(t, "unchanged", PRISTINE, &why)))
+	if ((rc = fresh_run(t, "pristine", NULL, t->test_cmd, t->suite_s, "suite_timeout", &t->base,
+			    &stop, &why)))
 		return rc;
 	if (why) {
 		t->env_failure = tools_asprintf("%s\nFix `setup:` in .github/autopatch.yml or use "
@@ -755,9 +815,6 @@ int tester_baseline(tester *t, char **env_failure, char **summary)
 		t->have_baseline = true;
 		goto answer;
 	}
-	if ((rc = run_tests(t, "pristine", t->test_cmd, t->suite_s, "suite_timeout", NULL, NULL,
-			    &t->base)))
-		return rc;
 	t->have_baseline = true;
 	if (t->base.problem || !report_class_ran(t->base.cls) ||
 	    (t->base.cls == REPORT_EXIT_ONLY && t->base.exit_code != 0 && !t->allow_weak)) {
@@ -1166,8 +1223,17 @@ static int fetch_diff(tester *t, tester_verdict *v, bool *too_big)
 	int rc;
 
 	make_nonce(nonce);
-	if ((rc = exec_argv(t, WORKSPACE, argv, 120, NULL, 0, DIFF_CAP, &r)))
-		goto out;
+	{
+		sbx_cmd cmd = SBX_CMD_INIT;
+
+		cmd.argv = argv;
+		cmd.workdir = WORKSPACE;
+		cmd.timeout_s = 120;
+		cmd.output_cap = DIFF_CAP;
+		cmd.cancel = t->cancel;
+		if ((rc = sbx_exec(t->box, &cmd, &r))) /* the Builder's box: bytes only */
+			goto out;
+	}
 	if (r.exit_code != 0) {
 		rc = ap_error_set(AP_EIO, "git diff failed in the workspace: %.300s",
 				  r.err ? r.err : "");
@@ -1377,6 +1443,7 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	const char *test_path = norm_path(fin->test_path);
 	char *why = NULL, *detail = NULL, *key = NULL, *section = NULL;
 	enum repro_kind kind = REPRO_REJECT;
+	enum run_stop stop = RUN_RAN;
 	bool too_big = false;
 	int rc = 0;
 
@@ -1435,36 +1502,34 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 		}
 	}
 
-	/* The patched tree: the exact bytes applied to a fresh copy, then setup. */
-	if ((rc = prepare_tree(t, PATCHED, v->diff, &why)))
-		goto out;
-	if (why) {
-		rc = reject(v, why, "git apply", PATCHED, NULL, NULL);
-		goto out;
-	}
-	if ((rc = run_setup(t, "patched", PATCHED, &why)))
-		goto out;
-	if (why) {
-		rc = reject(v, why, t->setup_cmd, PATCHED "/repo", NULL, NULL);
-		goto out;
-	}
-
-	/* 1. The repro test must fail on the pristine code (reused when neither the test nor
-	 * the command changed since the last round). */
+	/* 1. The repro test must fail on the pristine code: a fresh pristine tree with only the
+	 * test's own part of the diff applied (reused when neither the test nor the command
+	 * changed since the last round: host-held results of a run nothing else touched). */
 	section = diff_section(v->diff, test_path);
-	key = section ? tools_asprintf("%s\n%s", fin->test_command, section) : NULL;
-	if (!key || !t->repro_key || strcmp(key, t->repro_key) != 0) {
-		const char *restore =
-		    t->placed && strcmp(t->placed, test_path) != 0 ? t->placed : NULL;
-
+	if (!section) {
+		rc = reject(v,
+			    "the reproduction test's change cannot be told apart in the diff (a "
+			    "rename or a mode change): write it as a new or edited file",
+			    "git diff", WORKSPACE, NULL, NULL);
+		goto out;
+	}
+	key = tools_asprintf("%s\n%s", fin->test_command, section);
+	if (!key) {
+		rc = AP_ENOMEM;
+		goto out;
+	}
+	if (!t->repro_key || strcmp(key, t->repro_key) != 0) {
 		free(t->repro_key);
 		t->repro_key = NULL;
 		run_out_release(&t->prepro);
-		if ((rc = run_tests(t, "pristine", fin->test_command, t->repro_s, "repro_timeout",
-				    test_path, restore, &t->prepro)))
+		if ((rc = fresh_run(t, "pristine", section, fin->test_command, t->repro_s,
+				    "repro_timeout", &t->prepro, &stop, &why)))
 			goto out;
-		free(t->placed);
-		t->placed = strdup(test_path);
+		if (why) {
+			rc = reject(v, why, stop == RUN_NO_APPLY ? "git apply" : t->setup_cmd,
+				    PRISTINE "/repo", NULL, NULL);
+			goto out;
+		}
 		t->repro_key = key;
 		key = NULL;
 	}
@@ -1475,10 +1540,16 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 		goto out;
 	}
 
-	/* 2. ... and pass on the patched tree. */
-	if ((rc = run_tests(t, "patched", fin->test_command, t->repro_s, "repro_timeout", NULL,
-			    NULL, &post)))
+	/* 2. ... and pass on the patched code: the exact bytes applied to a fresh copy, in a box
+	 * of its own, then setup. */
+	if ((rc = fresh_run(t, "patched", v->diff, fin->test_command, t->repro_s, "repro_timeout",
+			    &post, &stop, &why)))
 		goto out;
+	if (why) {
+		rc = reject(v, why, stop == RUN_NO_APPLY ? "git apply" : t->setup_cmd,
+			    PATCHED "/repo", NULL, NULL);
+		goto out;
+	}
 	if ((rc = judge_patched(t, kind, &t->prepro, &post, &why, &detail)))
 		goto out;
 	if (why) {
@@ -1486,10 +1557,16 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 		goto out;
 	}
 
-	/* 3. No test that passed on pristine may fail, error, skip or disappear on patched. */
-	if ((rc = run_tests(t, "patched", t->test_cmd, t->suite_s, "suite_timeout", NULL, NULL,
-			    &suite)))
+	/* 3. No test that passed on pristine may fail, error, skip or disappear on patched: the
+	 * suite in another fresh box and tree, so the repro run above cannot have touched it. */
+	if ((rc = fresh_run(t, "patched", v->diff, t->test_cmd, t->suite_s, "suite_timeout", &suite,
+			    &stop, &why)))
 		goto out;
+	if (why) { /* it applied and set up a moment ago: the box or the setup is at fault */
+		rc = reject(v, why, stop == RUN_NO_APPLY ? "git apply" : t->setup_cmd,
+			    PATCHED "/repo", NULL, NULL);
+		goto out;
+	}
 	if (suite.problem || !report_class_ran(suite.cls)) {
 		char *cls = describe_class(&suite);
 
@@ -1665,12 +1742,20 @@ void tester_set_patch_check(tester *t, tester_patch_check_fn fn, void *ud)
 	t->patch_check_ud = ud;
 }
 
-int tester_new(tester **out, sbx_box *box, const char *test_cmd, traj *tr)
+int tester_new(tester **out, sbx_box *work, tester_box_fn make_box, void *make_box_ud,
+	       const char *test_cmd, traj *tr)
 {
-	tester *t = calloc(1, sizeof(*t));
-	if (!t)
+	tester *t;
+
+	*out = NULL;
+	if (!work || !make_box || !test_cmd)
+		return ap_error_set(AP_EINVAL, "the Tester needs the Builder's box (for the diff), "
+					       "a maker of its own boxes and a test command");
+	if (!(t = calloc(1, sizeof(*t))))
 		return AP_ENOMEM;
-	t->box = box;
+	t->box = work;
+	t->make_box = make_box;
+	t->make_box_ud = make_box_ud;
 	t->test_cmd = test_cmd;
 	t->traj = tr;
 	t->max_diff_lines = 500;
@@ -1690,7 +1775,6 @@ void tester_free(tester *t)
 	run_out_release(&t->prepro);
 	free(t->env_failure);
 	free(t->baseline_summary);
-	free(t->placed);
 	free(t->repro_key);
 	free(t);
 }

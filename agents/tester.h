@@ -5,14 +5,23 @@
  * writes to a file outside the tree, and a classification of every run. Missing evidence is a
  * rejection that says what is missing, never a proof.
  *
- * Trees (all in the box, on the exec-able /tmp/trees mount, each with its own HOME and TMPDIR
- * so an editable install or a build points at its own tree):
- * - pristine: /repo without .git; `setup` runs there once and the suite runs once (the
- *   baseline, tester_baseline(), before any model call). The reproduction test is added to it
- *   for the pristine repro run, and removed again when a later round names another file.
- * - patched: every round a fresh copy of /repo with the exact diff bytes that will be
- *   published applied by `git apply` (no user or system git config); `setup` runs there, then
- *   the repro test and the suite.
+ * Boxes: the Builder's box is only where the diff is read from (its bytes, judged on the host).
+ * Every run of the Tester - the baseline, and in each round the pristine repro, the patched
+ * repro and the patched suite - happens in a fresh box of its own from make_box (the job's
+ * image, no network, /repo the host checkout read-only, the setup products restored from the
+ * snapshot the host took before any model call; job/tester_box.h), destroyed after the run.
+ * No process, file, tmpfs or network state of the Builder's box or of another run reaches it.
+ *
+ * Trees (built in the run's box, on the exec-able /tmp/trees mount, each with a fresh HOME and
+ * TMPDIR outside the tree):
+ * - pristine: a copy of /repo without .git; for the pristine repro run, with only the
+ *   reproduction test's own part of the diff applied (`git apply`);
+ * - patched: a copy of /repo with the exact diff bytes that will be published applied by `git
+ *   apply` (no user or system git config).
+ * setup_cmd runs in the tree (it copies the setup products there; HOME gets links to the
+ * products that lived at the top of HOME during setup), then the one command. Its report is
+ * written into a directory made fresh for the run, outside the tree; a symbolic link there is
+ * refused; every process the run left is killed before anything is read back.
  *
  * Proof: the diff is not empty, changes more than the test, passes the host's patch_check
  * hook; the repro test is collected and executed on pristine and FAILS in the test (an
@@ -42,8 +51,15 @@
 
 typedef struct tester tester;
 
-/* test_cmd: the repository's test command (borrowed, must outlive the tester). */
-int tester_new(tester **out, sbx_box *box, const char *test_cmd, traj *t);
+/* Makes a fresh box for one Tester run (fixer_opts.tester_box): *out is the Tester's, which
+ * destroys it after the run. 0 or a negative AP_E* with a message. */
+typedef int (*tester_box_fn)(void *ud, sbx_box **out);
+
+/* work: the Builder's box, read for the diff only; make_box/ud: the Tester's own boxes;
+ * test_cmd: the repository's test command. All borrowed, must outlive the tester. AP_EINVAL
+ * when one is missing. */
+int tester_new(tester **out, sbx_box *work, tester_box_fn make_box, void *make_box_ud,
+	       const char *test_cmd, traj *t);
 void tester_free(tester *t);
 
 /* Refuse patches that add or remove more than max lines (0 = no limit; default 500), against

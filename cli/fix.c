@@ -13,6 +13,7 @@
 #include "job/environment.h"
 #include "job/patch_policy.h"
 #include "job/repo_config.h"
+#include "job/tester_box.h"
 #include "sandbox/sandbox.h"
 
 #include <getopt.h>
@@ -203,6 +204,7 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	patch_policy policy;
 	sbx_engine *engine = NULL;
 	sbx_box *box = NULL;
+	env_snapshot *snapshot = NULL;
 	fixer_result res = FIXER_RESULT_INIT;
 	struct stat st;
 	env_choice choice;
@@ -403,6 +405,21 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	fo.repro_timeout_s = rcfg->repro_timeout;
 	fo.suite_timeout_s = rcfg->suite_timeout;
 	fo.allow_weak_evidence = rcfg->allow_weak_evidence;
+	/* The Tester runs in fresh boxes of its own, filled from the host-held snapshot of what
+	 * setup made (taken now, before any model call). */
+	if ((rc = env_snapshot_take(&eo, &er, &snapshot))) {
+		fprintf(stderr, "autopatch fix: cannot keep the setup products: %s\n",
+			ap_error_last());
+		goto out;
+	}
+	tester_boxes tb = TESTER_BOXES_INIT;
+	tb.engine = engine;
+	tb.image = choice.image;
+	tb.repo_dir = repo_abs;
+	tb.job_label = label;
+	tb.snapshot = snapshot;
+	fo.tester_box = tester_box_make;
+	fo.tester_box_ud = &tb;
 	rc = fixer_run(&fo, &res);
 
 	if (traj_path)
@@ -450,6 +467,7 @@ out:
 	if (box && sbx_destroy(box) != 0)
 		fprintf(stderr, "autopatch fix: removing the sandbox failed: %s\n",
 			ap_error_last());
+	env_snapshot_free(snapshot);
 	sbx_engine_free(engine);
 	fixer_result_release(&res);
 	repo_config_free(rcfg);

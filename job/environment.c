@@ -1004,22 +1004,28 @@ static const char SCRIPT_AFTER[] =
     "grep -vE '^(\\.cache|\\.npm)/' " ENV_FILES_LIST " > " ENV_KEEP_LIST "; "
     "wc -l < " ENV_KEEP_LIST;
 
-/* One archive command (save or restore) with its deadline and a small output cap; a non-zero
- * exit is AP_EIO naming what and quoting its stderr. */
-static int archive_exec(const env_setup_opts *o, sbx_cmd *cmd, const char *what)
+/* One archive command (save or restore) in box with its deadline and a small output cap; a
+ * non-zero exit is AP_EIO naming what and quoting its stderr. */
+static int archive_exec_in(sbx_box *box, const volatile sig_atomic_t *cancel, sbx_cmd *cmd,
+			   const char *what)
 {
 	sbx_result r = SBX_RESULT_INIT;
 	int rc;
 
 	cmd->timeout_s = 600;
 	cmd->output_cap = 8192;
-	cmd->cancel = o->cancel;
-	rc = sbx_exec(o->box, cmd, &r);
+	cmd->cancel = cancel;
+	rc = sbx_exec(box, cmd, &r);
 	if (rc == 0 && r.exit_code != 0)
 		rc = ap_error_set(AP_EIO, "%s exited with %d: %.300s", what, r.exit_code,
 				  r.err ? r.err : "");
 	sbx_result_release(&r);
 	return rc;
+}
+
+static int archive_exec(const env_setup_opts *o, sbx_cmd *cmd, const char *what)
+{
+	return archive_exec_in(o->box, o->cancel, cmd, what);
 }
 
 static int cache_restore(const env_setup_opts *o, const char *tar, env_setup_result *res)
@@ -1353,6 +1359,119 @@ out_end:
 		return rc;
 	}
 	return end_setup(o);
+}
+
+/* ---- the host-held snapshot of the setup products ---- */
+
+struct env_snapshot {
+	int fd; /* the archive (SCRIPT_SAVE's format), read with pread; -1: no products */
+	int64_t bytes;
+};
+
+/* Stream the kept products out of the box into an unlinked file of AUTOPATCH_DATA_DIR. */
+static int snapshot_stream(const env_setup_opts *o, env_snapshot *s)
+{
+	const char *data = cfg_str(o->cfg, "AUTOPATCH_DATA_DIR");
+	struct saver sv = {o, {-1, 0, 0, false}};
+	int rc;
+
+	if ((rc = cfg_bytes(o->cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &sv.s.cap)))
+		return rc;
+	if (fs_mkdir_p(data, 0700) != 0)
+		return ap_error_set(AP_EIO, "cannot create AUTOPATCH_DATA_DIR %s: %s", data,
+				    strerror(errno));
+	s->fd = open(data, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (s->fd < 0)
+		return ap_error_set(AP_EIO,
+				    "cannot make a temporary file in %s for the setup "
+				    "snapshot: %s",
+				    data, strerror(errno));
+	if ((rc = save_archive(&sv, s->fd)))
+		return rc;
+	s->bytes = sv.s.bytes;
+	return 0;
+}
+
+int env_snapshot_take(const env_setup_opts *o, const env_setup_result *res, env_snapshot **out)
+{
+	char dir[4200], tar[4200], meta[4200];
+	env_snapshot *s;
+	struct stat st;
+	int rc = 0;
+
+	*out = NULL;
+	if (!(s = calloc(1, sizeof(*s))))
+		return AP_ENOMEM;
+	s->fd = -1;
+	if (!res->have_products)
+		goto done;
+	/* The cache's archive of this key, when setup just filled it or it was just restored:
+	 * the open descriptor keeps these bytes even if the entry is evicted or replaced (by
+	 * rename) later. */
+	if (res->key[0]) {
+		entry_paths(o->cfg, o->repo_id, res->key, dir, tar, meta, sizeof(dir));
+		s->fd = open(tar, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (s->fd >= 0 && fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode)) {
+			s->bytes = st.st_size;
+			goto done;
+		}
+		if (s->fd >= 0)
+			close(s->fd);
+		s->fd = -1;
+	}
+	if ((rc = snapshot_stream(o, s))) {
+		env_snapshot_free(s);
+		return rc;
+	}
+done:
+	*out = s;
+	return 0;
+}
+
+struct snap_reader {
+	int fd;
+	off_t off;
+};
+
+static long snap_read(void *ud, char *buf, size_t n)
+{
+	struct snap_reader *sr = ud;
+	ssize_t r;
+
+	do
+		r = pread(sr->fd, buf, n, sr->off);
+	while (r < 0 && errno == EINTR);
+	if (r > 0)
+		sr->off += r;
+	return (long)r;
+}
+
+int env_snapshot_restore(const env_snapshot *s, sbx_box *box, const volatile sig_atomic_t *cancel)
+{
+	const char *argv[] = {"sh", "-c", SCRIPT_RESTORE, NULL};
+	struct snap_reader sr = {s ? s->fd : -1, 0};
+	sbx_cmd cmd = SBX_CMD_INIT;
+
+	if (!s || s->fd < 0)
+		return 0;
+	cmd.argv = argv;
+	cmd.stdin_fn = snap_read;
+	cmd.stdin_ud = &sr;
+	return archive_exec_in(box, cancel, &cmd, "restoring the setup snapshot");
+}
+
+int64_t env_snapshot_bytes(const env_snapshot *s)
+{
+	return s && s->fd >= 0 ? s->bytes : 0;
+}
+
+void env_snapshot_free(env_snapshot *s)
+{
+	if (!s)
+		return;
+	if (s->fd >= 0)
+		close(s->fd);
+	free(s);
 }
 
 /* ---- blocked egress ---- */

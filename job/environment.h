@@ -51,7 +51,7 @@
  * as .cache/ and .npm/ left out). */
 #define ENV_DIR	       "/tmp/.ap-env"
 #define ENV_FILES_LIST ENV_DIR "/files"
-#define ENV_KEEP_LIST  ENV_DIR "/keep"
+#define ENV_KEEP_LIST  SBX_SETUP_KEEP_LIST /* ENV_DIR "/keep" */
 
 /* sh script: copy the kept setup products from the workspace into the current directory (a
  * no-op in the workspace itself, or when there are none), then point what an editable install
@@ -229,6 +229,32 @@ int env_cache_touch(const ap_config *cfg, const char *repo_id, const char *key);
  */
 int env_cache_evict(const ap_config *cfg, const char *keep_repo, const char *keep_key,
 		    void (*note)(void *ud, const char *msg), void *ud, size_t *removed);
+
+/*
+ * The setup products as the host holds them: taken once when env_setup() returned 0, before
+ * any model call, and restored into every box the Tester runs in (job/tester_box.h), so no
+ * Tester box ever sees what the Builder later did to its workspace. The bytes are the cache's
+ * archive of res->key when there is one (its descriptor is held open: an eviction or a newer
+ * archive of the key changes nothing for this job), else the products streamed out of o->box
+ * into an unlinked file of AUTOPATCH_DATA_DIR (capped by AUTOPATCH_ENV_CACHE_SIZE). Nothing on
+ * the host unpacks or lists them. No products (res->have_products false): an empty snapshot
+ * whose restore does nothing. *out is the caller's (env_snapshot_free); AP_EIO, AP_ETOOBIG,
+ * AP_ENOMEM or the box's error.
+ */
+typedef struct env_snapshot env_snapshot;
+int env_snapshot_take(const env_setup_opts *o, const env_setup_result *res, env_snapshot **out);
+
+/* Unpack the snapshot into a fresh box: the products into /tmp/workspace and their list at
+ * ENV_KEEP_LIST, as a cache restore does (ENV_PREPARE_TREE_CMD then copies them into a tree).
+ * 0 (also for an empty snapshot), or AP_EIO / the box's error. The snapshot is not changed and
+ * can be restored into any number of boxes, one at a time. */
+int env_snapshot_restore(const env_snapshot *s, sbx_box *box, const volatile sig_atomic_t *cancel);
+
+/* The archive's size in bytes (0: no products). */
+int64_t env_snapshot_bytes(const env_snapshot *s);
+
+/* Accepts NULL. */
+void env_snapshot_free(env_snapshot *s);
 
 /*
  * The connections the box's egress proxy refused so far, one line each:

@@ -17,6 +17,7 @@
 #include "job/patch_policy.h"
 #include "job/progress.h"
 #include "job/repo_config.h"
+#include "job/tester_box.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
@@ -486,7 +487,10 @@ struct work {
 	repo_config *rc;
 	env_choice choice; /* the image the job's box runs */
 	env_setup_result env;
-	patch_policy policy; /* what the Tester's hook and publish() judge the patch by */
+	env_snapshot *snapshot; /* the setup products, as the host holds them for the Tester */
+	tester_boxes tboxes;	/* the Tester's fresh boxes */
+	char label[32];		/* the autopatch.job label of the job's boxes */
+	patch_policy policy;	/* what the Tester's hook and publish() judge the patch by */
 	fixer_result res;
 	char *files; /* "Files changed", from the pushed commit (gh_git_changed_files) */
 };
@@ -496,6 +500,7 @@ static void work_release(struct work *w)
 	int rc;
 
 	fixer_result_release(&w->res);
+	env_snapshot_free(w->snapshot);
 	free(w->files);
 	repo_config_free(w->rc);
 	/* The custom box binds the first box's repo dir: destroy it first. */
@@ -596,6 +601,7 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	int rc;
 
 	snprintf(label, sizeof(label), "job-%" PRId64, r->job->id);
+	snprintf(w->label, sizeof(w->label), "%s", label);
 	rc = gh_repo_get(r->rest, r->job->repo, &w->repo);
 	if (rc)
 		return rc;
@@ -716,6 +722,10 @@ static int setup_env(struct run *r, struct work *w)
 	o.ud = r;
 	rc = env_setup(&o, &w->env);
 	r->live_ev = -1;
+	/* What setup made, held by the host before any model call: the Tester's boxes are
+	 * filled from it, never from the Builder's workspace. */
+	if (rc == 0)
+		rc = env_snapshot_take(&o, &w->env, &w->snapshot);
 	/* A failed setup, or one past its deadline, is the repository's environment: not a
 	 * passing problem to retry, and no model call is spent on it. */
 	if (rc == AP_ETIMEOUT || rc == AP_EINVAL)
@@ -779,6 +789,14 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 		return rc;
 	o.patch_check = patch_policy_fixer_check;
 	o.patch_check_ud = &w->policy;
+	w->tboxes = (tester_boxes)TESTER_BOXES_INIT;
+	w->tboxes.engine = r->p->sbx;
+	w->tboxes.image = w->choice.image;
+	w->tboxes.repo_dir = sbx_box_repo_dir(w->box);
+	w->tboxes.job_label = w->label;
+	w->tboxes.snapshot = w->snapshot;
+	o.tester_box = tester_box_make;
+	o.tester_box_ud = &w->tboxes;
 	if (iterate) {
 		o.feedback =
 		    r->job->feedback && *r->job->feedback ? r->job->feedback : "(no feedback text)";

@@ -22,6 +22,10 @@
 
 #include "common/config.h"
 
+/* In a box: the list of the setup products the host restored there (one path per line,
+ * relative to the workspace; job/environment.h writes it, the Tester reads it). */
+#define SBX_SETUP_KEEP_LIST "/tmp/.ap-env/keep"
+
 typedef struct sbx_engine sbx_engine; /* connection to a backend (the Docker daemon) */
 typedef struct sbx_box sbx_box;	      /* one container */
 

@@ -114,11 +114,13 @@ def test_src_layout_with_generated_file_and_editable_install_is_proven(autopatch
     ev = r.out.split("=== Tester evidence ===")[1]
     assert "assert 10.0 == 100000" in ev  # the pristine tree imported the pristine code
     assert "| pristine | 2 | 0 | 0 | 0 | 0 |" in ev and "| patched | 3 | 0 | 0 | 0 | 0 |" in ev
-    # setup ran once, in the workspace (the environment phase); each tree got what it produced
-    # through the offline ENV_PREPARE_TREE_CMD, the editable install pointed at that tree
+    # setup ran once, in the workspace (the environment phase); every Tester run built its own
+    # tree in its own box (baseline, pristine repro, patched repro, patched suite), got what
+    # setup produced from the host's snapshot through the offline ENV_PREPARE_TREE_CMD, and
+    # the editable install pointed at that tree
     assert "setup, in both trees: `d=$(pwd -P);" in ev
     setups = [e for e in events(r) if e["type"] == "tester_run" and e["kind"] == "setup"]
-    assert [e["dir"] for e in setups] == ["/tmp/trees/pristine", "/tmp/trees/patched"]
+    assert [e["dir"] for e in setups] == ["/tmp/trees/pristine"] * 2 + ["/tmp/trees/patched"] * 2
     assert all(e["exit"] == 0 for e in setups), setups
     diff = r.out_path.read_text()
     assert "_table.py" not in diff and ".local" not in diff and ".pth" not in diff
