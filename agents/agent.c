@@ -2,6 +2,7 @@
 /* agents/agent.c - the helpers the Planner and the Builder share (see agent.h): one model call
  * under the budgets, one tool call with repeat detection, progress lines and budget stops. */
 #include "agents/agent.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/redact.h"
 #include "common/stats.h"
@@ -26,6 +27,14 @@ void agent_progress(agent_ctx *a, const char *stage, const char *fmt, ...)
 	free(line);
 	if (!clean)
 		return;
+	/* The line goes into events, the comment and the trajectory: valid UTF-8 (it may quote
+	 * a command's output or a test's name). */
+	if (!ap_utf8_valid(clean, strlen(clean))) {
+		line = ap_utf8_clean_dup(clean, strlen(clean));
+		free(clean);
+		if (!(clean = line))
+			return;
+	}
 	/* One step, one line. */
 	for (char *c = clean; *c; c++)
 		if (*c == '\n' || *c == '\r')
@@ -136,10 +145,10 @@ int agent_chat(agent_ctx *a, llm_conv *conv, enum tool_set set)
 static char *short_args(const char *args)
 {
 	char buf[100];
-	size_t j = 0;
-	for (size_t i = 0; args && args[i] && j + 4 < sizeof(buf); i++)
+	size_t j = 0, n = args ? ap_utf8_cut(args, sizeof(buf) - 4) : 0;
+	for (size_t i = 0; i < n; i++)
 		buf[j++] = (args[i] == '\n' || args[i] == '\r' || args[i] == '\t') ? ' ' : args[i];
-	if (args && strlen(args) > j)
+	if (args && args[n])
 		buf[j++] = '.', buf[j++] = '.', buf[j++] = '.';
 	buf[j] = '\0';
 	return strdup(buf);
@@ -207,7 +216,8 @@ int agent_tool(agent_ctx *a, llm_conv *conv, enum tool_set set, const llm_tool_c
 		traj_event(a->traj, "tool_result", o);
 	}
 	if (is_error)
-		agent_progress(a, a->stage, "%s: error: %.200s", call->name, clean);
+		agent_progress(a, a->stage, "%s: error: %.*s", call->name,
+			       (int)ap_utf8_cut(clean, 200), clean);
 	if (!*finished)
 		rc = llm_conv_add_tool_result(conv, call->id, call->name, clean, is_error);
 	free(clean);

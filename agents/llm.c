@@ -314,6 +314,13 @@ char *llm_build_request(const char *provider, const char *model, int max_tokens,
 		}
 	}
 	text = cJSON_PrintUnformatted(root);
+	/* cJSON prints strings as given; invalid bytes can only be inside them. */
+	if (text && !ap_utf8_valid(text, strlen(text))) {
+		char *valid = ap_utf8_clean_dup(text, strlen(text));
+
+		free(text);
+		text = valid;
+	}
 out:
 	cJSON_Delete(root);
 	return text;

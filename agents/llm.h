@@ -133,7 +133,9 @@ void llm_conv_release(llm_conv *c);
 
 /* Wire format, exposed for unit tests: build the request body for a provider ("openai" or
  * "anthropic"; malloc'd JSON text) and parse a response body into *out (a token count the
- * response does not report, or reports as 0, is -1 there). */
+ * response does not report, or reports as 0, is -1 there). The body is valid UTF-8 whatever
+ * the conversation holds (a command's output, a file, a test's name, a model's own broken
+ * text): invalid bytes become U+FFFD, as a provider refuses a body that is not UTF-8. */
 char *llm_build_request(const char *provider, const char *model, int max_tokens,
 			const llm_conv *conv, const llm_tool *tools, size_t ntools);
 int llm_parse_response(const char *provider, const char *body, size_t len, llm_reply *out);

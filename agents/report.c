@@ -12,13 +12,53 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Storage of the ids and messages: chunks that are only appended to, so the strings handed out
+ * stay where they are until report_release(). r->chunks is the current one. */
+struct report_chunk {
+	struct report_chunk *next;
+	size_t used, size;
+	char data[];
+};
+
+#define CHUNK_FIRST (8u << 10) /* doubling up to CHUNK_MAX: a small report stays small */
+#define CHUNK_MAX   (1u << 20)
+
+/* Room for n (at most CHUNK_FIRST) bytes in r's chunks: where they would go, or NULL on
+ * ENOMEM. Nothing is taken until chunk_take(). */
+static char *chunk_room(report *r, size_t n)
+{
+	struct report_chunk *c = r->chunks, *nc;
+	size_t size;
+
+	if (c && c->size - c->used >= n)
+		return c->data + c->used;
+	size = !c ? CHUNK_FIRST : c->size < CHUNK_MAX ? 2 * c->size : CHUNK_MAX;
+	nc = malloc(sizeof(*nc) + size);
+	if (!nc) {
+		ap_error_set(AP_ENOMEM, "out of memory");
+		return NULL;
+	}
+	nc->next = c;
+	nc->used = 0;
+	nc->size = size;
+	r->chunks = nc;
+	return nc->data;
+}
+
+static void chunk_take(report *r, size_t n)
+{
+	r->chunks->used += n;
+}
+
 void report_release(report *r)
 {
 	if (!r)
 		return;
-	for (size_t i = 0; i < r->n; i++) {
-		free(r->tests[i].id);
-		free(r->tests[i].message);
+	while (r->chunks) {
+		struct report_chunk *next = r->chunks->next;
+
+		free(r->chunks);
+		r->chunks = next;
 	}
 	free(r->tests);
 	*r = (report)REPORT_INIT;
@@ -32,56 +72,137 @@ static int check_input(size_t len)
 		   : 0;
 }
 
+/* Room for more entries in r->tests. */
+static int grow(report *r, size_t more)
+{
+	size_t na = r->alloc ? r->alloc : 64;
+	report_test *nt;
+
+	while (na - r->n < more)
+		na *= 2;
+	if (na == r->alloc)
+		return 0;
+	nt = realloc(r->tests, na * sizeof(*nt));
+	if (!nt)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	r->tests = nt;
+	r->alloc = na;
+	return 0;
+}
+
+/* The id of raw bytes id[0..len) into out (REPORT_MAX_ID + 1 bytes): cleaned so that distinct
+ * names stay distinct, cut at REPORT_MAX_ID, NUL-terminated. Its length. */
+static size_t clean_id(char *out, const char *id, size_t len)
+{
+	size_t n = ap_utf8_clean(out, REPORT_MAX_ID, id, len, AP_UTF8_DISTINCT, NULL);
+
+	out[n] = '\0';
+	return n;
+}
+
+/* t's message: msg[0..len) cleaned into r's chunks, cut at REPORT_MAX_MESSAGE with "..." added;
+ * NULL for none. */
+static int set_message(report *r, report_test *t, const char *msg, size_t len)
+{
+	size_t n, used;
+	char *p;
+
+	t->message = NULL;
+	if (!msg || !len)
+		return 0;
+	if (!(p = chunk_room(r, REPORT_MAX_MESSAGE + 4)))
+		return AP_ENOMEM;
+	n = ap_utf8_clean(p, REPORT_MAX_MESSAGE, msg, len, AP_UTF8_REPLACE, &used);
+	if (used < len) {
+		memcpy(p + n, "...", 3);
+		n += 3;
+	}
+	p[n] = '\0';
+	chunk_take(r, n + 1);
+	t->message = p;
+	return 0;
+}
+
+/* Index of id in a report that report_finish() sorted, or -1. */
+static long find_index(const report *r, const char *id)
+{
+	size_t lo = 0, hi = r->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(r->tests[mid].id, id);
+
+		if (c == 0)
+			return (long)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+void report_share_ids(report *r, const report *other)
+{
+	r->share = other && other->sorted ? other : NULL;
+}
+
 int report_add(report *r, const char *id, size_t id_len, enum report_outcome o, const char *msg,
 	       size_t msg_len, bool collection)
 {
 	report_test *t;
+	const char *idp;
+	char *p;
+	size_t n;
+	long i;
+	int rc;
 
 	if (!id_len)
 		return 0;
 	if (r->n >= REPORT_MAX_TESTS)
 		return ap_error_set(AP_ETOOBIG, "the report lists more than %d tests",
 				    REPORT_MAX_TESTS);
-	if (r->n == r->alloc) {
-		size_t na = r->alloc ? r->alloc * 2 : 64;
-		report_test *nt = realloc(r->tests, na * sizeof(*nt));
-
-		if (!nt)
-			return ap_error_set(AP_ENOMEM, "out of memory");
-		r->tests = nt;
-		r->alloc = na;
-	}
+	if ((rc = grow(r, 1)))
+		return rc;
+	if (!(p = chunk_room(r, REPORT_MAX_ID + 1)))
+		return AP_ENOMEM;
+	n = clean_id(p, id, id_len);
+	idp = p;
+	if (r->share && (i = find_index(r->share, p)) >= 0)
+		idp = r->share->tests[i].id; /* the room is not taken: used again */
+	else
+		chunk_take(r, n + 1);
 	t = &r->tests[r->n];
-	memset(t, 0, sizeof(*t));
-	size_t idn = ap_utf8_prefix(id, id_len, REPORT_MAX_ID);
-	if (!idn)
-		return 0;
-	t->id = malloc(idn + 1);
-	if (!t->id)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	/* An id is compared and shown as a C string: a NUL in it becomes '?'. */
-	for (size_t i = 0; i < idn; i++)
-		t->id[i] = id[i] ? id[i] : '?';
-	t->id[idn] = '\0';
-	if (msg && msg_len) {
-		size_t n = ap_utf8_prefix(msg, msg_len, REPORT_MAX_MESSAGE);
-
-		t->message = malloc(n + 4);
-		if (!t->message) {
-			free(t->id);
-			return ap_error_set(AP_ENOMEM, "out of memory");
-		}
-		memcpy(t->message, msg, n);
-		/* A message is shown as text: NULs would end it early. */
-		for (size_t i = 0; i < n; i++)
-			if (t->message[i] == '\0')
-				t->message[i] = ' ';
-		memcpy(t->message + n, n < msg_len ? "..." : "", n < msg_len ? 4 : 1);
-	}
-	t->outcome = (unsigned char)o;
-	t->collection = collection;
+	*t = (report_test){.id = idp, .outcome = (unsigned char)o, .collection = collection};
+	if ((rc = set_message(r, t, msg, msg_len)))
+		return rc;
 	r->n++;
 	r->sorted = false;
+	return 0;
+}
+
+/* Append src's entries to dst, which takes over their storage; src is left empty. AP_ETOOBIG
+ * when dst would list more than REPORT_MAX_TESTS, AP_ENOMEM (both unchanged on failure). */
+static int report_move(report *dst, report *src)
+{
+	struct report_chunk **tail = &dst->chunks;
+	int rc;
+
+	if (src->n > REPORT_MAX_TESTS - dst->n)
+		return ap_error_set(AP_ETOOBIG, "the report lists more than %d tests",
+				    REPORT_MAX_TESTS);
+	if ((rc = grow(dst, src->n)))
+		return rc;
+	if (src->n)
+		memcpy(dst->tests + dst->n, src->tests, src->n * sizeof(*src->tests));
+	dst->n += src->n;
+	dst->sorted = dst->sorted && !src->n;
+	dst->pytest = dst->pytest || src->pytest;
+	while (*tail)
+		tail = &(*tail)->next;
+	*tail = src->chunks;
+	src->chunks = NULL;
+	report_release(src);
 	return 0;
 }
 
@@ -154,26 +275,10 @@ static void xml_decode(ap_buf *b, const char *p, const char *end)
 			}
 			if (digits && q < end && *q == ';') {
 				char u[4];
-				size_t un = 0;
 
 				if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
 					cp = '?';
-				if (cp < 0x80) {
-					u[un++] = (char)cp;
-				} else if (cp < 0x800) {
-					u[un++] = (char)(0xC0 | (cp >> 6));
-					u[un++] = (char)(0x80 | (cp & 0x3F));
-				} else if (cp < 0x10000) {
-					u[un++] = (char)(0xE0 | (cp >> 12));
-					u[un++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-					u[un++] = (char)(0x80 | (cp & 0x3F));
-				} else {
-					u[un++] = (char)(0xF0 | (cp >> 18));
-					u[un++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-					u[un++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-					u[un++] = (char)(0x80 | (cp & 0x3F));
-				}
-				ap_buf_add(b, u, un);
+				ap_buf_add(b, u, ap_utf8_encode(u, (uint32_t)cp));
 				p = q + 1;
 				done = true;
 			}
@@ -658,31 +763,13 @@ static bool starts(const char *p, const char *end, const char *s)
 	return (size_t)(end - p) >= n && memcmp(p, s, n) == 0;
 }
 
-/* Index of id in a report that report_finish() sorted, or -1. */
-static long find_index(const report *r, const char *id)
-{
-	size_t lo = 0, hi = r->n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(r->tests[mid].id, id);
-
-		if (c == 0)
-			return (long)mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
-}
-
 int report_parse_cargo(report *r, const char *text, size_t len)
 {
 	const char *p = text, *end = text + len;
-	report local = REPORT_INIT;
+	report local = {.share = r->share};
 	ap_buf block = AP_BUF_INIT(REPORT_MAX_MESSAGE + 1);
-	char *block_name = NULL;
+	char block_name[REPORT_MAX_ID + 1]; /* the open block's test, cleaned as its id is */
+	bool in_block = false;
 	int rc = 0;
 
 	if ((rc = check_input(len)))
@@ -723,33 +810,25 @@ int report_parse_cargo(report *r, const char *text, size_t len)
 		bool stop =
 		    header || starts(line, le, "failures:") || starts(line, le, "test result:");
 
-		if (stop && block_name) {
+		if (stop && in_block) {
 			long i = find_index(&local, block_name);
 
-			if (i >= 0 && !local.tests[i].message && block.len) {
-				local.tests[i].message = ap_buf_take(&block);
-				if (!local.tests[i].message)
-					rc = ap_error_set(AP_ENOMEM, "out of memory");
-			}
+			if (i >= 0 && !local.tests[i].message && block.len)
+				rc = set_message(&local, &local.tests[i], block.data, block.len);
 			ap_buf_reset(&block);
-			free(block_name);
-			block_name = NULL;
+			in_block = false;
 		}
 		if (header) {
-			block_name = strndup(line + 5, (size_t)(le - 12 - (line + 5)));
-			if (!block_name)
-				rc = ap_error_set(AP_ENOMEM, "out of memory");
-		} else if (block_name) {
+			clean_id(block_name, line + 5, (size_t)(le - 12 - (line + 5)));
+			in_block = true;
+		} else if (in_block) {
 			buf_add_capped(&block, line, (size_t)(le - line));
 			buf_add_capped(&block, "\n", 1);
 		}
 	}
-	for (size_t i = 0; i < local.n && !rc; i++)
-		rc = report_add(r, local.tests[i].id, strlen(local.tests[i].id),
-				(enum report_outcome)local.tests[i].outcome, local.tests[i].message,
-				local.tests[i].message ? strlen(local.tests[i].message) : 0, false);
+	if (!rc)
+		rc = report_move(r, &local);
 out:
-	free(block_name);
 	ap_buf_release(&block);
 	report_release(&local);
 	return rc;
@@ -762,6 +841,50 @@ static int cmp_test(const void *a, const void *b)
 	return strcmp(((const report_test *)a)->id, ((const report_test *)b)->id);
 }
 
+/* Entries by index (ud: the entries): by id, then in the order they were added. */
+static int cmp_index(const void *a, const void *b, void *ud)
+{
+	const report_test *t = ud;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	int c = strcmp(t[x].id, t[y].id);
+
+	return c ? c : (x > y) - (x < y);
+}
+
+/* Sort r->tests by id, equal ids in the order they were added. An array of 4-byte indices is
+ * sorted and the entries are then moved in place, so the sort needs 8 bytes per entry (qsort
+ * of the entries themselves would take a copy of all of them); without those, the entries are
+ * sorted directly. */
+static void sort_tests(report *r)
+{
+	uint32_t *idx = malloc(r->n * sizeof(*idx));
+
+	if (!idx) {
+		qsort(r->tests, r->n, sizeof(*r->tests), cmp_test);
+		return;
+	}
+	for (size_t i = 0; i < r->n; i++)
+		idx[i] = (uint32_t)i;
+	qsort_r(idx, r->n, sizeof(*idx), cmp_index, r->tests);
+	/* Position j takes the entry at idx[j]: follow each cycle of the permutation once. */
+	for (size_t i = 0; i < r->n; i++) {
+		report_test first = r->tests[i];
+		size_t j = i;
+
+		while (idx[j] != i) {
+			size_t k = idx[j];
+
+			r->tests[j] = r->tests[k];
+			idx[j] = (uint32_t)j;
+			j = k;
+		}
+		if (j != i)
+			r->tests[j] = first;
+		idx[j] = (uint32_t)j;
+	}
+	free(idx);
+}
+
 void report_finish(report *r)
 {
 	size_t w = 0;
@@ -769,7 +892,7 @@ void report_finish(report *r)
 	if (r->sorted)
 		return;
 	if (r->n > 1)
-		qsort(r->tests, r->n, sizeof(*r->tests), cmp_test);
+		sort_tests(r);
 	for (size_t i = 0; i < r->n; i++) {
 		if (w > 0 && strcmp(r->tests[w - 1].id, r->tests[i].id) == 0) {
 			report_test *k = &r->tests[w - 1], *d = &r->tests[i];
@@ -777,19 +900,24 @@ void report_finish(report *r)
 			if (outcome_rank((enum report_outcome)d->outcome) >
 			    outcome_rank((enum report_outcome)k->outcome)) {
 				k->outcome = d->outcome;
-				free(k->message);
 				k->message = d->message;
-				d->message = NULL;
 			}
 			k->collection = k->collection || d->collection;
-			free(d->id);
-			free(d->message);
 			continue;
 		}
 		r->tests[w++] = r->tests[i];
 	}
 	r->n = w;
 	r->sorted = true;
+	/* What the doubling left unused goes back (when shrinking fails, the block stays). */
+	if (r->alloc - r->n > r->n / 8 + 64) {
+		report_test *nt = realloc(r->tests, (r->n ? r->n : 1) * sizeof(*nt));
+
+		if (nt) {
+			r->tests = nt;
+			r->alloc = r->n ? r->n : 1;
+		}
+	}
 }
 
 const report_test *report_find(const report *r, const char *id)
@@ -819,6 +947,28 @@ void report_count(const report *r, report_counts *c)
 				c->collection++;
 		}
 	}
+}
+
+void report_traj_tests(traj *t, const char *dir, const report *r)
+{
+	static const char *const status[] = {"passed", "skipped", "error", "failed"};
+	traj_line *l = traj_line_begin(t, "tester_tests");
+
+	if (!l)
+		return;
+	traj_line_raw(l, ",\"dir\":");
+	traj_line_string(l, dir);
+	traj_line_raw(l, ",\"tests\":[");
+	for (size_t i = 0; i < r->n; i++) {
+		traj_line_raw(l, i ? ",{\"name\":" : "{\"name\":");
+		traj_line_string(l, r->tests[i].id);
+		traj_line_raw(l, ",\"status\":\"");
+		traj_line_raw(l, status[r->tests[i].outcome <= REPORT_FAILED ? r->tests[i].outcome
+									     : REPORT_ERROR]);
+		traj_line_raw(l, "\"}");
+	}
+	traj_line_raw(l, "]");
+	traj_line_end(l);
 }
 
 /* ---- runners ---------------------------------------------------------------------------- */

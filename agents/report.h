@@ -10,6 +10,18 @@
  * never allocates from a length the input states, and has a libFuzzer target
  * (tests/fuzz/fuzz_report.c).
  *
+ * Ids and messages are text made from bytes out of a box: report_add() stores them as valid
+ * UTF-8 without NUL bytes (common/buf.h), so they can go into JSON, prompts and comments as
+ * they are. A message has every invalid byte and NUL replaced by U+FFFD; an id is cleaned
+ * with AP_UTF8_DISTINCT (an invalid byte or NUL becomes U+FFFD and its two hex digits, a U+FFFD
+ * of the input gains a '~'), which is deterministic and keeps distinct ids distinct: two
+ * tests whose names differ only in invalid bytes are still two tests, so one cannot stand in
+ * for the other between the pristine and the patched run. Valid names are kept as they are.
+ *
+ * Memory: a report of REPORT_MAX_TESTS tests costs about 24 bytes per test plus its id (and
+ * the message of a test that did not pass): ids and messages live in the report's own
+ * chunks, not in one allocation each.
+ *
  * Each run is also classified (report_classify): tests executed, collection/import/build
  * errors, command not found (127), not executable (126), killed by the deadline, out of
  * memory, killed otherwise, nothing collected, failed before any test ran, or - for runners
@@ -21,6 +33,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "agents/traj.h"
 
 #define REPORT_READ_CAP	   (64u << 20) /* bytes of reports and output read back per run */
 #define REPORT_MAX_TESTS   1000000     /* test entries per report */
@@ -34,31 +48,47 @@ enum report_outcome {
 	REPORT_FAILED /* an assertion or an exception raised in the test */
 };
 
+/* One test. The strings belong to the report (its chunks): valid UTF-8 without NUL, never to
+ * be freed or changed by the caller, valid until report_release(). */
 typedef struct report_test {
-	char *id;      /* "classname::name" (JUnit), "package::Test" (go), cargo's test path */
-	char *message; /* failure, error or skip message (capped), or NULL */
+	const char *id;	       /* "classname::name" (JUnit), "package::Test" (go), cargo's path */
+	const char *message;   /* failure, error or skip message (capped), or NULL */
 	unsigned char outcome; /* enum report_outcome */
 	bool collection;       /* an error collecting, importing or building tests, not a test */
 } report_test;
 
-/* A set of per-test outcomes. Owned by the caller; report_release() frees the contents. */
+struct report_chunk;
+
+/* A set of per-test outcomes. Owned by the caller; report_release() frees the contents. A
+ * zeroed struct is an empty report, as REPORT_INIT. */
 typedef struct report {
 	report_test *tests;
 	size_t n, alloc;
 	bool sorted; /* report_finish() ran: sorted by id, duplicates merged */
 	bool pytest; /* a JUnit report pytest wrote (<testsuite name="pytest">): there <error>
 		      * is an error outside the test body (fixture, set-up), not in the test */
+	struct report_chunk *chunks; /* storage of the ids and messages (report.c) */
+	const struct report *share;  /* ids found here are not stored again (report_share_ids) */
 } report;
 
 #define REPORT_INIT                                                                                \
 	{                                                                                          \
-		NULL, 0, 0, false, false                                                           \
+		NULL, 0, 0, false, false, NULL, NULL                                               \
 	}
 
 void report_release(report *r);
 
-/* Add one entry (id and msg are copied; msg may be NULL). AP_ETOOBIG past REPORT_MAX_TESTS,
- * AP_ENOMEM. An empty id is ignored. */
+/* From now on, an id that the finished report other also lists is not stored again in r: r's
+ * entry points at other's string. For the second run of the same suite (the patched run after
+ * the pristine one), whose ids are nearly all the first run's: it saves the bytes of each such
+ * id (some 30 MiB of a million short ones; the lookups add about 0.3 s). other must not change,
+ * and must stay alive, as long as r's ids are read (release r first). Comparisons are
+ * unchanged: the strings are equal. other NULL, or not finished, stops the sharing. */
+void report_share_ids(report *r, const report *other);
+
+/* Add one entry: id and msg (may be NULL) are any bytes, copied cleaned (see above); the id is
+ * cut at REPORT_MAX_ID bytes, the message at REPORT_MAX_MESSAGE with "..." added, both on a
+ * character boundary. AP_ETOOBIG past REPORT_MAX_TESTS, AP_ENOMEM. An empty id is ignored. */
 int report_add(report *r, const char *id, size_t id_len, enum report_outcome o, const char *msg,
 	       size_t msg_len, bool collection);
 
@@ -82,12 +112,19 @@ int report_parse_go_json(report *r, const char *text, size_t len);
  * ----" blocks as failure messages. */
 int report_parse_cargo(report *r, const char *text, size_t len);
 
-/* Sort by id and merge duplicates (the worst outcome wins: failed, error, skipped, passed).
- * Needed before report_find(). Cannot fail. */
+/* Sort by id and merge duplicates (the worst outcome wins: failed, error, skipped, passed;
+ * among equals the first one added). Needed before report_find(). Cannot fail: when the few
+ * megabytes it sorts with are not available, it sorts in place instead. */
 void report_finish(report *r);
 
 /* The entry for id after report_finish(), or NULL. */
 const report_test *report_find(const report *r, const char *id);
+
+/* Append r's tests to the trajectory as one "tester_tests" event (agents/traj.h): {"dir": dir,
+ * "tests": [{"name": id, "status": "passed" | "failed" | "skipped" | "error"}, ...]}, written
+ * test by test (traj_line_begin()), so it costs a few kilobytes however long the report is.
+ * t may be NULL. */
+void report_traj_tests(traj *t, const char *dir, const report *r);
 
 typedef struct report_counts {
 	size_t passed, failed, errors, skipped;

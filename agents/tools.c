@@ -445,19 +445,34 @@ char *tools_replace_once(const char *text, const char *old, const char *new_text
 
 char *tools_head_tail(const char *text, size_t len, size_t cap)
 {
-	if (len <= cap) {
-		char *r = malloc(len + 1);
-		if (r) {
-			memcpy(r, text, len);
-			r[len] = '\0';
-		}
-		return r;
-	}
-	size_t half = cap / 2;
-	char *r = NULL;
-	if (asprintf(&r, "%.*s\n[... %zu bytes omitted ...]\n%.*s", (int)half, text, len - 2 * half,
-		     (int)half, text + len - half) < 0)
+	size_t half = cap / 2, hn, hused, start, tn, k;
+	char *head = NULL, *tail = NULL, *r = NULL;
+
+	if (len <= cap && ap_utf8_clean(NULL, 0, text, len, AP_UTF8_REPLACE, NULL) <= cap)
+		return ap_utf8_clean_dup(text, len);
+	head = malloc(half + 1);
+	if (!head)
 		return NULL;
+	hn = ap_utf8_clean(head, half, text, len, AP_UTF8_REPLACE, &hused);
+	/* The tail: from a character's start, no more characters than fit in half. */
+	start = len > half && len - half > hused ? len - half : hused;
+	for (k = 0; k < 3 && start < len && ((unsigned char)text[start] & 0xC0) == 0x80; k++)
+		start++;
+	tn = ap_utf8_clean(NULL, 0, text + start, len - start, AP_UTF8_REPLACE, NULL);
+	while (tn > half) {
+		ap_utf8_decode(text + start, len - start, &k);
+		tn -= ap_utf8_clean(NULL, 0, text + start, k, AP_UTF8_REPLACE, NULL);
+		start += k;
+	}
+	tail = malloc(tn + 1);
+	if (tail) {
+		ap_utf8_clean(tail, tn, text + start, len - start, AP_UTF8_REPLACE, NULL);
+		if (asprintf(&r, "%.*s\n[... %zu bytes omitted ...]\n%.*s", (int)hn, head,
+			     start - hused, (int)tn, tail) < 0)
+			r = NULL;
+	}
+	free(head);
+	free(tail);
 	return r;
 }
 

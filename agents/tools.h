@@ -86,8 +86,10 @@ void tools_argv_free(tool_argv *a);
  * set to the number of matches (0 or > 1) or -1 on allocation failure. */
 char *tools_replace_once(const char *text, const char *old, const char *new_text, int *count);
 
-/* Keep the head and the tail of text when it is longer than cap, with a marker in between.
- * Returns a malloc'd copy. */
+/* text[0..len) (bytes from a box) as text to show: valid UTF-8 without NUL (invalid bytes and
+ * NULs become U+FFFD, common/buf.h), and when that is longer than cap bytes only its head and
+ * its tail (whole characters, at most cap / 2 bytes each) with a marker in between that counts
+ * the bytes of text left out. Returns a malloc'd string, NULL on ENOMEM. */
 char *tools_head_tail(const char *text, size_t len, size_t cap);
 
 /* Append a command's event of type ("sandbox_exec", "tester_run") to t: command, dir, exit,

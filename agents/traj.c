@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/traj.c - redacted JSONL trajectory (see traj.h). */
 #include "agents/traj.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/redact.h"
@@ -57,6 +58,15 @@ int64_t traj_millis(const traj *t)
 	return ms_between(t ? &t->start : &zero, &now);
 }
 
+/* A write to the file failed: say so once. */
+static void write_failed(traj *t)
+{
+	if (!t->warned) {
+		t->warned = true;
+		ap_warn("trajectory write failed: %s", strerror(errno));
+	}
+}
+
 void traj_event(traj *t, const char *type, cJSON *obj)
 {
 	if (!t) {
@@ -64,7 +74,8 @@ void traj_event(traj *t, const char *type, cJSON *obj)
 		return;
 	}
 	cJSON *line = cJSON_CreateObject();
-	char *text = NULL, *clean = NULL;
+	char *text = NULL, *valid = NULL, *clean = NULL;
+	size_t len;
 	if (!line)
 		goto out_obj;
 	cJSON_AddNumberToObject(line, "t", (double)traj_millis(t));
@@ -82,19 +93,103 @@ void traj_event(traj *t, const char *type, cJSON *obj)
 	text = cJSON_PrintUnformatted(line);
 	if (!text)
 		goto out_line;
-	clean = redact_str(text);
+	len = strlen(text);
+	if (!ap_utf8_valid(text, len) && !(valid = ap_utf8_clean_dup(text, len)))
+		goto out_text;
+	clean = redact_str(valid ? valid : text);
 	if (!clean)
 		goto out_text;
-	if ((fputs(clean, t->f) < 0 || fputc('\n', t->f) == EOF || fflush(t->f) != 0) &&
-	    !t->warned) {
-		t->warned = true;
-		ap_warn("trajectory write failed: %s", strerror(errno));
-	}
+	if (fputs(clean, t->f) < 0 || fputc('\n', t->f) == EOF || fflush(t->f) != 0)
+		write_failed(t);
 	free(clean);
 out_text:
+	free(valid);
 	free(text);
 out_line:
 	cJSON_Delete(line);
 out_obj:
 	cJSON_Delete(obj);
+}
+
+/* ---- an event written while it is made ------------------------------------------------------ */
+
+struct traj_line {
+	traj *t;
+	redact_stream *rs;
+	bool failed; /* a write failed */
+	int rc;	     /* the first failure to make the line */
+};
+
+static void line_sink(void *ud, const char *p, size_t n)
+{
+	traj_line *l = ud;
+
+	if (n && !l->failed && fwrite(p, 1, n, l->t->f) != n)
+		l->failed = true;
+}
+
+/* Add p[0..n) to the line, valid UTF-8. */
+static void line_add(traj_line *l, const char *p, size_t n)
+{
+	char *valid = NULL;
+
+	if (!l || l->rc)
+		return;
+	if (!ap_utf8_valid(p, n) && !(valid = ap_utf8_clean_dup(p, n))) {
+		l->rc = ap_error_set(AP_ENOMEM, "out of memory");
+		return;
+	}
+	l->rc = redact_stream_write(l->rs, valid ? valid : p, valid ? strlen(valid) : n);
+	free(valid);
+}
+
+traj_line *traj_line_begin(traj *t, const char *type)
+{
+	traj_line *l;
+	char head[48];
+
+	if (!t || !(l = calloc(1, sizeof(*l))))
+		return NULL;
+	l->t = t;
+	if (redact_stream_new(&l->rs, line_sink, l)) {
+		free(l);
+		return NULL;
+	}
+	snprintf(head, sizeof(head), "{\"t\":%lld,\"type\":", (long long)traj_millis(t));
+	traj_line_raw(l, head);
+	traj_line_string(l, type);
+	return l;
+}
+
+void traj_line_raw(traj_line *l, const char *json)
+{
+	line_add(l, json, strlen(json));
+}
+
+void traj_line_string(traj_line *l, const char *s)
+{
+	cJSON *v = !l || l->rc ? NULL : cJSON_CreateString(s);
+	char *p = v ? cJSON_PrintUnformatted(v) : NULL;
+
+	if (p)
+		traj_line_raw(l, p);
+	else if (l && !l->rc)
+		l->rc = ap_error_set(AP_ENOMEM, "out of memory");
+	free(p);
+	cJSON_Delete(v);
+}
+
+void traj_line_end(traj_line *l)
+{
+	if (!l)
+		return;
+	traj_line_raw(l, "}");
+	if (!l->rc)
+		l->rc = redact_stream_flush(l->rs);
+	redact_stream_free(l->rs);
+	if (l->rc)
+		ap_warn("trajectory: an event was cut short: %s", ap_error_name(l->rc));
+	if (fputc('\n', l->t->f) == EOF || l->failed || fflush(l->t->f) != 0)
+		write_failed(l->t);
+	free(l);
 }

@@ -9,7 +9,9 @@
 #define AP_BUF_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct ap_buf {
 	char *data;   /* NULL or NUL-terminated contents */
@@ -56,5 +58,51 @@ void ap_buf_release(ap_buf *b);
 
 /* The length of s cut to at most max bytes without splitting a UTF-8 sequence. */
 size_t ap_utf8_cut(const char *s, size_t max);
+
+/* ---- UTF-8 text from outside -----------------------------------------------------------------
+ *
+ * Bytes from a box, a repository or a model server are not text until checked: JSON (the
+ * trajectory, model requests, events) must be valid UTF-8, and a C string ends at a NUL. These
+ * functions are the one decoder and the one cleaner for such bytes; cJSON passes invalid
+ * bytes through as given, so text is cleaned before it is printed as JSON. */
+
+/* U+FFFD REPLACEMENT CHARACTER, in UTF-8. */
+#define AP_UTF8_REPLACEMENT "\xef\xbf\xbd"
+
+/* Decode the sequence at s[0..n) (n >= 1): the code point, with *used = its length. What is not
+ * a valid sequence (a stray continuation byte, a lead byte without its continuations, an
+ * overlong form, a surrogate, a code point past U+10FFFF) is U+FFFD with *used = 1: one
+ * replacement per such byte, and never a byte that could start the next character. A NUL is
+ * code point 0. */
+uint32_t ap_utf8_decode(const char *s, size_t n, size_t *used);
+
+/* Write the code point c (at most U+10FFFF, not a surrogate) to out as UTF-8; its length. */
+size_t ap_utf8_encode(char out[4], uint32_t c);
+
+/* How ap_utf8_clean() writes what is not text. */
+enum ap_utf8_mode {
+	/* Every invalid byte and every NUL becomes U+FFFD. For text that is read. */
+	AP_UTF8_REPLACE,
+	/* Every invalid byte and every NUL becomes U+FFFD followed by the byte in two lower-case
+	 * hex digits ("\xff" -> U+FFFD "ff"), and a U+FFFD of the input is followed by '~'. Two
+	 * different inputs never give the same text, so names that are compared (test ids) stay
+	 * as distinct as they were. Valid text without U+FFFD is left as it is. */
+	AP_UTF8_DISTINCT
+};
+
+/* Write s[0..n) cleaned to out[0..max): valid UTF-8 without NUL bytes, valid characters kept
+ * as they are. Only whole characters (and whole replacements) are written: it stops before the
+ * first one that does not fit. Returns the bytes written (no terminating NUL is added); *used
+ * (may be NULL) receives how many bytes of s were consumed, n when everything fit. out may be
+ * NULL to only count (max is then ignored). Cannot fail; the result is at most 5 * n bytes. */
+size_t ap_utf8_clean(char *out, size_t max, const char *s, size_t n, enum ap_utf8_mode mode,
+		     size_t *used);
+
+/* Whether s[0..n) is valid UTF-8 without NUL bytes (AP_UTF8_REPLACE would change nothing). */
+bool ap_utf8_valid(const char *s, size_t n);
+
+/* s[0..n) cleaned with AP_UTF8_REPLACE into a new NUL-terminated string (caller frees), NULL on
+ * ENOMEM. */
+char *ap_utf8_clean_dup(const char *s, size_t n);
 
 #endif

@@ -186,81 +186,18 @@ static uint32_t read_cp(uint32_t c)
 	return c;
 }
 
-/* Decode one UTF-8 sequence at s[0..n); *used = bytes consumed (>= 1). Invalid input is one
- * U+FFFD per byte that cannot start or continue a sequence. */
-static uint32_t utf8_next(const unsigned char *s, size_t n, size_t *used)
-{
-	uint32_t c = s[0], min;
-	size_t k;
-
-	*used = 1;
-	if (c < 0x80)
-		return c;
-	if (c >= 0xC2 && c <= 0xDF) {
-		k = 1;
-		c &= 0x1F;
-		min = 0x80;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		k = 2;
-		c &= 0x0F;
-		min = 0x800;
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		k = 3;
-		c &= 0x07;
-		min = 0x10000;
-	} else {
-		return REPLACEMENT;
-	}
-	if (n < k + 1)
-		return REPLACEMENT;
-	for (size_t i = 1; i <= k; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return REPLACEMENT;
-		c = (c << 6) | (s[i] & 0x3F);
-	}
-	if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
-		return REPLACEMENT;
-	*used = k + 1;
-	return c;
-}
-
-static size_t utf8_put(char *out, uint32_t c)
-{
-	if (c < 0x80) {
-		out[0] = (char)c;
-		return 1;
-	}
-	if (c < 0x800) {
-		out[0] = (char)(0xC0 | (c >> 6));
-		out[1] = (char)(0x80 | (c & 0x3F));
-		return 2;
-	}
-	if (c < 0x10000) {
-		out[0] = (char)(0xE0 | (c >> 12));
-		out[1] = (char)(0x80 | ((c >> 6) & 0x3F));
-		out[2] = (char)(0x80 | (c & 0x3F));
-		return 3;
-	}
-	out[0] = (char)(0xF0 | (c >> 18));
-	out[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-	out[2] = (char)(0x80 | ((c >> 6) & 0x3F));
-	out[3] = (char)(0x80 | (c & 0x3F));
-	return 4;
-}
-
 /* Pass 1: bytes to code points as GitHub reads them. *n = how many; cps has room for len. */
 static void read_text(const char *s, size_t len, uint32_t *cps, size_t *n)
 {
-	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0, used;
 
 	*n = 0;
 	while (i < len) {
-		uint32_t c = utf8_next(p + i, len - i, &used);
+		uint32_t c = ap_utf8_decode(s + i, len - i, &used);
 
 		i += used;
 		if (c == '\r') /* CR LF and a lone CR are both a line break */
-			c = i < len && p[i] == '\n' ? 0 : '\n';
+			c = i < len && s[i] == '\n' ? 0 : '\n';
 		c = read_cp(c);
 		if (c)
 			cps[(*n)++] = c;
@@ -500,7 +437,7 @@ int sanitize_append(ap_buf *out, const char *s, size_t len)
 		}
 		if (u[i].esc)
 			*w++ = '\\';
-		w += utf8_put(w, u[i].cp);
+		w += ap_utf8_encode(w, u[i].cp);
 	}
 	rc = ap_buf_add(out, text, (size_t)(w - text));
 	free(text);
@@ -531,7 +468,7 @@ char *sanitize_visible(const char *s, size_t len)
 	if (text) {
 		w = text;
 		for (size_t i = 0; i < n; i++)
-			w += utf8_put(w, u[i].cp);
+			w += ap_utf8_encode(w, u[i].cp);
 		*w = '\0';
 	}
 	free(u);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agents/llm.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/redact.h"
@@ -75,6 +76,36 @@ static void test_openai_request(void **state)
 	cJSON_Delete(j);
 	free(body);
 	llm_conv_release(&c);
+}
+
+/* A tool result or a model's text with bytes that are not UTF-8 (a box's output, a token cut in
+ * two by a local server) gives a request a provider accepts: valid UTF-8, U+FFFD in their
+ * place. */
+static void test_request_is_valid_utf8(void **state)
+{
+	(void)state;
+	static const char *const providers[] = {"openai", "anthropic"};
+	for (size_t i = 0; i < 2; i++) {
+		llm_conv c = LLM_CONV_INIT;
+		llm_reply r = LLM_REPLY_INIT;
+		make_conv(&c);
+		r.text = strdup("half a character: \xe2\x82");
+		assert_int_equal(llm_conv_add_reply(&c, &r), 0);
+		llm_reply_release(&r);
+		assert_int_equal(
+		    llm_conv_add_user(&c, "test \xff\xfe\x80\xc0\xaf\xed\xa0\x80 failed"), 0);
+		char *body = llm_build_request(providers[i], "m1", 256, &c, TOOLS, 1);
+		assert_non_null(body);
+		assert_true(ap_utf8_valid(body, strlen(body)));
+		cJSON *j = cJSON_Parse(body);
+		assert_non_null(j);
+		assert_non_null(strstr(
+		    body, "half a character: " AP_UTF8_REPLACEMENT AP_UTF8_REPLACEMENT "\""));
+		assert_non_null(strstr(body, "test " AP_UTF8_REPLACEMENT AP_UTF8_REPLACEMENT));
+		cJSON_Delete(j);
+		free(body);
+		llm_conv_release(&c);
+	}
 }
 
 static void test_anthropic_request(void **state)
@@ -249,6 +280,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_openai_request),
+	    cmocka_unit_test(test_request_is_valid_utf8),
 	    cmocka_unit_test(test_anthropic_request),
 	    cmocka_unit_test(test_parse_openai),
 	    cmocka_unit_test(test_parse_anthropic),

@@ -8,12 +8,17 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agents/report.h"
+#include "agents/tester.h"
+#include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 
 static const report_test *find(report *r, const char *id)
 {
@@ -209,11 +214,11 @@ static void test_junit_hostile(void **state)
 	assert_int_equal(r.n, 1);
 	assert_string_equal(r.tests[0].id, "&x;??&bogus"); /* out of range: ? */
 	report_release(&r);
-	/* a NUL in an id (found by fuzz_report) becomes '?': ids are C strings */
+	/* a NUL in an id (found by fuzz_report) becomes U+FFFD and "00": ids are C strings */
 	static const char nul[] = "<testcase classname=\"\0x\" name=\"t\"/>";
 	assert_int_equal(report_parse_junit(&r, nul, sizeof(nul) - 1), 0);
 	assert_int_equal(r.n, 1);
-	assert_string_equal(r.tests[0].id, "?x::t");
+	assert_string_equal(r.tests[0].id, AP_UTF8_REPLACEMENT "00x::t");
 	report_release(&r);
 	/* a long failure message is cut, marked, and holds no NUL */
 	size_t big = 100000;
@@ -333,6 +338,164 @@ static void test_finish_merges_duplicates(void **state)
 	assert_int_equal(b->outcome, REPORT_FAILED); /* the worst outcome wins */
 	assert_string_equal(b->message, "boom");
 	assert_null(report_find(&r, "c"));
+	report_release(&r);
+}
+
+#define FFFD AP_UTF8_REPLACEMENT
+
+/* Every id and message of r is text: valid UTF-8 without NUL. */
+static void assert_text(const report *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		assert_true(ap_utf8_valid(r->tests[i].id, strlen(r->tests[i].id)));
+		if (r->tests[i].message)
+			assert_true(
+			    ap_utf8_valid(r->tests[i].message, strlen(r->tests[i].message)));
+	}
+}
+
+/* Bytes that are not text in a report the box wrote (issue 26): \xff\xfe, a lone continuation
+ * byte, an overlong '/', a UTF-16 surrogate in UTF-8 and a NUL, in a test's name and in its
+ * failure. The second name differs from the first only in those bytes; the third is the first
+ * one's cleaned id spelled in valid text, the fourth the names with every byte replaced. */
+#define BAD_NAME "bad\xff\xfe\x80\xc0\xaf\xed\xa0\x80\0z"
+#define BAD_ID                                                                                     \
+	"t.m::bad" FFFD "ff" FFFD "fe" FFFD "80" FFFD "c0" FFFD "af" FFFD "ed" FFFD "a0" FFFD      \
+	"80" FFFD "00z"
+static const char BAD_XML[] =
+    "<testsuite name=\"pytest\"><testcase classname=\"t.m\" name=\"" BAD_NAME "\"><failure "
+    "message=\"boom \xff\xfe\">trace \x80 \xc0\xaf \xed\xa0\x80 \0 end</failure></testcase>"
+    "<testcase classname=\"t.m\" name=\"bad\xfe\xff\x80\xc0\xaf\xed\xa0\x80\0z\"/>"
+    "<testcase classname=\"t.m\" name=\"bad" FFFD "ff" FFFD "fe" FFFD "80" FFFD "c0" FFFD "af" FFFD
+    "ed" FFFD "a0" FFFD "80" FFFD "00z\"/>"
+    "<testcase classname=\"t.m\" name=\"bad" FFFD FFFD FFFD FFFD FFFD FFFD FFFD FFFD FFFD
+    "z\"/></testsuite>";
+
+static void test_untrusted_bytes_become_text(void **state)
+{
+	(void)state;
+	report r = REPORT_INIT;
+	assert_int_equal(report_parse_junit(&r, BAD_XML, sizeof(BAD_XML) - 1), 0);
+	report_finish(&r);
+	assert_int_equal(r.n, 4); /* four names, four tests: none merged into another */
+	assert_text(&r);
+	const report_test *t = report_find(&r, BAD_ID);
+	assert_non_null(t);
+	assert_int_equal(t->outcome, REPORT_FAILED);
+	assert_string_equal(t->message, "boom " FFFD FFFD "\ntrace " FFFD " " FFFD FFFD
+					" " FFFD FFFD FFFD " " FFFD " end");
+	assert_non_null(report_find(&r, "t.m::bad" FFFD "~ff" FFFD "~fe" FFFD "~80" FFFD "~c0" FFFD
+					"~af" FFFD "~ed" FFFD "~a0" FFFD "~80" FFFD "~00z"));
+	report_release(&r);
+
+	/* go test -json and cargo: the same cleaning, and cargo still finds the test's block */
+	static const char go[] = "{\"Action\":\"output\",\"Package\":\"p\xff\",\"Test\":\"T\x80\","
+				 "\"Output\":\"x\xfe\\n\"}\n"
+				 "{\"Action\":\"fail\",\"Package\":\"p\xff\",\"Test\":\"T\x80\"}\n";
+	assert_int_equal(report_parse_go_json(&r, go, strlen(go)), 0);
+	t = find(&r, "p" FFFD "ff::T" FFFD "80");
+	assert_non_null(t);
+	assert_string_equal(t->message, "x" FFFD "\n");
+	report_release(&r);
+	static const char cargo[] = "test t\xff ... FAILED\n\nfailures:\n\n---- t\xff stdout ----\n"
+				    "boom\xfe\n\nfailures:\n    t\xff\n\ntest result: FAILED.\n";
+	assert_int_equal(report_parse_cargo(&r, cargo, strlen(cargo)), 0);
+	t = find(&r, "t" FFFD "ff");
+	assert_non_null(t);
+	assert_non_null(t->message);
+	assert_string_equal(t->message, "boom" FFFD "\n\n");
+	assert_text(&r);
+	report_release(&r);
+
+	/* a name of nothing but invalid bytes is cut within REPORT_MAX_ID, between two of them */
+	ap_buf x = AP_BUF_INIT(20000);
+	ap_buf_adds(&x, "<testcase name=\"");
+	for (int i = 0; i < 5000; i++)
+		ap_buf_add(&x, "\xff", 1);
+	ap_buf_adds(&x, "\"/>");
+	assert_int_equal(report_parse_junit(&r, x.data, x.len), 0);
+	assert_int_equal(r.n, 1);
+	assert_text(&r);
+	assert_true(strlen(r.tests[0].id) <= REPORT_MAX_ID);
+	assert_int_equal(strlen(r.tests[0].id) % 5, 0);
+	ap_buf_release(&x);
+	report_release(&r);
+}
+
+/* Cleaning is the same on both runs, so a test is found again; and two tests whose names
+ * differ only in invalid bytes stay two: one failing cannot hide the other's regression. */
+static void test_untrusted_bytes_keep_tests_apart(void **state)
+{
+	(void)state;
+	report before = REPORT_INIT, after = REPORT_INIT;
+	size_t count = 0;
+	assert_int_equal(report_parse_junit(&before, BAD_XML, sizeof(BAD_XML) - 1), 0);
+	/* after the patch, the second test fails too */
+	char *patched = malloc(sizeof(BAD_XML) + 64);
+	const char *second = memmem(BAD_XML, sizeof(BAD_XML) - 1, "bad\xfe\xff", 5);
+	assert_non_null(patched);
+	assert_non_null(second);
+	size_t at = (size_t)(second - BAD_XML) + 14; /* past the name and its closing quote */
+	assert_memory_equal(BAD_XML + at, "/>", 2);
+	memcpy(patched, BAD_XML, at);
+	int n = sprintf(patched + at, "><failure message=\"now\"/></testcase>");
+	memcpy(patched + at + n, BAD_XML + at + 2, sizeof(BAD_XML) - at - 2);
+	assert_int_equal(report_parse_junit(&after, patched, sizeof(BAD_XML) - 3 + (size_t)n), 0);
+	report_finish(&before);
+	report_finish(&after);
+	char *reg = tester_regressions(&before, &after, 10, &count);
+	assert_int_equal(count, 1);
+	assert_non_null(reg);
+	assert_non_null(strstr(reg, "t.m::bad" FFFD "fe" FFFD "ff"));
+	assert_non_null(strstr(reg, "failed: now"));
+	assert_int_equal(after.n, 4);
+	free(reg);
+	free(patched);
+	report_release(&before);
+	report_release(&after);
+}
+
+/* The trajectory's per-test event, written test by test, is one strict JSON line. */
+static void test_traj_tests_line(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/ap-test-report-XXXXXX";
+	int fd = mkstemp(path);
+	traj *tj = NULL;
+	report r = REPORT_INIT, empty = REPORT_INIT;
+	ap_buf text = AP_BUF_INIT(1u << 20);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(traj_open(&tj, path), 0);
+	assert_int_equal(report_parse_junit(&r, BAD_XML, sizeof(BAD_XML) - 1), 0);
+	report_finish(&r);
+	report_traj_tests(tj, "/tmp/trees/pristine", &r);
+	report_traj_tests(tj, "/tmp/trees/patched", &empty);
+	traj_free(tj);
+	assert_int_equal(fs_read_file(&text, path, 0), 0);
+	unlink(path);
+	assert_true(ap_utf8_valid(text.data, text.len));
+	char *nl = strchr(text.data, '\n');
+	assert_non_null(nl);
+	*nl = '\0';
+	cJSON *e = cJSON_Parse(text.data), *tests = cJSON_GetObjectItem(e, "tests");
+	assert_non_null(e);
+	assert_string_equal(cJSON_GetObjectItem(e, "type")->valuestring, "tester_tests");
+	assert_string_equal(cJSON_GetObjectItem(e, "dir")->valuestring, "/tmp/trees/pristine");
+	assert_int_equal(cJSON_GetArraySize(tests), 4);
+	for (int i = 0; i < 4; i++) {
+		cJSON *one = cJSON_GetArrayItem(tests, i);
+		assert_string_equal(cJSON_GetObjectItem(one, "name")->valuestring, r.tests[i].id);
+		assert_string_equal(cJSON_GetObjectItem(one, "status")->valuestring,
+				    r.tests[i].outcome == REPORT_FAILED ? "failed" : "passed");
+	}
+	cJSON_Delete(e);
+	/* the second line: an empty report */
+	e = cJSON_Parse(nl + 1);
+	assert_non_null(e);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(e, "tests")), 0);
+	cJSON_Delete(e);
+	ap_buf_release(&text);
 	report_release(&r);
 }
 
@@ -461,6 +624,9 @@ int main(void)
 	    cmocka_unit_test(test_go_json),
 	    cmocka_unit_test(test_cargo),
 	    cmocka_unit_test(test_finish_merges_duplicates),
+	    cmocka_unit_test(test_untrusted_bytes_become_text),
+	    cmocka_unit_test(test_untrusted_bytes_keep_tests_apart),
+	    cmocka_unit_test(test_traj_tests_line),
 	    cmocka_unit_test(test_classify),
 	    cmocka_unit_test(test_runners),
 	    cmocka_unit_test(test_sections),

@@ -10,9 +10,12 @@
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agents/tools.h"
+#include "common/buf.h"
 #include "common/err.h"
+#include "common/fs.h"
 
 static bool offered(enum tool_set set, const char *name)
 {
@@ -213,6 +216,81 @@ static void test_head_tail(void **state)
 	free(s);
 }
 
+#define FFFD AP_UTF8_REPLACEMENT
+
+/* What a box prints is shown as text: invalid bytes and NULs replaced, cut between characters,
+ * within the cap even when replacing makes it longer. */
+static void test_head_tail_of_untrusted_bytes(void **state)
+{
+	(void)state;
+	char *s = tools_head_tail("ok\xff\xfe\0\xed\xa0\x80!", 9, 100);
+	assert_string_equal(s, "ok" FFFD FFFD FFFD FFFD FFFD FFFD "!");
+	free(s);
+	/* 40 invalid bytes are 120 bytes of text: more than the cap of 100 */
+	char junk[40];
+	memset(junk, 0xff, sizeof(junk));
+	s = tools_head_tail(junk, sizeof(junk), 100);
+	assert_true(ap_utf8_valid(s, strlen(s)));
+	assert_non_null(strstr(s, "bytes omitted"));
+	assert_true(strlen(s) <= 100 + 40);
+	free(s);
+	/* a cut never splits a character: 1000 euro signs, cap 100 */
+	char euros[3000];
+	for (size_t i = 0; i < sizeof(euros); i += 3)
+		memcpy(euros + i, "\xe2\x82\xac", 3);
+	s = tools_head_tail(euros, sizeof(euros), 100);
+	assert_true(ap_utf8_valid(s, strlen(s)));
+	assert_null(strstr(s, FFFD));
+	assert_non_null(strstr(s, "[... 2904 bytes omitted ...]"));
+	free(s);
+}
+
+/* A command's output with such bytes makes a trajectory line that a strict parser accepts. */
+static void test_traj_line_of_untrusted_bytes(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/ap-test-tools-XXXXXX";
+	int fd = mkstemp(path);
+	traj *tj = NULL;
+	ap_buf text = AP_BUF_INIT(1u << 20);
+	static const char out[] = "name \xff\xfe \x80 \xc0\xaf \xed\xa0\x80 \0 end";
+	sbx_result r = SBX_RESULT_INIT;
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(traj_open(&tj, path), 0);
+	r.out = (char *)out;
+	r.out_len = sizeof(out) - 1;
+	r.err = (char *)"\xfe";
+	r.err_len = 1;
+	tools_traj_command(tj, "sandbox_exec", "pytest \xff", "/tmp/workspace", &r);
+	/* a tool result as agent_tool() records it: the text straight into cJSON */
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "name", "run");
+	cJSON_AddStringToObject(o, "result", "exit status: 1\n\xff\xfe\x80\xc0\xaf\xed\xa0\x80");
+	traj_event(tj, "tool_result", o);
+	traj_free(tj);
+	assert_int_equal(fs_read_file(&text, path, 0), 0);
+	unlink(path);
+	assert_true(ap_utf8_valid(text.data, text.len));
+	char *nl = strchr(text.data, '\n');
+	assert_non_null(nl);
+	*nl = '\0';
+	cJSON *e = cJSON_Parse(text.data);
+	assert_non_null(e);
+	assert_string_equal(cJSON_GetObjectItem(e, "stdout")->valuestring,
+			    "name " FFFD FFFD " " FFFD " " FFFD FFFD " " FFFD FFFD FFFD " " FFFD
+			    " end");
+	assert_string_equal(cJSON_GetObjectItem(e, "stderr")->valuestring, FFFD);
+	assert_string_equal(cJSON_GetObjectItem(e, "command")->valuestring, "pytest " FFFD);
+	cJSON_Delete(e);
+	e = cJSON_Parse(nl + 1);
+	assert_non_null(e);
+	assert_string_equal(cJSON_GetObjectItem(e, "result")->valuestring,
+			    "exit status: 1\n" FFFD FFFD FFFD FFFD FFFD FFFD FFFD FFFD);
+	cJSON_Delete(e);
+	ap_buf_release(&text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -223,6 +301,8 @@ int main(void)
 	    cmocka_unit_test(test_argv_keeps_model_text_out_of_scripts),
 	    cmocka_unit_test(test_replace_once),
 	    cmocka_unit_test(test_head_tail),
+	    cmocka_unit_test(test_head_tail_of_untrusted_bytes),
+	    cmocka_unit_test(test_traj_line_of_untrusted_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,6 +55,105 @@ static void test_buf_take_transfers_ownership(void **state)
 	free(s);
 }
 
+#define FFFD AP_UTF8_REPLACEMENT
+
+/* Bytes from a box: \xff\xfe, a lone continuation byte, an overlong '/', a UTF-16 surrogate
+ * encoded in UTF-8, a lead byte cut short, a NUL, and a U+FFFD that was in the input. */
+static const char BAD[] = "a\xff\xfe b\x80 c\xc0\xaf d\xed\xa0\x80 e\xe2\x82 f\0g " FFFD "!";
+
+static char *clean_str(const char *s, size_t n, enum ap_utf8_mode mode)
+{
+	size_t len = ap_utf8_clean(NULL, 0, s, n, mode, NULL), used = 0;
+	char *out = malloc(len + 1);
+
+	assert_non_null(out);
+	assert_int_equal(ap_utf8_clean(out, len, s, n, mode, &used), len);
+	assert_int_equal(used, n);
+	out[len] = '\0';
+	assert_true(ap_utf8_valid(out, len));
+	return out;
+}
+
+static void test_utf8_decode_and_encode(void **state)
+{
+	size_t used;
+	char u[4];
+
+	(void)state;
+	assert_int_equal(ap_utf8_decode("A", 1, &used), 'A');
+	assert_int_equal(used, 1);
+	assert_int_equal(ap_utf8_decode("\xe2\x82\xac", 3, &used), 0x20AC);
+	assert_int_equal(used, 3);
+	assert_int_equal(ap_utf8_decode("\xf0\x9f\x98\x80", 4, &used), 0x1F600);
+	assert_int_equal(used, 4);
+	/* invalid: one replacement per byte, the next byte is not swallowed */
+	static const char *const bad[] = {"\x80",     "\xc0\xaf",	  "\xed\xa0\x80",
+					  "\xe2\x82", "\xf4\x90\x80\x80", "\xff",
+					  "\xe2(\xac"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(ap_utf8_decode(bad[i], strlen(bad[i]), &used), 0xFFFD);
+		assert_int_equal(used, 1);
+	}
+	assert_int_equal(ap_utf8_encode(u, 0x20AC), 3);
+	assert_memory_equal(u, "\xe2\x82\xac", 3);
+	assert_int_equal(ap_utf8_encode(u, 0x1F600), 4);
+	assert_int_equal(ap_utf8_encode(u, '~'), 1);
+}
+
+static void test_utf8_clean_replaces_what_is_not_text(void **state)
+{
+	char *s;
+
+	(void)state;
+	assert_true(ap_utf8_valid("", 0));
+	assert_true(ap_utf8_valid("plain \xe2\x82\xac " FFFD, strlen("plain \xe2\x82\xac " FFFD)));
+	assert_false(ap_utf8_valid("a\0b", 3));
+	assert_false(ap_utf8_valid(BAD, sizeof(BAD) - 1));
+	s = clean_str(BAD, sizeof(BAD) - 1, AP_UTF8_REPLACE);
+	assert_string_equal(s, "a" FFFD FFFD " b" FFFD " c" FFFD FFFD " d" FFFD FFFD FFFD
+			       " e" FFFD FFFD " f" FFFD "g " FFFD "!");
+	free(s);
+	/* distinct: the bytes stay visible, and a U+FFFD of the input is told apart */
+	s = clean_str(BAD, sizeof(BAD) - 1, AP_UTF8_DISTINCT);
+	assert_string_equal(s,
+			    "a" FFFD "ff" FFFD "fe b" FFFD "80 c" FFFD "c0" FFFD "af d" FFFD
+			    "ed" FFFD "a0" FFFD "80 e" FFFD "e2" FFFD "82 f" FFFD "00g " FFFD "~!");
+	free(s);
+	char *x = clean_str("x\xff", 2, AP_UTF8_DISTINCT),
+	     *y = clean_str("x" FFFD "ff", 6, AP_UTF8_DISTINCT);
+	assert_string_not_equal(x, y);
+	free(x);
+	free(y);
+	/* valid text is left as it is */
+	s = clean_str("caf\xc3\xa9 \xf0\x9f\x98\x80", 10, AP_UTF8_DISTINCT);
+	assert_string_equal(s, "caf\xc3\xa9 \xf0\x9f\x98\x80");
+	free(s);
+	s = ap_utf8_clean_dup("ok\0no", 5);
+	assert_string_equal(s, "ok" FFFD "no");
+	free(s);
+}
+
+static void test_utf8_clean_writes_whole_characters(void **state)
+{
+	char out[16];
+	size_t used;
+
+	(void)state;
+	/* a three-byte character that does not fit is left out, and counted as not consumed */
+	assert_int_equal(ap_utf8_clean(out, 4, "ab\xe2\x82\xac", 5, AP_UTF8_REPLACE, &used), 2);
+	assert_int_equal(used, 2);
+	assert_int_equal(ap_utf8_clean(out, 5, "ab\xe2\x82\xac", 5, AP_UTF8_REPLACE, &used), 5);
+	assert_int_equal(used, 5);
+	/* so is a replacement */
+	assert_int_equal(ap_utf8_clean(out, 3, "a\xff", 2, AP_UTF8_REPLACE, &used), 1);
+	assert_int_equal(used, 1);
+	assert_int_equal(ap_utf8_clean(out, 5, "a\xff", 2, AP_UTF8_DISTINCT, &used), 1);
+	assert_int_equal(ap_utf8_clean(out, 6, "a\xff", 2, AP_UTF8_DISTINCT, &used), 6);
+	assert_memory_equal(out, "a" FFFD "ff", 6);
+	assert_int_equal(ap_utf8_clean(out, 0, "abc", 3, AP_UTF8_REPLACE, &used), 0);
+	assert_int_equal(used, 0);
+}
+
 /* Passed through a variable so tests/e2e/test_settings_documented.py does not take it for a
  * setting the code reads. */
 static const char *const not_a_setting = "AUTOPATCH_NO_SUCH_SETTING";
@@ -466,6 +565,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_buf_cap_refuses_overflow),
 	    cmocka_unit_test(test_buf_take_transfers_ownership),
+	    cmocka_unit_test(test_utf8_decode_and_encode),
+	    cmocka_unit_test(test_utf8_clean_replaces_what_is_not_text),
+	    cmocka_unit_test(test_utf8_clean_writes_whole_characters),
 	    cmocka_unit_test(test_config_env_file_and_overrides),
 	    cmocka_unit_test(test_config_defaults_come_from_the_table),
 	    cmocka_unit_test(test_config_table_is_well_formed),
