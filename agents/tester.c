@@ -378,24 +378,8 @@ static void traj_run(tester *t, const char *kind, const char *dir, const char *c
 		free(s);
 	}
 	traj_event(t->traj, "tester_run", o);
-	if (ro && ro->rep.n) {
-		cJSON *e = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(e, "tests");
-
-		cJSON_AddStringToObject(e, "dir", dir);
-		for (size_t i = 0; list && i < ro->rep.n; i++) {
-			const report_test *rt = &ro->rep.tests[i];
-			cJSON *one = cJSON_CreateObject();
-
-			cJSON_AddStringToObject(one, "name", rt->id ? rt->id : "");
-			cJSON_AddStringToObject(one, "status",
-						rt->outcome == REPORT_PASSED	? "passed"
-						: rt->outcome == REPORT_FAILED	? "failed"
-						: rt->outcome == REPORT_SKIPPED ? "skipped"
-										: "error");
-			cJSON_AddItemToArray(list, one);
-		}
-		traj_event(t->traj, "tester_tests", e);
-	}
+	if (ro && ro->rep.n) /* one test a line of its own: a million tests is no tree */
+		report_traj_tests(t->traj, dir, &ro->rep);
 }
 
 /* Take the sections of a collect command apart into ro. */
@@ -529,12 +513,16 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 		if ((rc = exec_argv(t, "/tmp", argv, 300, NULL, 0, COLLECT_CAP, &r)))
 			goto out;
 	}
+	/* Ids the baseline has too are not stored again; t->base outlives every other run. */
+	if (ro != &t->base)
+		report_share_ids(&ro->rep, &t->base.rep);
 	if ((rc = read_back(t, ro, &r, nonce))) {
 		if (rc == AP_EIO)
 			ap_error_set(AP_EIO, "the Tester could not start a run in %s: %s", dir,
 				     prep_err);
 		goto out;
 	}
+	sbx_result_release(&r); /* parsed: its raw text (up to COLLECT_CAP) is not needed now */
 	report_finish(&ro->rep);
 	{
 		report_run facts = {.exit_code = ro->exit_code,
