@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* github/patch.c - the host-side diff policy over the diff's own bytes: libgit2's parse, the
  * raw headers read again and compared with it, and every path rule on both paths of every
- * delta (see patch.h). */
+ * delta; and the contents of both sides of every delta, computed from the base commit and the
+ * diff alone (see patch.h). */
 #include "github/patch.h"
 
 #include "common/err.h"
 
 #include <ctype.h>
 #include <git2.h>
+#include <git2/sys/mempack.h>
+#include <git2/sys/odb_backend.h>
 #include <git2/sys/path.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -852,4 +855,298 @@ int gh_patch_files(const char *diff, size_t len, char **out)
 	}
 	ap_buf_release(&b);
 	return rc;
+}
+
+/* ---- the files of a diff with their contents ------------------------------------------ */
+
+enum { APPLY = 0, SKIP_BINARY, SKIP_BIG };
+
+/* One gh_patch_read_files() call: the base, its in-memory object database for the applied
+ * blobs, and what the apply callback decided for each delta. */
+struct reader {
+	const gh_patch_read_opts *o;
+	git_diff *diff;
+	git_repository *repo;
+	git_tree *tree;
+	git_odb *odb;
+	unsigned char *skip; /* per delta: APPLY, SKIP_BINARY or SKIP_BIG */
+	size_t ndelta;
+	size_t next;  /* index of the delta the callback sees next */
+	size_t spent; /* base bytes admitted to the apply */
+	bool order;   /* the callback saw a delta out of order */
+};
+
+/* The delta's base blob: its entry in the base tree (caller frees), or NULL. */
+static git_tree_entry *base_entry(const struct reader *r, const char *path)
+{
+	git_tree_entry *e = NULL;
+
+	if (!path || git_tree_entry_bypath(&e, r->tree, path) != 0) {
+		git_error_clear();
+		return NULL;
+	}
+	return e;
+}
+
+/* libgit2's apply calls this before each delta, in order: > 0 leaves the delta out (binary,
+ * or its base too big for the caps), 0 applies it. */
+static int admit_delta(const git_diff_delta *d, void *payload)
+{
+	struct reader *r = payload;
+	const git_diff_delta *want;
+	git_tree_entry *e;
+	git_object_t type;
+	size_t i = r->next++, size = 0;
+
+	want = i < r->ndelta ? git_diff_get_delta(r->diff, i) : NULL;
+	if (!want || want->status != d->status ||
+	    (want->new_file.path && d->new_file.path &&
+	     strcmp(want->new_file.path, d->new_file.path) != 0)) {
+		r->order = true;
+		return -1;
+	}
+	if (d->flags & GIT_DIFF_FLAG_BINARY) {
+		r->skip[i] = SKIP_BINARY;
+		return 1;
+	}
+	if (d->status == GIT_DELTA_ADDED)
+		return 0;
+	e = base_entry(r, d->old_file.path);
+	if (!e)
+		return 0; /* libgit2 says it does not apply */
+	if (git_tree_entry_type(e) == GIT_OBJECT_BLOB &&
+	    git_odb_read_header(&size, &type, r->odb, git_tree_entry_id(e)) != 0) {
+		git_error_clear();
+		size = SIZE_MAX;
+	}
+	git_tree_entry_free(e);
+	if (size > r->o->file_cap || size > r->o->total_cap - r->spent) {
+		r->skip[i] = SKIP_BIG;
+		return 1;
+	}
+	r->spent += size;
+	return 0;
+}
+
+/* A malloc'd, NUL-terminated copy of blob id's bytes into *data (*len), or *too_big when it
+ * is larger than cap. */
+static int copy_blob(const struct reader *r, const git_oid *id, size_t cap, char **data,
+		     size_t *len, bool *too_big)
+{
+	git_blob *blob = NULL;
+	git_object_size_t size;
+	const git_error *e;
+
+	if (git_blob_lookup(&blob, r->repo, id) != 0) {
+		e = git_error_last();
+		return ap_error_set(AP_EIO, "cannot read a blob of the patch: %s",
+				    e && e->message ? e->message : "libgit2 error");
+	}
+	size = git_blob_rawsize(blob);
+	if (size > cap) {
+		*too_big = true;
+		git_blob_free(blob);
+		return 0;
+	}
+	*data = malloc((size_t)size + 1);
+	if (!*data) {
+		git_blob_free(blob);
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	if (size)
+		memcpy(*data, git_blob_rawcontent(blob), (size_t)size);
+	(*data)[size] = '\0';
+	*len = (size_t)size;
+	git_blob_free(blob);
+	return 0;
+}
+
+static char status_char(git_delta_t s)
+{
+	switch (s) {
+	case GIT_DELTA_ADDED:
+		return 'A';
+	case GIT_DELTA_DELETED:
+		return 'D';
+	case GIT_DELTA_RENAMED:
+		return 'R';
+	case GIT_DELTA_COPIED:
+		return 'C';
+	default:
+		return 'M';
+	}
+}
+
+/* Fill f for delta i from the base tree and the applied index. */
+static int read_delta(const struct reader *r, git_index *applied, size_t i, gh_patch_file *f)
+{
+	const git_diff_delta *d = git_diff_get_delta(r->diff, i);
+	const char *oldp = d->old_file.path ? d->old_file.path : d->new_file.path;
+	const char *newp = d->new_file.path ? d->new_file.path : d->old_file.path;
+	git_tree_entry *e = NULL;
+	int rc = 0;
+
+	if (!oldp || !newp)
+		return ap_error_set(AP_EINVAL, "the patch has a file change without a path");
+	f->status = status_char(d->status);
+	f->old_path = strdup(oldp);
+	f->new_path = strdup(newp);
+	if (!f->old_path || !f->new_path)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	f->binary = r->skip[i] == SKIP_BINARY;
+	f->too_big = r->skip[i] == SKIP_BIG;
+	if (f->status != 'A') {
+		e = base_entry(r, oldp);
+		f->old_mode = d->old_file.mode ? d->old_file.mode
+					       : (e ? (unsigned)git_tree_entry_filemode(e) : 0);
+		if (!e && r->skip[i] == APPLY)
+			rc = ap_error_set(AP_EINVAL,
+					  "the patch does not apply to the base commit: `%.200s` "
+					  "is not there",
+					  oldp);
+		else if (e && r->skip[i] == APPLY)
+			rc = copy_blob(r, git_tree_entry_id(e), r->o->file_cap, &f->old_data,
+				       &f->old_len, &f->too_big);
+		git_tree_entry_free(e);
+		if (rc)
+			return rc;
+	}
+	if (f->status != 'D') {
+		const git_index_entry *ie = git_index_get_bypath(applied, newp, 0);
+
+		f->new_mode = d->new_file.mode ? d->new_file.mode : ie ? ie->mode : f->old_mode;
+		if (r->skip[i] != APPLY)
+			return 0;
+		if (!ie)
+			return ap_error_set(AP_EINVAL,
+					    "the patch does not apply to the base commit: `%.200s` "
+					    "is not there once it is applied",
+					    newp);
+		rc = copy_blob(r, &ie->id, r->o->file_cap, &f->new_data, &f->new_len, &f->too_big);
+	}
+	return rc;
+}
+
+/* The base repository with an in-memory object database in front for what the apply writes. */
+static int open_reader(struct reader *r, const char *dir)
+{
+	git_odb_backend *mem = NULL;
+	struct check c = {NULL, NULL, NULL};
+	const git_error *e;
+	int rc = open_base(&c, dir);
+
+	r->repo = c.repo;
+	r->tree = c.tree;
+	if (rc)
+		return rc;
+	if (git_repository_odb(&r->odb, r->repo) != 0 || git_mempack_new(&mem) != 0)
+		goto fail;
+	if (git_odb_add_backend(r->odb, mem, 1000) != 0) {
+		mem->free(mem);
+		goto fail;
+	}
+	return 0;
+fail:
+	e = git_error_last();
+	return ap_error_set(AP_EIO, "cannot set up the base commit of the patch: %s",
+			    e && e->message ? e->message : "libgit2 error");
+}
+
+static int read_files(const char *diff, size_t len, const gh_patch_read_opts *o,
+		      gh_patch_file **out, size_t *n)
+{
+	git_apply_options ao;
+	struct reader r = {.o = o};
+	struct section *sec = NULL;
+	gh_patch_file *files = NULL;
+	git_index *applied = NULL;
+	const git_error *e;
+	size_t nsec = 0;
+	int rc;
+
+	rc = parse_diff(diff, len, &r.diff);
+	if (rc) {
+		rc = rc == AP_EDENIED ? AP_EINVAL : rc;
+		goto out;
+	}
+	if ((rc = split_sections(diff, len, &sec, &nsec)) != 0)
+		goto out;
+	r.ndelta = git_diff_num_deltas(r.diff);
+	if (r.ndelta == 0 || nsec != r.ndelta) {
+		rc = ap_error_set(AP_EINVAL,
+				  r.ndelta == 0
+				      ? "the patch holds no file change that libgit2 can read"
+				      : "the patch's `diff --git` headers and libgit2 disagree on "
+					"how many files it changes");
+		goto out;
+	}
+	if ((rc = open_reader(&r, o->base_dir)) != 0)
+		goto out;
+	r.skip = calloc(r.ndelta, 1);
+	files = calloc(r.ndelta, sizeof(*files));
+	if (!r.skip || !files) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out;
+	}
+	git_apply_options_init(&ao, GIT_APPLY_OPTIONS_VERSION);
+	ao.delta_cb = admit_delta;
+	ao.payload = &r;
+	if (git_apply_to_tree(&applied, r.repo, r.tree, r.diff, &ao) != 0) {
+		e = git_error_last();
+		rc =
+		    r.order
+			? ap_error_set(AP_EIO, "libgit2 applied the patch's files out of order")
+			: ap_error_set(AP_EINVAL, "the patch does not apply to the base commit: %s",
+				       e && e->message ? e->message : "libgit2 refused it");
+		goto out;
+	}
+	for (size_t i = 0; i < r.ndelta && !rc; i++)
+		rc = read_delta(&r, applied, i, &files[i]);
+	if (!rc) {
+		*out = files;
+		*n = r.ndelta;
+		files = NULL;
+	}
+out:
+	gh_patch_files_free(files, r.ndelta);
+	git_index_free(applied);
+	free(r.skip);
+	free(sec);
+	git_tree_free(r.tree);
+	git_odb_free(r.odb);
+	git_repository_free(r.repo);
+	git_diff_free(r.diff);
+	return rc;
+}
+
+int gh_patch_read_files(const char *diff, size_t len, const gh_patch_read_opts *o,
+			gh_patch_file **out, size_t *n)
+{
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if (!o || o->version != GH_PATCH_READ_OPTS_VERSION || !o->base_dir)
+		return ap_error_set(AP_EINVAL, "reading a patch's files needs its base repository");
+	if (len == 0)
+		return 0;
+	rc = lib_init();
+	if (rc)
+		return rc;
+	rc = read_files(diff, len, o, out, n);
+	git_libgit2_shutdown();
+	return rc;
+}
+
+void gh_patch_files_free(gh_patch_file *f, size_t n)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		free(f[i].old_path);
+		free(f[i].new_path);
+		free(f[i].old_data);
+		free(f[i].new_data);
+	}
+	free(f);
 }

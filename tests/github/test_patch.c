@@ -2,7 +2,8 @@
 /* tests/github/test_patch.c - the host-side diff policy (github/patch.c) on hand-written diffs
  * of every form: renames, copies, deletions and mode changes of protected paths, `.git` in
  * any spelling, quoted and octal-escaped names, paths.allow/deny on both sides of a rename,
- * headers that disagree with libgit2, garbage; modes looked up in a base commit. */
+ * headers that disagree with libgit2, garbage; modes looked up in a base commit; and the
+ * contents of both sides of every delta (gh_patch_read_files) from the base and the diff. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -462,6 +463,216 @@ static void test_files_list_is_libgit2s(void **state)
 	assert_null(files);
 }
 
+/* ---- gh_patch_read_files ---- */
+
+static gh_patch_read_opts read_opts(void)
+{
+	gh_patch_read_opts o = GH_PATCH_READ_OPTS_INIT;
+
+	o.base_dir = base_dir;
+	return o;
+}
+
+static void side_is(const char *data, size_t len, const char *want)
+{
+	if (!want) {
+		assert_null(data);
+		return;
+	}
+	assert_non_null(data);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(data, want, len);
+	assert_int_equal(data[len], '\0');
+}
+
+static void file_is(const gh_patch_file *f, char status, const char *oldp, const char *newp,
+		    const char *old_data, const char *new_data)
+{
+	assert_int_equal(f->status, status);
+	assert_string_equal(f->old_path, oldp);
+	assert_string_equal(f->new_path, newp);
+	side_is(f->old_data, f->old_len, old_data);
+	side_is(f->new_data, f->new_len, new_data);
+	assert_false(f->binary);
+	assert_false(f->too_big);
+}
+
+/* Both sides of every kind of delta: the old from the base tree, the new by applying. */
+static void test_read_files_gives_both_sides(void **state)
+{
+	static const char diff[] = MODIFY_CALC
+	    "diff --git a/tests/test_x.py b/tests/test_x.py\nnew file mode 100644\n"
+	    "index 0000000..89abcde\n--- /dev/null\n+++ b/tests/test_x.py\n"
+	    "@@ -0,0 +1 @@\n+def test_x(): pass\n"
+	    "diff --git a/other/b.py b/other/b.py\ndeleted file mode 100644\n"
+	    "index 1234567..0000000\n--- a/other/b.py\n+++ /dev/null\n@@ -1 +0,0 @@\n"
+	    "-B = 2\n"
+	    "diff --git a/src/a.py b/src/c.py\nsimilarity index 100%\nrename from src/a.py\n"
+	    "rename to src/c.py\n"
+	    "diff --git a/run.sh b/run2.sh\nsimilarity index 50%\ncopy from run.sh\n"
+	    "copy to run2.sh\nindex 1234567..89abcde 100755\n--- a/run.sh\n"
+	    "+++ b/run2.sh\n@@ -1 +1,2 @@\n #!/bin/sh\n+exit 0\n"
+	    "diff --git a/.github/autopatch.yml b/.github/autopatch.yml\n"
+	    "old mode 100644\nnew mode 100755\n";
+	gh_patch_read_opts o = read_opts();
+	gh_patch_file *f = NULL;
+	size_t n = 0;
+
+	(void)state;
+	if (gh_patch_read_files(diff, strlen(diff), &o, &f, &n) != 0)
+		fail_msg("%s", ap_error_last());
+	assert_int_equal(n, 6);
+	file_is(&f[0], 'M', "calc.py", "calc.py", "def mean(v):\n    return sum(v) / len(v)\n",
+		"def mean(v):\n    if not v:\n        return 0.0\n    return sum(v) / len(v)\n");
+	assert_int_equal(f[0].old_mode, 0100644);
+	assert_int_equal(f[0].new_mode, 0100644);
+	file_is(&f[1], 'A', "tests/test_x.py", "tests/test_x.py", NULL, "def test_x(): pass\n");
+	assert_int_equal(f[1].old_mode, 0);
+	file_is(&f[2], 'D', "other/b.py", "other/b.py", "B = 2\n", NULL);
+	assert_int_equal(f[2].new_mode, 0);
+	file_is(&f[3], 'R', "src/a.py", "src/c.py", "A = 1\n", "A = 1\n");
+	assert_int_equal(f[3].old_mode, 0100644); /* not in the diff: the base's */
+	file_is(&f[4], 'C', "run.sh", "run2.sh", "#!/bin/sh\n", "#!/bin/sh\nexit 0\n");
+	assert_int_equal(f[4].new_mode, 0100755);
+	file_is(&f[5], 'M', ".github/autopatch.yml", ".github/autopatch.yml", "test: make test\n",
+		"test: make test\n");
+	assert_int_equal(f[5].old_mode, 0100644);
+	assert_int_equal(f[5].new_mode, 0100755);
+	gh_patch_files_free(f, n);
+	gh_patch_files_free(NULL, 0);
+}
+
+/* What the diff does to the base is computed, not read from anywhere else: a second hunk on
+ * the same file applies over the first, and nothing is written into the base repository. */
+static void test_read_files_writes_nothing_to_the_base(void **state)
+{
+	static const char added[] = "only in the patch 0b9f\n";
+	char diff[512];
+	gh_patch_read_opts o = read_opts();
+	gh_patch_file *f = NULL;
+	git_repository *repo = NULL;
+	git_odb *odb = NULL;
+	git_oid id;
+	size_t n = 0;
+
+	(void)state;
+	snprintf(diff, sizeof(diff),
+		 "diff --git a/src/a.py b/src/a.py\nindex 1234567..89abcde 100644\n--- a/src/a.py\n"
+		 "+++ b/src/a.py\n@@ -1 +1 @@\n-A = 1\n+%s",
+		 added);
+	assert_int_equal(gh_patch_read_files(diff, strlen(diff), &o, &f, &n), 0);
+	assert_int_equal(n, 1);
+	side_is(f[0].new_data, f[0].new_len, added);
+	gh_patch_files_free(f, n);
+	assert_int_equal(git_odb_hash(&id, added, strlen(added), GIT_OBJECT_BLOB), 0);
+	assert_int_equal(git_repository_open(&repo, base_dir), 0);
+	assert_int_equal(git_repository_odb(&odb, repo), 0);
+	assert_false(git_odb_exists(odb, &id));
+	git_odb_free(odb);
+	git_repository_free(repo);
+}
+
+/* Caps: a side over file_cap is not read; once total_cap is spent, later deltas are not
+ * applied; a binary delta is never applied. */
+static void test_read_files_caps_and_binary(void **state)
+{
+	static const char two[] =
+	    MODIFY_CALC "diff --git a/src/a.py b/src/a.py\nindex 1234567..89abcde 100644\n"
+			"--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-A = 1\n+A = 2\n";
+	static const char bin[] =
+	    "diff --git a/img.bin b/img.bin\nnew file mode 100644\n"
+	    "index 0000000000000000000000000000000000000000..d5d0b8b4c4c9e936890870f6799cfbb5"
+	    "ba984470\nGIT binary patch\nliteral 3\nKcmb<oC<g!m=m7En\n\nliteral 0\n"
+	    "HcmV?d00001\n\n";
+	static const char grow[] =
+	    "diff --git a/src/a.py b/src/a.py\nindex 1234567..89abcde 100644\n"
+	    "--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-A = 1\n+A = 1 + 1 + 1 + 1\n";
+	gh_patch_read_opts o = read_opts();
+	gh_patch_file *f = NULL;
+	size_t n = 0;
+
+	(void)state;
+	/* calc.py (40 bytes) is over a 10-byte cap, src/a.py (6) is not */
+	o.file_cap = 10;
+	assert_int_equal(gh_patch_read_files(two, strlen(two), &o, &f, &n), 0);
+	assert_int_equal(n, 2);
+	assert_true(f[0].too_big);
+	assert_null(f[0].old_data);
+	assert_null(f[0].new_data);
+	assert_int_equal(f[0].status, 'M');
+	assert_string_equal(f[0].new_path, "calc.py");
+	file_is(&f[1], 'M', "src/a.py", "src/a.py", "A = 1\n", "A = 2\n");
+	gh_patch_files_free(f, n);
+	/* 40 + 6 bytes of base against a 44-byte budget: the second delta is left out */
+	o = read_opts();
+	o.total_cap = 44;
+	assert_int_equal(gh_patch_read_files(two, strlen(two), &o, &f, &n), 0);
+	assert_false(f[0].too_big);
+	assert_non_null(f[0].new_data);
+	assert_true(f[1].too_big);
+	assert_null(f[1].old_data);
+	gh_patch_files_free(f, n);
+	/* the base fits, the patched side does not: the old side is still given */
+	o = read_opts();
+	o.file_cap = 8;
+	assert_int_equal(gh_patch_read_files(grow, strlen(grow), &o, &f, &n), 0);
+	assert_true(f[0].too_big);
+	side_is(f[0].old_data, f[0].old_len, "A = 1\n");
+	assert_null(f[0].new_data);
+	gh_patch_files_free(f, n);
+	/* binary: marked, no contents */
+	o = read_opts();
+	assert_int_equal(gh_patch_read_files(bin, strlen(bin), &o, &f, &n), 0);
+	assert_int_equal(n, 1);
+	assert_true(f[0].binary);
+	assert_int_equal(f[0].status, 'A');
+	assert_null(f[0].new_data);
+	gh_patch_files_free(f, n);
+}
+
+static void test_read_files_refuses_what_does_not_apply(void **state)
+{
+	static const char stale[] = "diff --git a/src/a.py b/src/a.py\nindex 1234567..89abcde "
+				    "100644\n--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n"
+				    "-A = 42\n+A = 2\n";
+	static const char missing[] = "diff --git a/nope.py b/nope.py\nindex 1234567..89abcde "
+				      "100644\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n"
+				      "-x\n+y\n";
+	static const char *const garbage[] = {
+	    "hello world\n",
+	    "diff --git a/x b/x\n@@ -1 +1 @@\n-a\n+b\n",
+	    MODIFY_CALC "diff --git a/.github/autopatch.yml b/.github/autopatch.yml\n",
+	    NULL,
+	};
+	gh_patch_read_opts o = read_opts();
+	gh_patch_file *f = (gh_patch_file *)&o;
+	size_t n = 7;
+
+	(void)state;
+	assert_int_equal(gh_patch_read_files(stale, strlen(stale), &o, &f, &n), AP_EINVAL);
+	assert_non_null(strstr(ap_error_last(), "does not apply to the base commit"));
+	assert_null(f);
+	assert_int_equal(n, 0);
+	assert_int_equal(gh_patch_read_files(missing, strlen(missing), &o, &f, &n), AP_EINVAL);
+	assert_non_null(strstr(ap_error_last(), "does not apply"));
+	for (const char *const *g = garbage; *g; g++) {
+		assert_int_equal(gh_patch_read_files(*g, strlen(*g), &o, &f, &n), AP_EINVAL);
+		assert_null(f);
+	}
+	/* empty: nothing to read */
+	assert_int_equal(gh_patch_read_files("", 0, &o, &f, &n), 0);
+	assert_null(f);
+	assert_int_equal(n, 0);
+	/* no base, or one that is not a repository */
+	o.base_dir = NULL;
+	assert_int_equal(gh_patch_read_files(MODIFY_CALC, strlen(MODIFY_CALC), &o, &f, &n),
+			 AP_EINVAL);
+	o.base_dir = "/nonexistent/ap-patch";
+	assert_int_equal(gh_patch_read_files(MODIFY_CALC, strlen(MODIFY_CALC), &o, &f, &n), AP_EIO);
+	assert_int_equal(gh_patch_read_files(MODIFY_CALC, strlen(MODIFY_CALC), NULL, &f, &n),
+			 AP_EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -477,6 +688,10 @@ int main(void)
 	    cmocka_unit_test(test_headers_must_agree_with_libgit2),
 	    cmocka_unit_test(test_garbage_and_binary_without_data),
 	    cmocka_unit_test(test_files_list_is_libgit2s),
+	    cmocka_unit_test(test_read_files_gives_both_sides),
+	    cmocka_unit_test(test_read_files_writes_nothing_to_the_base),
+	    cmocka_unit_test(test_read_files_caps_and_binary),
+	    cmocka_unit_test(test_read_files_refuses_what_does_not_apply),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
