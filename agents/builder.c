@@ -18,10 +18,13 @@ static int accept(agent_ctx *a, const tool_finish *fin, tester_verdict *v)
 	fixer_result *res = a->res;
 	res->proven = true;
 	res->weak_evidence = v->weak;
+	res->harness_changed = v->harness;
 	res->diff = v->diff;
 	res->evidence = v->evidence;
 	res->files_changed = v->files_changed;
-	v->diff = v->evidence = v->files_changed = NULL;
+	res->harness_list = v->harness_list;
+	res->file_kinds = v->kinds;
+	v->diff = v->evidence = v->files_changed = v->harness_list = v->kinds = NULL;
 	res->summary = redact_str(fin->summary);
 	if (asprintf(&res->repro_test, "%s (run with `%s`)", fin->test_path, fin->test_command) < 0)
 		res->repro_test = NULL;
@@ -40,6 +43,16 @@ static int judge(agent_ctx *a, llm_conv *conv, const llm_tool_call *call, const 
 	if ((rc = tester_check(a->tester, fin, &v)))
 		goto out;
 	a->res->iterations = a->round;
+	if (v.proven && v.harness) {
+		agent_progress(
+		    a, "testing",
+		    "round %d: checks passed but NOT proven - the patch changes the test "
+		    "harness (allow_harness_changes)",
+		    a->round);
+		rc = accept(a, fin, &v);
+		rc = rc ? rc : 1;
+		goto out;
+	}
 	if (v.proven) {
 		agent_progress(a, "testing",
 			       "round %d: proven - the reproduction test fails on pristine, "

@@ -210,9 +210,9 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 	a.max_rounds = opts->max_iterations > 0 ? opts->max_iterations : 4;
 	a.tools = (tool_ctx)TOOL_CTX_INIT;
 	a.tools.box = opts->box;
-	if (!opts->box || !opts->test_cmd || !opts->cfg || !opts->tester_box)
-		return ap_error_set(AP_EINVAL, "fixer_run needs a box, a config, a test command "
-					       "and the Tester's boxes");
+	if (!opts->box || !opts->test_cmd || !opts->cfg || !opts->tester_box || !opts->files_check)
+		return ap_error_set(AP_EINVAL, "fixer_run needs a box, a config, a test command, "
+					       "the Tester's boxes and the files check");
 	if (opts->trajectory_path && (rc = traj_open(&a.traj, opts->trajectory_path)))
 		return rc;
 	a.tools.traj = a.traj;
@@ -256,6 +256,8 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 			      tester_issue_about_hang(opts->issue_title, opts->issue_body));
 	if (opts->patch_check)
 		tester_set_patch_check(a.tester, opts->patch_check, opts->patch_check_ud);
+	tester_set_files_check(a.tester, opts->files_check, opts->files_check_ud,
+			       opts->allow_harness_changes);
 	if (!(issue = issue_text(opts))) {
 		rc = AP_ENOMEM;
 		goto out;
@@ -277,6 +279,7 @@ out:
 		cJSON_AddBoolToObject(o, "proven", res->proven);
 		cJSON_AddBoolToObject(o, "env_failure", res->env_failure);
 		cJSON_AddBoolToObject(o, "weak_evidence", res->weak_evidence);
+		cJSON_AddBoolToObject(o, "harness_changed", res->harness_changed);
 		cJSON_AddNumberToObject(o, "code", rc);
 		if (res->failure)
 			cJSON_AddStringToObject(o, "failure", res->failure);
@@ -313,6 +316,8 @@ void fixer_result_release(fixer_result *res)
 	free(res->repro_test);
 	free(res->evidence);
 	free(res->files_changed);
+	free(res->harness_list);
+	free(res->file_kinds);
 	free(res->failure);
 	free(res->model);
 	memset(res, 0, sizeof(*res));

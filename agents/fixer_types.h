@@ -12,6 +12,8 @@
 #include "common/config.h"
 #include "sandbox/sandbox.h"
 
+struct tester_files; /* agents/tester.h */
+
 /* Progress callback: called at every step with a short line ("planning", "tester: repro fails on
  * pristine as expected"). stage is one of "preparing" (setup and the Tester's baseline),
  * "planning", "building", "testing". */
@@ -71,6 +73,13 @@ typedef struct fixer_opts {
 	 * reads the diff from. *out is the Tester's: it destroys the box after the run. */
 	int (*tester_box)(void *ud, sbx_box **out);
 	void *tester_box_ud;
+	/* Required: what the patch's files are and whether it changes the test harness, decided
+	 * on the host from the diff's bytes and the base (job/patch_policy.c's
+	 * patch_policy_fixer_files; tester.h's tester_files_fn). */
+	int (*files_check)(void *ud, const char *diff, size_t len, struct tester_files *out);
+	void *files_check_ud;
+	bool allow_harness_changes; /* `allow_harness_changes: true`: a patch that changes the
+				     * harness may still be published, marked not proven */
 } fixer_opts;
 
 #define FIXER_OPTS_VERSION 1
@@ -80,18 +89,22 @@ typedef struct fixer_opts {
 	}
 
 typedef struct fixer_result {
-	bool proven;	     /* the Tester accepted the patch */
-	char *diff;	     /* git diff of the workspace (unified, binary-safe), or NULL */
-	char *summary;	     /* what was changed and why (from the plan and the Builder) */
-	char *cause;	     /* the Planner's suspected cause */
-	char *repro_test;    /* the reproduction test's path and the command that runs it */
-	char *evidence;	     /* the Tester's before/after evidence, markdown */
-	char *files_changed; /* newline-separated paths */
-	char *failure;	     /* why it failed (budget named, last Tester verdict), else NULL */
-	bool env_failure;    /* the suite cannot run on the unchanged code (failure says why and
-			      * what to change); no model call was made */
-	bool weak_evidence;  /* proven on exit status only, by the repository's opt-in */
-	char *model;	     /* provider/model used */
+	bool proven;	      /* the Tester accepted the patch */
+	char *diff;	      /* git diff of the workspace (unified, binary-safe), or NULL */
+	char *summary;	      /* what was changed and why (from the plan and the Builder) */
+	char *cause;	      /* the Planner's suspected cause */
+	char *repro_test;     /* the reproduction test's path and the command that runs it */
+	char *evidence;	      /* the Tester's before/after evidence, markdown */
+	char *files_changed;  /* newline-separated paths */
+	char *failure;	      /* why it failed (budget named, last Tester verdict), else NULL */
+	bool env_failure;     /* the suite cannot run on the unchanged code (failure says why and
+			       * what to change); no model call was made */
+	bool weak_evidence;   /* proven on exit status only, by the repository's opt-in */
+	bool harness_changed; /* every check passed, but the patch changes the test harness
+			       * (allow_harness_changes): NOT proven; say so wherever it shows */
+	char *harness_list;   /* markdown: the harness files and why (with harness_changed) */
+	char *file_kinds;     /* markdown: every changed file and what it is */
+	char *model;	      /* provider/model used */
 	int64_t tokens_in, tokens_out;
 	int model_calls;
 	int iterations;

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define PATH_QUOTE 200		     /* bytes of a path quoted in text */
 #define KEY_QUOTE  100		     /* bytes of a key or section quoted in a reason */
@@ -1997,5 +1998,88 @@ int harness_findings_reason(const harness_findings *f, size_t max, char **out)
 	}
 	if (shown < f->n)
 		ap_buf_addf(&b, " and %zu more", f->n - shown);
+	return finish_text(&b, out);
+}
+
+/* ---- what each file is ---- */
+
+static bool ci_eq(const char *a, size_t n, const char *b)
+{
+	return strlen(b) == n && strncasecmp(a, b, n) == 0;
+}
+
+static bool ends_ci(const char *s, size_t n, const char *suffix)
+{
+	size_t k = strlen(suffix);
+	return n >= k && strncasecmp(s + n - k, suffix, k) == 0;
+}
+
+/* Whether path looks like a test by the conventions of the common runners: a directory named
+ * test(s), testing, __tests__, spec(s) or t, or a file named test_*, *_test.*, *.test.*,
+ * *.spec.*, *Test(s).java / .kt, *_spec.rb, tests.rs, conftest excluded (harness). */
+static bool looks_like_test(const char *path)
+{
+	const char *p = path, *slash, *base = path;
+	size_t n;
+
+	while ((slash = strchr(p, '/'))) {
+		n = (size_t)(slash - p);
+		if (ci_eq(p, n, "test") || ci_eq(p, n, "tests") || ci_eq(p, n, "testing") ||
+		    ci_eq(p, n, "__tests__") || ci_eq(p, n, "spec") || ci_eq(p, n, "specs") ||
+		    ci_eq(p, n, "t"))
+			return true;
+		p = base = slash + 1;
+	}
+	n = strlen(base);
+	return strncasecmp(base, "test_", 5) == 0 || strstr(base, "_test.") ||
+	       strstr(base, ".test.") || strstr(base, ".spec.") || strstr(base, "_spec.") ||
+	       ends_ci(base, n, "Test.java") || ends_ci(base, n, "Tests.java") ||
+	       ends_ci(base, n, "Test.kt") || ends_ci(base, n, "Tests.kt") ||
+	       ci_eq(base, n, "tests.rs");
+}
+
+static const harness_finding *finding_for(const harness_findings *f, const char *path)
+{
+	for (size_t i = 0; f && i < f->n; i++)
+		if (strcmp(f->items[i].path, path) == 0)
+			return &f->items[i];
+	return NULL;
+}
+
+const char *harness_kind(const harness_file *file, const harness_findings *found)
+{
+	const char *path = file->status == 'D' ? file->old_path : file->new_path;
+
+	if (finding_for(found, path) || (file->status == 'R' && finding_for(found, file->old_path)))
+		return "harness";
+	if (looks_like_test(path))
+		return file->status == 'A' || file->status == 'C' ? "new test"
+		       : file->status == 'D'			  ? "deleted test"
+								  : "changed test";
+	return file->status == 'D' ? "deleted code" : "code";
+}
+
+int harness_kinds_markdown(const harness_file *files, size_t n, const harness_findings *found,
+			   size_t max, char **out)
+{
+	ap_buf b = AP_BUF_INIT(TEXT_CAP + 4096);
+	size_t shown = 0;
+
+	*out = NULL;
+	for (; shown < n && (max == 0 || shown < max) && b.len < TEXT_CAP; shown++) {
+		const harness_file *x = &files[shown];
+		const char *path = x->status == 'D' ? x->old_path : x->new_path;
+
+		ap_buf_adds(&b, "- ");
+		put_code(&b, path, strlen(path), PATH_QUOTE);
+		if (x->status == 'R') {
+			ap_buf_adds(&b, " (renamed from ");
+			put_code(&b, x->old_path, strlen(x->old_path), PATH_QUOTE);
+			ap_buf_adds(&b, ")");
+		}
+		ap_buf_addf(&b, ": %s\n", harness_kind(x, found));
+	}
+	if (shown < n)
+		ap_buf_addf(&b, "- and %zu more\n", n - shown);
 	return finish_text(&b, out);
 }

@@ -99,4 +99,16 @@ int harness_findings_markdown(const harness_findings *f, size_t max, char **out)
  * *out is malloc'd; NULL when there are no findings. AP_ENOMEM. */
 int harness_findings_reason(const harness_findings *f, size_t max, char **out);
 
+/* What a changed file is, for the PR and the evidence: "harness" (a finding names it), else
+ * by the common runners' naming conventions "new test", "changed test" or "deleted test"
+ * (a test directory such as tests/ or __tests__/, test_*.py, *_test.go, *.test.ts,
+ * *Test.java, ...), else "code" or "deleted code". Static strings. */
+const char *harness_kind(const harness_file *file, const harness_findings *found);
+
+/* Markdown, one line per file, at most max (0: all), then "- and N more":
+ * "- `src/calc.py`: code\n", "- `tests/test_x.py`: new test\n", "- `b.py` (renamed from
+ * `a.py`): code\n". Paths escaped as above. *out is malloc'd ("" for no files); AP_ENOMEM. */
+int harness_kinds_markdown(const harness_file *files, size_t n, const harness_findings *found,
+			   size_t max, char **out);
+
 #endif

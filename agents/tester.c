@@ -157,6 +157,9 @@ struct tester {
 	bool allow_weak, hang_issue;
 	tester_patch_check_fn patch_check;
 	void *patch_check_ud;
+	tester_files_fn files_check;
+	void *files_check_ud;
+	bool allow_harness;
 	long long oom_seen; /* the box's OOM-kill count after the last command; -1 unknown */
 	bool have_baseline;
 	char *env_failure;
@@ -1425,6 +1428,44 @@ static int policy_check(tester *t, tester_verdict *v)
 	return rc;
 }
 
+/* The host's files check: what each file is, and whether the patch changes the test harness
+ * (then rejected unless the repository allows it; v->harness marks it). */
+static int files_check(tester *t, tester_verdict *v)
+{
+	tester_files f = {NULL, NULL, NULL};
+	int rc;
+
+	if (!t->files_check)
+		return ap_error_set(AP_EINVAL,
+				    "the Tester has no files check: nothing can be proven "
+				    "without knowing whether the patch changes the test "
+				    "harness");
+	if ((rc = t->files_check(t->files_check_ud, v->diff, strlen(v->diff), &f)))
+		return rc;
+	v->kinds = f.kinds;
+	f.kinds = NULL;
+	if (f.harness_reason && !t->allow_harness) {
+		v->reason = f.harness_reason;
+		f.harness_reason = NULL;
+		v->feedback = tools_asprintf(
+		    "Tester: REJECTED - %s\n\nA patch that changes how the tests are collected, "
+		    "configured, started or reported cannot be proven by those tests. Undo the "
+		    "change to these files in the workspace (restore or delete them): fix the "
+		    "code, "
+		    "and put the reproduction test in a test file.\n%s",
+		    v->reason, f.harness_list ? f.harness_list : "");
+		rc = v->feedback ? 0 : AP_ENOMEM;
+	} else if (f.harness_reason) {
+		v->harness = true;
+		v->harness_list = f.harness_list;
+		f.harness_list = NULL;
+	}
+	free(f.harness_reason);
+	free(f.harness_list);
+	free(f.kinds);
+	return rc;
+}
+
 int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 {
 	struct run_out post = {0}, suite = {0};
@@ -1456,6 +1497,8 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	}
 	/* The host's policy on the bytes just fetched, before anything is tested. */
 	if ((rc = policy_check(t, v)) || v->reason)
+		goto out;
+	if ((rc = files_check(t, v)) || v->reason)
 		goto out;
 	int64_t changed = tester_diff_changed_lines(v->diff);
 	if (t->max_diff_lines > 0 && changed > t->max_diff_lines) {
@@ -1604,7 +1647,9 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	}
 
 	v->proven = true;
-	v->reason = strdup("proven");
+	v->reason = v->harness ? strdup("every check passed, but the patch changes the test "
+					"harness (allow_harness_changes): not proven")
+			       : strdup("proven");
 	v->evidence = evidence(t, fin, test_path, kind, &t->prepro, &post, &suite, v->weak);
 	if (!v->reason || !v->evidence)
 		rc = AP_ENOMEM;
@@ -1613,7 +1658,10 @@ out:
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddBoolToObject(o, "proven", v->proven);
 		cJSON_AddBoolToObject(o, "weak", v->weak);
+		cJSON_AddBoolToObject(o, "harness", v->harness);
 		cJSON_AddStringToObject(o, "reason", v->reason);
+		if (v->kinds)
+			cJSON_AddStringToObject(o, "file_kinds", v->kinds);
 		if (v->files_changed)
 			cJSON_AddStringToObject(o, "files_changed", v->files_changed);
 		traj_event(t->traj, "verdict", o);
@@ -1636,6 +1684,8 @@ void tester_verdict_release(tester_verdict *v)
 	free(v->evidence);
 	free(v->diff);
 	free(v->files_changed);
+	free(v->harness_list);
+	free(v->kinds);
 	memset(v, 0, sizeof(*v));
 }
 
@@ -1722,6 +1772,13 @@ void tester_set_weak_evidence(tester *t, bool allow)
 void tester_set_hang_issue(tester *t, bool about_hang)
 {
 	t->hang_issue = about_hang;
+}
+
+void tester_set_files_check(tester *t, tester_files_fn fn, void *ud, bool allow_harness)
+{
+	t->files_check = fn;
+	t->files_check_ud = ud;
+	t->allow_harness = allow_harness;
 }
 
 void tester_set_patch_check(tester *t, tester_patch_check_fn fn, void *ud)

@@ -82,6 +82,24 @@ void tester_set_patch_check(tester *t, tester_patch_check_fn fn, void *ud);
  * copies what the setup phase (env_setup) produced into that tree. */
 void tester_set_setup(tester *t, const char *setup_cmd);
 
+/* What the patch's files are, decided on the host from the diff's bytes and the base
+ * (job/patch_policy.c: github/patch.c reads the changed files, agents/harness.c classifies
+ * them). The hook fills it; the Tester frees it. */
+typedef struct tester_files {
+	char *harness_reason; /* one line naming the harness files and why; NULL: none */
+	char *harness_list;   /* markdown list of the same (harness_findings_markdown) */
+	char *kinds;	      /* markdown: every file and what it is (harness_kinds_markdown) */
+} tester_files;
+
+/* 0 with *out filled, or a negative AP_E* (with a message) that ends the check unproven. */
+typedef int (*tester_files_fn)(void *ud, const char *diff, size_t len, tester_files *out);
+
+/* The host's files check, run on the exact diff bytes right after the patch policy. A patch
+ * that changes the test harness is rejected with the reason and no test runs, unless
+ * allow_harness (`allow_harness_changes: true`): then the proof runs as usual and a passing
+ * verdict is marked harness (never "proven" to a reader). Borrowed; required by the fixer. */
+void tester_set_files_check(tester *t, tester_files_fn fn, void *ud, bool allow_harness);
+
 /* Deadlines in seconds; 0 keeps the default. */
 void tester_set_limits(tester *t, int setup_s, int repro_s, int suite_s);
 
@@ -100,8 +118,12 @@ void tester_set_hang_issue(tester *t, bool about_hang);
 int tester_baseline(tester *t, char **env_failure, char **summary);
 
 typedef struct tester_verdict {
-	bool proven;
+	bool proven;	     /* every check passed (with harness set: NOT a proof, see below) */
 	bool weak;	     /* proven on exit status only, by the repository's opt-in */
+	bool harness;	     /* the patch changes the test harness (allow_harness_changes): the
+			      * checks ran under a harness the patch changed, so nothing is proven */
+	char *harness_list;  /* markdown: the harness files and why (with harness) */
+	char *kinds;	     /* markdown: every changed file and what it is */
 	char *reason;	     /* one line: why rejected, or "proven" */
 	char *feedback;	     /* for the Builder on rejection: reason + head/tail of the output */
 	char *evidence;	     /* markdown: before/after of the repro test and the suite */

@@ -420,6 +420,12 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	tb.snapshot = snapshot;
 	fo.tester_box = tester_box_make;
 	fo.tester_box_ud = &tb;
+	/* What each file is, and whether the patch changes the test harness, on the host. */
+	policy.test_cmd = test_cmd;
+	policy.setup_cmd = setup_arg ? setup_arg : rcfg->setup;
+	fo.files_check = patch_policy_fixer_files;
+	fo.files_check_ud = &policy;
+	fo.allow_harness_changes = rcfg->allow_harness_changes;
 	rc = fixer_run(&fo, &res);
 
 	if (traj_path)
@@ -436,12 +442,27 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
 		printf("REFUSED: %s\n", ap_error_last());
 		code = 1;
+	} else if (rc == 0 && res.proven && res.harness_changed) {
+		/* The checks passed under a harness the patch changed: nothing is proven. The
+		 * repository allows publishing it (allow_harness_changes); fix writes it out. */
+		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
+		printf("\n=== Tester evidence (under the changed harness) ===\n%s\n",
+		       res.evidence ? res.evidence : "");
+		printf("\n=== what each file is ===\n%s", res.file_kinds ? res.file_kinds : "");
+		printf("\n=== test harness files changed ===\n%s",
+		       res.harness_list ? res.harness_list : "");
+		printf("NOT PROVEN: the patch changes the test harness (allowed by "
+		       "allow_harness_changes); the checks passed under the changed harness.\n");
+		if (out_path && write_out(out_path, res.diff ? res.diff : "") == 0)
+			printf("patch written to %s\n", out_path);
+		code = 1;
 	} else if (rc == 0 && res.proven) {
 		if (res.weak_evidence)
 			printf("\nWEAK EVIDENCE: the suite gives no per-test results and fails on "
 			       "the unchanged code; accepted because of allow_weak_evidence\n");
 		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
 		printf("\n=== Tester evidence ===\n%s\n", res.evidence ? res.evidence : "");
+		printf("\n=== what each file is ===\n%s", res.file_kinds ? res.file_kinds : "");
 		printf("summary: %s\n", res.summary ? res.summary : "");
 		printf("PROVEN: the reproduction test %s fails before the patch and passes after "
 		       "it; no test that passed before fails.\n",

@@ -3,6 +3,8 @@
  * Tester's hook, the pipeline and `autopatch fix` (see patch_policy.h). */
 #include "job/patch_policy.h"
 
+#include "agents/harness.h"
+#include "agents/tester.h"
 #include "common/err.h"
 #include "github/patch.h"
 
@@ -46,6 +48,53 @@ int patch_policy_fixer_check(void *ud, const char *diff, size_t len, char **why)
 		*why = strdup(ap_error_last());
 		if (!*why)
 			return ap_error_set(AP_ENOMEM, "out of memory");
+	}
+	return rc;
+}
+
+#define HARNESS_NAMED 5 /* harness files named in the one-line reason */
+
+int patch_policy_fixer_files(void *ud, const char *diff, size_t len, struct tester_files *out)
+{
+	const patch_policy *p = ud;
+	gh_patch_read_opts ro = GH_PATCH_READ_OPTS_INIT;
+	harness_findings found = HARNESS_FINDINGS_INIT;
+	gh_patch_file *files = NULL;
+	harness_file *hf = NULL;
+	size_t n = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!p->base_dir)
+		return ap_error_set(AP_EINVAL, "the files check needs the base checkout");
+	ro.base_dir = p->base_dir;
+	if ((rc = gh_patch_read_files(diff, len, &ro, &files, &n)))
+		return rc;
+	if (n && !(hf = calloc(n, sizeof(*hf)))) {
+		rc = AP_ENOMEM;
+		goto out_files;
+	}
+	for (size_t i = 0; i < n; i++)
+		hf[i] = (harness_file){files[i].old_path, files[i].new_path, files[i].status,
+				       files[i].old_data, files[i].old_len,  files[i].new_data,
+				       files[i].new_len,  files[i].binary,   files[i].too_big};
+	if ((rc = harness_classify(&found, hf, n, p->test_cmd, p->setup_cmd)) ||
+	    (rc = harness_kinds_markdown(hf, n, &found, 0, &out->kinds)))
+		goto out_release;
+	if (found.n &&
+	    ((rc = harness_findings_reason(&found, HARNESS_NAMED, &out->harness_reason)) ||
+	     (rc = harness_findings_markdown(&found, 0, &out->harness_list))))
+		goto out_release;
+out_release:
+	harness_findings_release(&found);
+	free(hf);
+out_files:
+	gh_patch_files_free(files, n);
+	if (rc) {
+		free(out->kinds);
+		free(out->harness_reason);
+		free(out->harness_list);
+		memset(out, 0, sizeof(*out));
 	}
 	return rc;
 }

@@ -24,6 +24,8 @@ typedef struct patch_policy {
 	const char *base_dir;  /* the host checkout whose HEAD the diff applies to (NULL: none;
 				* a mode the diff does not state is then refused) */
 	bool allow_workflows;  /* AUTOPATCH_ALLOW_WORKFLOW_CHANGES */
+	const char *test_cmd;  /* the repository's test command and setup (not the Builder's): */
+	const char *setup_cmd; /* a file either names is test harness (agents/harness.h) */
 } patch_policy;
 
 /* Fill p from cfg (AUTOPATCH_ALLOW_WORKFLOW_CHANGES, default false), rc and base_dir.
@@ -41,5 +43,14 @@ int patch_policy_check(const patch_policy *p, const char *diff, size_t len);
  * Tester may test the diff; AP_EDENIED with *why the sentence above (malloc'd, caller
  * frees); another negative code (with *why NULL) ends the run. */
 int patch_policy_fixer_check(void *ud, const char *diff, size_t len, char **why);
+
+/* The fixer's files check (fixer_opts.files_check, ud = a patch_policy *): the changed files
+ * as the host reads them from the diff's bytes and the base commit (gh_patch_read_files on
+ * base_dir, which must be set), classified by agents/harness.h against test_cmd and
+ * setup_cmd. Fills out (harness_reason / harness_list NULL when no file is harness; kinds
+ * always) with malloc'd text the caller frees. A diff that cannot be read that way is an
+ * error (AP_EINVAL with the sentence): nothing is proven without knowing. */
+struct tester_files;
+int patch_policy_fixer_files(void *ud, const char *diff, size_t len, struct tester_files *out);
 
 #endif

@@ -45,6 +45,7 @@
 #define MAX_EVENTS	 400
 #define BRANCH_PREFIX	 "autopatch/issue-"
 #define FAILED_LABEL	 "autopatch: failed"
+#define HARNESS_LABEL	 "autopatch: changes the test harness - not proven"
 #define PREV_SUMMARY_MAX 6000
 #define PR_CREATE_ROUNDS 3 /* creates of the PR when GitHub may have applied the last one */
 
@@ -81,6 +82,7 @@ struct run {
 	char *blocked;	   /* refused connections, for the comment */
 	ssize_t live_ev;   /* index of the live setup step, -1 when none */
 	enum progress_state state;
+	bool harness;  /* the published patch changes the test harness: not proven */
 	bool spending; /* the run holds a row in the spending ledger (close it at the end) */
 	comment_fence cm_fence; /* the comment writer's fencing check (job_ctl's fence) */
 	bool stale;		/* the lease is no longer current: publish nothing more */
@@ -264,6 +266,7 @@ static int render_comment(struct run *r, char **out)
 	v.iteration = r->job->trigger == JOB_TRIGGER_PR_FEEDBACK;
 	v.environment = r->environment;
 	v.blocked = r->blocked;
+	v.harness = r->harness;
 	return progress_render_comment(&v, out);
 }
 
@@ -774,6 +777,7 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	o.repro_timeout_s = w->rc->repro_timeout;
 	o.suite_timeout_s = w->rc->suite_timeout;
 	o.allow_weak_evidence = w->rc->allow_weak_evidence;
+	o.allow_harness_changes = w->rc->allow_harness_changes;
 	o.trajectory_path = r->trajectory;
 	o.progress = on_progress;
 	o.should_stop = on_should_stop;
@@ -787,8 +791,12 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 	rc = patch_policy_init(&w->policy, r->p->cfg, w->rc, sbx_box_repo_dir(w->box));
 	if (rc)
 		return rc;
+	w->policy.test_cmd = w->rc->test;
+	w->policy.setup_cmd = w->rc->setup;
 	o.patch_check = patch_policy_fixer_check;
 	o.patch_check_ud = &w->policy;
+	o.files_check = patch_policy_fixer_files;
+	o.files_check_ud = &w->policy;
 	w->tboxes = (tester_boxes)TESTER_BOXES_INIT;
 	w->tboxes.engine = r->p->sbx;
 	w->tboxes.image = w->choice.image;
@@ -869,6 +877,9 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->cost_micro = w->res.cost_micro;
 	in->estimated_calls = w->res.estimated_calls;
 	in->weak_evidence = w->res.weak_evidence;
+	in->harness_changed = w->res.harness_changed;
+	in->harness_list = w->res.harness_list;
+	in->file_kinds = w->res.file_kinds;
 }
 
 /* Sleep ms, in slices, checking for a stop: 0, or AP_ECANCELLED when the job was stopped. */
@@ -933,7 +944,8 @@ static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 		if ((rc = checkpoint(r)))
 			break;
 		if (!title) {
-			rc = progress_render_pr_title(w->issue_no, w->issue.title, &title);
+			rc = progress_render_pr_title(w->issue_no, w->issue.title,
+						      w->res.harness_changed, &title);
 			if (rc)
 				break;
 		}
@@ -966,6 +978,17 @@ static int find_or_create_pr(struct run *r, struct work *w, const char *body)
 		if (pr.html_url)
 			job_ctl_state_set(r->ctl, "pr_url", pr.html_url);
 		set_str(&r->pr_url, pr.html_url);
+		/* A harness change is labelled as such, so nobody takes it for a proof. A label
+		 * that cannot be added leaves the title and body saying it. */
+		if (w->res.harness_changed) {
+			static const char *const labels[] = {HARNESS_LABEL};
+
+			if (gh_labels_add(r->rest, r->job->repo, pr.number, labels, 1) != 0) {
+				ap_log(AP_LOG_WARN, r->job->delivery, r->job->id,
+				       "could not label the pull request: %s", ap_error_last());
+				ap_error_clear();
+			}
+		}
 	}
 	gh_pull_release(&pr);
 	return rc;
@@ -1275,6 +1298,7 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 		rc = ap_error_set(AP_EINVAL, "%s", r.failure);
 		goto out;
 	}
+	r.harness = w.res.harness_changed;
 	if ((rc = checkpoint(&r)))
 		goto out;
 	rc = publish(&r, &w, iterate);

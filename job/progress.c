@@ -264,10 +264,15 @@ static int finish(ap_buf *b, char **out)
 	return *out ? 0 : ap_error_set(AP_ENOMEM, "out of memory rendering markdown");
 }
 
-static const char *headline(enum progress_state s, bool iteration)
+static const char *headline(enum progress_state s, bool iteration, bool harness)
 {
 	switch (s) {
 	case PROGRESS_SUCCEEDED:
+		if (harness)
+			return iteration ? "pushed an update that changes the test harness to this "
+					   "pull request: not proven"
+					 : "opened a draft pull request that changes the test "
+					   "harness: not proven";
 		return iteration ? "pushed a proven update to this pull request"
 				 : "opened a pull request with a proven fix";
 	case PROGRESS_FAILED:
@@ -340,8 +345,8 @@ int progress_render_comment(const progress_view *v, char **out)
 	size_t first;
 
 	ap_buf_adds(&b, PROGRESS_MARKER "\n");
-	ap_buf_addf(&b, "**autopatch** %s (job %" PRId64 ")\n\n", headline(v->state, v->iteration),
-		    v->job_id);
+	ap_buf_addf(&b, "**autopatch** %s (job %" PRId64 ")\n\n",
+		    headline(v->state, v->iteration, v->harness), v->job_id);
 	render_checklist(&b, v);
 	ap_buf_adds(&b, "\n");
 	if (v->test_note) {
@@ -511,7 +516,18 @@ int progress_render_pr_body(const pr_body_input *in, char **out)
 {
 	ap_buf b = AP_BUF_INIT(BUILD_CAP);
 
-	if (in->weak_evidence)
+	if (in->harness_changed)
+		ap_buf_adds(&b,
+			    "> [!CAUTION]\n> **Not proven: this change touches the test harness.** "
+			    "It changes how the repository's tests are collected, configured, "
+			    "started or reported, so the tests that checked it are not the ones "
+			    "the repository had. The repository lets such changes open a draft "
+			    "(`allow_harness_changes: true` in .github/autopatch.yml); read the "
+			    "harness files below first and run the tests yourself.\n\n"
+			    "This draft pull request was written by autopatch. In a network-less "
+			    "sandbox, under the changed harness, the reproduction test failed "
+			    "before the change and passed after it.\n\n");
+	else if (in->weak_evidence)
 		ap_buf_adds(&b,
 			    "> [!WARNING]\n> **Weak evidence.** The repository's test suite "
 			    "gives no per-test results and already fails without this change, "
@@ -538,7 +554,17 @@ int progress_render_pr_body(const pr_body_input *in, char **out)
 		add_fenced(&b, in->repro_test, 2000);
 		ap_buf_adds(&b, "\n");
 	}
+	if (in->harness_changed && in->harness_list && *in->harness_list) {
+		ap_buf_adds(&b, "### Test harness files changed\n\n");
+		add_prose(&b, in->harness_list, MAX_PROSE);
+		ap_buf_adds(&b, "\n\n");
+	}
 	add_section(&b, "Evidence (before / after)", in->evidence, MAX_EVIDENCE);
+	if (in->file_kinds && *in->file_kinds) {
+		ap_buf_adds(&b, "### What each file is\n\n");
+		add_prose(&b, in->file_kinds, MAX_PROSE);
+		ap_buf_adds(&b, "\n\n");
+	}
 	add_files(&b, in->files_changed);
 	if (in->test_note) {
 		ap_buf_adds(&b, "Test command: ");
@@ -549,13 +575,16 @@ int progress_render_pr_body(const pr_body_input *in, char **out)
 	return finish(&b, out);
 }
 
-int progress_render_pr_title(int64_t issue, const char *issue_title, char **out)
+int progress_render_pr_title(int64_t issue, const char *issue_title, bool harness, char **out)
 {
 	ap_buf b = AP_BUF_INIT(512);
 	const char *t = issue_title ? issue_title : "";
 	size_t n = ap_utf8_cut(t, 200);
 
-	ap_buf_addf(&b, "Fix #%" PRId64 ": ", issue);
+	if (harness)
+		ap_buf_addf(&b, "Not proven, changes the test harness (#%" PRId64 "): ", issue);
+	else
+		ap_buf_addf(&b, "Fix #%" PRId64 ": ", issue);
 	for (size_t i = 0; i < n; i++) {
 		char c = t[i];
 

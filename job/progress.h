@@ -46,6 +46,7 @@ typedef struct progress_view {
 	bool iteration;		 /* the job changes an existing PR after review feedback */
 	const char *environment; /* image and setup ("sandbox image ...; setup ran (12 s)") */
 	const char *blocked;	 /* connections the egress proxy refused, one per line */
+	bool harness;		 /* the published patch changes the test harness: not proven */
 } progress_view;
 
 #define PROGRESS_VIEW_VERSION 1
@@ -76,10 +77,14 @@ typedef struct pr_body_input {
 	int64_t tokens_in, tokens_out;
 	int model_calls;
 	int iterations;
-	bool priced;	     /* cost_micro is known (AUTOPATCH_PRICES has the model) */
-	int64_t cost_micro;  /* micro-dollars */
-	int estimated_calls; /* calls the provider reported no usage for (charged at most) */
-	bool weak_evidence;  /* proven on exit status only (allow_weak_evidence): the body warns */
+	bool priced;	      /* cost_micro is known (AUTOPATCH_PRICES has the model) */
+	int64_t cost_micro;   /* micro-dollars */
+	int estimated_calls;  /* calls the provider reported no usage for (charged at most) */
+	bool weak_evidence;   /* proven on exit status only (allow_weak_evidence): the body warns */
+	bool harness_changed; /* the patch changes the test harness (allow_harness_changes):
+			       * the body says NOT proven first, and why */
+	const char *harness_list; /* markdown: the harness files and why */
+	const char *file_kinds;	  /* markdown: every changed file and what it is */
 } pr_body_input;
 
 #define PR_BODY_INPUT_VERSION 1
@@ -94,9 +99,10 @@ typedef struct pr_body_input {
  * job/sanitize.h). *out is malloc'd. 0 or AP_ENOMEM. */
 int progress_render_pr_body(const pr_body_input *in, char **out);
 
-/* The PR title: "Fix #N: <issue title>" with the title's control characters removed and its
- * length capped. *out is malloc'd. */
-int progress_render_pr_title(int64_t issue, const char *issue_title, char **out);
+/* The PR title: "Fix #N: <issue title>" (with harness: "Not proven, changes the test harness
+ * (#N): <issue title>") with the title's control characters removed and its length capped.
+ * *out is malloc'd. */
+int progress_render_pr_title(int64_t issue, const char *issue_title, bool harness, char **out);
 
 /* The start of the reply's first line: REPLY_MARKER " (job N) -->". A retry that cannot tell
  * whether its reply was posted (GitHub answered 5xx) finds it by this line. */

@@ -25,7 +25,7 @@
 
 static const char *const known_keys = "image, setup, test, max_iterations, paths, network, "
 				      "agent_network, cache_key, setup_timeout, repro_timeout, "
-				      "suite_timeout, allow_weak_evidence";
+				      "suite_timeout, allow_weak_evidence, allow_harness_changes";
 
 /* Parsing context: the source text, for quoting lines in errors. */
 struct ctx {
@@ -415,6 +415,8 @@ static int parse_root(const struct ctx *cx, const yaml_node_t *root, repo_config
 			rc = get_int(cx, name, v, 1, REPO_CONFIG_MAX_TIMEOUT, &c->suite_timeout);
 		else if (strcmp(name, "allow_weak_evidence") == 0)
 			rc = get_bool(cx, name, v, &c->allow_weak_evidence);
+		else if (strcmp(name, "allow_harness_changes") == 0)
+			rc = get_bool(cx, name, v, &c->allow_harness_changes);
 		else
 			rc = cfg_error(cx, k->start_mark.line,
 				       "unknown key \"%.40s\" (allowed: %s)", name, known_keys);

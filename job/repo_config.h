@@ -23,6 +23,8 @@
  *   suite_timeout: 1200              # seconds per run of the test suite (default 1200)
  *   allow_weak_evidence: false       # accept exit-status evidence for a suite that fails on
  *                                    # the unchanged code and gives no per-test results
+ *   allow_harness_changes: false     # a patch that changes the test harness may still open a
+ *                                    # draft PR, marked "changes the test harness - not proven"
  *
  * Both `autopatch serve` (job/pipeline.c) and `autopatch fix` (cli/fix.c) load it with
  * repo_config_load(). Without a `test:` the test command is detected from the checkout by
@@ -61,7 +63,8 @@ typedef struct repo_config {
 	int setup_timeout;  /* seconds; 0: the Tester's default */
 	int repro_timeout;  /* seconds; 0: the Tester's default */
 	int suite_timeout;  /* seconds; 0: the Tester's default */
-	bool allow_weak_evidence; /* exit-status evidence accepted (the PR then warns) */
+	bool allow_weak_evidence;   /* exit-status evidence accepted (the PR then warns) */
+	bool allow_harness_changes; /* a harness-changing patch may be published, not proven */
 } repo_config;
 
 /* Parse the text of an autopatch.yml. On success *out is a new config (repo_config_free()).

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "job/progress.h"
 #include "common/err.h"
@@ -239,14 +240,59 @@ static void test_pr_body_is_capped(void **state)
 	free(big);
 }
 
+/* allow_harness_changes: the PR and the comment say "not proven" first, name the harness files
+ * and never say "proven" on its own; every file says what it is. */
+static void test_harness_change_is_never_called_proven(void **state)
+{
+	pr_body_input in = PR_BODY_INPUT_INIT;
+	progress_view v = PROGRESS_VIEW_INIT;
+	char *s, *first;
+
+	(void)state;
+	in.issue = 7;
+	in.harness_changed = true;
+	in.harness_list = "- `conftest.py`: a pytest conftest.py (rule `pytest-conftest`)\n";
+	in.file_kinds =
+	    "- `calc.py`: code\n- `conftest.py`: harness\n- `tests/test_x.py`: new test\n";
+	in.evidence = "repro before: failed; after: passed";
+	assert_int_equal(progress_render_pr_body(&in, &s), 0);
+	first = strndup(s, 120); /* the caution block leads */
+	assert_non_null(strstr(first, "Not proven"));
+	free(first);
+	assert_non_null(strstr(s, "### Test harness files changed"));
+	assert_non_null(strstr(s, "rule `pytest-conftest`"));
+	assert_non_null(strstr(s, "### What each file is"));
+	assert_non_null(strstr(s, "`tests/test_x.py`: new test"));
+	/* "proven" appears only as "Not proven" */
+	for (const char *p = s; (p = strcasestr(p, "proven")); p++)
+		assert_true(p - s >= 4 && strncasecmp(p - 4, "not ", 4) == 0);
+	free(s);
+
+	v.job_id = 3;
+	v.state = PROGRESS_SUCCEEDED;
+	v.pr_url = "https://example.test/pr/8";
+	v.harness = true;
+	assert_int_equal(progress_render_comment(&v, &s), 0);
+	assert_non_null(strstr(s, "changes the test harness: not proven"));
+	assert_null(strstr(s, "proven fix"));
+	free(s);
+	v.harness = false;
+	assert_int_equal(progress_render_comment(&v, &s), 0);
+	assert_non_null(strstr(s, "opened a pull request with a proven fix"));
+	free(s);
+}
+
 static void test_title_and_reply(void **state)
 {
 	pr_body_input in = PR_BODY_INPUT_INIT;
 	char *s;
 
 	(void)state;
-	assert_int_equal(progress_render_pr_title(12, "divide by zero\nreturns 0", &s), 0);
+	assert_int_equal(progress_render_pr_title(12, "divide by zero\nreturns 0", false, &s), 0);
 	assert_string_equal(s, "Fix #12: divide by zero returns 0");
+	free(s);
+	assert_int_equal(progress_render_pr_title(12, "divide by zero", true, &s), 0);
+	assert_string_equal(s, "Not proven, changes the test harness (#12): divide by zero");
 	free(s);
 
 	in.summary = "raise ValueError instead";
@@ -271,6 +317,7 @@ int main(void)
 	    cmocka_unit_test(test_pr_body_sections),
 	    cmocka_unit_test(test_pr_body_is_capped),
 	    cmocka_unit_test(test_title_and_reply),
+	    cmocka_unit_test(test_harness_change_is_never_called_proven),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
