@@ -43,21 +43,13 @@ static int judge(agent_ctx *a, llm_conv *conv, const llm_tool_call *call, const 
 	if ((rc = tester_check(a->tester, fin, &v)))
 		goto out;
 	a->res->iterations = a->round;
-	if (v.proven && v.harness) {
-		agent_progress(
-		    a, "testing",
-		    "round %d: checks passed but NOT proven - the patch changes the test "
-		    "harness (allow_harness_changes)",
-		    a->round);
-		rc = accept(a, fin, &v);
-		rc = rc ? rc : 1;
-		goto out;
-	}
 	if (v.proven) {
-		agent_progress(a, "testing",
-			       "round %d: proven - the reproduction test fails on pristine, "
-			       "passes on the patch, no regressions",
-			       a->round);
+		agent_progress(a, "testing", "round %d: %s", a->round,
+			       v.harness
+				   ? "checks passed but NOT proven - the patch changes the "
+				     "test harness (allow_harness_changes)"
+				   : "proven - the reproduction test fails on pristine, passes "
+				     "on the patch, no regressions");
 		rc = accept(a, fin, &v);
 		rc = rc ? rc : 1;
 		goto out;

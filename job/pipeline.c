@@ -388,8 +388,11 @@ static void on_progress(void *ud, const char *stage_name, const char *line)
 	/* The Tester's verdicts ("round 2: rejected - ...") become "tester:" events, which the
 	 * comment shows as the latest verdict. */
 	if (stage_name && strcmp(stage_name, "testing") == 0 && line &&
-	    (strstr(line, ": proven") || strstr(line, ": rejected"))) {
-		snprintf(verdict, sizeof(verdict), "tester: %s", line);
+	    (strstr(line, ": proven") || strstr(line, ": rejected") ||
+	     strstr(line, "NOT proven"))) {
+		/* cut between characters: the line may carry a test's name */
+		snprintf(verdict, sizeof(verdict), "tester: %.*s",
+			 (int)ap_utf8_cut(line, sizeof(verdict) - 10), line);
 		line = verdict;
 		/* Proven: the PR comes next. GitHub spaces an installation's writes, so a comment
 		 * edit now would delay it; the final state is written right after. */
