@@ -92,21 +92,7 @@ static const char SCRIPT_RUN[] =
     "PYTEST_ADDOPTS=\"--junitxml=$2/pytest.xml -p no:cacheprovider --color=no\" "
     "sh -c \"$3\" > \"$2/out\" 2> \"$2/err\" < /dev/null";
 
-/* Before anything of a run is read back: kill every process the box's commands left (every
- * one started more than 100 ms after the box's pid 1, which keeps pid 1 and the box's own
- * main process, started with it), but this script and its ancestors (the exec's wrappers);
- * twice, for what forked meanwhile. So a background process the run started cannot rewrite
- * its report or output between the run and the reading. Start times are in clock ticks
- * (USER_HZ, 100 a second), field 22 of /proc/PID/stat. */
-#define KILL_LEFTOVERS                                                                             \
-	"st() { s=$(cat /proc/$1/stat 2>/dev/null) || return 1; s=${s##*) }; set -- $s; "          \
-	"echo \"${20}\"; }; t1=$(st 1); keep=\" 1 $$ \"; p=$$; while [ \"${p:-0}\" -gt 1 ]; do "   \
-	"p=$(sed -n 's/^PPid:[[:space:]]*//p' /proc/$p/status 2>/dev/null); keep=\"$keep$p \"; "   \
-	"done; for round in 1 2; do for d in /proc/[0-9]*; do n=${d#/proc/}; "                     \
-	"case \"$keep\" in *\" $n \"*) continue;; esac; t=$(st \"$n\") || continue; "              \
-	"[ \"$t\" -gt $((${t1:-0} + 10)) ] && kill -KILL \"$n\" 2>/dev/null; done; done; "
-
-static const char SCRIPT_COLLECT[] = KILL_LEFTOVERS
+static const char SCRIPT_COLLECT[] =
     "N=\"$3\"; sec() { s=$(wc -c < \"$3\" 2>/dev/null) || s=-1; "
     "printf '\\n@@ap:%s:%s:%s\\n' \"$N\" \"$s\" \"$1\"; head -c \"$2\" -- \"$3\" 2>/dev/null; }; "
     "if [ ! -e \"$1/.started\" ]; then printf '\\n@@ap:%s:0:nostart\\n' \"$N\"; exit 0; fi; "
@@ -502,6 +488,17 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 	ro->millis = r.millis;
 	snprintf(prep_err, sizeof(prep_err), "%s", r.err ? r.err : "");
 	sbx_result_release(&r);
+	/* Nothing the run started may outlive it: a background process could rewrite its report
+	 * or output before they are read. A box that cannot be cleared is killed: the run gave
+	 * no evidence, which is a rejection (or an environment failure), not a broken job. */
+	if (sbx_box_sweep(t->run) != 0) {
+		ap_error_clear();
+		ro->problem = tools_asprintf("it left processes running that could not be stopped "
+					     "after it ended (its sandbox was killed), so its "
+					     "results cannot be trusted");
+		rc = ro->problem ? 0 : AP_ENOMEM;
+		goto out;
+	}
 	make_nonce(nonce);
 	snprintf(caps[0], sizeof(caps[0]), "%u", OUT_SECTION_CAP);
 	snprintf(caps[1], sizeof(caps[1]), "%u", ERR_SECTION_CAP);
@@ -516,6 +513,13 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 		if ((rc = exec_argv(t, "/tmp", argv, 300, NULL, 0, COLLECT_CAP, &r)))
 			goto out;
 	}
+	if (r.exit_code != 0 || r.timed_out) { /* cut short: what it printed is no evidence */
+		rc = ap_error_set(AP_EIO,
+				  "the Tester could not read the results of a run in %s back (the "
+				  "reading exited with %d%s)",
+				  dir, r.exit_code, r.timed_out ? ", timed out" : "");
+		goto out;
+	}
 	/* Ids the baseline has too are not stored again; t->base outlives every other run. */
 	if (ro != &t->base)
 		report_share_ids(&ro->rep, &t->base.rep);
@@ -526,6 +530,16 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 		goto out;
 	}
 	sbx_result_release(&r); /* parsed: its raw text (up to COLLECT_CAP) is not needed now */
+	/* pytest always writes its JUnit report (PYTEST_ADDOPTS): a pytest run without one gave
+	 * no evidence, and its exit status alone must not stand in for it. */
+	if (ro->runner == REPORT_RUNNER_PYTEST && !ro->have_report && !ro->problem &&
+	    !ro->timed_out && !ro->oom && ro->exit_code < 128 && /* killed: that is the class */
+	    !(ro->problem = tools_asprintf("pytest ran but wrote no JUnit report (exit %d): the "
+					   "per-test results are missing",
+					   ro->exit_code))) {
+		rc = AP_ENOMEM;
+		goto out;
+	}
 	report_finish(&ro->rep);
 	{
 		report_run facts = {.exit_code = ro->exit_code,

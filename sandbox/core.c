@@ -514,7 +514,7 @@ static bool box_died(sbx_box *b, int code)
 	return false;
 }
 
-/* After a command's inside deadline: kill (in up to 5 passes, for processes that fork while
+/* After a command's inside deadline: kill (in up to 10 passes, for processes that fork while
  * being killed) every process of the box except PID 1 (docker-init)
  * and the life `sleep`. `timeout -s KILL` only kills its own process group, so a child that
  * called setsid() (and holds stdout or not) would otherwise outlive its command's deadline;
@@ -525,15 +525,17 @@ static bool box_died(sbx_box *b, int code)
  * the whole box is killed instead. */
 static void sweep(sbx_box *b)
 {
-	static const char script[] = "for pass in 1 2 3 4 5; do n=0; "
+	/* A process just killed is gone only once init has reaped it: a pass that killed
+	 * something waits 50 ms before the next looks again (up to 10 passes). */
+	static const char script[] = "for pass in 1 2 3 4 5 6 7 8 9 10; do n=0; "
 				     "for f in /proc/[0-9]*/stat; do "
 				     "p=${f#/proc/}; p=${p%/stat}; "
 				     "[ \"$p\" = $$ ] || [ \"$p\" = $PPID ] && continue; "
 				     "read -r l < \"$f\" 2>/dev/null || continue; "
 				     "set -- ${l##*) }; "
-				     "[ \"$1\" = Z ] && continue; "
+				     "case \"$1\" in Z|X) continue;; esac; "
 				     "[ \"$4\" = 1 ] || { kill -KILL \"$p\" 2>/dev/null; n=1; }; "
-				     "done; [ $n = 0 ] && exit 0; done; exit 1";
+				     "done; [ $n = 0 ] && exit 0; sleep 0.05; done; exit 1";
 	const char *const argv[] = {"sh", "-c", script, NULL};
 	sbx_cmd cmd = SBX_CMD_INIT;
 	sbx_result res = SBX_RESULT_INIT;
@@ -553,6 +555,18 @@ static void sweep(sbx_box *b)
 		b->killed = true;
 	}
 	sbx_result_release(&res);
+}
+
+int sbx_box_sweep(sbx_box *b)
+{
+	if (b->killed)
+		return ap_error_set(AP_EIO, "the sandbox %s was killed", b->name);
+	sweep(b);
+	return b->killed ? ap_error_set(AP_EIO,
+					"the processes left in sandbox %s could not be "
+					"cleared; it was killed",
+					b->name)
+			 : 0;
 }
 
 int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)

@@ -141,6 +141,13 @@ int sbx_prepare(sbx_box *b);
 int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res);
 void sbx_result_release(sbx_result *res);
 
+/* Kill every process the box's commands left running (all but the box's own init and main
+ * process: they are session 1, every exec is a session of its own), as the box does itself
+ * after a command's inside deadline. 0 when none is left; when that cannot be done the box is
+ * killed and AP_EIO returned (further commands fail). The Tester calls it after each run, so
+ * nothing a run started can change what is read back after it. */
+int sbx_box_sweep(sbx_box *b);
+
 /* Kill and remove the box and everything created for it (network, proxy, repo dir), on every
  * path. Accepts NULL. Returns 0 or the first error (the box is freed either way). */
 int sbx_destroy(sbx_box *b);
