@@ -1382,6 +1382,8 @@ static char *evidence(tester *t, const tool_finish *fin, const char *test_path,
 	}
 	ap_buf_adds(&b, "**Test suite** ");
 	add_code(&b, t->test_cmd);
+	ap_buf_adds(&b, ", on the patched code with the repository's own tests (the tests the "
+			"patch adds or changes are not in this run)");
 	if (t->base.cls == REPORT_RAN) {
 		ap_buf_addf(&b, " (per-test results from %s)\n\n",
 			    t->base.source ? t->base.source : "the runner");
@@ -1444,11 +1446,12 @@ static int policy_check(tester *t, tester_verdict *v)
 
 /* The host's files check: what each file is, and whether the patch changes the test harness
  * (then rejected unless the repository allows it; v->harness marks it). */
-static int files_check(tester *t, tester_verdict *v)
+static int files_check(tester *t, tester_verdict *v, char **tests)
 {
-	tester_files f = {NULL, NULL, NULL};
+	tester_files f = {NULL, NULL, NULL, NULL};
 	int rc;
 
+	*tests = NULL;
 	if (!t->files_check)
 		return ap_error_set(AP_EINVAL,
 				    "the Tester has no files check: nothing can be proven "
@@ -1457,7 +1460,8 @@ static int files_check(tester *t, tester_verdict *v)
 	if ((rc = t->files_check(t->files_check_ud, v->diff, strlen(v->diff), &f)))
 		return rc;
 	v->kinds = f.kinds;
-	f.kinds = NULL;
+	*tests = f.tests;
+	f.kinds = f.tests = NULL;
 	if (f.harness_reason && !t->allow_harness) {
 		v->reason = f.harness_reason;
 		f.harness_reason = NULL;
@@ -1477,14 +1481,51 @@ static int files_check(tester *t, tester_verdict *v)
 	free(f.harness_reason);
 	free(f.harness_list);
 	free(f.kinds);
+	free(f.tests);
 	return rc;
+}
+
+/* The diff without the sections of the given paths (one per line): the code change alone,
+ * for the suite run, which runs the base's tests. Sections are matched by their exact header
+ * (`diff --git a/P b/P`), as diff_section() finds them; a rename's section is kept. */
+static char *diff_without(const char *diff, const char *paths)
+{
+	ap_buf b = AP_BUF_INIT(DIFF_CAP + 1);
+	const char *p = diff, *next;
+	char *out = NULL;
+
+	while (p && *p) {
+		bool drop = false;
+
+		next = strstr(p + 1, "\ndiff --git ");
+		next = next ? next + 1 : NULL;
+		for (const char *q = paths; q && *q && !drop;) {
+			const char *eol = strchr(q, '\n');
+			size_t n = eol ? (size_t)(eol - q) : strlen(q);
+			char *hdr =
+			    n ? tools_asprintf("diff --git a/%.*s b/%.*s\n", (int)n, q, (int)n, q)
+			      : NULL;
+
+			drop = hdr && strncmp(p, hdr, strlen(hdr)) == 0;
+			free(hdr);
+			q = eol ? eol + 1 : NULL;
+		}
+		if (!drop)
+			ap_buf_add(&b, p, next ? (size_t)(next - p) : strlen(p));
+		p = next;
+	}
+	if (ap_buf_adds(&b, "") == 0)
+		out = strdup(ap_buf_str(&b));
+	ap_buf_release(&b);
+	return out;
 }
 
 int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 {
 	struct run_out post = {0}, suite = {0};
 	const char *test_path = norm_path(fin->test_path);
-	char *why = NULL, *detail = NULL, *key = NULL, *section = NULL;
+	char *why = NULL, *detail = NULL, *key = NULL, *section = NULL, *tests = NULL;
+	char *code_diff = NULL;
 	enum repro_kind kind = REPRO_REJECT;
 	enum run_stop stop = RUN_RAN;
 	bool too_big = false;
@@ -1512,7 +1553,7 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	/* The host's policy on the bytes just fetched, before anything is tested. */
 	if ((rc = policy_check(t, v)) || v->reason)
 		goto out;
-	if ((rc = files_check(t, v)) || v->reason)
+	if ((rc = files_check(t, v, &tests)) || v->reason)
 		goto out;
 	int64_t changed = tester_diff_changed_lines(v->diff);
 	if (t->max_diff_lines > 0 && changed > t->max_diff_lines) {
@@ -1603,9 +1644,20 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	}
 
 	/* 3. No test that passed on pristine may fail, error, skip or disappear on patched: the
-	 * suite in another fresh box and tree, so the repro run above cannot have touched it. */
-	if ((rc = fresh_run(t, "patched", v->diff, t->test_cmd, t->suite_s, "suite_timeout", &suite,
-			    &stop, &why)))
+	 * suite in another fresh box and tree, so the repro run above cannot have touched it,
+	 * and with the base's tests (the patch's code only), so no test the patch adds or
+	 * changes runs inside it: what those tests do in-process cannot hide a regression. */
+	if (!(code_diff = diff_without(v->diff, tests))) {
+		rc = AP_ENOMEM;
+		goto out;
+	}
+	if (!*code_diff) {
+		rc = reject(v, "the patch changes only tests: the fix itself is missing",
+			    "git diff", WORKSPACE, NULL, NULL);
+		goto out;
+	}
+	if ((rc = fresh_run(t, "patched", code_diff, t->test_cmd, t->suite_s, "suite_timeout",
+			    &suite, &stop, &why)))
 		goto out;
 	if (why) { /* it applied and set up a moment ago: the box or the setup is at fault */
 		rc = reject(v, why, stop == RUN_NO_APPLY ? "git apply" : t->setup_cmd,
@@ -1684,6 +1736,8 @@ out:
 	free(detail);
 	free(key);
 	free(section);
+	free(tests);
+	free(code_diff);
 	run_out_release(&post);
 	run_out_release(&suite);
 	return rc;

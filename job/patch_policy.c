@@ -5,6 +5,7 @@
 
 #include "agents/harness.h"
 #include "agents/tester.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "github/patch.h"
 
@@ -54,6 +55,28 @@ int patch_policy_fixer_check(void *ud, const char *diff, size_t len, char **why)
 
 #define HARNESS_NAMED 5 /* harness files named in the one-line reason */
 
+/* The paths of the files that are tests (new, changed or deleted), one per line, malloc'd. */
+static int test_paths(const harness_file *hf, size_t n, const harness_findings *found, char **out)
+{
+	ap_buf b = AP_BUF_INIT((size_t)4 << 20);
+
+	*out = NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *kind = harness_kind(&hf[i], found);
+
+		if (strstr(kind, "test"))
+			ap_buf_addf(&b, "%s\n",
+				    hf[i].status == 'D' ? hf[i].old_path : hf[i].new_path);
+	}
+	if (ap_buf_adds(&b, "") != 0) {
+		ap_buf_release(&b);
+		return AP_ENOMEM;
+	}
+	*out = strdup(ap_buf_str(&b));
+	ap_buf_release(&b);
+	return *out ? 0 : AP_ENOMEM;
+}
+
 int patch_policy_fixer_files(void *ud, const char *diff, size_t len, struct tester_files *out)
 {
 	const patch_policy *p = ud;
@@ -79,7 +102,8 @@ int patch_policy_fixer_files(void *ud, const char *diff, size_t len, struct test
 				       files[i].old_data, files[i].old_len,  files[i].new_data,
 				       files[i].new_len,  files[i].binary,   files[i].too_big};
 	if ((rc = harness_classify(&found, hf, n, p->test_cmd, p->setup_cmd)) ||
-	    (rc = harness_kinds_markdown(hf, n, &found, 0, &out->kinds)))
+	    (rc = harness_kinds_markdown(hf, n, &found, 0, &out->kinds)) ||
+	    (rc = test_paths(hf, n, &found, &out->tests)))
 		goto out_release;
 	if (found.n &&
 	    ((rc = harness_findings_reason(&found, HARNESS_NAMED, &out->harness_reason)) ||
@@ -92,6 +116,7 @@ out_files:
 	gh_patch_files_free(files, n);
 	if (rc) {
 		free(out->kinds);
+		free(out->tests);
 		free(out->harness_reason);
 		free(out->harness_list);
 		memset(out, 0, sizeof(*out));

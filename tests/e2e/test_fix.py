@@ -29,7 +29,7 @@ def test_happy_path_gives_a_proven_patch(autopatch_bin, tmp_path, provider):
     assert diff in r.out  # the final diff is printed
     # the Tester's evidence: repro fails on pristine with the error, passes after
     assert "ZeroDivisionError" in r.out and "**fails**" in r.out and "**passes**" in r.out
-    assert "| pristine | 7 | 0 | 0 | 0 | 0 |" in r.out and "| patched | 8 | 0 | 0 | 0 | 0 |" in r.out
+    assert "| pristine | 7 | 0 | 0 | 0 | 0 |" in r.out and "| patched | 7 | 0 | 0 | 0 | 0 |" in r.out
     # the Planner's tools really ran in the box (read-only /repo)
     listing, found = tool_results(r.by_role("planner")[1])
     assert "calc.py" in listing.split() and "tests/test_calc.py" in listing.split()
@@ -293,7 +293,7 @@ def test_junit_reports_are_compared_per_test_and_cleaned_up(autopatch_bin, tmp_p
     # JUnit test ids (classname::name), not pytest's node ids: the reports were used
     assert "`tests.test_calc::test_mean`: failed" in tool_results(r.by_role("builder")[3])[-1]
     assert "round 2: proven" in r.out
-    assert "| pristine | 7 | 0 | 0 | 0 | 0 |" in r.out and "| patched | 8 | 0 | 0 | 0 | 0 |" in r.out
+    assert "| pristine | 7 | 0 | 0 | 0 | 0 |" in r.out and "| patched | 7 | 0 | 0 | 0 | 0 |" in r.out
     diff = r.out_path.read_text()
     assert "junit-report" not in diff and "build/" not in diff  # the Tester cleaned up
 

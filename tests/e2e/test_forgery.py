@@ -578,6 +578,26 @@ def test_c_makefile_test_target_made_exit_0_is_not_proven(autopatch_bin, tmp_pat
     assert "Makefile" in reason, r
 
 
+def test_new_test_that_rewrites_reports_cannot_hide_a_regression(autopatch_bin, tmp_path):
+    """Defence: the suite on the patched code runs with the repository's own tests, without the
+    tests the patch adds or changes. The reproduction test here registers an atexit hook that,
+    under /tmp/trees/patched, rewrites pytest's JUnit report as all passed, and the patch fixes
+    the bug but breaks longest(): with the new test inside the suite run, the hook hid that
+    regression and the patch was proven."""
+    repo = make_repo(tmp_path, TALLY)
+    rewriting = LINKING_TEST.replace("        os.remove(path)\n        os.symlink(forged, path)\n",
+                                     '        open(path, "w").write(text)\n')
+    assert rewriting != LINKING_TEST
+    s = script(write(REPRO, rewriting), replace("tally/core.py", BUG_LINE, FIX_LINE),
+               replace("tally/core.py", '    return max(words, key=len) if words else ""\n',
+                       '    return ""\n'),
+               done())
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "1"])
+    reason = assert_not_proven(r)
+    assert "the patch breaks 1 test that passed before" in reason, r
+    assert "test_longest" in reason, r
+
+
 # ---- the honest paths still prove ------------------------------------------------------------
 
 def assert_proven(r):
@@ -595,7 +615,7 @@ def test_honest_fix_with_a_new_test_file_is_proven(autopatch_bin, tmp_path):
     assert_proven(r)
     ev = r.out.split("=== Tester evidence ===")[1]
     assert "assert 3 == 2" in ev  # the pristine failure, from the real code
-    assert "| pristine | 3 | 0 | 0 | 0 | 0 |" in ev and "| patched | 4 | 0 | 0 | 0 | 0 |" in ev
+    assert "| pristine | 3 | 0 | 0 | 0 | 0 |" in ev and "| patched | 3 | 0 | 0 | 0 | 0 |" in ev
     assert set(f.split(" b/")[-1] for f in r.out_path.read_text().splitlines()
                if f.startswith("diff --git")) == {"tally/core.py", REPRO}
 
@@ -613,7 +633,7 @@ def test_honest_fix_whose_test_is_added_to_an_existing_test_file_is_proven(autop
     assert_proven(r)
     ev = r.out.split("=== Tester evidence ===")[1]
     assert "test_repeated_spaces" in ev and "assert 3 == 2" in ev
-    assert "| patched | 4 | 0 | 0 | 0 | 0 |" in ev
+    assert "| patched | 3 | 0 | 0 | 0 | 0 |" in ev
 
 
 def test_honest_fix_with_setup_products_is_proven(autopatch_bin, tmp_path):
