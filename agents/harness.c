@@ -1107,40 +1107,6 @@ static bool toml_touches(const char *f, size_t fn, const char *p)
 	}
 }
 
-/* Whether any entry's text of a group names local code: a `path` or `git` key, `file:`, or a
- * PEP 508 direct reference (`@`). */
-static bool names_local(const struct entry *a, size_t an)
-{
-	for (size_t k = 0; k < an; k++) {
-		const char *s = a[k].text.s;
-		size_t n = a[k].text.n;
-
-		for (size_t i = 0; i < n; i++) {
-			bool start = i == 0 || !(isalnum((unsigned char)s[i - 1]) ||
-						 s[i - 1] == '_' || s[i - 1] == '-');
-
-			if (s[i] == '@' || (i + 5 <= n && ieq(s + i, 5, "file:", 5)))
-				return true;
-			if (!start)
-				continue;
-			for (int w = 0; w < 2; w++) {
-				const char *word = w ? "git" : "path";
-				size_t wn = strlen(word), x = i + wn;
-
-				if (x > n || !ieq(s + i, wn, word, wn))
-					continue;
-				if (x < n && (s[x] == '"' || s[x] == '\''))
-					x++;
-				while (x < n && (s[x] == ' ' || s[x] == '\t'))
-					x++;
-				if (x < n && s[x] == '=')
-					return true;
-			}
-		}
-	}
-	return false;
-}
-
 /* Whether a group's text has a key named `name` (bare or quoted) followed by `=`: an inline
  * table's key. */
 static bool has_key_named(const struct entry *a, size_t an, const char *name)
@@ -1168,6 +1134,21 @@ static bool has_key_named(const struct entry *a, size_t an, const char *name)
 		}
 	}
 	return false;
+}
+
+/* Whether any entry's text of a group names local code: a `path` or `git` key, `file:`, or a
+ * PEP 508 direct reference (`@`). */
+static bool names_local(const struct entry *a, size_t an)
+{
+	for (size_t k = 0; k < an; k++) {
+		const char *s = a[k].text.s;
+		size_t n = a[k].text.n;
+
+		for (size_t i = 0; i < n; i++)
+			if (s[i] == '@' || (i + 5 <= n && ieq(s + i, 5, "file:", 5)))
+				return true;
+	}
+	return has_key_named(a, an, "path") || has_key_named(a, an, "git");
 }
 
 /* The tables of a TOML file that are harness: touched at all, or (deps) when an entry there
