@@ -1382,8 +1382,8 @@ static char *evidence(tester *t, const tool_finish *fin, const char *test_path,
 	}
 	ap_buf_adds(&b, "**Test suite** ");
 	add_code(&b, t->test_cmd);
-	ap_buf_adds(&b, ", on the patched code with the repository's own tests (the tests the "
-			"patch adds or changes are not in this run)");
+	ap_buf_adds(&b, ", on the patched code with the repository's own tests (the test files "
+			"the patch adds are not in this run)");
 	if (t->base.cls == REPORT_RAN) {
 		ap_buf_addf(&b, " (per-test results from %s)\n\n",
 			    t->base.source ? t->base.source : "the runner");
@@ -1645,8 +1645,9 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 
 	/* 3. No test that passed on pristine may fail, error, skip or disappear on patched: the
 	 * suite in another fresh box and tree, so the repro run above cannot have touched it,
-	 * and with the base's tests (the patch's code only), so no test the patch adds or
-	 * changes runs inside it: what those tests do in-process cannot hide a regression. */
+	 * and without the test files the patch adds, so what a new test does in-process cannot
+	 * hide a regression. (A test file the patch changes runs as changed: it may change on
+	 * purpose; the PR names it a changed test.) */
 	if (!(code_diff = diff_without(v->diff, tests))) {
 		rc = AP_ENOMEM;
 		goto out;

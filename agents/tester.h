@@ -89,8 +89,8 @@ typedef struct tester_files {
 	char *harness_reason; /* one line naming the harness files and why; NULL: none */
 	char *harness_list;   /* markdown list of the same (harness_findings_markdown) */
 	char *kinds;	      /* markdown: every file and what it is (harness_kinds_markdown) */
-	char *tests;	      /* the paths the patch adds, changes or deletes that are tests
-			       * (one per line): the suite runs with the base's versions */
+	char *tests;	      /* the test files the patch adds (one per line): the suite runs
+			       * without them */
 } tester_files;
 
 /* 0 with *out filled, or a negative AP_E* (with a message) that ends the check unproven. */

@@ -55,7 +55,9 @@ int patch_policy_fixer_check(void *ud, const char *diff, size_t len, char **why)
 
 #define HARNESS_NAMED 5 /* harness files named in the one-line reason */
 
-/* The paths of the files that are tests (new, changed or deleted), one per line, malloc'd. */
+/* The paths of the test files the patch adds, one per line, malloc'd. Only new ones: a test
+ * file the patch changes may change on purpose (an iteration that asks for other behaviour
+ * rewrites the test it wrote before), so it runs in the suite as the patch has it. */
 static int test_paths(const harness_file *hf, size_t n, const harness_findings *found, char **out)
 {
 	ap_buf b = AP_BUF_INIT((size_t)4 << 20);
@@ -64,7 +66,7 @@ static int test_paths(const harness_file *hf, size_t n, const harness_findings *
 	for (size_t i = 0; i < n; i++) {
 		const char *kind = harness_kind(&hf[i], found);
 
-		if (strstr(kind, "test"))
+		if (strcmp(kind, "new test") == 0)
 			ap_buf_addf(&b, "%s\n",
 				    hf[i].status == 'D' ? hf[i].old_path : hf[i].new_path);
 	}
