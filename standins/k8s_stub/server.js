@@ -291,9 +291,14 @@ function egressDenied(labels) {
 // port}] } (selected: some policy isolates the pod's egress; cidr null: any destination; port
 // null: any port). Peers the stand-in cannot map (podSelector, namespaceSelector, an ipBlock
 // with except) allow nothing: fail closed.
+// --cni-ignores-policy-deletes: the policies the API deleted that the "CNI" never heard of. They
+// stay in force for every later rewrite of a chain (a new pod's policy re-enforces all pods),
+// as they would on a CNI that missed the delete.
+const ghostPolicies = new Map();
+
 function egressAllowed(labels) {
   const out = { selected: false, allow: [] };
-  for (const rec of policies.values()) {
+  for (const rec of [...policies.values(), ...ghostPolicies.values()]) {
     const s = rec.obj.spec || {};
     const types = s.policyTypes || (s.egress ? ['Ingress', 'Egress'] : ['Ingress']);
     if (!types.includes('Egress') || !selects(s.podSelector, labels)) continue;
@@ -663,6 +668,8 @@ async function handle(req, res) {
       await removePod(rec);
     } else if (!opts.ignorePolicyDeletes) {
       await reenforce();
+    } else {
+      ghostPolicies.set(r.name, rec);
     }
     return send(res, 200, r.kind === 'Pod' ? rec.obj : { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name: r.name, group: r.group, kind: plural } });
   }
