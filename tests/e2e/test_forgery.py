@@ -735,3 +735,47 @@ def test_serve_background_process_forgery_gets_no_pr(rig):
     assert "FAILS on the patched code" in text, text
     results = [t for q in r.model.requests() if q["role"] == "builder" for t in tool_results(q)]
     assert any("forger alive" in t for t in results), results
+
+
+def test_serve_allowed_harness_change_opens_a_draft_marked_not_proven(tmp_path, autopatch_bin):
+    """`allow_harness_changes: true`: a real fix that also touches calc's conftest.py still
+    opens a draft, but its title, label, body and progress comment say "not proven" and never
+    call it proven (the checks ran under a harness the patch changed)."""
+    last = "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\n"
+    script = happy()
+    script["builder"] = [
+        {"tool_calls": [write_repro()]},
+        {"tool_calls": [GOOD_FIX]},
+        {"tool_calls": [call("replace_in_file", path="conftest.py", old=last,
+                             new=last + "# the tests import calc from the repository root\n")]},
+        {"tool_calls": [calc_finish()]},
+        {"text": "Done."},
+    ]
+    config = dict(CALC_CONFIG)
+    config[".github/autopatch.yml"] += "allow_harness_changes: true\n"
+    r = Rig(tmp_path / "rig", autopatch_bin, script=script, files=config)
+    r.tmp.mkdir(parents=True)
+    r.start()
+    try:
+        assert r.label() == 202
+        r.wait(lambda: r.job_done(1), 300, "the job to end")
+        job = r.jobs()[0]
+        assert job["state"] == "succeeded", job
+        pulls = r.pulls()
+        assert len(pulls) == 1, pulls
+        pr = pulls[0]
+        assert pr["draft"] is True
+        assert pr["title"].startswith("Not proven, changes the test harness (#1): "), pr["title"]
+        assert "Not proven: this change touches the test harness" in pr["body"], pr["body"]
+        assert "### Test harness files changed" in pr["body"] and "conftest.py" in pr["body"]
+        assert "`calc.py`: code" in pr["body"] and "`conftest.py`: harness" in pr["body"]
+        lowered = pr["body"].lower()
+        assert lowered.count("proven") == lowered.count("not proven"), pr["body"]
+        labels = r.state()["issues"][str(pr["number"])]["labels"]
+        assert "autopatch: changes the test harness - not proven" in labels, labels
+        prog = [c for c in r.bot_comments(1) if MARKER in c["body"]]
+        assert len(prog) == 1, r.bot_comments(1)
+        assert "changes the test harness: not proven" in prog[0]["body"], prog[0]["body"]
+        assert "proven fix" not in prog[0]["body"], prog[0]["body"]
+    finally:
+        r.stop()
