@@ -107,10 +107,8 @@ int patch_policy_fixer_files(void *ud, const char *diff, size_t len, struct test
 	    (rc = harness_kinds_markdown(hf, n, &found, 0, &out->kinds)) ||
 	    (rc = test_paths(hf, n, &found, &out->tests)))
 		goto out_release;
-	if (found.n &&
-	    ((rc = harness_findings_reason(&found, HARNESS_NAMED, &out->harness_reason)) ||
-	     (rc = harness_findings_markdown(&found, 0, &out->harness_list))))
-		goto out_release;
+	if (found.n && !(rc = harness_findings_reason(&found, HARNESS_NAMED, &out->harness_reason)))
+		rc = harness_findings_markdown(&found, 0, &out->harness_list);
 out_release:
 	harness_findings_release(&found);
 	free(hf);
