@@ -13,6 +13,7 @@
 #include "job/environment.h"
 #include "job/patch_policy.h"
 #include "job/repo_config.h"
+#include "job/run_config.h"
 #include "job/tester_box.h"
 #include "sandbox/sandbox.h"
 
@@ -180,7 +181,90 @@ static int write_out(const char *path, const char *diff)
 	return bad ? ap_error_set(AP_EIO, "cannot write %s", path) : 0;
 }
 
-int fix_main(int argc, char **argv, ap_config *cfg)
+/* One run of `fix`: what the command line gave, and what the steps made (released by
+ * fix_release). */
+struct fix {
+	const char *repo, *issue_file, *issue_arg, *out_path, *traj_path;
+	const char *test_arg, *setup_arg;
+	int max_iter;
+	char repo_abs[PATH_MAX];
+	char repo_id[PATH_MAX + 8];
+	char label[64];
+	ap_buf issue;
+	repo_config *rcfg;
+	run_config run; /* the repository's settings, overridden by the flags */
+	patch_policy policy;
+	env_choice choice;
+	sbx_engine *engine;
+	sbx_box *box;
+	env_setup_opts eo;
+	env_setup_result er;
+	env_snapshot *snapshot;
+	tester_boxes tb;
+	fixer_opts fo;
+	fixer_result res;
+};
+
+static void fix_release(struct fix *f)
+{
+	fflush(stdout);
+	if (f->box && sbx_destroy(f->box) != 0)
+		fprintf(stderr, "autopatch fix: removing the sandbox failed: %s\n",
+			ap_error_last());
+	env_snapshot_free(f->snapshot);
+	sbx_engine_free(f->engine);
+	fixer_result_release(&f->res);
+	repo_config_free(f->rcfg);
+	ap_buf_release(&f->issue);
+}
+
+/* The checks passed under a harness the patch changed: nothing is proven. The repository
+ * allows publishing it (allow_harness_changes); fix writes it out, and exits 1. */
+static int report_harness(const struct fix *f)
+{
+	const fixer_result *res = &f->res;
+	const char *diff = res->diff ? res->diff : "";
+
+	printf("\n=== diff ===\n%s", diff);
+	printf("\n=== Tester evidence (under the changed harness) ===\n%s\n",
+	       res->evidence ? res->evidence : "");
+	printf("\n=== what each file is ===\n%s", res->file_kinds ? res->file_kinds : "");
+	printf("\n=== test harness files changed ===\n%s",
+	       res->harness_list ? res->harness_list : "");
+	printf("NOT PROVEN: the patch changes the test harness (allowed by "
+	       "allow_harness_changes); the checks passed under the changed harness.\n");
+	if (f->out_path && write_out(f->out_path, diff) == 0)
+		printf("patch written to %s\n", f->out_path);
+	return 1;
+}
+
+/* A proven fix: the diff, the evidence, what each file is; exit 0 (1 when --out fails). */
+static int report_proven(const struct fix *f)
+{
+	const fixer_result *res = &f->res;
+	const char *diff = res->diff ? res->diff : "";
+
+	if (res->weak_evidence)
+		printf("\nWEAK EVIDENCE: the suite gives no per-test results and fails on "
+		       "the unchanged code; accepted because of allow_weak_evidence\n");
+	printf("\n=== diff ===\n%s", diff);
+	printf("\n=== Tester evidence ===\n%s\n", res->evidence ? res->evidence : "");
+	printf("\n=== what each file is ===\n%s", res->file_kinds ? res->file_kinds : "");
+	printf("summary: %s\n", res->summary ? res->summary : "");
+	printf("PROVEN: the reproduction test %s fails before the patch and passes after "
+	       "it; no test that passed before fails.\n",
+	       res->repro_test ? res->repro_test : "");
+	if (f->out_path && write_out(f->out_path, diff) != 0) {
+		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
+		return 1;
+	}
+	if (f->out_path)
+		printf("patch written to %s\n", f->out_path);
+	return 0;
+}
+
+/* The flags. 0, or the exit code (2: usage; 0 for --help, with *done). */
+static int parse_args(struct fix *f, int argc, char **argv, bool *done)
 {
 	static const struct option longopts[] = {
 	    {"repo", required_argument, NULL, 'r'},
@@ -194,52 +278,35 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *repo = NULL, *issue_file = NULL, *issue_arg = NULL, *out_path = NULL;
-	const char *test_arg = NULL, *setup_arg = NULL, *traj_path = NULL;
-	int max_iter = 0, c, code = 2, rc;
-	ap_buf issue = AP_BUF_INIT(ISSUE_CAP);
-	const char *test_cmd;
-	char repo_abs[PATH_MAX], gitdir[PATH_MAX + 8];
-	repo_config *rcfg = NULL;
-	patch_policy policy;
-	sbx_engine *engine = NULL;
-	sbx_box *box = NULL;
-	env_snapshot *snapshot = NULL;
-	fixer_result res = FIXER_RESULT_INIT;
-	struct stat st;
-	env_choice choice;
-	char line[700];
-	const char *const *steps;
-	const char *one_step[2] = {NULL, NULL};
+	int c;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r':
-			repo = optarg;
+			f->repo = optarg;
 			break;
 		case 'f':
-			issue_file = optarg;
+			f->issue_file = optarg;
 			break;
 		case 'i':
-			issue_arg = optarg;
+			f->issue_arg = optarg;
 			break;
 		case 'o':
-			out_path = optarg;
+			f->out_path = optarg;
 			break;
 		case 't':
-			test_arg = optarg;
+			f->test_arg = optarg;
 			break;
 		case 's':
-			setup_arg = optarg;
-			one_step[0] = optarg;
+			f->setup_arg = optarg;
 			break;
 		case 'j':
-			traj_path = optarg;
+			f->traj_path = optarg;
 			break;
 		case 'm':
-			max_iter = atoi(optarg);
-			if (max_iter < 1 || max_iter > 20) {
+			f->max_iter = atoi(optarg);
+			if (f->max_iter < 1 || f->max_iter > 20) {
 				fprintf(stderr,
 					"autopatch fix: --max-iterations must be 1 to 20\n");
 				return 2;
@@ -247,132 +314,156 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 			break;
 		case 'h':
 			usage();
+			*done = true;
 			return 0;
 		default:
 			usage();
 			return 2;
 		}
 	}
-	if (!repo || (!issue_file == !issue_arg) || optind != argc) {
+	if (!f->repo || (!f->issue_file == !f->issue_arg) || optind != argc) {
 		usage();
 		return 2;
 	}
-	if (!realpath(repo, repo_abs) || stat(repo_abs, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "autopatch fix: %s is not a directory\n", repo);
+	return 0;
+}
+
+/* The repository, the issue, .github/autopatch.yml and the policy; a problem is a usage
+ * error (2) with the sentence a job would post. */
+static int load_inputs(struct fix *f, ap_config *cfg)
+{
+	char gitdir[PATH_MAX + 8];
+	struct stat st;
+	int rc;
+
+	if (!realpath(f->repo, f->repo_abs) || stat(f->repo_abs, &st) != 0 ||
+	    !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "autopatch fix: %s is not a directory\n", f->repo);
 		return 2;
 	}
-	snprintf(gitdir, sizeof(gitdir), "%s/.git", repo_abs);
-	if (stat(gitdir, &st) != 0) {
+	if (ap_fmt(gitdir, sizeof(gitdir), "%s/.git", f->repo_abs) != 0 || stat(gitdir, &st) != 0) {
 		fprintf(stderr,
 			"autopatch fix: %s is not a git repository (run git init and "
 			"commit first: the Tester diffs against it)\n",
-			repo_abs);
+			f->repo_abs);
 		return 2;
 	}
-	rc = issue_file ? fs_read_file(&issue, issue_file, 0) : ap_buf_adds(&issue, issue_arg);
-	if (rc || issue.len == 0) {
+	rc = f->issue_file ? fs_read_file(&f->issue, f->issue_file, 0)
+			   : ap_buf_adds(&f->issue, f->issue_arg);
+	if (rc || f->issue.len == 0) {
 		fprintf(stderr, "autopatch fix: %s\n", rc ? ap_error_last() : "the issue is empty");
-		goto out;
+		return 2;
 	}
-	/* The same loader as the pipeline: an invalid file is a usage error (exit 2) with the
-	 * sentence, quoting the line, that a job would post. */
-	if (repo_config_load(&rcfg, repo_abs) != 0) {
+	/* The same loader as the pipeline. */
+	if (repo_config_load(&f->rcfg, f->repo_abs) != 0) {
 		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
-		goto out;
+		return 2;
 	}
-	if (!test_arg && !rcfg->test) {
+	if (!f->test_arg && !f->rcfg->test) {
 		fprintf(stderr, "autopatch fix: %s: pass --test CMD (or set `test:` in %s)\n",
-			rcfg->test_source, REPO_CONFIG_PATH);
-		goto out;
+			f->rcfg->test_source, REPO_CONFIG_PATH);
+		return 2;
 	}
-	if (rcfg->from_file)
-		print_settings(rcfg, test_arg, setup_arg, max_iter);
+	if (f->rcfg->from_file)
+		print_settings(f->rcfg, f->test_arg, f->setup_arg, f->max_iter);
 	/* The pipeline's policy, on the bytes, against the repository's HEAD. */
-	if (patch_policy_init(&policy, cfg, rcfg, repo_abs) != 0) {
+	if (patch_policy_init(&f->policy, cfg, f->rcfg, f->repo_abs) != 0) {
 		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
-		goto out;
+		return 2;
 	}
-	test_cmd = test_arg ? test_arg : rcfg->test;
-	if (test_arg)
-		printf("test command: %s (from --test)\n", test_cmd);
-	else if (rcfg->test_why)
-		printf("test command: %s (detected: %s)\n", test_cmd, rcfg->test_why);
+	f->run = (run_config)RUN_CONFIG_INIT;
+	f->run.cfg = cfg;
+	f->run.rc = f->rcfg;
+	f->run.choice = &f->choice;
+	f->run.repo_dir = f->repo_abs;
+	f->run.repo_id = f->repo_id;
+	f->run.test_cmd = f->test_arg;
+	f->run.setup_cmd = f->setup_arg;
+	f->run.max_iterations = f->max_iter;
+	snprintf(f->repo_id, sizeof(f->repo_id), "local:%s", f->repo_abs);
+	snprintf(f->label, sizeof(f->label), "fix-%ld", (long)getpid());
+	return 0;
+}
+
+/* Where the test command came from. */
+static void print_test_cmd(const struct fix *f)
+{
+	const char *cmd = run_config_test_cmd(&f->run);
+
+	if (f->test_arg)
+		printf("test command: %s (from --test)\n", cmd);
+	else if (f->rcfg->test_why)
+		printf("test command: %s (detected: %s)\n", cmd, f->rcfg->test_why);
 	else
-		printf("test command: %s (from %s)\n", test_cmd, REPO_CONFIG_PATH);
-	cfg_register_secrets(cfg);
+		printf("test command: %s (from %s)\n", cmd, REPO_CONFIG_PATH);
+}
 
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+/* An environment check's failure: AP_ENOTFOUND is the environment's (exit 3), anything else
+ * is not proven (1). */
+static int env_check_exit(int rc)
+{
+	int code = rc == AP_ENOTFOUND ? env_failure_exit(rc, NULL) : 1;
 
-	code = 1;
-	printf("[preparing] repository %s, test command: %s\n", repo_abs, test_cmd);
+	if (code == 1)
+		printf("NOT PROVEN: %s\n", ap_error_last());
+	return code;
+}
+
+/* Image, engine, box, toolchain check and the setup phase, all before any model call.
+ * 0, or the exit code. */
+static int prepare_env(struct fix *f, ap_config *cfg)
+{
+	const repo_config *rc_file = f->rcfg;
+	sbx_spec spec = {.version = SBX_SPEC_VERSION};
+	char line[700];
+	int rc;
+
+	printf("[preparing] repository %s, test command: %s\n", f->repo_abs,
+	       run_config_test_cmd(&f->run));
 	fflush(stdout);
-	if ((rc = env_choose_image(&choice, cfg, repo_abs, rcfg->image, REPO_CONFIG_PATH))) {
+	if ((rc = env_choose_image(&f->choice, cfg, f->repo_abs, rc_file->image,
+				   REPO_CONFIG_PATH))) {
 		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
-		goto out;
+		return 1;
 	}
-	env_describe_choice(&choice, line, sizeof(line));
+	env_describe_choice(&f->choice, line, sizeof(line));
 	printf("[preparing] %s\n", line);
 	fflush(stdout);
-	if ((rc = sbx_engine_new(&engine, cfg))) {
+	if ((rc = sbx_engine_new(&f->engine, cfg))) {
 		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
-		code = rc == AP_EINVAL ? 2 : 1;
-		goto out;
+		return rc == AP_EINVAL ? 2 : 1;
 	}
 	/* Environment errors end here, before any box or model call. */
-	if ((rc = env_check_image(engine, cfg, &choice, env_note, NULL))) {
-		code = rc == AP_ENOTFOUND ? env_failure_exit(rc, NULL) : 1;
-		if (code == 1)
-			printf("NOT PROVEN: %s\n", ap_error_last());
-		goto out;
-	}
-	sbx_spec spec = {.version = SBX_SPEC_VERSION};
-	char label[64];
-	snprintf(label, sizeof(label), "fix-%ld", (long)getpid());
-	spec.repo_dir = repo_abs;
-	spec.job_label = label;
-	spec.image = choice.image;
-	if (rcfg->network[0]) {
+	if ((rc = env_check_image(f->engine, cfg, &f->choice, env_note, NULL)))
+		return env_check_exit(rc);
+	spec.repo_dir = f->repo_abs;
+	spec.job_label = f->label;
+	spec.image = f->choice.image;
+	if (rc_file->network[0]) {
 		spec.network = SBX_NET_ALLOWLIST;
-		spec.allow = (const char *const *)rcfg->network;
+		spec.allow = (const char *const *)rc_file->network;
 	}
-	if ((rc = sbx_create(engine, &spec, &box)) || (rc = sbx_prepare(box))) {
+	if ((rc = sbx_create(f->engine, &spec, &f->box)) || (rc = sbx_prepare(f->box))) {
 		fprintf(stderr, "autopatch fix: cannot prepare the sandbox: %s\n", ap_error_last());
-		goto out;
+		return 1;
 	}
 	printf("[preparing] sandbox ready%s\n",
-	       rcfg->network[0] ? " (egress allow-list for setup)" : "");
+	       rc_file->network[0] ? " (egress allow-list for setup)" : "");
 	fflush(stdout);
-	steps = setup_arg ? one_step : (const char *const *)rcfg->setup_steps;
-	if ((rc = env_check_tools(box, &choice, steps, test_cmd))) {
-		code = rc == AP_ENOTFOUND ? env_failure_exit(rc, NULL) : 1;
-		if (code == 1)
-			printf("NOT PROVEN: %s\n", ap_error_last());
-		goto out;
-	}
-	env_setup_opts eo = ENV_SETUP_OPTS_INIT;
-	env_setup_result er;
-	char repo_id[PATH_MAX + 8];
-	snprintf(repo_id, sizeof(repo_id), "local:%s", repo_abs);
-	eo.cfg = cfg;
-	eo.box = box;
-	eo.image = &choice;
-	eo.repo_id = repo_id;
-	eo.repo_dir = repo_abs;
-	eo.setup_steps = steps;
-	eo.setup_script = setup_arg ? setup_arg : rcfg->setup;
-	eo.cache_key_globs = (const char *const *)rcfg->cache_key;
-	eo.had_network = rcfg->network[0] != NULL;
-	eo.agent_network = rcfg->agent_network;
-	eo.timeout_s = rcfg->setup_timeout;
-	eo.note = env_note;
-	eo.live = env_live;
-	if ((rc = env_setup(&eo, &er))) {
+	f->run.box = f->box;
+	if ((rc = env_check_tools(f->box, &f->choice, run_config_setup_steps(&f->run),
+				  run_config_test_cmd(&f->run))))
+		return env_check_exit(rc);
+	f->eo = (env_setup_opts)ENV_SETUP_OPTS_INIT;
+	f->fo = (fixer_opts)FIXER_OPTS_INIT;
+	run_config_options(&f->run, &f->eo, &f->fo);
+	f->eo.note = env_note;
+	f->eo.live = env_live;
+	if ((rc = env_setup(&f->eo, &f->er))) {
 		/* The repository's setup failed (or passed its deadline): an environment failure.
 		 * An engine error stays an error. */
+		int code = 1;
+
 		if (rc == AP_EINVAL || rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
 			code = env_failure_exit(rc, NULL);
 		} else {
@@ -380,118 +471,86 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 			printf("NOT PROVEN: %s\n", why ? why : "setup failed");
 			free(why);
 		}
-		print_blocked(box);
-		goto out;
+		print_blocked(f->box);
+		return code;
 	}
-
-	const char *title, *body;
-	split_issue(issue.data, &title, &body);
-	fixer_opts fo = FIXER_OPTS_INIT;
-	fo.cfg = cfg;
-	fo.box = box;
-	fo.issue_title = title;
-	fo.issue_body = body;
-	fo.test_cmd = test_cmd;
-	/* Setup ran (or was restored) above; the fixer only prepares other trees from it. */
-	fo.setup_cmd = er.have_products ? ENV_PREPARE_TREE_CMD : NULL;
-	fo.max_iterations = max_iter ? max_iter : rcfg->max_iterations;
-	fo.trajectory_path = traj_path;
-	fo.progress = progress;
-	fo.should_stop = should_stop;
-	fo.patch_check = patch_policy_fixer_check;
-	fo.patch_check_ud = &policy;
-	/* setup_timeout is env_setup's deadline above, and the one of preparing each tree: */
-	fo.setup_timeout_s = rcfg->setup_timeout;
-	fo.repro_timeout_s = rcfg->repro_timeout;
-	fo.suite_timeout_s = rcfg->suite_timeout;
-	fo.allow_weak_evidence = rcfg->allow_weak_evidence;
 	/* The Tester runs in fresh boxes of its own, filled from the host-held snapshot of what
 	 * setup made (taken now, before any model call). */
-	if ((rc = env_snapshot_take(&eo, &er, &snapshot))) {
+	if ((rc = env_snapshot_take(&f->eo, &f->er, &f->snapshot))) {
 		fprintf(stderr, "autopatch fix: cannot keep the setup products: %s\n",
 			ap_error_last());
-		goto out;
+		return 1;
 	}
-	tester_boxes tb = TESTER_BOXES_INIT;
-	tb.engine = engine;
-	tb.image = choice.image;
-	tb.repo_dir = repo_abs;
-	tb.job_label = label;
-	tb.snapshot = snapshot;
-	fo.tester_box = tester_box_make;
-	fo.tester_box_ud = &tb;
-	/* What each file is, and whether the patch changes the test harness, on the host. */
-	policy.test_cmd = test_cmd;
-	policy.setup_cmd = setup_arg ? setup_arg : rcfg->setup;
-	fo.files_check = patch_policy_fixer_files;
-	fo.files_check_ud = &policy;
-	fo.allow_harness_changes = rcfg->allow_harness_changes;
-	rc = fixer_run(&fo, &res);
+	return 0;
+}
 
-	if (traj_path)
-		printf("trajectory: %s\n", traj_path);
-	print_blocked(box);
+/* The Planner -> Builder -> Tester rounds. Returns fixer_run's code. */
+static int run_fixer(struct fix *f)
+{
+	const char *title, *body;
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	split_issue(f->issue.data, &title, &body);
+	f->fo.issue_title = title;
+	f->fo.issue_body = body;
+	f->fo.trajectory_path = f->traj_path;
+	f->fo.progress = progress;
+	f->fo.should_stop = should_stop;
+	run_config_tester(&f->run, &f->er, f->snapshot, f->engine, f->label, &f->policy, &f->tb,
+			  &f->fo);
+	return fixer_run(&f->fo, &f->res);
+}
+
+/* The verdict, with the diff and evidence; returns the exit code. */
+static int report(struct fix *f, int rc)
+{
+	const fixer_result *res = &f->res;
+	const char *diff = res->diff ? res->diff : "";
+
+	if (f->traj_path)
+		printf("trajectory: %s\n", f->traj_path);
+	print_blocked(f->box);
 	printf("\nmodel: %s, %d model calls, %lld tokens in, %lld tokens out, %d round(s)\n",
-	       res.model ? res.model : "?", res.model_calls, (long long)res.tokens_in,
-	       (long long)res.tokens_out, res.iterations);
-	/* The Tester's hook already judged these bytes; the pipeline checks again before it
-	 * applies them, and so does fix before it calls them proven. */
-	if (rc == 0 && res.proven &&
-	    patch_policy_check(&policy, res.diff ? res.diff : "",
-			       res.diff ? strlen(res.diff) : 0) != 0) {
-		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
-		printf("REFUSED: %s\n", ap_error_last());
-		code = 1;
-	} else if (rc == 0 && res.proven && res.harness_changed) {
-		/* The checks passed under a harness the patch changed: nothing is proven. The
-		 * repository allows publishing it (allow_harness_changes); fix writes it out. */
-		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
-		printf("\n=== Tester evidence (under the changed harness) ===\n%s\n",
-		       res.evidence ? res.evidence : "");
-		printf("\n=== what each file is ===\n%s", res.file_kinds ? res.file_kinds : "");
-		printf("\n=== test harness files changed ===\n%s",
-		       res.harness_list ? res.harness_list : "");
-		printf("NOT PROVEN: the patch changes the test harness (allowed by "
-		       "allow_harness_changes); the checks passed under the changed harness.\n");
-		if (out_path && write_out(out_path, res.diff ? res.diff : "") == 0)
-			printf("patch written to %s\n", out_path);
-		code = 1;
-	} else if (rc == 0 && res.proven) {
-		if (res.weak_evidence)
-			printf("\nWEAK EVIDENCE: the suite gives no per-test results and fails on "
-			       "the unchanged code; accepted because of allow_weak_evidence\n");
-		printf("\n=== diff ===\n%s", res.diff ? res.diff : "");
-		printf("\n=== Tester evidence ===\n%s\n", res.evidence ? res.evidence : "");
-		printf("\n=== what each file is ===\n%s", res.file_kinds ? res.file_kinds : "");
-		printf("summary: %s\n", res.summary ? res.summary : "");
-		printf("PROVEN: the reproduction test %s fails before the patch and passes after "
-		       "it; no test that passed before fails.\n",
-		       res.repro_test ? res.repro_test : "");
-		if (out_path && write_out(out_path, res.diff ? res.diff : "") != 0) {
-			fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
-			goto out;
+	       res->model ? res->model : "?", res->model_calls, (long long)res->tokens_in,
+	       (long long)res->tokens_out, res->iterations);
+	if (rc == 0 && res->proven) {
+		/* The Tester's hook already judged these bytes; the pipeline checks again before
+		 * it applies them, and so does fix before it calls them proven. */
+		if (patch_policy_check(&f->policy, diff, strlen(diff)) != 0) {
+			printf("\n=== diff ===\n%s", diff);
+			printf("REFUSED: %s\n", ap_error_last());
+			return 1;
 		}
-		if (out_path)
-			printf("patch written to %s\n", out_path);
-		code = 0;
-	} else if (rc == 0 && res.env_failure) {
-		/* No patch can fix this: the environment must change (image, setup, test). */
-		code = env_failure_exit(0, res.failure ? res.failure : "");
-	} else {
-		char *why = redact_str(res.failure ? res.failure : ap_error_last());
-		printf("NOT PROVEN: %s\n", why ? why : "");
-		free(why);
-		code = rc == AP_ECANCELLED ? 130 : 1;
+		return res->harness_changed ? report_harness(f) : report_proven(f);
 	}
+	if (rc == 0 && res->env_failure) /* the environment must change (image, setup, test) */
+		return env_failure_exit(0, res->failure ? res->failure : "");
+	char *why = redact_str(res->failure ? res->failure : ap_error_last());
+	printf("NOT PROVEN: %s\n", why ? why : "");
+	free(why);
+	return rc == AP_ECANCELLED ? 130 : 1;
+}
+
+int fix_main(int argc, char **argv, ap_config *cfg)
+{
+	struct fix f = {.issue = AP_BUF_INIT(ISSUE_CAP), .res = FIXER_RESULT_INIT};
+	bool done = false;
+	int code;
+
+	if ((code = parse_args(&f, argc, argv, &done)) || done)
+		return code;
+	if ((code = load_inputs(&f, cfg)))
+		goto out;
+	print_test_cmd(&f);
+	cfg_register_secrets(cfg);
+	if ((code = prepare_env(&f, cfg)))
+		goto out;
+	code = report(&f, run_fixer(&f));
 out:
-	fflush(stdout);
-	if (box && sbx_destroy(box) != 0)
-		fprintf(stderr, "autopatch fix: removing the sandbox failed: %s\n",
-			ap_error_last());
-	env_snapshot_free(snapshot);
-	sbx_engine_free(engine);
-	fixer_result_release(&res);
-	repo_config_free(rcfg);
-	ap_buf_release(&issue);
+	fix_release(&f);
 	return code;
 }

@@ -3,6 +3,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +84,23 @@ int ap_buf_addf(ap_buf *b, const char *fmt, ...)
 	rc = ap_buf_vaddf(b, fmt, ap);
 	va_end(ap);
 	return rc;
+}
+
+int ap_fmt(char *dst, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	assert(dst && cap > 0);
+	va_start(ap, fmt);
+	n = vsnprintf(dst, cap, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return ap_error_set(AP_EINVAL, "bad format string");
+	if ((size_t)n >= cap)
+		return ap_error_set(AP_ETOOBIG, "\"%.60s...\" would be cut at %zu bytes", dst,
+				    cap - 1);
+	return 0;
 }
 
 void ap_buf_reset(ap_buf *b)

@@ -39,6 +39,12 @@ int ap_buf_adds(ap_buf *b, const char *s);
 int ap_buf_addf(ap_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int ap_buf_vaddf(ap_buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/* snprintf into a fixed buffer that fails instead of truncating: 0, or AP_ETOOBIG ("... would
+ * be cut at N bytes"; dst then holds the cut text) / AP_EINVAL for a bad format. For paths and
+ * messages built from outside data, where a cut path names another file and a cut message
+ * says something else. */
+int ap_fmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Empty the buffer, keeping its allocation. */
 void ap_buf_reset(ap_buf *b);
 

@@ -15,6 +15,7 @@
 #include "job/comment.h"
 #include "job/environment.h"
 #include "job/patch_policy.h"
+#include "job/run_config.h"
 #include "job/progress.h"
 #include "job/repo_config.h"
 #include "job/tester_box.h"
@@ -497,6 +498,9 @@ struct work {
 	tester_boxes tboxes;	/* the Tester's fresh boxes */
 	char label[32];		/* the autopatch.job label of the job's boxes */
 	patch_policy policy;	/* what the Tester's hook and publish() judge the patch by */
+	run_config run;		/* the repository's settings (run_in) ... */
+	env_setup_opts eo;	/* ... as the setup phase's options */
+	fixer_opts fo;		/* ... and as the fixer's */
 	fixer_result res;
 	char *files; /* "Files changed", from the pushed commit (gh_git_changed_files) */
 };
@@ -704,34 +708,43 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	return rc == AP_ENOTFOUND ? env_failure(r) : rc;
 }
 
+/* The setup phase's and the fixer's options from the repository's settings, as fix and
+ * serve both read them (job/run_config.h). With a budget, the run must stay within what it
+ * holds. */
+static void run_in(struct run *r, struct work *w)
+{
+	w->run = (run_config)RUN_CONFIG_INIT;
+	w->run.cfg = r->p->cfg;
+	w->run.rc = w->rc;
+	w->run.choice = &w->choice;
+	w->run.box = w->custom ? w->custom : w->box;
+	w->run.repo_id = r->job->repo;
+	w->run.repo_dir = sbx_box_repo_dir(w->box);
+	if (r->p->plan.global_cap || r->p->plan.repo_cap)
+		w->run.cost_cap_micro = r->p->plan.max_micro;
+	w->eo = (env_setup_opts)ENV_SETUP_OPTS_INIT;
+	w->fo = (fixer_opts)FIXER_OPTS_INIT;
+	run_config_options(&w->run, &w->eo, &w->fo);
+}
+
 /* The setup phase (docs/environments.md): restore the cached environment or run `setup:`,
  * then the network goes off for the agent phase. */
 static int setup_env(struct run *r, struct work *w)
 {
-	env_setup_opts o = ENV_SETUP_OPTS_INIT;
+	env_setup_opts *o = &w->eo;
 	char *s = NULL;
 	int rc;
 
-	o.cfg = r->p->cfg;
-	o.box = w->custom ? w->custom : w->box;
-	o.image = &w->choice;
-	o.repo_id = r->job->repo;
-	o.repo_dir = sbx_box_repo_dir(w->box);
-	o.setup_steps = (const char *const *)w->rc->setup_steps;
-	o.setup_script = w->rc->setup;
-	o.cache_key_globs = (const char *const *)w->rc->cache_key;
-	o.had_network = w->rc->network[0] != NULL;
-	o.agent_network = w->rc->agent_network;
-	o.timeout_s = w->rc->setup_timeout; /* 0: AUTOPATCH_SETUP_TIMEOUT_S */
-	o.note = env_note_cb;
-	o.live = env_live_cb;
-	o.ud = r;
-	rc = env_setup(&o, &w->env);
+	run_in(r, w);
+	o->note = env_note_cb;
+	o->live = env_live_cb;
+	o->ud = r;
+	rc = env_setup(o, &w->env);
 	r->live_ev = -1;
 	/* What setup made, held by the host before any model call: the Tester's boxes are
 	 * filled from it, never from the Builder's workspace. */
 	if (rc == 0)
-		rc = env_snapshot_take(&o, &w->env, &w->snapshot);
+		rc = env_snapshot_take(o, &w->env, &w->snapshot);
 	/* A failed setup, or one past its deadline, is the repository's environment: not a
 	 * passing problem to retry, and no model call is spent on it. */
 	if (rc == AP_ETIMEOUT || rc == AP_EINVAL)
@@ -764,50 +777,24 @@ static void collect_blocked(struct run *r, struct work *w)
 
 static int run_fixer(struct run *r, struct work *w, bool iterate)
 {
-	fixer_opts o = {.version = FIXER_OPTS_VERSION};
+	fixer_opts o = w->fo; /* the repository's settings, from run_in() */
 	char *prev = NULL;
 	int rc;
 
-	o.cfg = r->p->cfg;
-	o.box = w->custom ? w->custom : w->box;
 	o.issue_title = w->issue.title ? w->issue.title : "";
 	o.issue_body = w->issue.body ? w->issue.body : "";
-	o.test_cmd = w->rc->test;
-	/* Setup ran (or was restored) before the fixer; it only prepares other trees from it. */
-	o.setup_cmd = w->env.have_products ? ENV_PREPARE_TREE_CMD : NULL;
-	o.max_iterations = w->rc->max_iterations;
-	o.setup_timeout_s = w->rc->setup_timeout;
-	o.repro_timeout_s = w->rc->repro_timeout;
-	o.suite_timeout_s = w->rc->suite_timeout;
-	o.allow_weak_evidence = w->rc->allow_weak_evidence;
-	o.allow_harness_changes = w->rc->allow_harness_changes;
 	o.trajectory_path = r->trajectory;
 	o.progress = on_progress;
 	o.should_stop = on_should_stop;
 	o.usage = on_usage;
-	/* With a budget, the run must stay within what it holds. */
-	if (r->p->plan.global_cap || r->p->plan.repo_cap)
-		o.cost_cap_micro = r->p->plan.max_micro;
 	o.ud = r;
 	/* The Tester tests only a diff the host's policy accepts, judged on the bytes against
 	 * the host checkout (the box's /repo). */
 	rc = patch_policy_init(&w->policy, r->p->cfg, w->rc, sbx_box_repo_dir(w->box));
 	if (rc)
 		return rc;
-	w->policy.test_cmd = w->rc->test;
-	w->policy.setup_cmd = w->rc->setup;
-	o.patch_check = patch_policy_fixer_check;
-	o.patch_check_ud = &w->policy;
-	o.files_check = patch_policy_fixer_files;
-	o.files_check_ud = &w->policy;
-	w->tboxes = (tester_boxes)TESTER_BOXES_INIT;
-	w->tboxes.engine = r->p->sbx;
-	w->tboxes.image = w->choice.image;
-	w->tboxes.repo_dir = sbx_box_repo_dir(w->box);
-	w->tboxes.job_label = w->label;
-	w->tboxes.snapshot = w->snapshot;
-	o.tester_box = tester_box_make;
-	o.tester_box_ud = &w->tboxes;
+	run_config_tester(&w->run, &w->env, w->snapshot, r->p->sbx, w->label, &w->policy,
+			  &w->tboxes, &o);
 	if (iterate) {
 		o.feedback =
 		    r->job->feedback && *r->job->feedback ? r->job->feedback : "(no feedback text)";

@@ -39,6 +39,19 @@ static void test_buf_cap_refuses_overflow(void **state)
 	ap_buf_release(&b);
 }
 
+static void test_fmt_fails_instead_of_cutting(void **state)
+{
+	char small[8];
+
+	(void)state;
+	assert_int_equal(ap_fmt(small, sizeof(small), "%s/%d", "ab", 12), 0);
+	assert_string_equal(small, "ab/12");
+	assert_int_equal(ap_fmt(small, sizeof(small), "%s", "1234567"), 0); /* exactly fits */
+	assert_int_equal(ap_fmt(small, sizeof(small), "%s/x", "/tmp/dir"), AP_ETOOBIG);
+	assert_non_null(strstr(ap_error_last(), "would be cut at 7 bytes"));
+	ap_error_clear();
+}
+
 static void test_buf_take_transfers_ownership(void **state)
 {
 	ap_buf b = AP_BUF_INIT(64);
@@ -564,6 +577,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_buf_cap_refuses_overflow),
+	    cmocka_unit_test(test_fmt_fails_instead_of_cutting),
 	    cmocka_unit_test(test_buf_take_transfers_ownership),
 	    cmocka_unit_test(test_utf8_decode_and_encode),
 	    cmocka_unit_test(test_utf8_clean_replaces_what_is_not_text),
