@@ -2,8 +2,8 @@
 /* common/config.h - settings from `.env` plus the environment (the environment wins), and the
  * table of every setting autopatch reads.
  *
- * Names are the ones in ARCHITECTURE.md (Probot's where Probot has one). The table in
- * config.c is the single source of each setting's kind, default and one-line description:
+ * Names follow Probot's where Probot has one. The table in config.c is the single source of
+ * each setting's kind, default and one-line description:
  * the accessors below take the default from it, `autopatch settings --json` prints it, and
  * tests/e2e/test_settings_documented.py checks .env.example against it. Reading or setting a
  * name that is not in the table is a programmer error: the process prints the name and

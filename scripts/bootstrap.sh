@@ -88,6 +88,12 @@ if [[ ! -f standins/k8s_stub/node_modules/.package-lock.json ]] ||
    cp package-lock.json node_modules/.autopatch-lock)
 fi
 
+# Commit messages a reviewer can scan: the hook refuses one that is not `area: what changed`
+# (at most 72 characters), a blank line and a body (docs/README.md, "Commits").
+if git rev-parse --git-dir >/dev/null 2>&1; then
+  git config core.hooksPath scripts/hooks
+fi
+
 log "building"
 if [[ -f build/build.ninja ]]; then ninja -C build >/dev/null; else meson setup build >/dev/null && ninja -C build >/dev/null; fi
 log "ready"

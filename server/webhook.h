@@ -4,7 +4,7 @@
  * wh_handle() is pure (no I/O, no database, no globals) so the fuzzer and the unit tests drive
  * the same code the server runs. Checks run in the order the HTTP contract promises: method
  * (405), size (413), required headers (400), content type (415), signature (401), and only
- * then JSON parsing (400) and routing. Routing follows ARCHITECTURE.md:
+ * then JSON parsing (400) and routing. Routing (docs/architecture.md, "In"):
  *   - issues.labeled with the trigger label               -> trigger JOB_TRIGGER_LABEL
  *   - issues.unlabeled with the trigger label             -> cancel
  *   - issue_comment.created "/autopatch [text]" by OWNER, MEMBER or COLLABORATOR:

@@ -22,7 +22,7 @@ def server(autopatch_bin, tmp_path, port):
 
 
 def expected(event, p):
-    """The routing rules of ARCHITECTURE.md, written independently of the C code:
+    """The routing rules of docs/architecture.md ("In"), written independently of the C code:
     ('job', trigger), ('cancel',) or ('ignore',)."""
     if p.get("sender", {}).get("type") == "Bot" or "installation" not in p:
         return ("ignore",)
