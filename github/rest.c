@@ -801,7 +801,7 @@ out:
 	return rc;
 }
 
-static int parse_body(gh_rest *r, const char *method, const char *path, ap_buf *resp, cJSON **out)
+static int parse_body(const char *method, const char *path, ap_buf *resp, cJSON **out)
 {
 	const char *p = resp->data;
 	size_t n = resp->len;
@@ -830,7 +830,7 @@ static int call_parse(gh_rest *r, const char *method, const char *path, const cJ
 		*out = NULL;
 	rc = call(r, method, path, body, once, &resp);
 	if (!rc && out)
-		rc = parse_body(r, method, path, &resp, out);
+		rc = parse_body(method, path, &resp, out);
 	ap_buf_release(&resp);
 	return rc;
 }
