@@ -612,184 +612,239 @@ err_nomem:
 	return ap_error_set(AP_ENOMEM, "out of memory");
 }
 
+/* One call's state across its attempts (call()). */
+struct call_st {
+	gh_rest *r;
+	const char *method, *path;
+	bool once; /* a POST that must not be repeated once GitHub may have applied it */
+	int64_t deadline;
+	struct inst_state *st;
+	ap_buf *resp;
+	int tries, net_n;
+	bool skew_fixed, token_refreshed, new_token;
+};
+
+/* A step's answer besides 0 (done) and a negative code (done, failed): try again. */
+#define CALL_AGAIN 1
+
+/* A rate limit this or another client saw: wait it out (CALL_AGAIN), or hand it back to the
+ * caller (with the time in gh_rest_retry_after) when it outlasts the deadline. 0: no limit. */
+static int hold_for_rate_limit(struct call_st *c, int64_t left)
+{
+	int64_t wait = blocked_until(c->st) - ap_wall_ms();
+
+	if (wait <= 0)
+		return 0;
+	if (wait >= left) {
+		c->r->retry_at = (blocked_until(c->st) + 999) / 1000;
+		return ap_error_set(AP_ERATELIMIT,
+				    "GitHub %s %s: rate limited for %llds more, past the call's "
+				    "deadline; retry at %lld",
+				    c->method, c->path, (long long)((wait + 999) / 1000),
+				    (long long)c->r->retry_at);
+	}
+	ap_info("GitHub %s %s: waiting %lld ms for the rate limit", c->method, c->path,
+		(long long)wait);
+	ap_sleep_ms(wait);
+	return CALL_AGAIN; /* the deadline and the block are checked again */
+}
+
+/* The attempt failed on the network (AP_EUNAVAIL / AP_ETIMEOUT): a POST GitHub may have
+ * applied is not repeated; anything else is retried with backoff while tries and time last. */
+static int after_network_error(struct call_st *c, int rc)
+{
+	int64_t wait;
+
+	if (c->once && c->r->sent) {
+		/* GitHub may have received and applied it: the caller looks first. */
+		char why[1100];
+
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		c->r->maybe_applied = true;
+		return ap_error_set(rc, "%s (it may have been applied; not repeated)", why);
+	}
+	if (rc == AP_ETIMEOUT && ap_mono_ms() >= c->deadline)
+		return rc;
+	if (c->net_n >= c->r->retries)
+		return rc;
+	wait = backoff_ms(c->r, c->net_n++);
+	if (ap_mono_ms() + wait >= c->deadline)
+		return rc;
+	ap_warn("GitHub %s %s: %s; retrying in %lld ms", c->method, c->path, ap_error_last(),
+		(long long)wait);
+	ap_sleep_ms(wait);
+	return CALL_AGAIN;
+}
+
+/* HTTP 5xx: retried with backoff, unless the call must not be repeated. */
+static int after_server_error(struct call_st *c)
+{
+	gh_rest *r = c->r;
+	int64_t wait;
+
+	if (c->once) {
+		r->maybe_applied = true;
+		return http_error(r, AP_EUNAVAIL, c->method, c->path, c->resp);
+	}
+	if (c->tries >= r->retries)
+		return http_error(r, AP_EHTTP, c->method, c->path, c->resp);
+	wait = backoff_ms(r, c->tries++);
+	if (ap_mono_ms() + wait >= c->deadline)
+		return http_error(r, AP_ETIMEOUT, c->method, c->path, c->resp);
+	ap_warn("GitHub %s %s: HTTP %ld; retrying in %lld ms", c->method, c->path, r->status,
+		(long long)wait);
+	ap_sleep_ms(wait);
+	return CALL_AGAIN;
+}
+
+/* HTTP 401: an App JWT refused for clock skew is re-signed with the server's time once; a
+ * brand-new installation token gets a moment to replicate; an older one is refreshed once. */
+static int after_unauthorized(struct call_st *c)
+{
+	gh_rest *r = c->r;
+	const char *date = gh_rest_last_header(r, "date");
+
+	if (r->inst == 0 && !r->fixed_token && !c->skew_fixed && date &&
+	    is_skew_rejection(c->resp)) {
+		time_t t = curl_getdate(date, NULL);
+
+		c->skew_fixed = true;
+		if (t > 0) {
+			ap_warn("GitHub rejected the App JWT for clock skew; re-signing with the "
+				"server's time");
+			if (r->creds->set_server_time)
+				r->creds->set_server_time(r->creds->ud, t);
+			return CALL_AGAIN;
+		}
+	}
+	if (r->inst != 0 && !r->fixed_token) {
+		if (c->new_token && r->creds->token_age &&
+		    r->creds->token_age(r->creds->ud, r->inst) < NEW_TOKEN_GRACE_S) {
+			ap_sleep_ms(1000);
+			return CALL_AGAIN;
+		}
+		if (!c->token_refreshed) {
+			c->token_refreshed = true;
+			if (r->creds->invalidate)
+				r->creds->invalidate(r->creds->ud, r->inst);
+			return CALL_AGAIN;
+		}
+	}
+	return http_error(r, AP_EDENIED, c->method, c->path, c->resp);
+}
+
+/* HTTP 403/429: a rate limit holds back every client of the installation until it lifts
+ * (the wait happens at the top of the loop); a plain 403 is a refusal. */
+static int after_rate_limited(struct call_st *c)
+{
+	gh_rest *r = c->r;
+	int64_t wait = rate_limit_wait(r, c->st, c->resp);
+
+	if (wait < 0)
+		return http_error(r, AP_EDENIED, c->method, c->path, c->resp);
+	block_until(c->st, ap_wall_ms() + wait);
+	if (c->tries >= r->retries || ap_mono_ms() + wait >= c->deadline) {
+		r->retry_at = (blocked_until(c->st) + 999) / 1000;
+		return http_error(r, AP_ERATELIMIT, c->method, c->path, c->resp);
+	}
+	c->tries++;
+	ap_warn("GitHub %s %s: rate limited (HTTP %ld); waiting %lld ms", c->method, c->path,
+		r->status, (long long)wait);
+	return CALL_AGAIN;
+}
+
+/* What the answer's status means: 0 (2xx), CALL_AGAIN, or the error. */
+static int judge_status(struct call_st *c)
+{
+	long status = c->r->status;
+
+	if (status >= 200 && status < 300) {
+		note_success(c->r, c->st);
+		return 0;
+	}
+	if (status >= 500)
+		return after_server_error(c);
+	if (status == 401)
+		return after_unauthorized(c);
+	if (status == 403 || status == 429)
+		return after_rate_limited(c);
+	return http_error(c->r, status == 404 ? AP_ENOTFOUND : AP_EHTTP, c->method, c->path,
+			  c->resp);
+}
+
+/* Before an attempt: the installation's write pacing, then the auth header (a token minted
+ * if needed). 0, or the error that ends the call (never retried here). */
+static int before_attempt(struct call_st *c, struct inst_state *slot, ap_buf *auth, int64_t left)
+{
+	gh_rest *r = c->r;
+	int rc;
+
+	if (slot) {
+		int64_t wait = write_wait_ms(r, slot);
+
+		ap_sleep_ms(wait > left ? left : wait);
+	}
+	ap_buf_reset(auth);
+	rc = auth_header(r, auth, &c->new_token);
+	if (rc == AP_ERATELIMIT && !r->fixed_token) {
+		/* Minting the token hit the App's (JWT) limit: hand back its time. */
+		struct inst_state *app_st = state_for(0);
+
+		r->retry_at = app_st ? (blocked_until(app_st) + 999) / 1000 : 0;
+	}
+	return rc;
+}
+
 /* The request loop: retries, rate limits, token refresh and clock skew. once: a POST that must
  * not be repeated once GitHub may have applied it (see rest.h). */
 static int call(gh_rest *r, const char *method, const char *path, const cJSON *body, bool once,
 		ap_buf *resp)
 {
-	int64_t deadline = ap_mono_ms() + r->deadline_s * 1000, left, wait;
+	struct call_st c = {.r = r, .method = method, .path = path, .once = once, .resp = resp};
 	ap_buf url = AP_BUF_INIT(8192), auth = AP_BUF_INIT(8192);
-	struct inst_state *st, *slot = NULL;
+	struct inst_state *slot = NULL;
 	char *payload = NULL;
-	int tries = 0, net_n = 0, rc;
-	bool skew_fixed = false, token_refreshed = false, new_token;
+	int64_t left;
+	int rc;
 
+	c.deadline = ap_mono_ms() + r->deadline_s * 1000;
 	r->retry_at = 0;
 	r->maybe_applied = false;
-	st = state_for(r->fixed_token ? -1 : r->inst);
-	if (!st)
+	c.st = state_for(r->fixed_token ? -1 : r->inst);
+	if (!c.st)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-
-	rc = build_url(r, path, &url);
-	if (rc)
+	if ((rc = build_url(r, path, &url)))
 		goto out;
-	if (body) {
-		payload = cJSON_PrintUnformatted(body);
-		if (!payload) {
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			goto out;
-		}
+	if (body && !(payload = cJSON_PrintUnformatted(body))) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out;
 	}
+	/* Writes of one installation go one at a time, paced (write_wait_ms). */
 	if (is_write(method) && (r->inst != 0 || r->fixed_token)) {
-		slot = st;
+		slot = c.st;
 		pthread_mutex_lock(&slot->write_lock);
 	}
-	for (;;) {
-		left = deadline - ap_mono_ms();
+	do {
+		left = c.deadline - ap_mono_ms();
 		if (left <= 0) {
 			rc = ap_error_set(AP_ETIMEOUT, "GitHub %s %s: deadline of %llds passed",
 					  method, path, (long long)r->deadline_s);
 			break;
 		}
-		/* A rate limit this or another client saw: wait it out, or hand it back to the
-		 * caller (with the time in gh_rest_retry_after) when it outlasts the deadline. */
-		wait = blocked_until(st) - ap_wall_ms();
-		if (wait > 0) {
-			if (wait >= left) {
-				r->retry_at = (blocked_until(st) + 999) / 1000;
-				rc = ap_error_set(AP_ERATELIMIT,
-						  "GitHub %s %s: rate limited for %llds more, past "
-						  "the call's deadline; retry at %lld",
-						  method, path, (long long)((wait + 999) / 1000),
-						  (long long)r->retry_at);
-				break;
-			}
-			ap_info("GitHub %s %s: waiting %lld ms for the rate limit", method, path,
-				(long long)wait);
-			ap_sleep_ms(wait);
-			continue; /* the deadline and the block are checked again */
-		}
-		if (slot) {
-			wait = write_wait_ms(r, slot);
-			if (wait > left)
-				wait = left;
-			ap_sleep_ms(wait);
-		}
-		ap_buf_reset(&auth);
-		rc = auth_header(r, &auth, &new_token);
-		if (rc == AP_ERATELIMIT && !r->fixed_token) {
-			/* Minting the token hit the App's (JWT) limit: hand back its time. */
-			struct inst_state *app_st = state_for(0);
-
-			r->retry_at = app_st ? (blocked_until(app_st) + 999) / 1000 : 0;
-		}
-		if (rc)
+		if ((rc = hold_for_rate_limit(&c, left)))
+			continue;
+		if ((rc = before_attempt(&c, slot, &auth, left)))
 			break;
 		rc = attempt(r, method, ap_buf_str(&url), payload, ap_buf_str(&auth),
-			     deadline - ap_mono_ms() > 0 ? deadline - ap_mono_ms() : 1, once, resp);
+			     c.deadline - ap_mono_ms() > 0 ? c.deadline - ap_mono_ms() : 1, once,
+			     resp);
 		if (slot)
 			slot->last_write_ms = ap_mono_ms();
-		if ((rc == AP_EUNAVAIL || rc == AP_ETIMEOUT) && once && r->sent) {
-			/* GitHub may have received and applied it: the caller looks first. */
-			char why[1100];
-
-			snprintf(why, sizeof(why), "%s", ap_error_last());
-			r->maybe_applied = true;
-			rc = ap_error_set(rc, "%s (it may have been applied; not repeated)", why);
-			break;
-		}
-		if (rc == AP_EUNAVAIL || (rc == AP_ETIMEOUT && ap_mono_ms() < deadline)) {
-			if (net_n >= r->retries)
-				break;
-			wait = backoff_ms(r, net_n++);
-			if (ap_mono_ms() + wait >= deadline)
-				break;
-			ap_warn("GitHub %s %s: %s; retrying in %lld ms", method, path,
-				ap_error_last(), (long long)wait);
-			ap_sleep_ms(wait);
-			continue;
-		}
-		if (rc)
-			break;
-		if (r->status >= 200 && r->status < 300) {
-			note_success(r, st);
-			break;
-		}
-		if (r->status >= 500 && once) {
-			r->maybe_applied = true;
-			rc = http_error(r, AP_EUNAVAIL, method, path, resp);
-			break;
-		}
-		if (r->status >= 500) {
-			if (tries >= r->retries) {
-				rc = http_error(r, AP_EHTTP, method, path, resp);
-				break;
-			}
-			wait = backoff_ms(r, tries++);
-			if (ap_mono_ms() + wait >= deadline) {
-				rc = http_error(r, AP_ETIMEOUT, method, path, resp);
-				break;
-			}
-			ap_warn("GitHub %s %s: HTTP %ld; retrying in %lld ms", method, path,
-				r->status, (long long)wait);
-			ap_sleep_ms(wait);
-			continue;
-		}
-		if (r->status == 401) {
-			const char *date = gh_rest_last_header(r, "date");
-
-			if (r->inst == 0 && !r->fixed_token && !skew_fixed && date &&
-			    is_skew_rejection(resp)) {
-				time_t t = curl_getdate(date, NULL);
-
-				skew_fixed = true;
-				if (t > 0) {
-					ap_warn("GitHub rejected the App JWT for clock skew; "
-						"re-signing with the server's time");
-					if (r->creds->set_server_time)
-						r->creds->set_server_time(r->creds->ud, t);
-					continue;
-				}
-			}
-			if (r->inst != 0 && !r->fixed_token) {
-				/* A brand-new token can take a moment to replicate. */
-				if (new_token && r->creds->token_age &&
-				    r->creds->token_age(r->creds->ud, r->inst) <
-					NEW_TOKEN_GRACE_S) {
-					ap_sleep_ms(1000);
-					continue;
-				}
-				if (!token_refreshed) {
-					token_refreshed = true;
-					if (r->creds->invalidate)
-						r->creds->invalidate(r->creds->ud, r->inst);
-					continue;
-				}
-			}
-			rc = http_error(r, AP_EDENIED, method, path, resp);
-			break;
-		}
-		if (r->status == 403 || r->status == 429) {
-			wait = rate_limit_wait(r, st, resp);
-			if (wait < 0) {
-				rc = http_error(r, AP_EDENIED, method, path, resp);
-				break;
-			}
-			/* Every client of the installation holds back until it lifts. */
-			block_until(st, ap_wall_ms() + wait);
-			if (tries >= r->retries || ap_mono_ms() + wait >= deadline) {
-				r->retry_at = (blocked_until(st) + 999) / 1000;
-				rc = http_error(r, AP_ERATELIMIT, method, path, resp);
-				break;
-			}
-			tries++;
-			ap_warn("GitHub %s %s: rate limited (HTTP %ld); waiting %lld ms", method,
-				path, r->status, (long long)wait);
-			continue; /* the wait happens at the top of the loop */
-		}
-		rc = http_error(r, r->status == 404 ? AP_ENOTFOUND : AP_EHTTP, method, path, resp);
-		break;
-	}
+		if (rc == AP_EUNAVAIL || rc == AP_ETIMEOUT)
+			rc = after_network_error(&c, rc);
+		else if (rc == 0)
+			rc = judge_status(&c);
+	} while (rc == CALL_AGAIN);
 	if (slot)
 		pthread_mutex_unlock(&slot->write_lock);
 out:
