@@ -282,13 +282,146 @@ static void on_registered(void *ud, http_server *http, const char *app_id, const
 	pthread_mutex_unlock(&ctx->lock);
 }
 
+/* Signals are taken by sigwait in serve_run: block them before any thread starts. */
+static void block_signals(sigset_t *sigs)
+{
+	sigemptyset(sigs);
+	sigaddset(sigs, SIGTERM);
+	sigaddset(sigs, SIGINT);
+	pthread_sigmask(SIG_BLOCK, sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	mallopt(M_TRIM_THRESHOLD, SERVE_TRIM_THRESHOLD);
+}
+
+/* The queue, and on a shared database a second connection that paces GitHub's
+ * per-installation writes across replicas. 0, or -1 (the message is printed). */
+static int open_queue(struct serve_ctx *ctx, const struct serve_opts *o, queue **q,
+		      gh_write_pacer *pacer)
+{
+	if (q_open(q, o->db, Q_OPEN_CREATE)) {
+		fprintf(stderr,
+			"autopatch: %s: set AUTOPATCH_DB to a writable file path or a reachable "
+			"postgresql:// URI\n",
+			ap_error_last());
+		return -1;
+	}
+	if (q_shared(*q)) {
+		if (q_open(&ctx->pace_q, o->db, Q_OPEN_CREATE)) {
+			fprintf(stderr, "autopatch: %s\n", ap_error_last());
+			return -1;
+		}
+		gh_rest_set_pacer(pacer);
+	}
+	return 0;
+}
+
+/* The pipeline and the worker pool (when there is an App and workers are wanted). */
+static int start_workers(struct serve_ctx *ctx, ap_config *cfg, const struct serve_opts *o,
+			 bool app_later, const char *instance)
+{
+	wk_pool *pool = NULL;
+	int rc;
+
+	if (o->workers > 0 && !app_later && (rc = pipeline_new(&ctx->pipe, cfg)))
+		return rc;
+	ctx->wc = (wk_config){
+	    .db_path = o->db,
+	    .workers = (int)o->workers,
+	    .lease_ms = o->lease_s * 1000,
+	    .heartbeat_ms = o->heartbeat_s * 1000,
+	    .rescue_ms = o->rescue_s * 1000,
+	    .max_attempts = (int)o->max_attempts,
+	    .retry_base_ms = o->retry_s * 1000,
+	    .instance = instance,
+	    .run = pipeline_run,
+	    .ud = ctx->pipe,
+	};
+	if (!ctx->pipe)
+		return 0;
+	if ((rc = wk_start(&pool, &ctx->wc)))
+		return rc;
+	atomic_store(&ctx->pool, pool);
+	return 0;
+}
+
+/* The console asks for sign-in when told to, and always off loopback. */
+static bool console_signs_in(const struct serve_opts *o)
+{
+	return strcmp(o->sign_in, "always") == 0 || !listen_is_local(&o->admin_at);
+}
+
+/* The public and admin listeners, with the console's settings. */
+static int start_http(http_server **http, struct serve_ctx *ctx, ap_config *cfg,
+		      const struct serve_opts *o, ingest *ing)
+{
+	gh_urls urls;
+	http_config hc;
+
+	if (gh_urls_get(cfg, &urls))
+		return AP_EINVAL;
+	hc = (http_config){
+	    .public_at = o->public_at,
+	    .admin_at = o->admin_at,
+	    .path = o->path,
+	    .wh = {{o->secret, o->secret_prev}, o->label},
+	    .db_path = o->db,
+	    .ing = ing,
+	    .pool = atomic_load(&ctx->pool),
+	    .workers = ctx->pipe ? (int)o->workers : 0,
+	    .lim = {(int)o->max_conn, (int)o->per_ip, (int)o->headers_s, (int)o->body_s,
+		    (int)o->http_threads},
+	    .console =
+		{
+		    .public_url = cfg_str(cfg, "AUTOPATCH_PUBLIC_URL"),
+		    .console_url = o->console_url[0] ? o->console_url : NULL,
+		    .web_url = urls.web,
+		    .webhook_path = o->path,
+		    .credentials_file = cfg_str(cfg, "AUTOPATCH_CREDENTIALS_FILE"),
+		    .client_id = cfg_str(cfg, "GITHUB_CLIENT_ID"),
+		    .client_secret = cfg_str(cfg, "GITHUB_CLIENT_SECRET"),
+		    .operators = cfg_str(cfg, "AUTOPATCH_CONSOLE_USERS"),
+		    .sign_in = console_signs_in(o),
+		    .session_ms = o->session_h * 3600 * 1000,
+		    .gh = {cfg, gh_convert, gh_exchange, gh_login, gh_push, gh_member},
+		},
+	    .registered = on_registered,
+	    .ud = ctx,
+	};
+	return http_start(http, &hc);
+}
+
+/* What an operator needs to know once the server listens. */
+static void log_listening(const struct serve_ctx *ctx, const ap_config *cfg,
+			  const struct serve_opts *o, queue *q)
+{
+	ap_info("listening on %s port %lld (%lld HTTP thread(s)), webhook path %s, %lld worker(s), "
+		"database %s (%s%s)",
+		o->bind, (long long)o->port, (long long)o->http_threads, o->path,
+		ctx->pipe ? (long long)o->workers : 0LL, o->db, q_backend(q),
+		q_shared(q) ? ", shared with any other replica" : "");
+	if (o->admin_at.kind == LISTEN_OFF)
+		ap_info("admin listener off: no status page, no /metrics");
+	else
+		ap_info("admin listener (status page, /metrics) on %s", o->admin_at.text);
+	if (!listen_is_local(&o->admin_at) && o->admin_at.kind != LISTEN_OFF)
+		ap_info("the admin listener %s is not a loopback address: the console asks for "
+			"sign-in with GitHub, and /metrics too",
+			o->admin_at.text);
+	if (console_signs_in(o) && !cfg_is_set(cfg, "AUTOPATCH_CONSOLE_URL"))
+		ap_warn("the console asks for sign-in but AUTOPATCH_CONSOLE_URL is not set: GitHub "
+			"sends users back to %s/login/callback; set it to the URL browsers open",
+			o->console_url[0] ? o->console_url : "(nowhere)");
+	if (!o->secret)
+		ap_info("no webhook secret yet: every delivery is refused until the App is "
+			"registered at %s/setup",
+			o->console_url[0] ? o->console_url : "the admin listener's");
+}
+
 int serve_run(ap_config *cfg, bool registration)
 {
 	struct serve_opts o;
 	struct serve_ctx ctx = {.cfg = cfg};
 	gh_write_pacer pacer = {reserve_write, &ctx};
-	gh_urls urls;
-	http_config hc;
 	http_server *http = NULL;
 	ingest *ing = NULL;
 	bool app_later = false;
@@ -304,120 +437,18 @@ int serve_run(ap_config *cfg, bool registration)
 		app_later = true;
 	}
 	pthread_mutex_init(&ctx.lock, NULL);
-
-	/* Signals are taken by sigwait below; block them before any thread starts. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	mallopt(M_TRIM_THRESHOLD, SERVE_TRIM_THRESHOLD);
-
-	if (q_open(&q, o.db, Q_OPEN_CREATE)) {
-		fprintf(stderr,
-			"autopatch: %s: set AUTOPATCH_DB to a writable file path or a reachable "
-			"postgresql:// URI\n",
-			ap_error_last());
-		return 2;
-	}
-	/* Replicas share GitHub's per-installation write spacing through the database. */
-	if (q_shared(q)) {
-		if (q_open(&ctx.pace_q, o.db, Q_OPEN_CREATE)) {
-			fprintf(stderr, "autopatch: %s\n", ap_error_last());
-			goto out;
-		}
-		gh_rest_set_pacer(&pacer);
-	}
-	if (o.workers > 0 && !app_later && pipeline_new(&ctx.pipe, cfg)) {
-		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+	block_signals(&sigs);
+	if (open_queue(&ctx, &o, &q, &pacer))
 		goto out;
-	}
-	if (ing_new(&ing, o.db, on_queued, &ctx)) {
-		fprintf(stderr, "autopatch: %s\n", ap_error_last());
-		goto out;
-	}
 	gethostname(host, sizeof(host) - 1);
 	snprintf(instance, sizeof(instance), "%.60s:%d:%lld", host, (int)getpid(),
 		 (long long)ap_wall_ms());
-	ctx.wc = (wk_config){
-	    .db_path = o.db,
-	    .workers = (int)o.workers,
-	    .lease_ms = o.lease_s * 1000,
-	    .heartbeat_ms = o.heartbeat_s * 1000,
-	    .rescue_ms = o.rescue_s * 1000,
-	    .max_attempts = (int)o.max_attempts,
-	    .retry_base_ms = o.retry_s * 1000,
-	    .instance = instance,
-	    .run = pipeline_run,
-	    .ud = ctx.pipe,
-	};
-	if (ctx.pipe) {
-		wk_pool *pool = NULL;
-
-		if (wk_start(&pool, &ctx.wc)) {
-			fprintf(stderr, "autopatch: %s\n", ap_error_last());
-			goto out;
-		}
-		atomic_store(&ctx.pool, pool);
-	}
-	if (gh_urls_get(cfg, &urls)) {
+	if (start_workers(&ctx, cfg, &o, app_later, instance) ||
+	    ing_new(&ing, o.db, on_queued, &ctx) || start_http(&http, &ctx, cfg, &o, ing)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		goto out;
 	}
-	hc = (http_config){
-	    .public_at = o.public_at,
-	    .admin_at = o.admin_at,
-	    .path = o.path,
-	    .wh = {{o.secret, o.secret_prev}, o.label},
-	    .db_path = o.db,
-	    .ing = ing,
-	    .pool = atomic_load(&ctx.pool),
-	    .workers = ctx.pipe ? (int)o.workers : 0,
-	    .lim = {(int)o.max_conn, (int)o.per_ip, (int)o.headers_s, (int)o.body_s,
-		    (int)o.http_threads},
-	    .console =
-		{
-		    .public_url = cfg_str(cfg, "AUTOPATCH_PUBLIC_URL"),
-		    .console_url = o.console_url[0] ? o.console_url : NULL,
-		    .web_url = urls.web,
-		    .webhook_path = o.path,
-		    .credentials_file = cfg_str(cfg, "AUTOPATCH_CREDENTIALS_FILE"),
-		    .client_id = cfg_str(cfg, "GITHUB_CLIENT_ID"),
-		    .client_secret = cfg_str(cfg, "GITHUB_CLIENT_SECRET"),
-		    .operators = cfg_str(cfg, "AUTOPATCH_CONSOLE_USERS"),
-		    .sign_in = strcmp(o.sign_in, "always") == 0 || !listen_is_local(&o.admin_at),
-		    .session_ms = o.session_h * 3600 * 1000,
-		    .gh = {cfg, gh_convert, gh_exchange, gh_login, gh_push, gh_member},
-		},
-	    .registered = on_registered,
-	    .ud = &ctx,
-	};
-	if (http_start(&http, &hc)) {
-		fprintf(stderr, "autopatch: %s\n", ap_error_last());
-		goto out;
-	}
-	ap_info("listening on %s port %lld (%lld HTTP thread(s)), webhook path %s, %lld worker(s), "
-		"database %s (%s%s)",
-		o.bind, (long long)o.port, (long long)o.http_threads, o.path,
-		ctx.pipe ? (long long)o.workers : 0LL, o.db, q_backend(q),
-		q_shared(q) ? ", shared with any other replica" : "");
-	if (o.admin_at.kind == LISTEN_OFF)
-		ap_info("admin listener off: no status page, no /metrics");
-	else
-		ap_info("admin listener (status page, /metrics) on %s", o.admin_at.text);
-	if (!listen_is_local(&o.admin_at) && o.admin_at.kind != LISTEN_OFF)
-		ap_info("the admin listener %s is not a loopback address: the console asks for "
-			"sign-in with GitHub, and /metrics too",
-			o.admin_at.text);
-	if (hc.console.sign_in && !cfg_is_set(cfg, "AUTOPATCH_CONSOLE_URL"))
-		ap_warn("the console asks for sign-in but AUTOPATCH_CONSOLE_URL is not set: GitHub "
-			"sends users back to %s/login/callback; set it to the URL browsers open",
-			o.console_url[0] ? o.console_url : "(nowhere)");
-	if (!o.secret)
-		ap_info("no webhook secret yet: every delivery is refused until the App is "
-			"registered at %s/setup",
-			o.console_url[0] ? o.console_url : "the admin listener's");
-
+	log_listening(&ctx, cfg, &o, q);
 	while (sigwait(&sigs, &sig) != 0)
 		;
 	ap_info("signal %d: shutting down", sig);
