@@ -147,7 +147,8 @@ static int pipeline_create(pipeline **out, const ap_config *cfg, const char *app
 				  strerror(errno));
 		goto out_free;
 	}
-	snprintf(path, sizeof(path), "%s/trajectories", p->data_dir);
+	if ((rc = ap_fmt(path, sizeof(path), "%s/trajectories", p->data_dir)))
+		goto out_free;
 	if (mkdir(path, 0700) != 0 && errno != EEXIST) {
 		rc = ap_error_set(AP_EIO, "cannot create %s: %s", path, strerror(errno));
 		goto out_free;
@@ -562,7 +563,8 @@ static int load_default_branch_config(struct run *r, struct work *w, const char 
 	const char *ref = w->repo.default_branch ? w->repo.default_branch : "main";
 	int rc;
 
-	snprintf(dir, sizeof(dir), "%s/config-job-%" PRId64, r->p->data_dir, r->job->id);
+	if ((rc = ap_fmt(dir, sizeof(dir), "%s/config-job-%" PRId64, r->p->data_dir, r->job->id)))
+		return rc;
 	/* A crashed earlier attempt's copy; what cannot go, the checkout reports. */
 	if (fs_rm_rf(dir) != 0)
 		ap_error_clear();
@@ -1233,7 +1235,10 @@ void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome
 	r.last_stage = -1;
 	r.live_ev = -1;
 	r.state = PROGRESS_RUNNING;
-	snprintf(path, sizeof(path), "%s/trajectories/job-%" PRId64 ".jsonl", p->data_dir, job->id);
+	rc = ap_fmt(path, sizeof(path), "%s/trajectories/job-%" PRId64 ".jsonl", p->data_dir,
+		    job->id);
+	if (rc)
+		goto out;
 	r.trajectory = strdup(path);
 	job_ctl_state_set(ctl, "trajectory", path);
 	stored = job_ctl_state_get(ctl, "comment_id");
