@@ -6,10 +6,25 @@
  *   GET /login/callback  signin_finish: GitHub's redirect with ?code&state; the code becomes
  *                        the user's token, the token their login, and a session is made
  *
- * The state must be one this server issued and the one this browser was given (a cookie
- * limited to Path=/login). Whether the user sees every job (AUTOPATCH_CONSOLE_USERS: a login
- * or org:NAME, an organization they are an active member of) is decided here, once, with
- * their token. GitHub is reached through the callbacks of signin_config.
+ * The pending state is bound to the browser that started the sign-in, and nothing is kept
+ * for it on the server (so no number of anonymous GET /login can push out anyone's sign-in):
+ * the state (32 random bytes, 64 hex digits) goes to GitHub in the authorize URL and to the
+ * browser in the cookie ap_login = "v1.EXP.STATE.MAC", where EXP is the Unix time (seconds)
+ * it expires at (ten minutes on) and MAC is HMAC-SHA256(key, "v1.EXP.STATE") in lower-case
+ * hex. The cookie is HttpOnly, SameSite=Lax, Path=/login, Max-Age=600, and Secure when the
+ * console's URL is https. At the callback the MAC is checked first (a cookie this server did
+ * not sign is refused), then EXP, then the state GitHub sent back against the cookie's;
+ * the comparisons are constant time. Each refusal says which of the three failed.
+ *
+ * The key is derived from GITHUB_CLIENT_SECRET, which every replica of one App shares (it
+ * needs it for the code exchange), so a sign-in started on one replica finishes on any:
+ * key = HKDF-SHA256(IKM = the client secret, salt = SIGNIN_KEY_SALT, info = SIGNIN_KEY_INFO),
+ * 32 bytes (RFC 5869). A registration that brings a new client secret changes the key:
+ * sign-ins in flight then fail once and are started again.
+ *
+ * Whether the user sees every job (AUTOPATCH_CONSOLE_USERS: a login, or org:NAME, an
+ * organization they are an active member of) is decided here, once, with their token. GitHub
+ * is reached through the callbacks of signin_config.
  */
 #ifndef AP_SIGNIN_H
 #define AP_SIGNIN_H
@@ -21,8 +36,12 @@
 #include "server/session.h"
 
 #define SIGNIN_TTL_MS	  (10 * 60 * 1000)
-#define SIGNIN_STATES_MAX 256
 #define SIGNIN_COOKIE	  "ap_login"
+#define SIGNIN_STATE_HEX  64
+#define SIGNIN_COOKIE_MAX 192 /* the value: "v1." EXP "." STATE "." MAC, NUL included */
+#define SIGNIN_KEY_LEN	  32
+#define SIGNIN_KEY_SALT	  "autopatch console sign-in"
+#define SIGNIN_KEY_INFO	  "ap_login state cookie v1"
 
 typedef struct signin signin;
 
@@ -60,6 +79,20 @@ void signin_start(signin *s, flow_answer *a);
 void signin_finish(signin *s, sess_store *sessions, int64_t ttl_ms, const char *code,
 		   const char *state, const char *cookie_header, char sid[SESS_HEX + 1],
 		   flow_answer *a);
+
+/* The state cookie's key from client_secret (see above). 0, AP_EINVAL (none), AP_EIO. */
+int signin_key(const char *client_secret, unsigned char key[SIGNIN_KEY_LEN]);
+
+/* A fresh state and the value of its cookie, valid SIGNIN_TTL_MS from now (ms since the
+ * epoch). 0, AP_EIO (no randomness), AP_EUNAVAIL (no client secret, so no key). */
+int signin_cookie_make(signin *s, int64_t now, char state[SIGNIN_STATE_HEX + 1],
+		       char cookie[SIGNIN_COOKIE_MAX]);
+
+/* Whether cookie (the value of ap_login) was signed by this server, has not expired at now
+ * and carries state (GitHub's ?state, may be NULL): 0, or AP_EDENIED (malformed or not
+ * signed with this key), AP_ETIMEOUT (expired), AP_EINVAL (another state), AP_EUNAVAIL (no
+ * key), each with a message. */
+int signin_cookie_check(signin *s, const char *cookie, const char *state, int64_t now);
 
 /* Whether login (token) may see every job under AUTOPATCH_CONSOLE_USERS; exposed for tests. */
 bool signin_is_operator(signin *s, const char *login, const char *token);
