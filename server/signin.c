@@ -97,7 +97,8 @@ int signin_key(const char *client_secret, unsigned char key[SIGNIN_KEY_LEN])
 void signin_set_client(signin *s, const char *client_id, const char *client_secret)
 {
 	unsigned char key[KEY_LEN];
-	bool keyed = signin_key(client_secret, key) == 0;
+	/* No secret is no key, not an error (that would linger as the thread's last message). */
+	bool keyed = client_secret && *client_secret && signin_key(client_secret, key) == 0;
 
 	replace(&s->lock, &s->client_id, client_id);
 	replace(&s->lock, &s->client_secret, client_secret);
@@ -226,34 +227,44 @@ static bool listed(const char *list, const char *login)
 	return false;
 }
 
-/* A question GitHub does not answer counts as "no" and is logged. */
-bool signin_is_operator(signin *s, const char *login, const char *token)
+bool signin_next_org(const char **cursor, char *org, size_t cap)
 {
-	const char *list = s->cfg.operators;
-
-	if (listed(list, login))
-		return true;
-	for (const char *p = list; p && *p;) {
+	for (const char *p = *cursor; p && *p;) {
 		const char *end = strchr(p, ',');
-		char org[64];
 		size_t len;
-		bool yes = false;
 
 		while (*p == ' ')
 			p++;
 		len = end ? (size_t)(end - p) : strlen(p);
 		while (len && p[len - 1] == ' ')
 			len--;
-		if (len > 4 && len - 4 < sizeof(org) && strncasecmp(p, "org:", 4) == 0) {
+		*cursor = end ? end + 1 : p + strlen(p);
+		if (len > 4 && len - 4 < cap && strncasecmp(p, "org:", 4) == 0) {
 			memcpy(org, p + 4, len - 4);
 			org[len - 4] = '\0';
-			if (s->cfg.in_org(s->cfg.ud, token, org, &yes) != 0)
-				ap_warn("console: cannot ask GitHub whether %s belongs to %s: %s",
-					login, org, ap_error_last());
-			else if (yes)
-				return true;
+			return true;
 		}
-		p = end ? end + 1 : NULL;
+		p = *cursor;
+	}
+	return false;
+}
+
+/* A question GitHub does not answer counts as "no" and is logged. */
+bool signin_is_operator(signin *s, const char *login, const char *token)
+{
+	const char *cursor = s->cfg.operators;
+	char org[SIGNIN_ORG_MAX + 1];
+
+	if (listed(s->cfg.operators, login))
+		return true;
+	while (signin_next_org(&cursor, org, sizeof(org))) {
+		bool yes = false;
+
+		if (s->cfg.in_org(s->cfg.ud, token, org, &yes) != 0)
+			ap_warn("console: cannot ask GitHub whether %s belongs to %s: %s", login,
+				org, ap_error_last());
+		else if (yes)
+			return true;
 	}
 	return false;
 }

@@ -30,6 +30,7 @@
 #define AP_SIGNIN_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "server/flow.h"
@@ -42,6 +43,7 @@
 #define SIGNIN_KEY_LEN	  32
 #define SIGNIN_KEY_SALT	  "autopatch console sign-in"
 #define SIGNIN_KEY_INFO	  "ap_login state cookie v1"
+#define SIGNIN_ORG_MAX	  63 /* bytes of an org:NAME entry's name */
 
 typedef struct signin signin;
 
@@ -93,6 +95,11 @@ int signin_cookie_make(signin *s, int64_t now, char state[SIGNIN_STATE_HEX + 1],
  * signed with this key), AP_ETIMEOUT (expired), AP_EINVAL (another state), AP_EUNAVAIL (no
  * key), each with a message. */
 int signin_cookie_check(signin *s, const char *cookie, const char *state, int64_t now);
+
+/* The next org:NAME entry of an AUTOPATCH_CONSOLE_USERS list at or after *cursor: true with
+ * NAME in org[0..cap) and *cursor moved past the entry, false when none is left. An entry
+ * whose name needs cap bytes or more is skipped. Start with *cursor = the list (may be NULL). */
+bool signin_next_org(const char **cursor, char *org, size_t cap);
 
 /* Whether login (token) may see every job under AUTOPATCH_CONSOLE_USERS; exposed for tests. */
 bool signin_is_operator(signin *s, const char *login, const char *token);

@@ -309,6 +309,26 @@ static void test_operators(void **state)
 	signin_free(s);
 }
 
+static void test_org_entries(void **state)
+{
+	char list[200], org[SIGNIN_ORG_MAX + 1];
+	const char *cursor = list;
+
+	(void)state;
+	snprintf(list, sizeof(list), "alice, org:acme ,ORG:Beta,org:, org:%064d,org:last", 0);
+	assert_true(signin_next_org(&cursor, org, sizeof(org)));
+	assert_string_equal(org, "acme");
+	assert_true(signin_next_org(&cursor, org, sizeof(org)));
+	assert_string_equal(org, "Beta");
+	assert_true(signin_next_org(&cursor, org, sizeof(org))); /* empty and 64 bytes skipped */
+	assert_string_equal(org, "last");
+	assert_false(signin_next_org(&cursor, org, sizeof(org)));
+	cursor = NULL;
+	assert_false(signin_next_org(&cursor, org, sizeof(org)));
+	cursor = "alice,bob";
+	assert_false(signin_next_org(&cursor, org, sizeof(org)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -319,6 +339,7 @@ int main(void)
 	    cmocka_unit_test(test_callback_refusals_say_what_failed),
 	    cmocka_unit_test(test_not_set_up_and_plain_http),
 	    cmocka_unit_test(test_operators),
+	    cmocka_unit_test(test_org_entries),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
