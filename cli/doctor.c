@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* cli/doctor.c - `autopatch doctor`: one ✓/✗ line per thing a working install needs
- * (configuration, private key, JWT accepted, installations, database, Docker, sandbox image,
- * model),
+ * (configuration, private key, JWT accepted, installations, the organization permission the
+ * console's org: entries need, database, Docker, sandbox image, model),
  * each ✗ followed by the sentence that says how to fix it. Exit 0 only if every check passes.
  *
  * Each check goes through the interface the server itself uses (the GitHub App client, the
@@ -20,6 +20,7 @@
 #include "job/environment.h"
 #include "sandbox/sandbox.h"
 #include "server/queue.h"
+#include "server/signin.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define CHECK_TIMEOUT_S 10
@@ -144,6 +146,76 @@ static bool check_key(struct report *r, ap_config *cfg)
 	return true;
 }
 
+/* Whether perms (a "permissions" object of GitHub) grants the organization permission Members. */
+static bool has_members(const cJSON *perms)
+{
+	const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(perms, "members"));
+
+	return v && (strcmp(v, "read") == 0 || strcmp(v, "write") == 0);
+}
+
+/* The installation on account login, or NULL. */
+static const cJSON *installation_on(const cJSON *inst, const char *login)
+{
+	const cJSON *it;
+
+	cJSON_ArrayForEach(it, inst)
+	{
+		const char *who = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(it, "account"), "login"));
+
+		if (who && strcasecmp(who, login) == 0)
+			return it;
+	}
+	return NULL;
+}
+
+/* The org:NAME entries of AUTOPATCH_CONSOLE_USERS work only when the App, and its
+ * installation on NAME, have the organization permission Members (read): the console asks
+ * GitHub with the user's token whether they belong to NAME. No line without such entries. */
+static void check_console_orgs(struct report *r, ap_config *cfg, const cJSON *me, const cJSON *inst)
+{
+	const char *cursor = cfg_str(cfg, "AUTOPATCH_CONSOLE_USERS");
+	char org[SIGNIN_ORG_MAX + 1];
+	ap_buf ok = AP_BUF_INIT(1024), why = AP_BUF_INIT(4096);
+	const cJSON *on;
+
+	while (signin_next_org(&cursor, org, sizeof(org))) {
+		if (!has_members(cJSON_GetObjectItemCaseSensitive(me, "permissions")))
+			ap_buf_addf(
+			    &why,
+			    " AUTOPATCH_CONSOLE_USERS names org:%s, but the App lacks the "
+			    "organization permission Members (read), so GitHub will not tell "
+			    "the console who belongs to %s. On the App's settings page, "
+			    "Permissions: Organization permissions, set Members to Read-only and "
+			    "save; the organization's owner then accepts it (Apps registered "
+			    "from deploy/app.yml ask for it).",
+			    org, org);
+		else if (!(on = installation_on(inst, org)))
+			ap_buf_addf(
+			    &why,
+			    " AUTOPATCH_CONSOLE_USERS names org:%s, but the App is not installed "
+			    "on %s, so the console cannot ask who belongs to it. Install the App "
+			    "on %s.",
+			    org, org, org);
+		else if (!has_members(cJSON_GetObjectItemCaseSensitive(on, "permissions")))
+			ap_buf_addf(
+			    &why,
+			    " The App's installation on %s has not accepted the permission "
+			    "Members (read). An owner of %s accepts it in the organization's "
+			    "settings, GitHub Apps, the App's \"Review request\".",
+			    org, org);
+		else
+			ap_buf_addf(&ok, "%sorg:%s", ok.len ? ", " : "", org);
+	}
+	if (why.len)
+		fail(r, "console organizations", "%s", ap_buf_str(&why) + 1);
+	else if (ok.len)
+		pass(r, "console organizations", "Members (read) granted for %s", ap_buf_str(&ok));
+	ap_buf_release(&ok);
+	ap_buf_release(&why);
+}
+
 static void check_github(struct report *r, ap_config *cfg, bool usable)
 {
 	gh_app *app = NULL;
@@ -206,6 +278,7 @@ static void check_github(struct report *r, ap_config *cfg, bool usable)
 		ap_buf_addf(&who, "%s%s", who.len ? ", " : "", login ? login : "?");
 	}
 	pass(r, "installations visible", "%d (%s)", n, ap_buf_str(&who));
+	check_console_orgs(r, cfg, me, inst);
 out:
 	ap_buf_release(&who);
 	cJSON_Delete(me);

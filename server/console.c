@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* server/console.c - the job console, App registration and sign-in (see console.h). */
+/* server/console.c - the job console on the admin listener (see console.h); the App
+ * registration and the sign-in are server/registration.c and server/signin.c. */
 #include "server/console.h"
 #include "common/buf.h"
 #include "common/clock.h"
@@ -9,8 +10,9 @@
 #include "common/redact.h"
 #include "server/assets.h"
 #include "server/form.h"
-#include "server/nonce.h"
+#include "server/registration.h"
 #include "server/session.h"
+#include "server/signin.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,9 +31,6 @@
 #define PAGE_CAP       (8 * 1024 * 1024)
 #define LIST_JOBS      200
 #define TRAJ_CAP       (64 * 1024 * 1024)
-#define SETUP_TTL_MS   (60 * 60 * 1000)
-#define LOGIN_TTL_MS   (10 * 60 * 1000)
-#define STATES_MAX     256
 #define SESSIONS_MAX   1024
 #define SSE_TICK_MS    250
 #define SSE_PING_MS    15000
@@ -39,7 +38,6 @@
 #define SSE_BATCH      100
 #define URL_MAX	       2048
 #define COOKIE_SESSION "ap_session"
-#define COOKIE_LOGIN   "ap_login"
 
 /* One live-update stream (GET /jobs/N/events). */
 struct sse {
@@ -56,10 +54,9 @@ struct sse {
 struct console {
 	console_config cfg;
 	char *strs[9]; /* the copies cfg's strings point to */
-	nonce_store *states;
+	reg *reg;
+	signin *signin;
 	sess_store *sessions;
-	pthread_mutex_t cred_lock; /* client_id and client_secret after a registration */
-	char *client_id, *client_secret;
 	pthread_mutex_t sse_lock;
 	struct sse *parked;
 	atomic_int streams;
@@ -263,60 +260,6 @@ static const char *arg(struct MHD_Connection *conn, const char *name)
 }
 
 /* --- who is asking ----------------------------------------------------------------------- */
-
-static bool listed(const char *list, const char *login)
-{
-	size_t n = strlen(login);
-
-	for (const char *p = list; p && *p;) {
-		const char *end = strchr(p, ',');
-		size_t len;
-
-		while (*p == ' ')
-			p++;
-		len = end ? (size_t)(end - p) : strlen(p);
-		while (len && p[len - 1] == ' ')
-			len--;
-		if (len == n && strncasecmp(p, login, n) == 0)
-			return true;
-		p = end ? end + 1 : NULL;
-	}
-	return false;
-}
-
-/* Whether AUTOPATCH_CONSOLE_USERS lets login see every job: its login is listed, or an
- * org:NAME entry names an organization the user (token) is an active member of. A question
- * GitHub does not answer counts as "no" and is logged. */
-static bool operator_of(console *c, const char *login, const char *token)
-{
-	const char *list = c->cfg.operators;
-
-	if (listed(list, login))
-		return true;
-	for (const char *p = list; p && *p;) {
-		const char *end = strchr(p, ',');
-		char org[64];
-		size_t len;
-		bool yes = false;
-
-		while (*p == ' ')
-			p++;
-		len = end ? (size_t)(end - p) : strlen(p);
-		while (len && p[len - 1] == ' ')
-			len--;
-		if (len > 4 && len - 4 < sizeof(org) && strncasecmp(p, "org:", 4) == 0) {
-			memcpy(org, p + 4, len - 4);
-			org[len - 4] = '\0';
-			if (c->cfg.gh.in_org(c->cfg.gh.ud, token, org, &yes) != 0)
-				ap_warn("console: cannot ask GitHub whether %s belongs to %s: %s",
-					login, org, ap_error_last());
-			else if (yes)
-				return true;
-		}
-		p = end ? end + 1 : NULL;
-	}
-	return false;
-}
 
 /* The session the request carries; without sign-in, an operator session is made on the first
  * visit (its cookie goes out with p). */
@@ -1054,92 +997,28 @@ static void job_action(console *c, queue *q, int64_t id, const char *what, struc
 	redirect(p, where);
 }
 
-/* --- registration ------------------------------------------------------------------------ */
+/* --- registration and sign-in (server/registration.c, server/signin.c decide) ------------- */
 
-static bool org_ok(const char *org)
+/* Draw what a flow answered: its redirect and cookies, or its problem. */
+static void show(struct page *p, const flow_answer *a, const struct viewer *v)
 {
-	size_t n = 0;
-
-	for (; org && org[n]; n++)
-		if (n >= 39 ||
-		    !((org[n] >= 'a' && org[n] <= 'z') || (org[n] >= 'A' && org[n] <= 'Z') ||
-		      (org[n] >= '0' && org[n] <= '9') || org[n] == '-'))
-			return false;
-	return n > 0;
-}
-
-static void set_url(cJSON *o, const char *key, const char *base, const char *path)
-{
-	char url[URL_MAX];
-
-	snprintf(url, sizeof(url), "%s%s", base, path);
-	cJSON_DeleteItemFromObjectCaseSensitive(o, key);
-	cJSON_AddStringToObject(o, key, url);
-}
-
-/* deploy/app.yml with this server's URLs. */
-static char *manifest(console *c)
-{
-	cJSON *m = cJSON_Parse(asset_app), *hook, *cb;
-	char url[URL_MAX];
-	char *text = NULL;
-
-	if (!m)
-		return NULL;
-	set_url(m, "url", c->cfg.public_url, "");
-	hook = cJSON_GetObjectItemCaseSensitive(m, "hook_attributes");
-	if (cJSON_IsObject(hook))
-		set_url(hook, "url", c->cfg.public_url, c->cfg.webhook_path);
-	set_url(m, "redirect_url", c->cfg.console_url, "/setup/callback");
-	set_url(m, "setup_url", c->cfg.console_url, "/");
-	cJSON_DeleteItemFromObjectCaseSensitive(m, "callback_urls");
-	cb = cJSON_AddArrayToObject(m, "callback_urls");
-	snprintf(url, sizeof(url), "%s/login/callback", c->cfg.console_url);
-	if (cb)
-		cJSON_AddItemToArray(cb, cJSON_CreateString(url));
-	text = cJSON_PrintUnformatted(m);
-	cJSON_Delete(m);
-	return text;
+	if (a->status == 303)
+		redirect(p, a->location);
+	else
+		problem(p, a->status, a->title, a->what, a->todo, v);
+	for (int i = 0; i < a->ncookies; i++)
+		add_cookie(p, "%s", a->cookies[i]);
 }
 
 static void setup_page(console *c, struct MHD_Connection *conn, struct page *p,
 		       const struct viewer *v)
 {
 	const char *org = arg(conn, "org");
-	char state[NONCE_HEX + 1], *m = NULL;
+	flow_answer a = {0};
+	reg_form f;
 
-	if (c->cfg.sign_in) {
-		problem(p, 403, "Registration is not offered here",
-			"This console is reachable beyond loopback, so it does not register Apps.",
-			"open /setup on a loopback or unix-socket admin listener (autopatch setup)",
-			v);
-		return;
-	}
-	if (!c->cfg.public_url || !c->cfg.console_url) {
-		problem(p, 409, "Set the public URL first",
-			!c->cfg.public_url
-			    ? "AUTOPATCH_PUBLIC_URL is not set, so GitHub would not know where to "
-			      "send webhooks."
-			    : "AUTOPATCH_CONSOLE_URL is not set and the admin listener is a unix "
-			      "socket, so GitHub would not know where to send you back.",
-			!c->cfg.public_url
-			    ? "set AUTOPATCH_PUBLIC_URL to the URL GitHub reaches this server at "
-			      "(https://autopatch.example.org) and restart"
-			    : "set AUTOPATCH_CONSOLE_URL to the URL your browser reaches the "
-			      "console at",
-			v);
-		return;
-	}
-	if (org && *org && !org_ok(org)) {
-		problem(p, 400, "Not an organization name",
-			"An organization's name has letters, digits and hyphens only.",
-			"go back and type the organization's login as GitHub shows it", v);
-		return;
-	}
-	if (nonce_issue(c->states, "setup", SETUP_TTL_MS, ap_wall_ms(), state) ||
-	    !(m = manifest(c))) {
-		problem(p, 500, "Cannot start the registration", ap_error_last(),
-			"check the server's log and try again", v);
+	if (reg_begin(c->reg, org, &f, &a)) {
+		show(p, &a, v);
 		return;
 	}
 	page_init(p, 200);
@@ -1148,20 +1027,16 @@ static void setup_page(console *c, struct MHD_Connection *conn, struct page *p,
 			      "autopatch's manifest, then sends you back here; autopatch stores "
 			      "its credentials and starts accepting its webhooks at once.</p>"
 			      "<p>Webhooks will go to <code>");
-	escf(&p->body, "%s%s", c->cfg.public_url, c->cfg.webhook_path);
+	esc(&p->body, f.hook);
 	ap_buf_adds(&p->body, "</code>.</p><form method=\"get\" action=\"/setup\"><label "
 			      "for=\"org\">Organization (leave empty for your own account)</label> "
 			      "<input id=\"org\" name=\"org\" value=\"");
 	esc(&p->body, org);
 	ap_buf_adds(&p->body, "\"> <button type=\"submit\">Use this owner</button></form>");
 	ap_buf_adds(&p->body, "<form id=\"register\" method=\"post\" action=\"");
-	if (org && *org)
-		escf(&p->body, "%s/organizations/%s/settings/apps/new?state=%s", c->cfg.web_url,
-		     org, state);
-	else
-		escf(&p->body, "%s/settings/apps/new?state=%s", c->cfg.web_url, state);
+	esc(&p->body, f.action);
 	ap_buf_adds(&p->body, "\"><input type=\"hidden\" name=\"manifest\" value=\"");
-	esc(&p->body, m);
+	esc(&p->body, f.manifest);
 	ap_buf_adds(&p->body, "\"><p><button class=\"primary\" type=\"submit\">Register on ");
 	if (org && *org)
 		escf(&p->body, "the %s organization", org);
@@ -1169,232 +1044,48 @@ static void setup_page(console *c, struct MHD_Connection *conn, struct page *p,
 		ap_buf_adds(&p->body, "my account");
 	ap_buf_adds(&p->body, "</button></p></form><p>This link works for one hour.</p>");
 	foot(p);
-	free(m);
-}
-
-/* KEY="value" with the escapes config.c's .env reader undoes. */
-static void env_line(ap_buf *b, const char *key, const char *value)
-{
-	ap_buf_addf(b, "%s=\"", key);
-	for (const char *s = value ? value : ""; *s; s++) {
-		if (*s == '\n')
-			ap_buf_adds(b, "\\n");
-		else if (*s == '"' || *s == '\\')
-			ap_buf_addf(b, "\\%c", *s);
-		else if (*s != '\r')
-			ap_buf_add(b, s, 1);
-	}
-	ap_buf_adds(b, "\"\n");
-}
-
-static int store_credentials(console *c, const cJSON *app)
-{
-	ap_buf b = AP_BUF_INIT(256 * 1024);
-	char id[32];
-	int rc;
-
-	snprintf(id, sizeof(id), "%.0f", jnum(app, "id"));
-	ap_buf_adds(&b, "# Written by autopatch's App registration (/setup). Keep it secret.\n");
-	env_line(&b, "APP_ID", id);
-	env_line(&b, "PRIVATE_KEY", jstr(app, "pem"));
-	env_line(&b, "WEBHOOK_SECRET", jstr(app, "webhook_secret"));
-	env_line(&b, "GITHUB_CLIENT_ID", jstr(app, "client_id"));
-	env_line(&b, "GITHUB_CLIENT_SECRET", jstr(app, "client_secret"));
-	rc = fs_write_atomic(c->cfg.credentials_file, ap_buf_str(&b), b.len, 0600);
-	OPENSSL_cleanse(b.data, b.len);
-	ap_buf_release(&b);
-	return rc;
-}
-
-static void replace(pthread_mutex_t *lock, char **slot, const char *value)
-{
-	char *copy = value && *value ? strdup(value) : NULL;
-
-	pthread_mutex_lock(lock);
-	if (*slot) {
-		OPENSSL_cleanse(*slot, strlen(*slot));
-		free(*slot);
-	}
-	*slot = copy;
-	pthread_mutex_unlock(lock);
+	free(f.manifest);
 }
 
 static void setup_callback(console *c, struct MHD_Connection *conn, struct page *p,
 			   const struct viewer *v)
 {
-	const char *code = arg(conn, "code"), *state = arg(conn, "state");
-	cJSON *app = NULL;
-	char where[URL_MAX], id[32];
-	int rc;
+	flow_answer a = {0};
 
-	if (c->cfg.sign_in) {
-		setup_page(c, conn, p, v);
-		return;
-	}
-	rc = nonce_redeem(c->states, "setup", state, ap_wall_ms());
-	if (rc == AP_ETIMEOUT) {
-		problem(p, 400, "The registration expired",
-			"More than an hour passed since the registration page was opened.",
-			"start again at /setup", v);
-		return;
-	}
-	if (rc) {
-		problem(p, 400, "Unknown registration",
-			"This answer does not carry a state that this server issued (or it was "
-			"already used), so it is refused.",
-			"start again at /setup on this server", v);
-		return;
-	}
-	if (!code || !*code) {
-		problem(p, 400, "No code from GitHub", "GitHub sent you back without a code.",
-			"start again at /setup", v);
-		return;
-	}
-	rc = c->cfg.gh.manifest_convert(c->cfg.gh.ud, code, &app);
-	if (rc) {
-		ap_warn("registration: the code exchange failed: %s", ap_error_last());
-		problem(p, 502, "GitHub did not hand over the App", ap_error_last(),
-			rc == AP_ENOTFOUND
-			    ? "the code expired (it works once, within an hour): register again at "
-			      "/setup; delete the half-made App in GitHub's settings if it exists"
-			    : "try again at /setup; if it keeps failing, check GITHUB_API_URL",
-			v);
-		return;
-	}
-	snprintf(id, sizeof(id), "%.0f", jnum(app, "id"));
-	redact_add_secret(jstr(app, "pem"));
-	redact_add_secret(jstr(app, "webhook_secret"));
-	redact_add_secret(jstr(app, "client_secret"));
-	if ((rc = store_credentials(c, app))) {
-		problem(p, 500, "Cannot store the App's credentials", ap_error_last(),
-			"make AUTOPATCH_CREDENTIALS_FILE a writable path, then register again at "
-			"/setup (delete the App GitHub just made in its settings)",
-			v);
-		goto out;
-	}
-	{
-		console_app got = {id, jstr(app, "pem"), jstr(app, "webhook_secret"),
-				   jstr(app, "client_id"), jstr(app, "client_secret")};
-
-		c->cfg.registered(c->cfg.ud, &got);
-	}
-	replace(&c->cred_lock, &c->client_id, jstr(app, "client_id"));
-	replace(&c->cred_lock, &c->client_secret, jstr(app, "client_secret"));
-	ap_info("registration: App %s (id %s) stored in %s and in use", jstr(app, "slug"), id,
-		c->cfg.credentials_file);
-	if (*jstr(app, "html_url"))
-		snprintf(where, sizeof(where), "%s/installations/new", jstr(app, "html_url"));
-	else
-		snprintf(where, sizeof(where), "%s/settings/apps", c->cfg.web_url);
-	redirect(p, where);
-out:
-	if (app) {
-		cJSON *pem = cJSON_GetObjectItem(app, "pem");
-
-		if (cJSON_IsString(pem))
-			OPENSSL_cleanse(pem->valuestring, strlen(pem->valuestring));
-	}
-	cJSON_Delete(app);
+	reg_finish(c->reg, arg(conn, "code"), arg(conn, "state"), &a);
+	show(p, &a, v);
 }
 
-/* --- sign-in ----------------------------------------------------------------------------- */
-
-/* Copies of the OAuth credentials (caller frees both); false when sign-in is not set up. */
-static bool oauth_creds(console *c, char **id, char **secret)
+/* A registration stored a new App: sign-in uses its OAuth credentials from now on. */
+static void on_registered(void *ud, const reg_app *app)
 {
-	pthread_mutex_lock(&c->cred_lock);
-	*id = c->client_id ? strdup(c->client_id) : NULL;
-	*secret = c->client_secret ? strdup(c->client_secret) : NULL;
-	pthread_mutex_unlock(&c->cred_lock);
-	if (*id && *secret)
-		return true;
-	free(*id);
-	free(*secret);
-	*id = *secret = NULL;
-	return false;
+	console *c = ud;
+
+	signin_set_client(c->signin, app->client_id, app->client_secret);
+	c->cfg.registered(c->cfg.ud, app);
 }
 
 static void login_start(console *c, struct page *p)
 {
-	char state[NONCE_HEX + 1], *id = NULL, *secret = NULL;
-	ap_buf where = AP_BUF_INIT(URL_MAX);
+	flow_answer a = {0};
 
-	if (!c->cfg.console_url || !oauth_creds(c, &id, &secret)) {
-		problem(p, 503, "Sign-in is not set up",
-			"The console has no OAuth credentials of the App (or no URL of its own).",
-			"set GITHUB_CLIENT_ID, GITHUB_CLIENT_SECRET and AUTOPATCH_CONSOLE_URL (the "
-			"registration at /setup writes the first two)",
-			NULL);
-		return;
-	}
-	if (nonce_issue(c->states, "login", LOGIN_TTL_MS, ap_wall_ms(), state) ||
-	    ap_buf_addf(&where, "%s/login/oauth/authorize?client_id=", c->cfg.web_url) ||
-	    form_escape(&where, id) || ap_buf_adds(&where, "&redirect_uri=") ||
-	    form_escape(&where, c->cfg.console_url) || ap_buf_adds(&where, "%2Flogin%2Fcallback") ||
-	    ap_buf_addf(&where, "&state=%s", state)) {
-		problem(p, 500, "Cannot start the sign-in", ap_error_last(), "try again", NULL);
-	} else {
-		redirect(p, ap_buf_str(&where));
-		add_cookie(p,
-			   COOKIE_LOGIN "=%s; Path=/login; Max-Age=600; HttpOnly; Secure; "
-					"SameSite=Lax",
-			   state);
-	}
-	ap_buf_release(&where);
-	free(id);
-	OPENSSL_cleanse(secret, strlen(secret));
-	free(secret);
+	signin_start(c->signin, &a);
+	show(p, &a, NULL);
 }
 
 static void login_callback(console *c, struct MHD_Connection *conn, struct page *p)
 {
-	const char *code = arg(conn, "code"), *state = arg(conn, "state");
 	const char *hdr = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Cookie");
-	char cookie[NONCE_HEX + 1], sid[SESS_HEX + 1], cb[URL_MAX];
-	char *id = NULL, *secret = NULL, *token = NULL, *login = NULL;
-	int rc;
+	char sid[SESS_HEX + 1];
+	flow_answer a = {0};
 
-	/* The state must be one we issued AND the one this browser was given. */
-	if (!state || form_cookie(hdr, COOKIE_LOGIN, cookie, sizeof(cookie)) != 0 ||
-	    strlen(cookie) != strlen(state) || CRYPTO_memcmp(cookie, state, strlen(state)) != 0 ||
-	    (rc = nonce_redeem(c->states, "login", state, ap_wall_ms())) != 0) {
-		problem(
-		    p, 400, "Sign-in refused",
-		    "This answer does not carry the state this browser was given, or it expired.",
-		    "sign in again from /login", NULL);
-		return;
-	}
-	if (!code || !c->cfg.console_url || !oauth_creds(c, &id, &secret)) {
-		problem(p, 400, "Sign-in incomplete",
-			"GitHub sent no code, or sign-in is not set up.",
-			"sign in again from /login", NULL);
-		return;
-	}
-	snprintf(cb, sizeof(cb), "%s/login/callback", c->cfg.console_url);
-	if ((rc = c->cfg.gh.oauth_exchange(c->cfg.gh.ud, id, secret, code, cb, &token)) ||
-	    (rc = c->cfg.gh.user_login(c->cfg.gh.ud, token, &login)) ||
-	    (rc = sess_create(c->sessions, login, token, operator_of(c, login, token),
-			      c->cfg.session_ms, ap_wall_ms(), sid))) {
-		problem(p, rc == AP_EDENIED ? 403 : 502, "Sign-in failed", ap_error_last(),
-			"sign in again from /login; if it keeps failing, check GITHUB_URL and the "
-			"App's client id and secret",
-			NULL);
-		goto out;
-	}
-	ap_info("console: %s signed in", login);
-	redirect(p, "/");
-	add_cookie(p, COOKIE_SESSION "=%s; Path=/; Max-Age=%lld; HttpOnly; Secure; SameSite=Lax",
-		   sid, (long long)(c->cfg.session_ms / 1000));
-	add_cookie(p, COOKIE_LOGIN "=; Path=/login; Max-Age=0; HttpOnly; Secure; SameSite=Lax");
-out:
-	if (token)
-		OPENSSL_cleanse(token, strlen(token));
-	free(token);
-	free(login);
-	free(id);
-	if (secret)
-		OPENSSL_cleanse(secret, strlen(secret));
-	free(secret);
+	signin_finish(c->signin, c->sessions, c->cfg.session_ms, arg(conn, "code"),
+		      arg(conn, "state"), hdr, sid, &a);
+	show(p, &a, NULL);
+	if (sid[0])
+		add_cookie(
+		    p, COOKIE_SESSION "=%s; Path=/; Max-Age=%lld; HttpOnly; Secure; SameSite=Lax",
+		    sid, (long long)(c->cfg.session_ms / 1000));
 }
 
 /* --- routing ----------------------------------------------------------------------------- */
@@ -1500,6 +1191,23 @@ static const char *keep(console *c, int i, const char *s)
 	return c->strs[i];
 }
 
+static int new_signin(console *c, const console_config *cfg)
+{
+	signin_config sc = {
+	    .console_url = c->cfg.console_url,
+	    .web_url = c->cfg.web_url,
+	    .client_id = cfg->client_id,
+	    .client_secret = cfg->client_secret,
+	    .operators = c->cfg.operators,
+	    .exchange = cfg->gh.oauth_exchange,
+	    .user_login = cfg->gh.user_login,
+	    .in_org = cfg->gh.in_org,
+	    .ud = cfg->gh.ud,
+	};
+
+	return signin_new(&c->signin, &sc);
+}
+
 int console_new(console **out, const console_config *cfg)
 {
 	console *c;
@@ -1517,13 +1225,21 @@ int console_new(console **out, const console_config *cfg)
 	c->cfg.credentials_file = keep(c, 4, cfg->credentials_file);
 	c->cfg.operators = keep(c, 5, cfg->operators);
 	c->cfg.client_id = c->cfg.client_secret = NULL;
-	pthread_mutex_init(&c->cred_lock, NULL);
 	pthread_mutex_init(&c->sse_lock, NULL);
-	c->client_id = cfg->client_id && *cfg->client_id ? strdup(cfg->client_id) : NULL;
-	c->client_secret =
-	    cfg->client_secret && *cfg->client_secret ? strdup(cfg->client_secret) : NULL;
-	if ((rc = nonce_store_new(&c->states, STATES_MAX)) ||
-	    (rc = sess_store_new(&c->sessions, SESSIONS_MAX)))
+	if ((rc = reg_new(&c->reg,
+			  &(reg_config){
+			      .offered = !c->cfg.sign_in,
+			      .public_url = c->cfg.public_url,
+			      .console_url = c->cfg.console_url,
+			      .web_url = c->cfg.web_url,
+			      .webhook_path = c->cfg.webhook_path,
+			      .credentials_file = c->cfg.credentials_file,
+			      .convert = c->cfg.gh.manifest_convert,
+			      .convert_ud = c->cfg.gh.ud,
+			      .registered = on_registered,
+			      .ud = c,
+			  })) ||
+	    (rc = new_signin(c, cfg)) || (rc = sess_store_new(&c->sessions, SESSIONS_MAX)))
 		goto fail;
 	if (pthread_create(&c->ticker, NULL, ticker_main, c) != 0) {
 		rc = ap_error_set(AP_EIO, "cannot start the console's stream thread");
@@ -1545,11 +1261,9 @@ void console_free(console *c)
 		atomic_store(&c->stopping, true);
 		pthread_join(c->ticker, NULL);
 	}
-	nonce_store_free(c->states);
+	reg_free(c->reg);
+	signin_free(c->signin);
 	sess_store_free(c->sessions);
-	replace(&c->cred_lock, &c->client_id, NULL);
-	replace(&c->cred_lock, &c->client_secret, NULL);
-	pthread_mutex_destroy(&c->cred_lock);
 	pthread_mutex_destroy(&c->sse_lock);
 	for (size_t i = 0; i < sizeof(c->strs) / sizeof(c->strs[0]); i++)
 		free(c->strs[i]);

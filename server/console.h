@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* server/console.h - the job console, App registration and sign-in on the admin listener.
+/* server/console.h - the job console on the admin listener, with the App registration
+ * (server/registration.h) and the sign-in (server/signin.h) it offers.
  *
  * Pages (HTML that works without JavaScript; /assets/console-live.js only adds live
  * updates):
@@ -44,6 +45,7 @@
 #include <stdint.h>
 
 #include "server/queue.h"
+#include "server/registration.h"
 
 typedef struct console console;
 
@@ -64,14 +66,8 @@ typedef struct console_github {
 	int (*in_org)(void *ud, const char *token, const char *org, bool *yes);
 } console_github;
 
-/* What a registration handed over (GitHub's answer to the manifest conversion). */
-typedef struct console_app {
-	const char *app_id;	    /* the App ID (digits) */
-	const char *pem;	    /* its private key (PEM text) */
-	const char *webhook_secret; /* never empty */
-	const char *client_id;	    /* the OAuth client ID, or "" */
-	const char *client_secret;  /* or "" */
-} console_app;
+/* What a registration handed over (server/registration.h). */
+typedef reg_app console_app;
 
 typedef struct console_config {
 	const char *public_url;	      /* AUTOPATCH_PUBLIC_URL, or NULL (registration says so) */

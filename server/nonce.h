@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/nonce.h - one-time random values kept server-side: the `state` of the App
- * registration (one hour) and of a sign-in (ten minutes).
+ * registration (one hour). (A sign-in's state is not kept here: server/signin.h binds it
+ * to the browser with a signed cookie.)
  *
  * A nonce is 32 random bytes (OpenSSL's RAND_bytes) written as 64 lower-case hex digits. The
  * store holds at most its capacity of live ones; issuing past it drops the oldest, so a

@@ -74,10 +74,31 @@ static struct sess *find(sess_store *s, const char *id, int64_t now)
 	return NULL;
 }
 
+/* When login already holds SESS_PER_LOGIN live signed-in sessions: its oldest, which the new
+ * one replaces, so one GitHub account signing in again and again cannot push out anyone
+ * else's session. NULL otherwise. Under the lock. */
+static struct sess *crowded(sess_store *s, const char *login, int64_t now)
+{
+	struct sess *oldest = NULL;
+	int n = 0;
+
+	for (int i = 0; i < s->t.cap; i++) {
+		struct sess *e = ap_slots_at(&s->t, i);
+
+		if (!e->live || e->info.expires <= now || !e->token ||
+		    strcmp(e->info.login, login) != 0)
+			continue;
+		n++;
+		if (!oldest || e->info.expires < oldest->info.expires)
+			oldest = e;
+	}
+	return n >= SESS_PER_LOGIN ? oldest : NULL;
+}
+
 int sess_create(sess_store *s, const char *login, const char *token, bool operator, int64_t ttl_ms,
 		int64_t now, char id[SESS_HEX + 1])
 {
-	struct sess *slot = NULL;
+	struct sess *slot = NULL, *own_oldest;
 	char csrf[SESS_HEX + 1];
 	char *tok = NULL;
 	int rc;
@@ -91,7 +112,8 @@ int sess_create(sess_store *s, const char *login, const char *token, bool operat
 	if (token && !(tok = strdup(token)))
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	pthread_mutex_lock(&s->t.lock);
-	for (int i = 0; i < s->t.cap; i++) {
+	own_oldest = token ? crowded(s, login, now) : NULL;
+	for (int i = 0; !own_oldest && i < s->t.cap; i++) {
 		struct sess *e = ap_slots_at(&s->t, i);
 
 		if (!e->live || e->info.expires <= now) {
@@ -101,6 +123,8 @@ int sess_create(sess_store *s, const char *login, const char *token, bool operat
 		if (!slot || e->info.expires < slot->info.expires)
 			slot = e;
 	}
+	if (own_oldest)
+		slot = own_oldest;
 	drop(slot);
 	slot->live = true;
 	memcpy(slot->id, id, SESS_HEX + 1);

@@ -11,7 +11,10 @@
  *
  * Ids and CSRF tokens are 32 random bytes as 64 hex digits, compared in constant time. The
  * table holds at most its capacity; a new session past it replaces the one closest to
- * expiry. Thread-safe (one mutex); times are milliseconds passed in by the caller.
+ * expiry. One login holds at most SESS_PER_LOGIN signed-in sessions (with a token): its next
+ * replaces its own oldest, so anyone with a GitHub account, signing in again and again,
+ * cannot push out other users' sessions. Thread-safe (one mutex); times are milliseconds passed in
+ * by the caller.
  */
 #ifndef AP_SESSION_H
 #define AP_SESSION_H
@@ -22,6 +25,7 @@
 #define SESS_HEX       64
 #define SESS_LOGIN_MAX 64
 #define SESS_REPO_MAX  256
+#define SESS_PER_LOGIN 8
 /* How long a "may push to this repository" answer is believed. */
 #define SESS_PERM_TTL_MS (5 * 60 * 1000)
 

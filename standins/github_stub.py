@@ -27,6 +27,9 @@ What it serves (GitHub's documented request/response shapes and status codes):
   the future → 401 "'Issued at' claim ...", exp > iat+600 → 401 "'Expiration time' claim ..."):
     GET  /app                                  GET /app/installations
     POST /app/installations/{id}/access_tokens GET /repos/{o}/{r}/installation
+    (GET /app's "permissions" is the current App's: a manifest's default_permissions plus
+    metadata read, or config app_permissions; an installation shows the App's unless it
+    was configured with its own, like one whose owner has not accepted an update yet)
   Installation token ("Bearer ghs_..." or "token ghs_..."; bad or expired → 401 Bad credentials):
     GET  /repos/{o}/{r}
     GET  /repos/{o}/{r}/issues/{n}
@@ -54,7 +57,9 @@ What it serves (GitHub's documented request/response shapes and status codes):
     GET  /user/memberships/orgs/{org} with a user token: the user's membership (state
          "active", or "pending" for an invitation not yet accepted; role "member") as
          configured ({"users": {"alice": {"orgs": ["acme"], "pending_orgs": ["beta"]}}});
-         an organization the user does not belong to is 404
+         an organization the user does not belong to is 404; 403 "Resource not accessible
+         by integration" when the token's App (made from a manifest) lacks the organization
+         permission Members (default_permissions "members"), as GitHub answers
   git smart HTTP through `git http-backend` at /{o}/{r}.git/... with Basic auth
   x-access-token:<issued token> (the repo's clone_url); refs/pull/N/head follows each open
   PR's head branch, as on GitHub.
@@ -147,6 +152,11 @@ class State:
         self.token_ttl = 3600
         self.clock_offset = 0
         self.installations = {1: {"id": 1, "account": None}}
+        # GET /app's "permissions" for an App not made from a manifest (one made from a
+        # manifest has its default_permissions); an installation has the App's unless it
+        # was configured with its own (an owner who has not accepted an update yet).
+        self.app_permissions = {"contents": "write", "issues": "write",
+                                "pull_requests": "write", "metadata": "read"}
         self.tokens = {}
         self.repos = {}
         self.requests = []
@@ -160,6 +170,7 @@ class State:
         self.apps = []            # Apps created from manifests (secrets included)
         self.oauth_codes = {}     # code -> login
         self.user_tokens = {}     # ghu_ token -> login
+        self.user_token_apps = {}  # ghu_ token -> the client_id of the App it was made for
         self.users = {}           # login -> {"push": [repo], "see": [repo], "orgs": [org],
                                   #           "pending_orgs": [org]}
 
@@ -167,6 +178,25 @@ class State:
     def api_url(self):
         """Where the REST API is: the web host, plus /api/v3 in GHES mode."""
         return self.base_url + self.api_prefix
+
+    def current_app_permissions(self):
+        """The permissions of the App in use, as GitHub's GET /app shows them: a dict of
+        permission name -> "read" | "write" ("metadata": "read" always)."""
+        app = next((a for a in self.apps if str(a["id"]) == self.app_id), None)
+        if app is None:
+            return dict(self.app_permissions)
+        return dict({"metadata": "read"}, **app["manifest"].get("default_permissions", {}))
+
+    def set_installations(self, entries):
+        """A list of ids, or of {"id", "account" (login), "target_type", "permissions"}."""
+        out = {}
+        for e in entries:
+            e = e if isinstance(e, dict) else {"id": e}
+            i = int(e["id"])
+            out[i] = dict(self.installations.get(i, {"id": i}))
+            out[i].update(e)
+            out[i]["id"] = i
+        self.installations = out
 
     def now(self):
         return time.time() + self.clock_offset
@@ -557,9 +587,10 @@ class Handler(BaseHTTPRequestHandler):
                       "users"):
                 if k in data:
                     setattr(st, k, str(data[k]) if k == "app_id" else data[k])
-            if "installations" in data:  # a list of ids; [] = installed nowhere
-                st.installations = {int(i): st.installations.get(int(i), {"id": int(i)})
-                                    for i in data["installations"]}
+            if "app_permissions" in data:
+                st.app_permissions = dict(data["app_permissions"])
+            if "installations" in data:  # a list of ids or objects; [] = installed nowhere
+                st.set_installations(data["installations"])
         return self.send(200, {"ok": True})
 
     def stub_seed(self, data):
@@ -811,6 +842,7 @@ class Handler(BaseHTTPRequestHandler):
         tok = "ghu_" + secrets.token_hex(18)
         with st.lock:
             st.user_tokens[tok] = entry["login"]
+            st.user_token_apps[tok] = app["client_id"]
         return self.send(200, {"access_token": tok, "token_type": "bearer", "scope": ""})
 
     def get_user(self, m, req):
@@ -827,6 +859,14 @@ class Handler(BaseHTTPRequestHandler):
         if login is None:
             raise HttpError(401, "Requires authentication")
         org = m.group(1)
+        # A GitHub App's user token reads memberships only with the organization permission
+        # Members (read), as GitHub answers: 403 "Resource not accessible by integration".
+        with st.lock:
+            client = st.user_token_apps.get(self.bearer())
+            app = next((a for a in st.apps if a["client_id"] == client), None)
+        if app is not None and \
+                "members" not in app["manifest"].get("default_permissions", {}):
+            raise HttpError(403, "Resource not accessible by integration")
         user = st.users.get(login, {})
         pending = org.lower() in [o.lower() for o in user.get("pending_orgs", [])]
         if not pending and org.lower() not in [o.lower() for o in user.get("orgs", [])]:
@@ -844,19 +884,27 @@ class Handler(BaseHTTPRequestHandler):
     def get_app(self, m, req):
         st = self.st
         self.require_jwt()
+        with st.lock:
+            perms = st.current_app_permissions()
         return self.send(200, {"id": int(st.app_id) if st.app_id.isdigit() else 1,
                                "slug": st.slug, "name": st.slug, "owner": st.user_obj("octo"),
-                               "permissions": {"contents": "write", "issues": "write",
-                                               "pull_requests": "write"},
+                               "permissions": perms,
                                "events": ["issues", "issue_comment"]})
 
     def list_installations(self, m, req):
         st = self.st
         self.require_jwt()
+        def account(i):
+            a = i.get("account")
+            if isinstance(a, str):
+                return dict(st.user_obj(a), type=i.get("target_type", "User"))
+            return a or st.user_obj("octo")
+
         with st.lock:
-            lst = [{"id": i["id"], "app_id": st.app_id, "target_type": "User",
-                    "account": i.get("account") or st.user_obj("octo"),
-                    "permissions": {"contents": "write", "issues": "write"}}
+            perms = st.current_app_permissions()
+            lst = [{"id": i["id"], "app_id": st.app_id,
+                    "target_type": i.get("target_type", "User"), "account": account(i),
+                    "permissions": i.get("permissions", perms)}
                    for i in st.installations.values()]
         return self.send(200, lst)
 
@@ -1257,18 +1305,19 @@ class GitHubStub:
             self.state.requests.clear()
 
     def config(self, **kw):
-        """token_ttl, clock_offset, app_id, slug, installations (list of ids),
-        manifest_code_ttl, users ({"alice": {"push": ["o/r"]}})."""
+        """token_ttl, clock_offset, app_id, slug, installations (list of ids, or of
+        {"id", "account", "target_type", "permissions"}), app_permissions (GET /app's, for an
+        App not made from a manifest), manifest_code_ttl, users ({"alice": {"push": ["o/r"]}})."""
         with self.state.lock:
             for k in ("token_ttl", "clock_offset", "slug", "manifest_code_ttl", "users"):
                 if k in kw:
                     setattr(self.state, k, kw[k])
             if "app_id" in kw:
                 self.state.app_id = str(kw["app_id"])
+            if "app_permissions" in kw:
+                self.state.app_permissions = dict(kw["app_permissions"])
             if "installations" in kw:
-                self.state.installations = {
-                    int(i): self.state.installations.get(int(i), {"id": int(i)})
-                    for i in kw["installations"]}
+                self.state.set_installations(kw["installations"])
 
     def fail(self, path, status=503, times=1, method=None, retry_after=None, headers=None,
              message=None, body=None, drop=False, after=False):

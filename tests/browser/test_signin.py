@@ -48,3 +48,31 @@ def test_sign_in_shows_only_repositories_the_user_can_push_to(autopatch_bin, tmp
     finally:
         s.stop()
         gh.stop()
+
+
+def test_anonymous_logins_and_a_forged_link_do_not_break_a_sign_in(autopatch_bin, tmp_path,
+                                                                    browser):
+    """Issue 29, item 4: the pending state is the browser's own (a signed cookie), so 10,000
+    anonymous GET /login evict nothing, and Mallory's link opened in Alice's browser is
+    refused without ending the sign-in Alice has in progress."""
+    gh = GitHubStub(str(tmp_path / "github")).start()
+    port, admin = free_port(), free_port()
+    console = f"http://127.0.0.1:{admin}"
+    app = register_app(gh, console)
+    gh.config(users={"alice": {}, "mallory": {}})
+    s = Server(autopatch_bin, tmp_path, port, AUTOPATCH_ADMIN_LISTEN=f"127.0.0.1:{admin}",
+               AUTOPATCH_CONSOLE_SIGN_IN="always", GITHUB_URL=gh.url, GITHUB_API_URL=gh.url,
+               GITHUB_CLIENT_ID=app["client_id"], GITHUB_CLIENT_SECRET=app["client_secret"])
+    try:
+        s.start()
+        out = browser("signin-evict.mjs", console=console)
+        print(f"10,000 anonymous /login in {out['floodSeconds']:.1f} s")
+        assert out["floodFailures"] == 0
+        assert out["forgedStatus"] == 400
+        assert "not the one this browser was given" in out["forgedText"]
+        assert "Signed in as alice" in " ".join(out["aliceHeader"].split())
+        assert out["aliceUrl"] == console + "/"
+        assert "ap_session" in out["cookies"] and "ap_login" not in out["cookies"]
+    finally:
+        s.stop()
+        gh.stop()

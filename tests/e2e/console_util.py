@@ -12,10 +12,20 @@ import urllib.request
 from server_util import examples, sign
 
 
-def register_app(gh, console):
-    """An App made through the stand-in's manifest endpoints (as /setup would)."""
+def app_permissions():
+    """deploy/app.yml's default_permissions: what a one-click registration asks for."""
+    import yaml  # python3-yaml (scripts/bootstrap.sh)
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "deploy", "app.yml")) as f:
+        return yaml.safe_load(f)["default_permissions"]
+
+
+def register_app(gh, console, permissions=None):
+    """An App made through the stand-in's manifest endpoints (as /setup would), with
+    deploy/app.yml's permissions unless others are given."""
     manifest = {"name": "autopatch", "redirect_url": console + "/setup/callback",
-                "hook_attributes": {"url": "http://127.0.0.1:1/hook"}}
+                "hook_attributes": {"url": "http://127.0.0.1:1/hook"},
+                "default_permissions": app_permissions() if permissions is None
+                else permissions}
     form = urllib.parse.urlencode({"manifest": json.dumps(manifest)}).encode()
     with urllib.request.urlopen(gh.url + "/settings/apps/new?state=x", data=form) as r:
         code = re.search(r'name="code" value="([^"]+)"', r.read().decode()).group(1)

@@ -7,15 +7,15 @@ GitHub stand-in's OAuth and REST endpoints:
 - AUTOPATCH_CONSOLE_USERS lets listed logins, and the active members of org:NAME entries (asked
   of GitHub with the user's token at sign-in), see every job and /metrics; a pending
   invitation, another organization or a membership GitHub refuses to tell does not."""
-from console_util import Visitor, queue_job, register_app
+from console_util import Visitor, app_permissions, queue_job, register_app
 from github_stub import GitHubStub
 from server_util import Server, free_port
 
 
-def start(binary, tmp_path, users, **settings):
+def start(binary, tmp_path, users, permissions=None, **settings):
     gh = GitHubStub(str(tmp_path / "github")).start()
     port, admin = free_port(), free_port()
-    app = register_app(gh, f"http://127.0.0.1:{admin}")
+    app = register_app(gh, f"http://127.0.0.1:{admin}", permissions)
     for repo in ("octo/calc", "octo/secret"):
         gh.seed_repo(repo)
     gh.config(users=users)
@@ -122,6 +122,30 @@ def test_members_of_a_listed_organization_see_every_job(autopatch_bin, tmp_path)
         assert f'href="/jobs/{calc}"' not in frank.get("/")[1]
         assert frank.get("/metrics")[0] == 401
         assert "Members (read)" in s.log_text()
+    finally:
+        s.stop()
+        gh.stop()
+
+
+def test_org_entries_need_the_members_permission_the_manifest_asks_for(autopatch_bin,
+                                                                       tmp_path):
+    """deploy/app.yml asks for the organization permission Members (read), so org: entries
+    work for an App registered in one click (the test above); an App registered without it
+    gets GitHub's refusal, as on github.com: the member signs in as an ordinary user and the
+    log says what to fix (and `autopatch doctor` too: test_doctor.py)."""
+    assert app_permissions().get("members") == "read"
+    without = {k: v for k, v in app_permissions().items() if k != "members"}
+    gh, s, _ = start(autopatch_bin, tmp_path, {"carol": {"orgs": ["acme"]}}, without,
+                     AUTOPATCH_CONSOLE_USERS="org:acme")
+    try:
+        calc = queue_job(s, "octo/calc", 1)
+        carol = Visitor(s.admin)
+        assert carol.sign_in("carol")[0] == 303
+        assert f'href="/jobs/{calc}"' not in carol.get("/")[1]
+        assert carol.get("/metrics")[0] == 401
+        assert "Members (read)" in s.log_text()
+        refused = [r for r in gh.requests() if r["path"] == "/user/memberships/orgs/acme"]
+        assert len(refused) == 1
     finally:
         s.stop()
         gh.stop()

@@ -203,3 +203,50 @@ def test_doctor_checks_every_built_flavour(world, autopatch_bin, tmp_path):
         assert f"flavour {f}" not in got, out.stdout
     # Only the broken flavour failed.
     assert {n for n, l in got.items() if l.startswith("✗")} == {"flavour c"}, out.stdout
+
+
+def test_doctor_says_when_console_org_entries_lack_members_read(world, autopatch_bin,
+                                                                 tmp_path):
+    """org:NAME entries of AUTOPATCH_CONSOLE_USERS need the organization permission Members
+    (read), of the App (GET /app) and of its installation on NAME (GET /app/installations)."""
+    stub = world["stub"]
+    base = {"contents": "write", "issues": "write", "pull_requests": "write",
+            "metadata": "read"}
+    # (Docker pointed nowhere: its checks fail fast and are not what this test is about.)
+    env = dict(good_env(world), AUTOPATCH_CONSOLE_USERS="alice, org:acme",
+               DOCKER_HOST="unix:///nonexistent/docker.sock")
+    acme = {"id": 7, "account": "acme", "target_type": "Organization"}
+
+    def line(**config):
+        stub.config(**config)
+        out = run_autopatch(autopatch_bin, ["doctor"], env, tmp_path)
+        got = lines(out)
+        assert "console organizations" in got, out.stdout
+        return got["console organizations"]
+
+    try:
+        text = line(app_permissions=base, installations=[1, acme])
+        assert text.startswith("✗")
+        assert "lacks the organization permission Members (read)" in text
+        assert "set Members to Read-only" in text
+
+        with_members = dict(base, members="read")
+        text = line(app_permissions=with_members,
+                    installations=[1, dict(acme, permissions=base)])
+        assert text.startswith("✗")
+        assert "installation on acme has not accepted" in text, text
+
+        text = line(app_permissions=with_members, installations=[1])
+        assert text.startswith("✗") and "not installed on acme" in text, text
+
+        text = line(app_permissions=with_members,
+                    installations=[1, dict(acme, permissions=with_members)])
+        assert text.startswith("✓") and "Members (read) granted for org:acme" in text, text
+    finally:
+        stub.config(app_permissions=base, installations=[1])
+
+    # Without org: entries the line is not there (nothing to check).
+    out = run_autopatch(autopatch_bin, ["doctor"],
+                        dict(env, AUTOPATCH_CONSOLE_USERS="alice"), tmp_path)
+    assert "console organizations" not in lines(out)
+    assert "JWT accepted" in lines(out)

@@ -207,6 +207,36 @@ static void test_session_table_is_capped(void **state)
 	sess_store_free(s);
 }
 
+static void test_one_login_cannot_push_out_others(void **state)
+{
+	sess_store *s;
+	char alice[SESS_HEX + 1], ids[40][SESS_HEX + 1], op[3][SESS_HEX + 1];
+	sess_info info;
+	int live = 0;
+
+	(void)state;
+	assert_int_equal(sess_store_new(&s, 16), 0);
+	assert_int_equal(sess_create(s, "alice", "tok-a", false, 60000, T0, alice), 0);
+	/* Mallory signs in 40 times, each later (so each would outlive Alice's). */
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(
+		    sess_create(s, "mallory", "tok-m", false, 60000 + i * 1000, T0, ids[i]), 0);
+	assert_int_equal(sess_get(s, alice, T0, &info), 0);
+	assert_string_equal(info.login, "alice");
+	for (int i = 0; i < 40; i++)
+		live += sess_get(s, ids[i], T0, &info) == 0;
+	assert_int_equal(live, SESS_PER_LOGIN);
+	/* Her newest are the ones kept. */
+	assert_int_equal(sess_get(s, ids[39], T0, &info), 0);
+	assert_int_equal(sess_get(s, ids[39 - SESS_PER_LOGIN], T0, &info), AP_ENOTFOUND);
+	/* Sessions without a token (the loopback operator's) are not counted per login. */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(sess_create(s, "operator", NULL, true, 60000, T0, op[i]), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(sess_get(s, op[i], T0, &info), 0);
+	sess_store_free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -219,6 +249,7 @@ int main(void)
 	    cmocka_unit_test(test_session_csrf_and_expiry),
 	    cmocka_unit_test(test_session_permission_cache),
 	    cmocka_unit_test(test_session_table_is_capped),
+	    cmocka_unit_test(test_one_login_cannot_push_out_others),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
