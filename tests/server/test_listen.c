@@ -212,10 +212,12 @@ static void test_deadline_cuts_expired_connections_only(void **state)
 	assert_false(dl_enforce(t, cc, now + 1000000000000LL));
 	assert_false(dl_enforce(t, NULL, now));
 	/* b finished its headers in time: its body gets a longer deadline; then it is done. */
-	dl_arm(cb, DL_BODY, now + 150 * 1000000LL);
+	/* (b's body deadline is far enough past a's that a loaded machine, which may cut a
+	 * late, still sees b open in between.) */
+	dl_arm(cb, DL_BODY, now + 1500 * 1000000LL);
 	assert_true(peer_closed_within(a[1], 2000));
 	assert_false(peer_closed_within(b[1], 20));
-	assert_true(peer_closed_within(b[1], 2000));
+	assert_true(peer_closed_within(b[1], 5000));
 	assert_false(peer_closed_within(c[1], 200));
 	assert_int_equal(cuts[0], 1);
 	assert_int_equal(cuts[1], 1);
