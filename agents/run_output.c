@@ -150,6 +150,7 @@ static bool error_line(const char *l)
 					     "Error: Cannot find",
 					     "No such file or directory",
 					     "undefined reference",
+					     "] BUILD FAILURE",
 					     NULL};
 
 	if (starts(l, "[ERROR]"))
@@ -446,8 +447,10 @@ static char *advise(const char *text)
 				   &s,
 				   "%s could not fetch what the run needs: the Tester's box has "
 				   "no network. Fetch it in `setup:` in .github/autopatch.yml "
-				   "(e.g. `%s`) with the host it comes from under `network:` "
-				   "(host:443); the Tester runs with what setup left in %s.",
+				   "(e.g. `%s`), with the host it downloads from listed under "
+				   "`network:` (as host:443); the Tester's runs then use what "
+				   "setup "
+				   "left in %s.",
 				   fetchers[i].tool, fetchers[i].fetch, fetchers[i].where) < 0
 				   ? NULL
 				   : s;
