@@ -185,8 +185,10 @@ static void add_line(struct pick *k, const char *l, size_t n)
 		memcpy(line + cut, "...", 3), cut += 3;
 	line[cut] = '\0';
 	/* A repeat (Maven prints the same error per module) is shown once. */
-	for (const char *p = k->b.data; p && (p = strstr(p, line)) != NULL; p++)
-		if ((p == k->b.data || p[-1] == '\n') && p[cut] == '\n')
+	const char *base = ap_buf_str(&k->b);
+
+	for (const char *p = base; cut > 0 && (p = strstr(p, line)) != NULL; p += cut)
+		if ((p == base || p[-1] == '\n') && p[cut] == '\n')
 			return;
 	if (k->b.len + cut + 1 > k->max_bytes)
 		return;

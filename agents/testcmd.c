@@ -670,6 +670,13 @@ static int tox_line(ap_buf *out, const char *l, size_t n)
 					  (int)(e < 40 && e < n - i ? e + 1 : 1), l + i);
 		}
 	}
+	/* A {posargs:DEFAULT} brings text of its own: the same characters are refused in it. */
+	for (size_t i = 0; rc == 0 && i < c.len; i++)
+		if (strchr(";&|<>$`\\\"'{}", c.data[i]) || (unsigned char)c.data[i] < 0x20 ||
+		    (unsigned char)c.data[i] >= 0x7f)
+			rc =
+			    ap_error_set(AP_EINVAL, "a command's {posargs} default has a character "
+						    "tox does not give a shell");
 	if (rc == 0) {
 		const char *s = ap_buf_str(&c);
 		size_t sn = c.len;
@@ -708,12 +715,11 @@ static int tox_section(ap_buf *out, const char *text, const char *sect)
 		if (!in)
 			continue;
 		if (!indented) {
-			size_t k = strcspn(l, "=");
+			const char *eq = memchr(l, '=', n), *key = l;
+			size_t k = eq ? (size_t)(eq - l) : n, kn = k;
 
-			if (k == n)
+			if (!eq)
 				continue;
-			const char *key = l;
-			size_t kn = k;
 
 			trim(&key, &kn);
 			if (kn != 8 || strncmp(key, "commands", 8) != 0)
@@ -730,6 +736,8 @@ static int tox_section(ap_buf *out, const char *text, const char *sect)
 		/* A factor-conditional line ("py38: pytest", "!lint: ...") runs in some envs. */
 		size_t f = strspn(
 		    l, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,!{}-");
+		if (f > n)
+			f = n;
 		if (f > 0 && f < n && l[f] == ':' && (f + 1 == n || l[f + 1] == ' '))
 			continue;
 		if (n > 0 && l[n - 1] == '\\')

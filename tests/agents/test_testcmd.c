@@ -837,6 +837,11 @@ static void test_tox_commands(void **state)
 	expect_tox("[testenv]\ncommands = pytest > log.txt\n", AP_EINVAL, NULL);
 	expect_tox("[testenv]\ncommands = pytest \\\n  tests\n", AP_EINVAL, NULL);
 	expect_tox("", AP_ENOTFOUND, NULL);
+	/* found by fuzz_testcmd: a {posargs} default brings its own characters; a key line
+	 * without '=' must not reach into the next line */
+	expect_tox("[testenv]\ncommands = pytest {posargs:a;rm}\n", AP_EINVAL, NULL);
+	expect_tox("[testenv]\ncommands = pytest {posargs:t\xc3\xa9}\n", AP_EINVAL, NULL);
+	expect_tox("[testenv]\ncommands\n= pytest\n", AP_ENOTFOUND, NULL);
 }
 
 static void test_tox_and_nox_files(void **state)
