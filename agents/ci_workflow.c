@@ -264,24 +264,31 @@ static bool test_word(const char *w, size_t n, bool build_tool)
 
 static enum kind sort_line(const char *line)
 {
-	static const char *const installers[] = {"apt",	   "apt-get", "brew",	"choco",    "yum",
-						 "dnf",	   "apk",     "pacman", "zypper",   "curl",
-						 "wget",   "git",     "pipx",	"conda",    "mamba",
-						 "rustup", "nvm",     "sdk",	"corepack", NULL};
+	static const char *const installers[] = {
+	    "apt",	"apt-get", "brew",	     "choco",  "yum",  "dnf",
+	    "apk",	"pacman",  "zypper",	     "curl",   "wget", "git",
+	    "pipx",	"conda",   "mamba",	     "rustup", "nvm",  "sdk",
+	    "corepack", "docker",  "docker-compose", "podman", NULL};
 	static const char *const managers[] = {
 	    "pip", "pip3",  "npm", "yarn",   "pnpm",	 "bun",	   "poetry", "pipenv", "uv",
 	    "go",  "cargo", "gem", "bundle", "composer", "dotnet", "hatch",  "pdm",    NULL};
 	static const char *const install_verbs[] = {"install", "ci",	   "i",	  "add",
 						    "sync",    "download", "get", "fetch",
 						    "restore", "lock",	   NULL};
-	static const char *const linters[] = {"flake8",	       "ruff",	      "black",
-					      "isort",	       "mypy",	      "pylint",
-					      "pyright",       "pre-commit",  "eslint",
-					      "prettier",      "tsc",	      "gofmt",
-					      "golangci-lint", "staticcheck", "clang-format",
-					      "clang-tidy",    "shellcheck",  "codespell",
-					      "cppcheck",      "rubocop",     "yamllint",
-					      "markdownlint",  NULL};
+	static const char *const linters[] = {"flake8",		"ruff",	       "black",
+					      "isort",		"mypy",	       "pylint",
+					      "pyright",	"pre-commit",  "eslint",
+					      "prettier",	"tsc",	       "gofmt",
+					      "golangci-lint",	"staticcheck", "clang-format",
+					      "clang-tidy",	"shellcheck",  "codespell",
+					      "cppcheck",	"rubocop",     "yamllint",
+					      "markdownlint",	"pycodestyle", "pydocstyle",
+					      "pyflakes",	"bandit",      "vulture",
+					      "autopep8",	"yapf",	       "twine",
+					      "check-manifest", "actionlint",  "hadolint",
+					      "stylelint",	"tslint",      "biome",
+					      "typos",		"cspell",      "sphinx-build",
+					      "mkdocs",		NULL};
 	static const char *const lint_words[] = {
 	    "lint",   "linters", "flake8",     "ruff",	 "black",     "mypy",
 	    "fmt",    "clippy",	 "format",     "vet",	 "typecheck", "type-check",
@@ -315,6 +322,9 @@ static enum kind sort_line(const char *line)
 			return LINE_LINT;
 	if (word_is(w[0], wn[0], runners) || test_word(w[0], wn[0], false))
 		return LINE_TEST;
+	for (int i = 1; i < n; i++) /* npx jest, poetry run pytest, bundle exec rspec */
+		if (word_is(w[i], wn[i], runners))
+			return LINE_TEST;
 	bool build = word_is(w[0], wn[0], build_tools);
 	bool cargo_or_go = (wn[0] == 5 && strncmp(w[0], "cargo", 5) == 0) ||
 			   (wn[0] == 2 && strncmp(w[0], "go", 2) == 0);
@@ -439,6 +449,16 @@ static int take_lines(struct job *j, char *run, const char *label, bool *has_cd)
 			refuse(j, "step \"%s\" has a shell construct over several lines", label);
 			result = -1;
 			break;
+		}
+		/* The Tester runs the command with sh, GitHub with bash. */
+		if (strstr(joined, "[[") || strstr(joined, "<(") || strstr(joined, "$'")) {
+			refuse(j, "step \"%s\" uses bash-only syntax", label);
+			result = -1;
+			break;
+		}
+		if (strncmp(joined, "source ", 7) == 0) {
+			memmove(joined + 1, joined + 6, strlen(joined + 6) + 1); /* ". x" */
+			joined[0] = '.';
 		}
 		k = sort_line(joined);
 		if (k == LINE_TEST)

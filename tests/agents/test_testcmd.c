@@ -671,6 +671,85 @@ static void test_workflow_steps_kept_and_dropped(void **state)
 	       ".github/workflows/ci.yaml job unit-tests, steps \"Build the helper\", \"Run\"");
 }
 
+/* GitHub's Python starter workflow (an install step with a one-line `if`, flake8 twice), a
+ * step that tests and then installs and runs a style checker, runners behind launchers, and
+ * what sh cannot run the way bash does. */
+static void test_workflow_starters(void **state)
+{
+	static const char *const python_package[] = {
+	    ".github/workflows/python-package.yml="
+	    "name: Python package\n"
+	    "on: [push]\n"
+	    "jobs:\n"
+	    "  build:\n"
+	    "    runs-on: ubuntu-latest\n"
+	    "    strategy:\n"
+	    "      fail-fast: false\n"
+	    "      matrix:\n"
+	    "        python-version: [\"3.9\", \"3.10\", \"3.11\"]\n"
+	    "    steps:\n"
+	    "    - uses: actions/checkout@v4\n"
+	    "    - name: Set up Python ${{ matrix.python-version }}\n"
+	    "      uses: actions/setup-python@v3\n"
+	    "      with:\n"
+	    "        python-version: ${{ matrix.python-version }}\n"
+	    "    - name: Install dependencies\n"
+	    "      run: |\n"
+	    "        python -m pip install --upgrade pip\n"
+	    "        python -m pip install flake8 pytest\n"
+	    "        if [ -f requirements.txt ]; then pip install -r requirements.txt; fi\n"
+	    "    - name: Lint with flake8\n"
+	    "      run: |\n"
+	    "        # stop the build if there are Python syntax errors or undefined names\n"
+	    "        flake8 . --count --select=E9,F63,F7,F82 --show-source --statistics\n"
+	    "        flake8 . --count --exit-zero --max-complexity=10 --statistics\n"
+	    "    - name: Test with pytest\n"
+	    "      run: |\n"
+	    "        pytest\n",
+	    NULL};
+	static const char *const test_then_style[] = {
+	    ".github/workflows/test.yml="
+	    "jobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+	    "      - name: PyTest\n        run: |\n"
+	    "          coverage run -m pytest --doctest-modules\n"
+	    "          pip install pycodestyle\n"
+	    "          pycodestyle --ignore=\"E731,W503\" -r --show-source .\n",
+	    NULL};
+	static const char *const node[] = {
+	    ".github/workflows/node.js.yml="
+	    "jobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n"
+	    "    - run: npm ci\n    - run: npm run build --if-present\n"
+	    "    - run: npx jest --ci\n    - run: docker build .\n",
+	    NULL};
+	static const char *const venv[] = {
+	    ".github/workflows/ci.yml="
+	    "jobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+	    "    - name: Tests\n      shell: bash\n      run: |\n"
+	    "        source .venv/bin/activate\n        poetry run pytest -x\n",
+	    NULL};
+	static const char *const bashisms[] = {
+	    ".github/workflows/ci.yml="
+	    "jobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+	    "    - run: '[[ -n \"$CI\" ]] && pytest'\n",
+	    NULL};
+	static const char *const bash_parts[] = {"uses bash-only syntax", NULL};
+	char *dir;
+
+	(void)state;
+	expect(python_package, "pytest",
+	       ".github/workflows/python-package.yml job build, step \"Test with pytest\"");
+	expect(test_then_style, "coverage run -m pytest --doctest-modules",
+	       ".github/workflows/test.yml job test, step \"PyTest\"");
+	expect(node, "npm run build --if-present && npx jest --ci",
+	       ".github/workflows/node.js.yml job build, steps \"npm run build --if-present\", "
+	       "\"npx jest --ci\"");
+	expect(venv, ". .venv/bin/activate && poetry run pytest -x",
+	       ".github/workflows/ci.yml job test, step \"Tests\"");
+	dir = repo_with(bashisms);
+	expect_looked_at(dir, bash_parts);
+	rm_dir(dir);
+}
+
 /* Jobs that cannot be run here are passed over or refused, and the next source answers; the
  * "not found" message says why for each file. */
 static void test_workflow_refusals(void **state)
@@ -945,6 +1024,7 @@ int main(void)
 	    cmocka_unit_test(test_workflow_cmake_starter),
 	    cmocka_unit_test(test_workflow_steps_kept_and_dropped),
 	    cmocka_unit_test(test_workflow_refusals),
+	    cmocka_unit_test(test_workflow_starters),
 	    cmocka_unit_test(test_workflow_file_and_job_order),
 	    cmocka_unit_test(test_workflow_links_and_big_files),
 	    cmocka_unit_test(test_tox_commands),
