@@ -131,9 +131,21 @@ static bool safe_value(const char *v)
  * scalar itself. */
 static const char *matrix_first(struct job *j, const char *key, size_t *count)
 {
-	const yaml_node_t *v = get(j->doc, j->matrix, key), *first;
+	const yaml_node_t *v = get(j->doc, j->matrix, key), *first, *inc;
 
 	*count = 1;
+	if (!v) { /* only in `include:` entries: the first entry's */
+		inc = get(j->doc, j->matrix, "include");
+		if (inc && inc->type == YAML_SEQUENCE_NODE &&
+		    inc->data.sequence.items.top > inc->data.sequence.items.start) {
+			*count =
+			    (size_t)(inc->data.sequence.items.top - inc->data.sequence.items.start);
+			v = get(j->doc,
+				yaml_document_get_node(j->doc, *inc->data.sequence.items.start),
+				key);
+			return scalar(v);
+		}
+	}
 	if (v && v->type == YAML_SEQUENCE_NODE &&
 	    v->data.sequence.items.top > v->data.sequence.items.start) {
 		*count = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);

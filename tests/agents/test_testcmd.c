@@ -733,6 +733,12 @@ static void test_workflow_starters(void **state)
 	    "    - run: '[[ -n \"$CI\" ]] && pytest'\n",
 	    NULL};
 	static const char *const bash_parts[] = {"uses bash-only syntax", NULL};
+	static const char *const include[] = {
+	    ".github/workflows/ci.yml="
+	    "jobs:\n  test:\n    runs-on: ubuntu-latest\n    strategy:\n      matrix:\n"
+	    "        include:\n          - toxenv: py311\n          - toxenv: py312\n"
+	    "    steps:\n    - run: tox -e ${{ matrix.toxenv }}\n",
+	    NULL};
 	char *dir;
 
 	(void)state;
@@ -745,6 +751,9 @@ static void test_workflow_starters(void **state)
 	       "\"npx jest --ci\"");
 	expect(venv, ". .venv/bin/activate && poetry run pytest -x",
 	       ".github/workflows/ci.yml job test, step \"Tests\"");
+	expect(include, "tox -e py311",
+	       ".github/workflows/ci.yml job test, step \"tox -e ${{ matrix.toxenv }}\"; "
+	       "matrix.toxenv = py311 (the first of 2 values)");
 	dir = repo_with(bashisms);
 	expect_looked_at(dir, bash_parts);
 	rm_dir(dir);
