@@ -363,12 +363,35 @@ static enum kind sort_name(const char *name)
 
 	if (!name)
 		return LINE_OTHER;
-	if (mentions(name, "test") || mentions(name, "check"))
-		return LINE_TEST;
+	/* "Install test dependencies", "Upload test results": the skip word wins (a test line
+	 * in such a step still makes it a test step). */
 	for (const char *const *s = skip; *s; s++)
 		if (mentions(name, *s))
 			return LINE_INSTALL;
+	for (const char *p = name; *p;) {
+		size_t n = 0;
+
+		while (p[n] && (isalnum((unsigned char)p[n]) || p[n] == '_'))
+			n++;
+		if (n > 0 &&
+		    (test_word(p, n, true) || (n == 6 && strncasecmp(p, "checks", 6) == 0)))
+			return LINE_TEST;
+		p += n ? n : 1;
+	}
 	return LINE_OTHER;
+}
+
+/* Whether a kept line does some work: not only echo, printf, cd, export and the like (a
+ * step named "Test summary" that echoes is no test step). */
+static bool does_work(const char *line)
+{
+	static const char *const trivial[] = {"echo", "printf", "cat",	 "ls",	  "pwd",   "true",
+					      "set",  "export", "cd",	 "mkdir", "rm",	   "cp",
+					      "mv",   "touch",	"sleep", "date",  "env",   "which",
+					      "tee",  ":",	"pushd", "popd",  "chmod", NULL};
+	size_t n = strcspn(line, " \t");
+
+	return !word_is(line, n, trivial);
 }
 
 /* Whether a line opens or closes a shell construct that spans lines, or feeds a heredoc. */
@@ -572,7 +595,11 @@ static void take_step(struct job *j, const yaml_node_t *step)
 	if (j->labels.len)
 		ap_buf_adds(&j->labels, ", ");
 	ap_buf_addf(&j->labels, "\"%s\"", ap_buf_str(&label));
-	if (kind == LINE_TEST || by_name == LINE_TEST) {
+	bool works = false;
+
+	for (int i = first; i < j->nkept && !works; i++)
+		works = does_work(j->kept[i].text);
+	if (kind == LINE_TEST || (by_name == LINE_TEST && works)) {
 		j->last_test = j->nsteps;
 		j->last_test_line = j->nkept;
 		j->labels_at_test = (int)j->labels.len;
@@ -714,10 +741,9 @@ static int fill(ci_workflow_pick *out, struct job *j, ap_buf *cmd)
 	ap_buf id = AP_BUF_INIT(LABEL_MAX + 8);
 
 	add_label(&id, j->id);
-	j->labels.len = (size_t)j->labels_at_test;
 	out->cmd = strdup(ap_buf_str(cmd));
 	out->job = strdup(ap_buf_str(&id));
-	out->steps = strdup(ap_buf_str(&j->labels));
+	out->steps = strndup(j->labels.data ? j->labels.data : "", (size_t)j->labels_at_test);
 	out->note = j->note.len ? strndup(j->note.data, j->note.len) : NULL;
 	ap_buf_release(&id);
 	if (!out->cmd || !out->job || !out->steps || (j->note.len && !out->note)) {

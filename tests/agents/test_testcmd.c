@@ -733,6 +733,22 @@ static void test_workflow_starters(void **state)
 	    "    - run: '[[ -n \"$CI\" ]] && pytest'\n",
 	    NULL};
 	static const char *const bash_parts[] = {"uses bash-only syntax", NULL};
+	/* Names that only look like tests: "latest", a skip word with "test", an echo. */
+	static const char *const lookalikes[] = {
+	    ".github/workflows/ci.yml="
+	    "jobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n"
+	    "    - name: Build latest\n      run: make all\n"
+	    "    - name: Install test dependencies\n      run: ./scripts/fetch-fixtures.sh\n"
+	    "    - name: Test summary\n      run: echo \"all good\"\n",
+	    NULL};
+	static const char *const lookalike_parts[] = {
+	    ".github/workflows/ci.yml (no job runs tests)", NULL};
+	static const char *const summary_after[] = {
+	    ".github/workflows/ci.yml="
+	    "jobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n"
+	    "    - name: Unit\n      run: ./run_tests.sh --fast\n"
+	    "    - name: Test summary\n      run: echo \"all good\"\n",
+	    NULL};
 	static const char *const include[] = {
 	    ".github/workflows/ci.yml="
 	    "jobs:\n  test:\n    runs-on: ubuntu-latest\n    strategy:\n      matrix:\n"
@@ -754,6 +770,11 @@ static void test_workflow_starters(void **state)
 	expect(include, "tox -e py311",
 	       ".github/workflows/ci.yml job test, step \"tox -e ${{ matrix.toxenv }}\"; "
 	       "matrix.toxenv = py311 (the first of 2 values)");
+	dir = repo_with(lookalikes);
+	expect_looked_at(dir, lookalike_parts);
+	rm_dir(dir);
+	expect(summary_after, "./run_tests.sh --fast",
+	       ".github/workflows/ci.yml job build, step \"Unit\"");
 	dir = repo_with(bashisms);
 	expect_looked_at(dir, bash_parts);
 	rm_dir(dir);
