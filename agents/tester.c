@@ -2,6 +2,7 @@
 /* agents/tester.c - the deterministic Tester (see tester.h): trees, runs, their structured
  * results, the verdict and its evidence. */
 #include "agents/tester.h"
+#include "agents/run_output.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/redact.h"
@@ -765,7 +766,7 @@ static const char *what_to_change(const struct run_out *ro)
 static int env_failure_for(tester *t, const struct run_out *ro, char **out)
 {
 	ap_buf b = AP_BUF_INIT(64u << 10);
-	char *cls = describe_class(ro), *lines;
+	char *cls = describe_class(ro), *lines, *advice;
 
 	ap_buf_addf(&b, "the test suite cannot run on the unchanged code: %s.\ncommand: %s\n",
 		    cls ? cls : "", t->test_cmd);
@@ -774,12 +775,19 @@ static int env_failure_for(tester *t, const struct run_out *ro, char **out)
 		ap_buf_adds(&b, "first errors:\n");
 		add_messages(&b, &ro->rep, REPORT_ERROR, true, 3);
 	} else {
-		lines = first_lines(ro->err && *ro->err ? ro->err : ro->out, 20, 3000);
-		ap_buf_adds(&b, "first lines of its output:\n");
+		/* The runner's own error lines, ANSI stripped (agents/run_output.h). */
+		bool errors = false;
+
+		lines = run_output_excerpt(ro->err, ro->out, 20, 3000, &errors);
+		ap_buf_adds(&b, errors ? "the runner's error lines:\n"
+				       : "first and last lines of its output:\n");
 		add_fenced(&b, lines);
 		free(lines);
 	}
-	ap_buf_addf(&b, "%s", what_to_change(ro));
+	/* Advice that fits the cause seen in the output, else the class's. */
+	advice = run_output_advice(ro->err, ro->out);
+	ap_buf_addf(&b, "%s", advice ? advice : what_to_change(ro));
+	free(advice);
 	*out = ap_buf_take(&b);
 	ap_buf_release(&b);
 	return *out ? 0 : AP_ENOMEM;

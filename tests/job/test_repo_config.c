@@ -288,7 +288,7 @@ static void test_detection_is_the_shared_detector(void **state)
 	assert_null(c->test);
 	assert_null(c->test_why);
 	assert_non_null(strstr(c->test_source, "no `test` in .github/autopatch.yml, and no test "
-					       "command detected (looked for "));
+					       "command detected; looked at: "));
 	assert_string_equal(ap_error_last(), "");
 	repo_config_free(c);
 	rm_repo(dir);
@@ -320,7 +320,7 @@ static void test_load_file_and_detection(void **state)
 	assert_int_equal(repo_config_load(&c, dir), 0);
 	assert_false(c->from_file);
 	assert_string_equal(c->test, "python3 -m pytest -q");
-	assert_string_equal(c->test_why, "test_*.py files in tests/");
+	assert_string_equal(c->test_why, "test files such as tests/test_a.py");
 	assert_non_null(strstr(c->test_source, "detected"));
 	repo_config_free(c);
 	rm_repo(dir);
