@@ -433,6 +433,23 @@ static int64_t duration_ms(const cJSON *j, int64_t now)
 	return (is_live(jstr(j, "state")) ? now : (int64_t)jnum(j, "updated_ms")) - from;
 }
 
+/* The stage as shown: a finished job's says where it ended. */
+static void stage_text(ap_buf *b, const cJSON *j)
+{
+	const char *stage = jstr(j, "stage");
+
+	if (is_live(jstr(j, "state"))) {
+		esc(b, *stage ? stage : "-");
+		return;
+	}
+	ap_buf_adds(b, "finished");
+	if (*stage) {
+		ap_buf_adds(b, " (in ");
+		esc(b, stage);
+		ap_buf_adds(b, ")");
+	}
+}
+
 /* The issue's address on GitHub (GITHUB_URL/owner/name/issues/N; a PR's number redirects). */
 static void issue_url(console *c, ap_buf *b, const cJSON *j)
 {
@@ -481,7 +498,7 @@ static void list_row(console *c, ap_buf *b, const cJSON *j, int64_t now)
 		ap_buf_adds(b, "</span>");
 	}
 	ap_buf_adds(b, "</td><td class=\"stage\">");
-	esc(b, jstr(j, "stage"));
+	stage_text(b, j);
 	ap_buf_adds(b, "</td><td>");
 	age(b, now - (int64_t)jnum(j, "created_ms"));
 	ap_buf_adds(b, "</td><td>");
@@ -869,7 +886,7 @@ static void summary(ap_buf *b, const cJSON *j, const struct traj_view *t, int64_
 	if (cJSON_IsTrue(cJSON_GetObjectItem(j, "cancel_requested")) && is_live(state))
 		ap_buf_adds(b, " (cancel requested)");
 	ap_buf_adds(b, "</dd><dt>Stage</dt><dd id=\"job-stage\">");
-	esc(b, *jstr(j, "stage") ? jstr(j, "stage") : "-");
+	stage_text(b, j);
 	ap_buf_adds(b, "</dd><dt>Cost</dt><dd id=\"job-cost\">");
 	esc(b, *jstr(j, "cost") ? jstr(j, "cost") : "-");
 	ap_buf_adds(b, "</dd><dt>Tokens</dt><dd id=\"job-tokens\">");
@@ -1036,9 +1053,13 @@ static void timeline(ap_buf *b, const cJSON *j, int64_t id, bool live)
 		    (long long)id, live ? 1 : 0, (long long)last);
 	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "events"))
 	{
-		ap_buf_addf(b, "<tr data-event=\"%.0f\"><td>", jnum(e, "id"));
+		ap_buf_addf(b, "<tr data-event=\"%.0f\"><td><time datetime=\"", jnum(e, "id"));
 		esc(b, jstr(e, "time"));
-		ap_buf_adds(b, "</td><td>");
+		ap_buf_adds(b, "\">");
+		/* HH:MM:SS of 2026-01-02T03:04:05.678Z (the date is in the attribute) */
+		if (strlen(jstr(e, "time")) >= 19)
+			ap_buf_add(b, jstr(e, "time") + 11, 8);
+		ap_buf_adds(b, "</time></td><td>");
 		esc(b, jstr(e, "stage"));
 		ap_buf_adds(b, "</td><td>");
 		esc(b, jstr(e, "message"));
@@ -1234,7 +1255,9 @@ static void sse_job_fields(struct sse *s, int64_t now)
 	}
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "state", jstr(j, "state"));
-	cJSON_AddStringToObject(o, "stage", *jstr(j, "stage") ? jstr(j, "stage") : "-");
+	stage_text(&b, j);
+	cJSON_AddStringToObject(o, "stage", ap_buf_str(&b));
+	ap_buf_reset(&b);
 	cJSON_AddStringToObject(o, "cost", *jstr(j, "cost") ? jstr(j, "cost") : "-");
 	if (jhas(j, "tokens"))
 		cJSON_AddNumberToObject(o, "tokens", jnum(j, "tokens"));

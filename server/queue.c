@@ -1761,7 +1761,7 @@ static int add_events(queue *q, cJSON *job, int64_t id)
 
 	if (!arr)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	return events_into(q, arr, id, 0, 0, false, &last);
+	return events_into(q, arr, id, 0, 0, true, &last);
 }
 
 /* One job row of jobs_select as JSON (see q_jobs_json). */

@@ -230,7 +230,8 @@ int q_get_stats(queue *q, q_stats *out);
  * pr_url when the job recorded it, title when its delivery carried one, and from the spending
  * ledger, over all runs: model_calls, tokens_in, tokens_out, tokens (their sum), cost_usd and cost
  * as text ("$0.0123"; null and absent when no run had a price)). id > 0 selects one job and adds
- * its "events" array. limit <= 0 means no limit. *out is freed with cJSON_Delete. */
+ * its "events" array ({id, time, stage, message}, oldest first). limit <= 0 means no limit.
+ * *out is freed with cJSON_Delete. */
 int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out);
 
 /* Which jobs q_jobs_page lists. Empty strings and zeros select everything. */

@@ -50,7 +50,14 @@
       row.setAttribute("data-event", m.lastEventId);
       for (var i = 0; i < cells.length; i++) {
         var td = document.createElement("td");
-        td.textContent = cells[i];
+        if (i === 0) {
+          var t = document.createElement("time");
+          t.setAttribute("datetime", e.time);
+          t.textContent = String(e.time).slice(11, 19);
+          td.appendChild(t);
+        } else {
+          td.textContent = cells[i];
+        }
         row.appendChild(td);
       }
       tbody.appendChild(row);
@@ -64,6 +71,7 @@
       setText("job-tokens", f.tokens);
       setText("job-calls", f.calls);
       setText("job-duration", f.duration);
+      if (f.state === "running") setText("outcome", "Working on it: " + f.stage + ".");
     });
     src.addEventListener("end", function (m) {
       src.close();
