@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import re
+import time
 import urllib.parse
 import urllib.request
 
@@ -98,6 +99,27 @@ class Visitor:
     def get(self, path):
         status, _, text = self.request("GET", path)
         return status, text
+
+    def stream(self, path, seconds=1.5):
+        """(status, text): what an event stream (or any page) sends within seconds."""
+        h = {"Cookie": f"ap_session={self.sid}"} if self.sid else {}
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=seconds)
+        text = b""
+        try:
+            conn.request("GET", path, headers=h)
+            r = conn.getresponse()
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                try:
+                    chunk = r.read1(65536)
+                except (TimeoutError, OSError):
+                    break
+                if not chunk:
+                    break
+                text += chunk
+            return r.status, text.decode(errors="replace")
+        finally:
+            conn.close()
 
     def csrf(self):
         """This session's CSRF token, from the sign-out form every page carries."""
