@@ -577,8 +577,9 @@ static void job_list(console *c, struct MHD_Connection *conn, queue *q, struct p
 	if (v->info.operator)
 		counts_html(&p->body, &st);
 	filter_form(&p->body, want_state, want_repo);
-	ap_buf_addf(&p->body, "<p id=\"matching\">%lld matching job%s%s</p>", (long long)total,
-		    total == 1 ? "" : "s", f.before ? " (an older page)" : "");
+	ap_buf_addf(&p->body,
+		    "<p>Jobs matching the filter: <span id=\"matching\">%lld</span>%s</p>",
+		    (long long)total, f.before ? " (this is an older page)" : "");
 	ap_buf_adds(&p->body,
 		    "<table><caption class=\"visually-hidden\">Jobs, newest first</caption><thead>"
 		    "<tr><th scope=\"col\">Job</th><th scope=\"col\">Issue</th><th "

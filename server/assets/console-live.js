@@ -84,13 +84,20 @@
 
   function followList(tbody) {
     var query = tbody.getAttribute("data-query") || "";
+    function bump(by) {
+      var n = document.getElementById("matching");
+      if (n) n.textContent = String(Number(n.textContent) + by);
+    }
     var src = new EventSource("/events?after=" +
                               encodeURIComponent(tbody.getAttribute("data-last") || "0") +
                               (query ? "&" + query : ""));
     src.addEventListener("job", function (m) {
       var d = JSON.parse(m.data), old = document.getElementById("job-" + d.id);
       if (!d.match) {
-        if (old) old.parentNode.removeChild(old);
+        if (old) {
+          old.parentNode.removeChild(old);
+          bump(-1);
+        }
         return;
       }
       var holder = document.createElement("tbody");
@@ -106,6 +113,7 @@
       var next = tbody.firstElementChild;
       while (next && Number(next.id.slice(4)) > d.id) next = next.nextElementSibling;
       tbody.insertBefore(row, next);
+      bump(1);
       var none = document.getElementById("no-jobs");
       if (none) none.parentNode.removeChild(none);
     });

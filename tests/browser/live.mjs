@@ -92,6 +92,7 @@ export default async function (h, cfg) {
     await list.locator("#jobs tr td.state", { hasText: "running" }).first().waitFor({ timeout: 60000 });
     out.listLaterState = (await row.first().locator("td.state").textContent()).trim();
     out.listCountRunning = await list.locator("#count-running").textContent();
+    out.listMatching = await list.locator("#matching").textContent();
     out.listStayed = await list.evaluate(() => window.__stay === 1);
     out.a11yList = await problems(list);
     await h.shot(list, "console-list-running");
@@ -122,6 +123,7 @@ export default async function (h, cfg) {
     // The end reloads the page: the server's own rendering of the whole timeline.
     await page.locator("#outcome a#pr-link").waitFor({ timeout: 240000 });
     out.finalIds = await page.locator("#events tr").evaluateAll((rs) => rs.map((r) => r.getAttribute("data-event")));
+    await h.shot(page, "console-job-finished");
 
     // 3. The finished page.
     out.h1 = await page.locator("h1").textContent();
@@ -146,7 +148,6 @@ export default async function (h, cfg) {
     await page.locator("h3:has-text('Tester runs') + details details.item > summary").first().click();
     out.tests = await page.locator("table.tests td").allTextContents();
     out.a11yDone = await problems(page);
-    await h.shot(page, "console-job-finished");
     const jobUrl = page.url().replace(proxy.url, cfg.console);
     // "Show all": the whole diff as text.
     const whole = await page.request.get(`${cfg.console}/jobs/1/output?line=0&field=diff`);

@@ -48,7 +48,7 @@ def test_console_follows_a_running_job(autopatch_bin, tmp_path, browser):
         assert out["listIssueHref"].endswith(f"/{REPO}/issues/1"), out["listIssueHref"]
         assert out["listFirstState"] in ("queued", "running")
         assert out["listLaterState"] == "running"
-        assert out["listCountRunning"] == "1"
+        assert out["listCountRunning"] == "1" and out["listMatching"] == "1"
         assert out["listStayed"] is True
         assert out["a11yList"] == [], out["a11yList"]
         # 2. The stage field changed in place; the timeline shows each event once, none
