@@ -472,9 +472,7 @@ static void list_row(console *c, ap_buf *b, const cJSON *j, int64_t now)
 	const char *state = jstr(j, "state"), *pr = pr_of(j);
 	double id = jnum(j, "id");
 
-	ap_buf_addf(
-	    b, "<tr id=\"job-%.0f\" data-state=\"%s\"><td><a href=\"/jobs/%.0f\">#%.0f</a></td>",
-	    id, is_live(state) ? state : "done", id, id);
+	ap_buf_addf(b, "<tr id=\"job-%.0f\"><td><a href=\"/jobs/%.0f\">#%.0f</a></td>", id, id, id);
 	ap_buf_addf(b, "<td class=\"title\"><a href=\"/jobs/%.0f\">", id);
 	if (*jstr(j, "title"))
 		esc(b, jstr(j, "title"));
@@ -490,7 +488,9 @@ static void list_row(console *c, ap_buf *b, const cJSON *j, int64_t now)
 		esc(b, pr);
 		ap_buf_adds(b, "\">pull request</a>");
 	}
-	ap_buf_addf(b, "</td><td class=\"state state-%s\">", state);
+	ap_buf_adds(b, "</td><td class=\"state state-");
+	esc(b, state);
+	ap_buf_adds(b, "\">");
 	esc(b, state);
 	if (*jstr(j, "error") && !is_live(state)) {
 		ap_buf_adds(b, "<span class=\"reason\">: ");
@@ -840,7 +840,9 @@ static void outcome(ap_buf *b, const cJSON *j, const struct traj_view *t)
 		ap_buf_adds(b, ".</p>");
 		return;
 	}
-	ap_buf_addf(b, "<p id=\"outcome\" class=\"outcome outcome-%s\">", state);
+	ap_buf_adds(b, "<p id=\"outcome\" class=\"outcome outcome-");
+	esc(b, state);
+	ap_buf_adds(b, "\">");
 	if (strcmp(state, "succeeded") == 0 && *pr) {
 		ap_buf_adds(b,
 			    t->end && !cJSON_IsTrue(cJSON_GetObjectItem(t->end, "proven"))
@@ -880,9 +882,9 @@ static void summary(ap_buf *b, const cJSON *j, const struct traj_view *t, int64_
 {
 	const char *state = jstr(j, "state");
 
-	ap_buf_addf(b,
-		    "<dl class=\"summary\"><dt>State</dt><dd id=\"job-state\" class=\"state-%s\">",
-		    state);
+	ap_buf_adds(b, "<dl class=\"summary\"><dt>State</dt><dd id=\"job-state\" class=\"state-");
+	esc(b, state);
+	ap_buf_adds(b, "\">");
 	esc(b, state);
 	if (cJSON_IsTrue(cJSON_GetObjectItem(j, "cancel_requested")) && is_live(state))
 		ap_buf_adds(b, " (cancel requested)");

@@ -49,14 +49,17 @@ def register_through_setup(console):
         conn.close()
 
 
-def queue_job(s, repo, issue):
-    """Queue a job for repo#issue with a signed issues.labeled delivery; its id."""
+def queue_job(s, repo, issue, title=None):
+    """Queue a job for repo#issue with a signed issues.labeled delivery (with the issue's
+    title when given); its id."""
     p = json.loads(json.dumps(next(e for e in examples("issues") if e["action"] == "labeled")))
     p["repository"]["full_name"], p["repository"]["name"] = repo, repo.split("/")[1]
     p["installation"] = {"id": 1}
     p["sender"]["type"] = "User"
     p["label"] = {"name": "autopatch"}
     p["issue"]["number"] = issue
+    if title is not None:
+        p["issue"]["title"] = title
     body = json.dumps(p).encode()
     status, _, text = s.request("POST", "/api/github/webhooks", body, {
         "Content-Type": "application/json", "X-GitHub-Event": "issues",
