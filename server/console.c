@@ -27,22 +27,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PAGE_CAP	 (8 * 1024 * 1024)
-#define LIST_PAGE	 100  /* jobs a page of the list shows */
-#define OUT_SHOWN	 2000 /* bytes of an output shown before "show all" */
-#define TRAJ_CAP	 (64 * 1024 * 1024)
-#define SETUP_TTL_MS	 (60 * 60 * 1000)
-#define LOGIN_TTL_MS	 (10 * 60 * 1000)
-#define STATES_MAX	 256
-#define SESSIONS_MAX	 1024
-#define SSE_TICK_MS	 250
-#define SSE_PING_MS	 15000
-#define SSE_LIFE_MS	 (30 * 60 * 1000)
-#define SSE_BATCH	 100
-#define SSE_FIELDS_TICKS 4 /* the job's fields are checked every 4 ticks (1 s) */
-#define URL_MAX		 2048
-#define COOKIE_SESSION	 "ap_session"
-#define COOKIE_LOGIN	 "ap_login"
+#define PAGE_CAP       (8 * 1024 * 1024)
+#define LIST_PAGE      100  /* jobs a page of the list shows */
+#define OUT_SHOWN      2000 /* bytes of an output shown before "show all" */
+#define TRAJ_CAP       (64 * 1024 * 1024)
+#define SETUP_TTL_MS   (60 * 60 * 1000)
+#define LOGIN_TTL_MS   (10 * 60 * 1000)
+#define STATES_MAX     256
+#define SESSIONS_MAX   1024
+#define SSE_TICK_MS    250
+#define SSE_PING_MS    15000
+#define SSE_LIFE_MS    (30 * 60 * 1000)
+#define SSE_BATCH      100
+#define SSE_LIST       500 /* changed jobs one list update carries at most */
+#define SSE_FIELDS     4   /* the job's fields are checked every 4 ticks (1 s) */
+#define URL_MAX	       2048
+#define COOKIE_SESSION "ap_session"
+#define COOKIE_LOGIN   "ap_login"
 
 /* Who is asking (filled by who()). */
 struct viewer {
@@ -1297,7 +1298,7 @@ static void sse_refill_job(struct sse *s, int64_t now)
 		}
 		cJSON_Delete(events);
 	}
-	if (fresh || ++s->ticks % SSE_FIELDS_TICKS == 0)
+	if (fresh || ++s->ticks % SSE_FIELDS == 0)
 		sse_job_fields(s, now);
 	if (fresh)
 		return;
@@ -1321,7 +1322,9 @@ static bool list_match(const struct sse *s, const cJSON *j)
  * new watermark as the message id. */
 static void sse_refill_list(struct sse *s, int64_t now)
 {
-	q_job_filter f = {.changed_after = s->last};
+	/* The newest SSE_LIST changed jobs: a stream opened far behind (or with ?after=0)
+	 * costs one bounded batch, and the watermark moves on past the rest. */
+	q_job_filter f = {.changed_after = s->last, .limit = SSE_LIST};
 	cJSON *jobs = NULL, *o;
 	int64_t mark = 0;
 	ap_buf row = AP_BUF_INIT(PAGE_CAP);

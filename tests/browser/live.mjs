@@ -101,7 +101,7 @@ export default async function (h, cfg) {
     const page = await h.newPage();
     await page.goto(`${proxy.url}/jobs/1`);
     await page.evaluate(() => { window.__stay = 1; });
-    out.renderedIds = await page.locator("#events tr").evaluateAll((rs) => rs.map((r) => r.getAttribute("data-event")));
+    out.renderedIds = await page.locator("#events tr:not(.live-event)").evaluateAll((rs) => rs.map((r) => r.getAttribute("data-event")));
     out.liveAttr = await page.locator("#events").getAttribute("data-live");
     out.firstStage = await page.locator("#job-stage").textContent();
     const before = await watchTimeline(page, (s) => s.live >= 1);
