@@ -64,6 +64,8 @@ async function watchTimeline(page, until) {
         stay: window.__stay === 1,
         ids: [...document.querySelectorAll("#events tr")].map((r) => r.getAttribute("data-event")),
         live: document.querySelectorAll("#events tr.live-event").length,
+        calls: document.getElementById("job-calls").textContent,
+        tokens: document.getElementById("job-tokens").textContent,
       }));
     } catch (e) { break; } // navigating: the reload
     if (!s.stay) break;
@@ -118,6 +120,8 @@ export default async function (h, cfg) {
     proxy.cut(); // every connection: the browser must reconnect and resume
     const after = await watchTimeline(page, null);
     out.snapshots = before.concat(after).map((s) => s.ids);
+    out.callsSeen = [...new Set(before.concat(after).map((s) => s.calls))];
+    out.tokensSeen = [...new Set(before.concat(after).map((s) => s.tokens))];
     out.eventStreams = proxy.streams.slice();
     out.streamsBeforeCut = streamsBefore;
     // The end reloads the page: the server's own rendering of the whole timeline.

@@ -57,6 +57,8 @@ def test_console_follows_a_running_job(autopatch_bin, tmp_path, browser):
         assert out["stageLater"] != out["firstStage"], (out["firstStage"], out["stageLater"])
         assert out["stageStayed"] is True
         assert out["runningState"] == "running"
+        # The counters follow the run in place (model calls arrive while the page is open).
+        assert len(out["callsSeen"]) >= 2 and len(out["tokensSeen"]) >= 2, out
         final = out["finalIds"]
         assert len(final) == len(set(final)) and len(final) >= 8, final
         assert [int(i) for i in final] == sorted(int(i) for i in final)
