@@ -1047,8 +1047,12 @@ static void timeline(ap_buf *b, const cJSON *j, int64_t id, bool live)
 	const cJSON *e;
 	int64_t last = 0;
 
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "events")) if (jnum(e, "id") > last) last =
-	    (int64_t)jnum(e, "id");
+	/* The last event rendered: the live stream resumes after it (each event once). */
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "events"))
+	{
+		if (jnum(e, "id") > last)
+			last = (int64_t)jnum(e, "id");
+	}
 	ap_buf_adds(b, "<h2>Timeline</h2><p id=\"live-status\" aria-live=\"polite\"></p><table "
 		       "class=\"timeline\"><thead><tr><th scope=\"col\">Time</th><th "
 		       "scope=\"col\">Stage</th><th scope=\"col\">Event</th></tr></thead>");
