@@ -14,6 +14,7 @@
 #include "server/session.h"
 #include "server/signin.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -29,22 +30,38 @@
 #include <unistd.h>
 
 #define PAGE_CAP       (8 * 1024 * 1024)
-#define LIST_JOBS      200
+#define LIST_PAGE      100  /* jobs a page of the list shows */
+#define OUT_SHOWN      2000 /* bytes of an output shown before "show all" */
 #define TRAJ_CAP       (64 * 1024 * 1024)
 #define SESSIONS_MAX   1024
 #define SSE_TICK_MS    250
 #define SSE_PING_MS    15000
 #define SSE_LIFE_MS    (30 * 60 * 1000)
 #define SSE_BATCH      100
+#define SSE_LIST       500 /* changed jobs one list update carries at most */
+#define SSE_FIELDS     4   /* the job's fields are checked every 4 ticks (1 s) */
 #define URL_MAX	       2048
 #define COOKIE_SESSION "ap_session"
 
-/* One live-update stream (GET /jobs/N/events). */
+/* Who is asking (filled by who()). */
+struct viewer {
+	bool known;
+	char sid[SESS_HEX + 1];
+	sess_info info;
+};
+
+/* One live-update stream (GET /jobs/N/events, or GET /events for the list). */
 struct sse {
 	console *c;
 	queue *q;
 	struct MHD_Connection *conn;
-	int64_t job, last, started, pinged;
+	int64_t job;  /* 0: the job list */
+	int64_t last; /* the last event id sent (the list: the newest of any job) */
+	int64_t started, pinged;
+	struct viewer v;	   /* the list's rows are those v may see */
+	char state[16], repo[320]; /* the list's filters ("" for any) */
+	char *sent;		   /* the job's fields as last sent (JSON) */
+	int ticks;
 	ap_buf pending;
 	size_t off;
 	bool done, parked;
@@ -74,13 +91,6 @@ struct page {
 	int ncookies;
 	char location[URL_MAX];
 	const char *disposition;
-};
-
-/* Who is asking (filled by who()). */
-struct viewer {
-	bool known;
-	char sid[SESS_HEX + 1];
-	sess_info info;
 };
 
 /* --- HTML helpers ------------------------------------------------------------------------ */
@@ -340,12 +350,12 @@ bool console_may_read_metrics(console *c, struct MHD_Connection *conn)
 
 static void age(ap_buf *b, int64_t ms)
 {
-	int64_t s = ms / 1000;
+	int64_t s = ms < 0 ? 0 : ms / 1000;
 
 	if (s < 60)
 		ap_buf_addf(b, "%llds", (long long)s);
 	else if (s < 3600)
-		ap_buf_addf(b, "%lldm", (long long)(s / 60));
+		ap_buf_addf(b, "%lldm %llds", (long long)(s / 60), (long long)(s % 60));
 	else if (s < 86400)
 		ap_buf_addf(b, "%lldh %lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
 	else
@@ -354,16 +364,153 @@ static void age(ap_buf *b, int64_t ms)
 
 static const char *states[] = {"queued", "running", "succeeded", "failed", "cancelled"};
 
+static bool is_live(const char *state)
+{
+	return strcmp(state, "queued") == 0 || strcmp(state, "running") == 0;
+}
+
+/* How long the job has run: until its last update once finished, else until now. */
+static int64_t duration_ms(const cJSON *j, int64_t now)
+{
+	int64_t from = (int64_t)jnum(j, "created_ms");
+
+	return (is_live(jstr(j, "state")) ? now : (int64_t)jnum(j, "updated_ms")) - from;
+}
+
+/* The stage as shown: a finished job's says where it ended. */
+static void stage_text(ap_buf *b, const cJSON *j)
+{
+	const char *stage = jstr(j, "stage");
+
+	if (is_live(jstr(j, "state"))) {
+		esc(b, *stage ? stage : "-");
+		return;
+	}
+	ap_buf_adds(b, "finished");
+	if (*stage) {
+		ap_buf_adds(b, " (in ");
+		esc(b, stage);
+		ap_buf_adds(b, ")");
+	}
+}
+
+/* The issue's address on GitHub (GITHUB_URL/owner/name/issues/N; a PR's number redirects). */
+static void issue_url(console *c, ap_buf *b, const cJSON *j)
+{
+	esc(b, c->cfg.web_url);
+	ap_buf_adds(b, "/");
+	esc(b, jstr(j, "repo"));
+	ap_buf_addf(b, "/issues/%.0f", jnum(j, "issue"));
+}
+
+static const char *pr_of(const cJSON *j)
+{
+	if (*jstr(j, "pr_url"))
+		return jstr(j, "pr_url");
+	return strncmp(jstr(j, "result"), "http", 4) == 0 ? jstr(j, "result") : "";
+}
+
+/* One row of the list (the page and the live stream render it alike). */
+static void list_row(console *c, ap_buf *b, const cJSON *j, int64_t now)
+{
+	const char *state = jstr(j, "state"), *pr = pr_of(j);
+	double id = jnum(j, "id");
+
+	ap_buf_addf(b, "<tr id=\"job-%.0f\"><td><a href=\"/jobs/%.0f\">#%.0f</a></td>", id, id, id);
+	ap_buf_addf(b, "<td class=\"title\"><a href=\"/jobs/%.0f\">", id);
+	if (*jstr(j, "title"))
+		esc(b, jstr(j, "title"));
+	else
+		ap_buf_addf(b, "Issue %.0f", jnum(j, "issue"));
+	ap_buf_adds(b, "</a></td><td>");
+	esc(b, jstr(j, "repo"));
+	ap_buf_adds(b, "</td><td><a class=\"issue-link\" href=\"");
+	issue_url(c, b, j);
+	ap_buf_addf(b, "\">issue #%.0f</a>", jnum(j, "issue"));
+	if (*pr) {
+		ap_buf_adds(b, "<br><a class=\"pr-link\" href=\"");
+		esc(b, pr);
+		ap_buf_adds(b, "\">pull request</a>");
+	}
+	ap_buf_adds(b, "</td><td class=\"state state-");
+	esc(b, state);
+	ap_buf_adds(b, "\">");
+	esc(b, state);
+	if (*jstr(j, "error") && !is_live(state)) {
+		ap_buf_adds(b, "<span class=\"reason\">: ");
+		esc(b, jstr(j, "error"));
+		ap_buf_adds(b, "</span>");
+	}
+	ap_buf_adds(b, "</td><td class=\"stage\">");
+	stage_text(b, j);
+	ap_buf_adds(b, "</td><td>");
+	age(b, now - (int64_t)jnum(j, "created_ms"));
+	ap_buf_adds(b, "</td><td>");
+	age(b, duration_ms(j, now));
+	ap_buf_adds(b, "</td><td>");
+	esc(b, *jstr(j, "cost") ? jstr(j, "cost") : "-");
+	ap_buf_adds(b, "</td></tr>");
+}
+
+/* The list's query string without before (its filters), for links and the live stream. */
+static void filter_query(ap_buf *b, const char *state, const char *repo)
+{
+	ap_buf_adds(b, "state=");
+	for (const char *s = state ? state : ""; *s; s++)
+		ap_buf_addf(b, isalnum((unsigned char)*s) ? "%c" : "%%%02X", (unsigned char)*s);
+	ap_buf_adds(b, "&amp;repo=");
+	for (const char *s = repo ? repo : ""; *s; s++)
+		ap_buf_addf(b,
+			    isalnum((unsigned char)*s) || *s == '-' || *s == '_' || *s == '.'
+				? "%c"
+				: "%%%02X",
+			    (unsigned char)*s);
+}
+
+static void counts_html(ap_buf *b, const q_stats *st)
+{
+	ap_buf_addf(b,
+		    "<p id=\"counts\">queued <span id=\"count-queued\">%lld</span> &middot; "
+		    "running <span id=\"count-running\">%lld</span> &middot; succeeded <span "
+		    "id=\"count-succeeded\">%lld</span> &middot; failed <span "
+		    "id=\"count-failed\">%lld</span> &middot; cancelled <span "
+		    "id=\"count-cancelled\">%lld</span></p>",
+		    (long long)st->queued, (long long)st->running, (long long)st->succeeded,
+		    (long long)st->failed, (long long)st->cancelled);
+}
+
+static void filter_form(ap_buf *b, const char *want_state, const char *want_repo)
+{
+	ap_buf_adds(b, "<form method=\"get\" action=\"/\" aria-label=\"Filter jobs\">"
+		       "<label for=\"f-state\">State</label> <select id=\"f-state\" "
+		       "name=\"state\"><option value=\"\">any</option>");
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+		ap_buf_addf(b, "<option%s>%s</option>",
+			    want_state && strcmp(want_state, states[i]) == 0 ? " selected" : "",
+			    states[i]);
+	ap_buf_adds(b, "</select> <label for=\"f-repo\">Repository</label> <input "
+		       "id=\"f-repo\" name=\"repo\" placeholder=\"owner/name\" value=\"");
+	esc(b, want_repo);
+	ap_buf_adds(b, "\"> <button type=\"submit\">Filter</button></form>");
+}
+
 static void job_list(console *c, struct MHD_Connection *conn, queue *q, struct page *p,
 		     const struct viewer *v)
 {
-	const char *want_state = arg(conn, "state"), *want_repo = arg(conn, "repo");
+	const char *want_state = arg(conn, "state"), *want_repo = arg(conn, "repo"),
+		   *before = arg(conn, "before");
+	q_job_filter f = {.state = want_state,
+			  .repo = want_repo,
+			  .before = before ? strtoll(before, NULL, 10) : 0,
+			  .limit = LIST_PAGE};
 	cJSON *jobs = NULL, *j;
-	int64_t now = ap_wall_ms();
+	int64_t now = ap_wall_ms(), total = 0, last_event = 0, oldest = 0;
 	q_stats st;
-	int shown = 0;
+	int shown = 0, rows = 0;
 
-	if (q_get_stats(q, &st) || q_jobs_json(q, 0, LIST_JOBS, &jobs)) {
+	if (f.before < 0)
+		f.before = 0;
+	if (q_get_stats(q, &st) || q_jobs_page(q, &f, &jobs, &total, &last_event)) {
 		problem(p, 500, "Database unavailable", ap_error_last(),
 			"check AUTOPATCH_DB and the server's log, then reload", v);
 		return;
@@ -372,63 +519,47 @@ static void job_list(console *c, struct MHD_Connection *conn, queue *q, struct p
 	head(p, "Jobs", v);
 	ap_buf_adds(&p->body, "<h1>Jobs</h1>");
 	if (v->info.operator)
-		ap_buf_addf(&p->body,
-			    "<p>queued %lld &middot; running %lld &middot; succeeded %lld "
-			    "&middot; failed %lld &middot; cancelled %lld</p>",
-			    (long long)st.queued, (long long)st.running, (long long)st.succeeded,
-			    (long long)st.failed, (long long)st.cancelled);
-	ap_buf_adds(&p->body, "<form method=\"get\" action=\"/\" aria-label=\"Filter jobs\">"
-			      "<label for=\"f-state\">State</label> <select id=\"f-state\" "
-			      "name=\"state\"><option value=\"\">any</option>");
-	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++)
-		ap_buf_addf(&p->body, "<option%s>%s</option>",
-			    want_state && strcmp(want_state, states[i]) == 0 ? " selected" : "",
-			    states[i]);
-	ap_buf_adds(&p->body, "</select> <label for=\"f-repo\">Repository</label> <input "
-			      "id=\"f-repo\" name=\"repo\" placeholder=\"owner/name\" value=\"");
-	esc(&p->body, want_repo);
-	ap_buf_adds(&p->body, "\"> <button type=\"submit\">Filter</button></form>");
-	ap_buf_adds(&p->body, "<table><caption class=\"visually-hidden\">Jobs, newest "
-			      "first</caption><thead><tr><th scope=\"col\">Job</th><th "
-			      "scope=\"col\">State</th><th scope=\"col\">Repository</th><th "
-			      "scope=\"col\">Issue</th><th scope=\"col\">Stage</th><th "
-			      "scope=\"col\">Age</th><th scope=\"col\">Tokens</th><th "
-			      "scope=\"col\">Cost</th><th scope=\"col\">Result or error</th></tr>"
-			      "</thead><tbody>");
+		counts_html(&p->body, &st);
+	filter_form(&p->body, want_state, want_repo);
+	ap_buf_addf(&p->body,
+		    "<p>Jobs matching the filter: <span id=\"matching\">%lld</span>%s</p>",
+		    (long long)total, f.before ? " (this is an older page)" : "");
+	ap_buf_adds(&p->body,
+		    "<table><caption class=\"visually-hidden\">Jobs, newest first</caption><thead>"
+		    "<tr><th scope=\"col\">Job</th><th scope=\"col\">Issue</th><th "
+		    "scope=\"col\">Repository</th><th scope=\"col\">Links</th><th "
+		    "scope=\"col\">State</th><th scope=\"col\">Stage</th><th "
+		    "scope=\"col\">Age</th><th scope=\"col\">Duration</th><th "
+		    "scope=\"col\">Cost</th></tr></thead>");
+	ap_buf_addf(&p->body,
+		    "<tbody id=\"jobs\" data-last=\"%lld\" data-first=\"%d\" data-query=\"",
+		    (long long)last_event, f.before ? 0 : 1);
+	filter_query(&p->body, want_state, want_repo);
+	ap_buf_adds(&p->body, "\">");
 	cJSON_ArrayForEach(j, jobs)
 	{
-		const char *repo = jstr(j, "repo"), *state = jstr(j, "state");
-		const char *res = *jstr(j, "result") ? jstr(j, "result") : jstr(j, "error");
-
-		if (want_state && *want_state && strcmp(want_state, state) != 0)
-			continue;
-		if (want_repo && *want_repo && strcmp(want_repo, repo) != 0)
-			continue;
-		if (!can_see(c, v, repo))
+		rows++;
+		oldest = (int64_t)jnum(j, "id");
+		if (!can_see(c, v, jstr(j, "repo")))
 			continue;
 		shown++;
-		ap_buf_addf(&p->body, "<tr><td><a href=\"/jobs/%.0f\">#%.0f</a></td>",
-			    jnum(j, "id"), jnum(j, "id"));
-		ap_buf_addf(&p->body, "<td class=\"state-%s\">", state);
-		esc(&p->body, state);
-		ap_buf_adds(&p->body, "</td><td>");
-		esc(&p->body, repo);
-		ap_buf_addf(&p->body, "</td><td>%.0f</td><td>", jnum(j, "issue"));
-		esc(&p->body, jstr(j, "stage"));
-		ap_buf_adds(&p->body, "</td><td>");
-		age(&p->body, now - (int64_t)jnum(j, "created_ms"));
-		ap_buf_adds(&p->body, "</td><td>");
-		if (jhas(j, "tokens"))
-			ap_buf_addf(&p->body, "%.0f", jnum(j, "tokens"));
-		ap_buf_adds(&p->body, "</td><td>");
-		esc(&p->body, jstr(j, "cost"));
-		ap_buf_adds(&p->body, "</td><td>");
-		esc(&p->body, res);
-		ap_buf_adds(&p->body, "</td></tr>");
+		list_row(c, &p->body, j, now);
 	}
 	ap_buf_adds(&p->body, "</tbody></table>");
 	if (!shown)
-		ap_buf_adds(&p->body, "<p>No jobs to show.</p>");
+		ap_buf_adds(&p->body, "<p id=\"no-jobs\">No jobs to show.</p>");
+	ap_buf_adds(&p->body, "<nav aria-label=\"Pages\"><p>");
+	if (f.before) {
+		ap_buf_adds(&p->body, "<a href=\"/?");
+		filter_query(&p->body, want_state, want_repo);
+		ap_buf_adds(&p->body, "\">Newest jobs</a> ");
+	}
+	if (rows == LIST_PAGE) {
+		ap_buf_adds(&p->body, "<a rel=\"next\" href=\"/?");
+		filter_query(&p->body, want_state, want_repo);
+		ap_buf_addf(&p->body, "&amp;before=%lld\">Older jobs</a>", (long long)oldest);
+	}
+	ap_buf_adds(&p->body, "</p></nav>");
 	foot(p);
 	cJSON_Delete(jobs);
 }
@@ -442,6 +573,28 @@ static void pre(ap_buf *b, const char *text)
 	ap_buf_adds(b, "</pre>");
 }
 
+/* A long output cut to OUT_SHOWN bytes, with a "show all" link to the whole text (a plain
+ * link: /jobs/N/output serves it; the script loads it in place). */
+static void capped(ap_buf *b, int64_t id, int line, const char *field, const char *text)
+{
+	size_t len = strlen(text), cut;
+	char *part;
+
+	if (len <= OUT_SHOWN) {
+		pre(b, text);
+		return;
+	}
+	cut = ap_utf8_cut(text, OUT_SHOWN);
+	part = strndup(text, cut);
+	ap_buf_adds(b, "<pre>");
+	esc(b, part ? part : "");
+	ap_buf_addf(b,
+		    "</pre><p class=\"cut\">Showing %zu of %zu bytes. <a class=\"show-all\" "
+		    "href=\"/jobs/%lld/output?line=%d&amp;field=%s\">Show all %s</a></p>",
+		    cut, len, (long long)id, line, field, field);
+	free(part);
+}
+
 static void button(ap_buf *b, int64_t id, const char *what, const char *label,
 		   const struct viewer *v)
 {
@@ -453,149 +606,340 @@ static void button(ap_buf *b, int64_t id, const char *what, const char *label,
 	ap_buf_addf(b, "\"><button type=\"submit\">%s</button></form> ", label);
 }
 
-/* The sections built from the trajectory's lines. */
-static void trajectory_sections(ap_buf *b, const char *path, int64_t id)
+/* What the page shows of the trajectory, read in one pass. runs[kind][side]: the last Tester
+ * run of the reproduction test (0) and the suite (1), on the pristine (0) and patched (1)
+ * code. */
+struct traj_view {
+	bool read;
+	ap_buf calls, tools, cmds, tests;
+	int ncalls, ntools, ncmds, ntests;
+	cJSON *end, *verdict, *runs[2][2];
+};
+
+static void traj_view_release(struct traj_view *t)
+{
+	ap_buf_release(&t->calls);
+	ap_buf_release(&t->tools);
+	ap_buf_release(&t->cmds);
+	ap_buf_release(&t->tests);
+	cJSON_Delete(t->end);
+	cJSON_Delete(t->verdict);
+	for (int k = 0; k < 2; k++)
+		for (int s = 0; s < 2; s++)
+			cJSON_Delete(t->runs[k][s]);
+}
+
+static void keep_json(cJSON **slot, cJSON *e)
+{
+	cJSON_Delete(*slot);
+	*slot = e;
+}
+
+static void view_call(struct traj_view *t, const cJSON *e)
+{
+	t->ncalls++;
+	ap_buf_addf(&t->calls,
+		    "<tr><td>%d</td><td>%.0f</td><td>%.0f</td><td>%.0f ms</td><td>%.0f</td><td>",
+		    t->ncalls, jnum(e, "tokens_in"), jnum(e, "tokens_out"), jnum(e, "millis"),
+		    jnum(e, "attempts"));
+	esc(&t->calls, jstr(e, "stop"));
+	ap_buf_adds(&t->calls, "</td></tr>");
+}
+
+static void view_tool(struct traj_view *t, const cJSON *e, int64_t id, int line)
+{
+	t->ntools++;
+	ap_buf_addf(&t->tools, "<details class=\"item\"><summary>%d. <code>", t->ntools);
+	esc(&t->tools, jstr(e, "name"));
+	ap_buf_addf(&t->tools, "</code> (%.0f ms)%s</summary><h4>Arguments</h4>", jnum(e, "millis"),
+		    cJSON_IsTrue(cJSON_GetObjectItem(e, "is_error")) ? ", error" : "");
+	capped(&t->tools, id, line, "arguments", jstr(e, "arguments"));
+	ap_buf_adds(&t->tools, "<h4>Result (redacted)</h4>");
+	capped(&t->tools, id, line, "result", jstr(e, "result"));
+	ap_buf_adds(&t->tools, "</details>");
+}
+
+static void view_cmd(struct traj_view *t, const cJSON *e, int64_t id, int line)
+{
+	t->ncmds++;
+	ap_buf_addf(&t->cmds, "<details class=\"item\"><summary>%d. <code>", t->ncmds);
+	esc(&t->cmds, jstr(e, "command"));
+	ap_buf_addf(&t->cmds, "</code>: exit %.0f%s, %.0f ms</summary><p>in <code>",
+		    jnum(e, "exit"),
+		    cJSON_IsTrue(cJSON_GetObjectItem(e, "timed_out")) ? " (timed out)" : "",
+		    jnum(e, "millis"));
+	esc(&t->cmds, jstr(e, "dir"));
+	ap_buf_adds(&t->cmds, "</code></p><h4>Output</h4>");
+	capped(&t->cmds, id, line, "stdout", jstr(e, "stdout"));
+	if (*jstr(e, "stderr")) {
+		ap_buf_adds(&t->cmds, "<h4>Errors</h4>");
+		capped(&t->cmds, id, line, "stderr", jstr(e, "stderr"));
+	}
+	ap_buf_adds(&t->cmds, "</details>");
+}
+
+static void view_tests(struct traj_view *t, const cJSON *e)
+{
+	const cJSON *x;
+	int passed = 0, other = 0;
+
+	cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "tests"))
+	{
+		if (strcmp(jstr(x, "status"), "passed") == 0)
+			passed++;
+		else
+			other++;
+	}
+	t->ntests++;
+	ap_buf_addf(&t->tests, "<details class=\"item\"><summary>Run %d, in <code>", t->ntests);
+	esc(&t->tests, jstr(e, "dir"));
+	ap_buf_addf(&t->tests,
+		    "</code>: %d passed, %d not</summary><table class=\"tests\"><thead><tr><th "
+		    "scope=\"col\">Test</th><th scope=\"col\">Result</th></tr></thead><tbody>",
+		    passed, other);
+	cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "tests"))
+	{
+		ap_buf_adds(&t->tests, "<tr><td>");
+		esc(&t->tests, jstr(x, "name"));
+		ap_buf_addf(&t->tests, "</td><td class=\"%s\">",
+			    strcmp(jstr(x, "status"), "passed") == 0 ? "passed" : "failed");
+		esc(&t->tests, jstr(x, "status"));
+		ap_buf_adds(&t->tests, "</td></tr>");
+	}
+	ap_buf_adds(&t->tests, "</tbody></table></details>");
+}
+
+/* Read the trajectory at path into t (t->read says whether it could be). */
+static void traj_view_load(struct traj_view *t, const char *path, int64_t id)
 {
 	ap_buf text = AP_BUF_INIT(TRAJ_CAP);
-	ap_buf calls = AP_BUF_INIT(PAGE_CAP), tools = AP_BUF_INIT(PAGE_CAP),
-	       cmds = AP_BUF_INIT(PAGE_CAP), tests = AP_BUF_INIT(PAGE_CAP);
 	char *line, *next;
-	cJSON *end = NULL, *verdict = NULL;
-	int ncalls = 0, ntools = 0, ncmds = 0, ntests = 0;
+	int n = 0;
 
-	if (fs_read_file(&text, path, 0)) {
-		ap_buf_adds(b, "<h2>Trajectory</h2><p>The trajectory cannot be read: ");
-		esc(b, ap_error_last());
-		ap_buf_adds(b, "</p>");
+	memset(t, 0, sizeof(*t));
+	ap_buf_init(&t->calls, PAGE_CAP);
+	ap_buf_init(&t->tools, PAGE_CAP);
+	ap_buf_init(&t->cmds, PAGE_CAP);
+	ap_buf_init(&t->tests, PAGE_CAP);
+	if (!path || fs_read_file(&text, path, 0)) {
 		ap_error_clear();
 		goto out;
 	}
+	t->read = true;
 	for (line = text.data; line && *line; line = next) {
 		cJSON *e;
 		const char *type;
 
+		n++;
 		next = strchr(line, '\n');
 		if (next)
 			*next++ = '\0';
-		e = cJSON_Parse(line);
-		if (!e)
+		if (!(e = cJSON_Parse(line)))
 			continue;
 		type = jstr(e, "type");
 		if (strcmp(type, "llm_usage") == 0) {
-			ncalls++;
-			ap_buf_addf(&calls,
-				    "<tr><td>%d</td><td>%.0f</td><td>%.0f</td><td>%.0f ms</td>"
-				    "<td>%.0f</td><td>",
-				    ncalls, jnum(e, "tokens_in"), jnum(e, "tokens_out"),
-				    jnum(e, "millis"), jnum(e, "attempts"));
-			esc(&calls, jstr(e, "stop"));
-			ap_buf_adds(&calls, "</td></tr>");
+			view_call(t, e);
 		} else if (strcmp(type, "tool_result") == 0) {
-			ntools++;
-			ap_buf_addf(&tools, "<details><summary>%d. <code>", ntools);
-			esc(&tools, jstr(e, "name"));
-			ap_buf_addf(&tools, "</code> (%.0f ms)%s</summary><h3>Arguments</h3>",
-				    jnum(e, "millis"),
-				    cJSON_IsTrue(cJSON_GetObjectItem(e, "is_error")) ? ", error"
-										     : "");
-			pre(&tools, jstr(e, "arguments"));
-			ap_buf_adds(&tools, "<h3>Result (redacted)</h3>");
-			pre(&tools, jstr(e, "result"));
-			ap_buf_adds(&tools, "</details>");
+			view_tool(t, e, id, n);
 		} else if (strcmp(type, "tester_run") == 0 || strcmp(type, "sandbox_exec") == 0) {
-			ncmds++;
-			ap_buf_addf(&cmds, "<details><summary>%d. <code>", ncmds);
-			esc(&cmds, jstr(e, "command"));
-			ap_buf_addf(
-			    &cmds, "</code>: exit %.0f%s, %.0f ms</summary><p>in <code>",
-			    jnum(e, "exit"),
-			    cJSON_IsTrue(cJSON_GetObjectItem(e, "timed_out")) ? " (timed out)" : "",
-			    jnum(e, "millis"));
-			esc(&cmds, jstr(e, "dir"));
-			ap_buf_adds(&cmds, "</code></p><h3>Output</h3>");
-			pre(&cmds, jstr(e, "stdout"));
-			if (*jstr(e, "stderr")) {
-				ap_buf_adds(&cmds, "<h3>Errors</h3>");
-				pre(&cmds, jstr(e, "stderr"));
-			}
-			ap_buf_adds(&cmds, "</details>");
-		} else if (strcmp(type, "tester_tests") == 0) {
-			const cJSON *t;
+			int kind = strcmp(jstr(e, "kind"), "repro") == 0   ? 0
+				   : strcmp(jstr(e, "kind"), "suite") == 0 ? 1
+									   : -1;
 
-			ntests++;
-			ap_buf_addf(&tests, "<h3>Run %d, in <code>", ntests);
-			esc(&tests, jstr(e, "dir"));
-			ap_buf_adds(&tests, "</code></h3><table class=\"tests\"><thead><tr><th "
-					    "scope=\"col\">Test</th><th scope=\"col\">Result</th>"
-					    "</tr></thead><tbody>");
-			cJSON_ArrayForEach(t, cJSON_GetObjectItem(e, "tests"))
-			{
-				ap_buf_adds(&tests, "<tr><td>");
-				esc(&tests, jstr(t, "name"));
-				ap_buf_addf(&tests, "</td><td class=\"%s\">",
-					    strcmp(jstr(t, "status"), "passed") == 0 ? "passed"
-										     : "failed");
-				esc(&tests, jstr(t, "status"));
-				ap_buf_adds(&tests, "</td></tr>");
+			view_cmd(t, e, id, n);
+			if (kind >= 0) {
+				keep_json(
+				    &t->runs[kind][strstr(jstr(e, "dir"), "/pristine") ? 0 : 1], e);
+				continue;
 			}
-			ap_buf_adds(&tests, "</tbody></table>");
+		} else if (strcmp(type, "tester_tests") == 0) {
+			view_tests(t, e);
 		} else if (strcmp(type, "verdict") == 0) {
-			cJSON_Delete(verdict);
-			verdict = e;
+			keep_json(&t->verdict, e);
 			continue;
 		} else if (strcmp(type, "end") == 0) {
-			cJSON_Delete(end);
-			end = e;
+			keep_json(&t->end, e);
 			continue;
 		}
 		cJSON_Delete(e);
 	}
-	ap_buf_adds(b, "<h2>Model calls</h2>");
-	if (ncalls)
-		ap_buf_addf(b,
-			    "<table><thead><tr><th scope=\"col\">Call</th><th scope=\"col\">Tokens "
-			    "in</th><th scope=\"col\">Tokens out</th><th scope=\"col\">Latency</th>"
-			    "<th scope=\"col\">Attempts</th><th scope=\"col\">Stop</th></tr>"
-			    "</thead><tbody>%s</tbody></table>",
-			    ap_buf_str(&calls));
+out:
+	ap_buf_release(&text);
+}
+
+/* The outcome in one sentence (with the PR's link when there is one). */
+static void outcome(ap_buf *b, const cJSON *j, const struct traj_view *t)
+{
+	const char *state = jstr(j, "state"), *pr = pr_of(j), *err = jstr(j, "error");
+	const char *why = t->verdict ? jstr(t->verdict, "reason") : "";
+
+	if (strcmp(state, "queued") == 0) {
+		ap_buf_adds(b, "<p id=\"outcome\" class=\"outcome\">Waiting in the queue for a "
+			       "worker.</p>");
+		return;
+	}
+	if (strcmp(state, "running") == 0) {
+		ap_buf_adds(b, "<p id=\"outcome\" class=\"outcome\">Working on it: ");
+		esc(b, *jstr(j, "stage") ? jstr(j, "stage") : "starting");
+		ap_buf_adds(b, ".</p>");
+		return;
+	}
+	ap_buf_adds(b, "<p id=\"outcome\" class=\"outcome outcome-");
+	esc(b, state);
+	ap_buf_adds(b, "\">");
+	if (strcmp(state, "succeeded") == 0 && *pr) {
+		ap_buf_adds(b,
+			    t->end && !cJSON_IsTrue(cJSON_GetObjectItem(t->end, "proven"))
+				? "A pull request was opened, marked not proven: "
+				: "Proven fix: the reproduction test failed before the patch and "
+				  "passes after it, and the test suite holds. ");
+		if (t->end && !cJSON_IsTrue(cJSON_GetObjectItem(t->end, "proven")))
+			escf(b, "%s. ", *why ? why : "see the evidence");
+		ap_buf_adds(b, "Pull request: <a id=\"pr-link\" href=\"");
+		esc(b, pr);
+		ap_buf_adds(b, "\">");
+		esc(b, pr);
+		ap_buf_adds(b, "</a></p>");
+		return;
+	}
+	if (strcmp(state, "succeeded") == 0) {
+		ap_buf_adds(b, "Finished: ");
+		esc(b, *jstr(j, "result") ? jstr(j, "result") : "no pull request was needed");
+	} else if (strcmp(state, "cancelled") == 0) {
+		ap_buf_adds(b, "Cancelled: ");
+		esc(b, *err ? err : "stopped before it finished");
+	} else if (t->end && cJSON_IsTrue(cJSON_GetObjectItem(t->end, "env_failure"))) {
+		ap_buf_adds(b, "Environment failure (not the patch's fault): ");
+		esc(b, *jstr(t->end, "failure") ? jstr(t->end, "failure") : err);
+		ap_buf_adds(b, ". What to change: the repository's set-up or test command "
+			       "(.autopatch.yml) or the sandbox image, then retry.");
+	} else {
+		ap_buf_adds(b, "Refused, no pull request: ");
+		esc(b, *why && strcmp(why, "proven") != 0 ? why : *err ? err : "not proven");
+		ap_buf_adds(b, ".");
+	}
+	ap_buf_adds(b, "</p>");
+}
+
+/* The summary list; the live script updates the fields with an id. */
+static void summary(ap_buf *b, const cJSON *j, const struct traj_view *t, int64_t now)
+{
+	const char *state = jstr(j, "state");
+
+	ap_buf_adds(b, "<dl class=\"summary\"><dt>State</dt><dd id=\"job-state\" class=\"state-");
+	esc(b, state);
+	ap_buf_adds(b, "\">");
+	esc(b, state);
+	if (cJSON_IsTrue(cJSON_GetObjectItem(j, "cancel_requested")) && is_live(state))
+		ap_buf_adds(b, " (cancel requested)");
+	ap_buf_adds(b, "</dd><dt>Stage</dt><dd id=\"job-stage\">");
+	stage_text(b, j);
+	ap_buf_adds(b, "</dd><dt>Cost</dt><dd id=\"job-cost\">");
+	esc(b, *jstr(j, "cost") ? jstr(j, "cost") : "-");
+	ap_buf_adds(b, "</dd><dt>Tokens</dt><dd id=\"job-tokens\">");
+	if (jhas(j, "tokens"))
+		ap_buf_addf(b, "%.0f", jnum(j, "tokens"));
+	else
+		ap_buf_adds(b, "-");
+	ap_buf_adds(b, "</dd><dt>Duration</dt><dd id=\"job-duration\">");
+	age(b, duration_ms(j, now));
+	ap_buf_adds(b, "</dd><dt>Rounds</dt><dd id=\"job-rounds\">");
+	if (t->end)
+		ap_buf_addf(b, "%.0f", jnum(t->end, "iterations"));
+	else
+		ap_buf_adds(b, "-");
+	ap_buf_addf(b, "</dd><dt>Model calls</dt><dd id=\"job-calls\">%.0f</dd>",
+		    jnum(j, "model_calls"));
+	ap_buf_addf(b, "<dt>Attempts</dt><dd>%.0f</dd><dt>Trigger</dt><dd>", jnum(j, "attempts"));
+	esc(b, jstr(j, "trigger"));
+	ap_buf_adds(b, "</dd></dl>");
+}
+
+static void run_cell(ap_buf *b, const cJSON *run)
+{
+	ap_buf_adds(b, "<td>");
+	if (!run) {
+		ap_buf_adds(b, "not run</td>");
+		return;
+	}
+	ap_buf_addf(b, "exit %.0f%s", jnum(run, "exit"),
+		    cJSON_IsTrue(cJSON_GetObjectItem(run, "timed_out")) ? " (timed out)" : "");
+	if (jhas(run, "passed"))
+		ap_buf_addf(b, ": %.0f passed, %.0f failed, %.0f skipped, %.0f errors",
+			    jnum(run, "passed"), jnum(run, "failed"), jnum(run, "skipped"),
+			    jnum(run, "errors"));
+	ap_buf_adds(b, "</td>");
+}
+
+static void evidence_table(ap_buf *b, const struct traj_view *t, int64_t id)
+{
+	static const char *const what[] = {"Reproduction test", "Test suite"};
+
+	ap_buf_adds(b, "<h2>Evidence</h2>");
+	if (!t->runs[0][0] && !t->runs[0][1] && !t->runs[1][0] && !t->runs[1][1]) {
+		ap_buf_adds(b, "<p>No evidence (yet): nothing is proven.</p>");
+	} else {
+		ap_buf_adds(b, "<table class=\"evidence\"><thead><tr><th scope=\"col\">Run</th><th "
+			       "scope=\"col\">Before the patch</th><th scope=\"col\">After the "
+			       "patch</th></tr></thead><tbody>");
+		for (int k = 0; k < 2; k++) {
+			ap_buf_addf(b, "<tr><th scope=\"row\">%s</th>", what[k]);
+			run_cell(b, t->runs[k][0]);
+			run_cell(b, t->runs[k][1]);
+			ap_buf_adds(b, "</tr>");
+		}
+		ap_buf_adds(b, "</tbody></table>");
+	}
+	if (t->end && *jstr(t->end, "evidence")) {
+		ap_buf_adds(b, "<details id=\"evidence-text\"><summary>The evidence as the pull "
+			       "request states it</summary>");
+		capped(b, id, 0, "evidence", jstr(t->end, "evidence"));
+		ap_buf_adds(b, "</details>");
+	}
+}
+
+/* The details, folded: one <details> per kind, each item folded again. */
+static void details(ap_buf *b, const struct traj_view *t, int64_t id)
+{
+	ap_buf_adds(b, "<h2>Details</h2><h3>Model calls</h3>");
+	if (t->ncalls)
+		ap_buf_addf(
+		    b,
+		    "<details class=\"group\"><summary>%d model calls</summary><table><thead>"
+		    "<tr><th scope=\"col\">Call</th><th scope=\"col\">Tokens in</th><th "
+		    "scope=\"col\">Tokens out</th><th scope=\"col\">Latency</th><th "
+		    "scope=\"col\">Attempts</th><th scope=\"col\">Stop</th></tr></thead>"
+		    "<tbody>%s</tbody></table></details>",
+		    t->ncalls, ap_buf_str(&t->calls));
 	else
 		ap_buf_adds(b, "<p>None.</p>");
-	ap_buf_adds(b, "<h2>Tool calls</h2>");
-	ap_buf_adds(b, ntools ? ap_buf_str(&tools) : "<p>None.</p>");
-	ap_buf_adds(b, "<h2>Sandbox commands</h2>");
-	ap_buf_adds(b, ncmds ? ap_buf_str(&cmds) : "<p>None.</p>");
-	ap_buf_adds(b, "<h2>Tester runs</h2>");
-	ap_buf_adds(b, ntests ? ap_buf_str(&tests) : "<p>No per-test results were recorded.</p>");
-	if (verdict) {
-		ap_buf_adds(b, "<h2>Verdict</h2><p>");
-		ap_buf_adds(b, cJSON_IsTrue(cJSON_GetObjectItem(verdict, "proven"))
-				   ? "<strong>Proven</strong>: "
-				   : "<strong>Not proven</strong>: ");
-		esc(b, jstr(verdict, "reason"));
-		ap_buf_adds(b, "</p>");
-	}
-	ap_buf_adds(b, "<h2>Diff</h2>");
-	if (end && *jstr(end, "diff"))
-		pre(b, jstr(end, "diff"));
+	ap_buf_adds(b, "<h3>Tool calls</h3>");
+	if (t->ntools)
+		ap_buf_addf(b,
+			    "<details class=\"group\"><summary>%d tool calls</summary>%s</details>",
+			    t->ntools, ap_buf_str(&t->tools));
 	else
-		ap_buf_adds(b, "<p>No diff (yet).</p>");
-	ap_buf_adds(b, "<h2>Evidence</h2>");
-	if (end && *jstr(end, "evidence"))
-		pre(b, jstr(end, "evidence"));
+		ap_buf_adds(b, "<p>None.</p>");
+	ap_buf_adds(b, "<h3>Sandbox commands</h3>");
+	if (t->ncmds)
+		ap_buf_addf(b,
+			    "<details class=\"group\"><summary>%d sandbox commands</summary>%s"
+			    "</details>",
+			    t->ncmds, ap_buf_str(&t->cmds));
 	else
-		ap_buf_adds(b, "<p>No evidence (yet): nothing is proven.</p>");
+		ap_buf_adds(b, "<p>None.</p>");
+	ap_buf_adds(b, "<h3>Tester runs</h3>");
+	if (t->ntests)
+		ap_buf_addf(b,
+			    "<details class=\"group\"><summary>%d Tester runs with per-test "
+			    "results</summary>%s</details>",
+			    t->ntests, ap_buf_str(&t->tests));
+	else
+		ap_buf_adds(b, "<p>No per-test results were recorded.</p>");
 	ap_buf_addf(b,
 		    "<p><a href=\"/jobs/%lld/trajectory\" download>Download the trajectory "
 		    "(JSONL)</a></p>",
 		    (long long)id);
-out:
-	cJSON_Delete(end);
-	cJSON_Delete(verdict);
-	ap_buf_release(&text);
-	ap_buf_release(&calls);
-	ap_buf_release(&tools);
-	ap_buf_release(&cmds);
-	ap_buf_release(&tests);
 }
 
 /* The job id in /jobs/N[/rest]: N > 0, and rest points at what follows N. */
@@ -641,94 +985,156 @@ static cJSON *visible_job(console *c, queue *q, int64_t id, struct page *p, cons
 	return j;
 }
 
+static void timeline(ap_buf *b, const cJSON *j, int64_t id, bool live)
+{
+	const cJSON *e;
+	int64_t last = 0;
+
+	/* The last event rendered: the live stream resumes after it (each event once). */
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "events"))
+	{
+		if (jnum(e, "id") > last)
+			last = (int64_t)jnum(e, "id");
+	}
+	ap_buf_adds(b, "<h2>Timeline</h2><p id=\"live-status\" aria-live=\"polite\"></p><table "
+		       "class=\"timeline\"><thead><tr><th scope=\"col\">Time</th><th "
+		       "scope=\"col\">Stage</th><th scope=\"col\">Event</th></tr></thead>");
+	ap_buf_addf(b,
+		    "<tbody id=\"events\" data-job=\"%lld\" data-live=\"%d\" data-last=\"%lld\">",
+		    (long long)id, live ? 1 : 0, (long long)last);
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "events"))
+	{
+		ap_buf_addf(b, "<tr data-event=\"%.0f\"><td><time datetime=\"", jnum(e, "id"));
+		esc(b, jstr(e, "time"));
+		ap_buf_adds(b, "\">");
+		/* HH:MM:SS of 2026-01-02T03:04:05.678Z (the date is in the attribute) */
+		if (strlen(jstr(e, "time")) >= 19)
+			ap_buf_add(b, jstr(e, "time") + 11, 8);
+		ap_buf_adds(b, "</time></td><td>");
+		esc(b, jstr(e, "stage"));
+		ap_buf_adds(b, "</td><td>");
+		esc(b, jstr(e, "message"));
+		ap_buf_adds(b, "</td></tr>");
+	}
+	ap_buf_adds(b, "</tbody></table>");
+}
+
 static void job_page(console *c, queue *q, int64_t id, struct page *p, const struct viewer *v)
 {
-	cJSON *j = visible_job(c, q, id, p, v), *e;
-	const char *state, *pr;
-	char *traj = NULL;
-	int64_t last = 0;
+	cJSON *j = visible_job(c, q, id, p, v);
+	struct traj_view t;
+	const char *state;
+	char *traj = NULL, title[1200];
 	bool live;
 
 	if (!j)
 		return;
 	state = jstr(j, "state");
-	live = strcmp(state, "queued") == 0 || strcmp(state, "running") == 0;
-	pr = *jstr(j, "pr_url")				  ? jstr(j, "pr_url")
-	     : strncmp(jstr(j, "result"), "http", 4) == 0 ? jstr(j, "result")
-							  : "";
+	live = is_live(state);
+	if (q_state_get(q, id, "trajectory", &traj) != 0)
+		ap_error_clear();
+	traj_view_load(&t, traj, id);
+	free(traj);
 	page_init(p, 200);
-	{
-		char title[512];
-
-		snprintf(title, sizeof(title), "Job %lld: %s#%.0f", (long long)id, jstr(j, "repo"),
-			 jnum(j, "issue"));
-		head(p, title, v);
-		ap_buf_adds(&p->body, "<h1>");
-		esc(&p->body, title);
-		ap_buf_adds(&p->body, "</h1>");
-	}
-	ap_buf_addf(&p->body, "<dl><dt>State</dt><dd class=\"state-%s\" id=\"job-state\">", state);
-	esc(&p->body, state);
-	if (cJSON_IsTrue(cJSON_GetObjectItem(j, "cancel_requested")) && live)
-		ap_buf_adds(&p->body, " (cancel requested)");
-	ap_buf_adds(&p->body, "</dd><dt>Stage</dt><dd>");
-	esc(&p->body, jstr(j, "stage"));
-	ap_buf_adds(&p->body, "</dd><dt>Trigger</dt><dd>");
-	esc(&p->body, jstr(j, "trigger"));
-	ap_buf_addf(&p->body, "</dd><dt>Attempts</dt><dd>%.0f</dd><dt>Created</dt><dd>",
-		    jnum(j, "attempts"));
-	esc(&p->body, jstr(j, "created"));
-	ap_buf_adds(&p->body, "</dd><dt>Updated</dt><dd>");
-	esc(&p->body, jstr(j, "updated"));
-	ap_buf_adds(&p->body, "</dd>");
-	if (jhas(j, "tokens"))
-		ap_buf_addf(&p->body, "<dt>Tokens</dt><dd>%.0f</dd>", jnum(j, "tokens"));
-	if (*jstr(j, "cost")) {
-		ap_buf_adds(&p->body, "<dt>Cost</dt><dd>");
-		esc(&p->body, jstr(j, "cost"));
-		ap_buf_adds(&p->body, "</dd>");
-	}
-	if (*pr) {
-		ap_buf_adds(&p->body, "<dt>Pull request</dt><dd><a id=\"pr-link\" href=\"");
-		esc(&p->body, pr);
-		ap_buf_adds(&p->body, "\">");
-		esc(&p->body, pr);
-		ap_buf_adds(&p->body, "</a></dd>");
-	}
-	if (*jstr(j, "error")) {
-		ap_buf_adds(&p->body, "<dt>Error</dt><dd>");
-		esc(&p->body, jstr(j, "error"));
-		ap_buf_adds(&p->body, "</dd>");
-	}
-	ap_buf_adds(&p->body, "</dl><p>");
+	if (*jstr(j, "title"))
+		snprintf(title, sizeof(title), "%s", jstr(j, "title"));
+	else
+		snprintf(title, sizeof(title), "Issue %.0f", jnum(j, "issue"));
+	head(p, title, v);
+	ap_buf_adds(&p->body, "<h1 id=\"issue-title\">");
+	esc(&p->body, title);
+	ap_buf_adds(&p->body, "</h1><p class=\"issue-ref\"><a id=\"issue-link\" href=\"");
+	issue_url(c, &p->body, j);
+	ap_buf_adds(&p->body, "\">");
+	esc(&p->body, jstr(j, "repo"));
+	ap_buf_addf(&p->body, "#%.0f</a> &middot; job %lld</p>", jnum(j, "issue"), (long long)id);
+	outcome(&p->body, j, &t);
+	summary(&p->body, j, &t, ap_wall_ms());
+	ap_buf_adds(&p->body, "<p>");
 	if (live)
 		button(&p->body, id, "cancel", "Cancel this job", v);
 	else if (strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0)
 		button(&p->body, id, "retry", "Retry this job", v);
-	ap_buf_adds(&p->body, "</p><h2>Timeline</h2><p id=\"live-status\" aria-live=\"polite\">"
-			      "</p><table><thead><tr><th scope=\"col\">Time</th><th "
-			      "scope=\"col\">Stage</th><th scope=\"col\">Event</th></tr></thead>");
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "events")) last++;
-	ap_buf_addf(&p->body, "<tbody id=\"events\" data-job=\"%lld\" data-live=\"%d\">",
-		    (long long)id, live ? 1 : 0);
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "events"))
-	{
-		ap_buf_adds(&p->body, "<tr><td>");
-		esc(&p->body, jstr(e, "time"));
-		ap_buf_adds(&p->body, "</td><td>");
-		esc(&p->body, jstr(e, "stage"));
-		ap_buf_adds(&p->body, "</td><td>");
-		esc(&p->body, jstr(e, "message"));
-		ap_buf_adds(&p->body, "</td></tr>");
-	}
-	ap_buf_adds(&p->body, "</tbody></table>");
-	if (q_state_get(q, id, "trajectory", &traj) == 0 && traj)
-		trajectory_sections(&p->body, traj, id);
+	ap_buf_adds(&p->body, "</p>");
+	timeline(&p->body, j, id, live);
+	evidence_table(&p->body, &t, id);
+	ap_buf_adds(&p->body, "<h2>Diff</h2>");
+	if (t.end && *jstr(t.end, "diff"))
+		capped(&p->body, id, 0, "diff", jstr(t.end, "diff"));
 	else
-		ap_buf_adds(&p->body, "<h2>Trajectory</h2><p>This job has no trajectory yet.</p>");
-	free(traj);
+		ap_buf_adds(&p->body, "<p>No diff (yet).</p>");
+	if (t.read)
+		details(&p->body, &t, id);
+	else
+		ap_buf_adds(&p->body, "<h2>Details</h2><p>This job has no trajectory yet.</p>");
+	traj_view_release(&t);
 	foot(p);
 	cJSON_Delete(j);
+}
+
+/* GET /jobs/N/output?line=L&field=F: one field of the trajectory's line L (0: the last "end"
+ * line) in full, as plain text: what "show all" links to. */
+static void job_output(console *c, struct MHD_Connection *conn, queue *q, int64_t id,
+		       struct page *p, const struct viewer *v)
+{
+	static const char *const fields[] = {"stdout", "stderr", "arguments",
+					     "result", "diff",	 "evidence"};
+	const char *field = arg(conn, "field"), *ls = arg(conn, "line");
+	long line = ls ? strtol(ls, NULL, 10) : -1;
+	ap_buf text = AP_BUF_INIT(TRAJ_CAP);
+	cJSON *j = visible_job(c, q, id, p, v), *found = NULL;
+	char *path = NULL, *l, *next;
+	bool known = false;
+	long n = 0;
+
+	if (!j)
+		return;
+	cJSON_Delete(j);
+	for (size_t i = 0; field && i < sizeof(fields) / sizeof(fields[0]); i++)
+		known = known || strcmp(field, fields[i]) == 0;
+	if (!known || line < 0) {
+		problem(p, 400, "Bad request", "The link names no output of this job.",
+			"follow a \"Show all\" link of the job's page", v);
+		return;
+	}
+	if (q_state_get(q, id, "trajectory", &path) != 0 || !path ||
+	    fs_read_file(&text, path, 0) != 0) {
+		ap_error_clear();
+		free(path);
+		problem(p, 404, "No trajectory", "This job has no trajectory to read.",
+			"wait until the job has started working", v);
+		return;
+	}
+	free(path);
+	for (l = text.data; l && *l; l = next) {
+		cJSON *e;
+
+		n++;
+		next = strchr(l, '\n');
+		if (next)
+			*next++ = '\0';
+		if ((line && n != line) || !(e = cJSON_Parse(l)))
+			continue;
+		if (line || strcmp(jstr(e, "type"), "end") == 0) {
+			cJSON_Delete(found);
+			found = e;
+		} else {
+			cJSON_Delete(e);
+		}
+		if (line)
+			break;
+	}
+	ap_buf_release(&text);
+	if (!found || !cJSON_IsString(cJSON_GetObjectItem(found, field))) {
+		cJSON_Delete(found);
+		problem(p, 404, "No such output", "This line of the trajectory has no such output.",
+			"follow a \"Show all\" link of the job's page", v);
+		return;
+	}
+	page_init(p, 200);
+	p->type = "text/plain; charset=utf-8";
+	ap_buf_adds(&p->body, jstr(found, field));
+	cJSON_Delete(found);
 }
 
 /* --- live updates (Server-Sent Events) --------------------------------------------------- */
@@ -769,12 +1175,147 @@ static void *ticker_main(void *arg)
 	return NULL;
 }
 
-/* Fill s->pending with what the client has not seen: new events, the end, or a ping. */
-static void sse_refill(struct sse *s)
+/* One SSE message: an optional id and event name, and data (one line of JSON). */
+static void sse_message(struct sse *s, int64_t id, const char *event, cJSON *data)
+{
+	char *text = cJSON_PrintUnformatted(data);
+
+	if (text) {
+		if (id > 0)
+			ap_buf_addf(&s->pending, "id: %lld\n", (long long)id);
+		if (event)
+			ap_buf_addf(&s->pending, "event: %s\n", event);
+		ap_buf_addf(&s->pending, "data: %s\n\n", text);
+	}
+	free(text);
+	cJSON_Delete(data);
+}
+
+/* The job page's fields (state, stage, counters, outcome), sent when they changed. */
+static void sse_job_fields(struct sse *s, int64_t now)
+{
+	q_job_filter f = {.id = s->job, .limit = 1};
+	cJSON *jobs = NULL, *j, *o;
+	ap_buf b = AP_BUF_INIT(4096);
+	char *text;
+
+	if (q_jobs_page(s->q, &f, &jobs, NULL, NULL) != 0 || !(j = cJSON_GetArrayItem(jobs, 0))) {
+		ap_error_clear();
+		cJSON_Delete(jobs);
+		return;
+	}
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "state", jstr(j, "state"));
+	stage_text(&b, j);
+	cJSON_AddStringToObject(o, "stage", ap_buf_str(&b));
+	ap_buf_reset(&b);
+	cJSON_AddStringToObject(o, "cost", *jstr(j, "cost") ? jstr(j, "cost") : "-");
+	if (jhas(j, "tokens"))
+		cJSON_AddNumberToObject(o, "tokens", jnum(j, "tokens"));
+	else
+		cJSON_AddStringToObject(o, "tokens", "-");
+	cJSON_AddNumberToObject(o, "calls", jnum(j, "model_calls"));
+	age(&b, duration_ms(j, now));
+	cJSON_AddStringToObject(o, "duration", ap_buf_str(&b));
+	ap_buf_release(&b);
+	cJSON_Delete(jobs);
+	text = cJSON_PrintUnformatted(o);
+	if (text && (!s->sent || strcmp(text, s->sent) != 0)) {
+		free(s->sent);
+		s->sent = text;
+		sse_message(s, 0, "job", o);
+		return;
+	}
+	free(text);
+	cJSON_Delete(o);
+}
+
+/* The job page's stream: new timeline events (each with its id), changed fields, the end. */
+static void sse_refill_job(struct sse *s, int64_t now)
 {
 	cJSON *events = NULL, *e;
-	int64_t now = ap_wall_ms();
 	char state[32];
+	bool fresh = false;
+
+	if (q_events_since(s->q, s->job, s->last, SSE_BATCH, &events, &s->last) == 0) {
+		cJSON_ArrayForEach(e, events)
+		{
+			sse_message(s, (int64_t)jnum(e, "id"), NULL, cJSON_Duplicate(e, true));
+			fresh = true;
+		}
+		cJSON_Delete(events);
+	}
+	if (fresh || ++s->ticks % SSE_FIELDS == 0)
+		sse_job_fields(s, now);
+	if (fresh)
+		return;
+	if (q_job_state(s->q, s->job, state, sizeof(state)) != 0 || !is_live(state)) {
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(o, "state", state);
+		sse_message(s, 0, "end", o);
+		s->done = true;
+	}
+}
+
+static bool list_match(const struct sse *s, const cJSON *j)
+{
+	return (!s->state[0] || strcmp(s->state, jstr(j, "state")) == 0) &&
+	       (!s->repo[0] || strcmp(s->repo, jstr(j, "repo")) == 0);
+}
+
+/* The list's stream: each job with an event after the last one seen, as its row's HTML
+ * (match: whether it passes the page's filters), oldest first; then the counts, carrying the
+ * new watermark as the message id. */
+static void sse_refill_list(struct sse *s, int64_t now)
+{
+	/* The newest SSE_LIST changed jobs: a stream opened far behind (or with ?after=0)
+	 * costs one bounded batch, and the watermark moves on past the rest. */
+	q_job_filter f = {.changed_after = s->last, .limit = SSE_LIST};
+	cJSON *jobs = NULL, *o;
+	int64_t mark = 0;
+	ap_buf row = AP_BUF_INIT(PAGE_CAP);
+	q_stats st;
+	int n;
+
+	if (q_jobs_page(s->q, &f, &jobs, NULL, &mark) != 0) {
+		ap_error_clear();
+		return;
+	}
+	n = cJSON_GetArraySize(jobs);
+	for (int i = n - 1; i >= 0; i--) {
+		cJSON *j = cJSON_GetArrayItem(jobs, i);
+
+		if (!can_see(s->c, &s->v, jstr(j, "repo")))
+			continue;
+		ap_buf_reset(&row);
+		list_row(s->c, &row, j, now);
+		o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "id", jnum(j, "id"));
+		cJSON_AddBoolToObject(o, "match", list_match(s, j));
+		cJSON_AddStringToObject(o, "html", ap_buf_str(&row));
+		sse_message(s, 0, "job", o);
+	}
+	ap_buf_release(&row);
+	cJSON_Delete(jobs);
+	if (mark <= s->last)
+		return;
+	s->last = mark;
+	o = cJSON_CreateObject();
+	if (s->v.info.operator&& q_get_stats(s->q, &st) == 0) {
+		cJSON_AddNumberToObject(o, "queued", (double)st.queued);
+		cJSON_AddNumberToObject(o, "running", (double)st.running);
+		cJSON_AddNumberToObject(o, "succeeded", (double)st.succeeded);
+		cJSON_AddNumberToObject(o, "failed", (double)st.failed);
+		cJSON_AddNumberToObject(o, "cancelled", (double)st.cancelled);
+	}
+	sse_message(s, mark, "counts", o);
+}
+
+/* Fill s->pending with what the client has not seen, or a ping. */
+static void sse_refill(struct sse *s)
+{
+	int64_t now = ap_wall_ms();
 
 	ap_buf_reset(&s->pending);
 	s->off = 0;
@@ -782,26 +1323,12 @@ static void sse_refill(struct sse *s)
 		s->done = true;
 		return;
 	}
-	if (q_events_since(s->q, s->job, s->last, SSE_BATCH, &events, &s->last) == 0) {
-		cJSON_ArrayForEach(e, events)
-		{
-			char *text = cJSON_PrintUnformatted(e);
-
-			if (text)
-				ap_buf_addf(&s->pending, "id: %.0f\ndata: %s\n\n", jnum(e, "id"),
-					    text);
-			free(text);
-		}
-		cJSON_Delete(events);
-	}
+	if (s->job)
+		sse_refill_job(s, now);
+	else
+		sse_refill_list(s, now);
 	if (s->pending.len) {
 		s->pinged = now;
-		return;
-	}
-	if (q_job_state(s->q, s->job, state, sizeof(state)) != 0 ||
-	    (strcmp(state, "queued") != 0 && strcmp(state, "running") != 0)) {
-		ap_buf_addf(&s->pending, "event: end\ndata: {\"state\":\"%s\"}\n\n", state);
-		s->done = true;
 		return;
 	}
 	if (now - s->pinged >= SSE_PING_MS) {
@@ -848,38 +1375,49 @@ static void sse_free(void *cls)
 		}
 	pthread_mutex_unlock(&c->sse_lock);
 	ap_buf_release(&s->pending);
+	free(s->sent);
 	free(s);
 	atomic_fetch_sub(&c->streams, 1);
 }
 
-static enum MHD_Result job_events(console *c, struct MHD_Connection *conn, queue *q, int64_t id,
-				  const struct viewer *v)
+/* GET /jobs/N/events (job > 0) or /events (the list, filtered by ?state and ?repo). The
+ * stream resumes after the larger of ?after (the last event id the page rendered) and the
+ * Last-Event-ID header (the last one this browser received, on a reconnect): nothing is sent
+ * twice, nothing skipped. */
+static enum MHD_Result sse_open(console *c, struct MHD_Connection *conn, queue *q, int64_t job,
+				const struct viewer *v)
 {
 	const char *after = arg(conn, "after"),
 		   *last_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Last-Event-ID");
 	struct MHD_Response *r;
 	struct page p;
 	struct sse *s;
-	cJSON *j = visible_job(c, q, id, &p, v);
 	enum MHD_Result ret;
 
-	if (!j)
-		return send_page(c, conn, &p);
-	cJSON_Delete(j);
+	if (job) {
+		cJSON *j = visible_job(c, q, job, &p, v);
+
+		if (!j)
+			return send_page(c, conn, &p);
+		cJSON_Delete(j);
+	}
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return MHD_NO;
 	s->c = c;
 	s->q = q;
 	s->conn = conn;
-	s->job = id;
+	s->job = job;
+	s->v = *v;
+	snprintf(s->state, sizeof(s->state), "%s", arg(conn, "state") ? arg(conn, "state") : "");
+	snprintf(s->repo, sizeof(s->repo), "%s", arg(conn, "repo") ? arg(conn, "repo") : "");
 	s->last = after ? strtoll(after, NULL, 10) : 0;
 	if (last_id && strtoll(last_id, NULL, 10) > s->last)
 		s->last = strtoll(last_id, NULL, 10);
 	if (s->last < 0)
 		s->last = 0;
 	s->started = s->pinged = ap_wall_ms();
-	ap_buf_init(&s->pending, 1024 * 1024);
+	ap_buf_init(&s->pending, 4 * 1024 * 1024);
 	/* A first line at once, so the client knows the stream is open. */
 	ap_buf_adds(&s->pending, "retry: 2000\n\n");
 	atomic_fetch_add(&c->streams, 1);
@@ -1130,10 +1668,11 @@ enum MHD_Result console_handle(console *c, struct MHD_Connection *conn, queue *q
 		return send_page(c, conn, &p);
 	}
 	id = job_id(url, &rest);
-	if (!(get && (strcmp(url, "/") == 0 || strcmp(url, "/setup") == 0 ||
-		      strcmp(url, "/setup/callback") == 0 ||
-		      (id && (!*rest || strcmp(rest, "/events") == 0 ||
-			      strcmp(rest, "/trajectory") == 0)))) &&
+	if (!(get &&
+	      (strcmp(url, "/") == 0 || strcmp(url, "/setup") == 0 ||
+	       strcmp(url, "/setup/callback") == 0 || strcmp(url, "/events") == 0 ||
+	       (id && (!*rest || strcmp(rest, "/events") == 0 || strcmp(rest, "/output") == 0 ||
+		       strcmp(rest, "/trajectory") == 0)))) &&
 	    !(post && (strcmp(url, "/logout") == 0 ||
 		       (id && (strcmp(rest, "/cancel") == 0 || strcmp(rest, "/retry") == 0))))) {
 		problem(&p, 404, "Not found", "There is no page here.", "go to the job list at /",
@@ -1163,7 +1702,11 @@ enum MHD_Result console_handle(console *c, struct MHD_Connection *conn, queue *q
 		} else if (post) {
 			job_action(c, q, id, rest + 1, &p, &v);
 		} else if (id && strcmp(rest, "/events") == 0) {
-			return job_events(c, conn, q, id, &v);
+			return sse_open(c, conn, q, id, &v);
+		} else if (strcmp(url, "/events") == 0) {
+			return sse_open(c, conn, q, 0, &v);
+		} else if (id && strcmp(rest, "/output") == 0) {
+			job_output(c, conn, q, id, &p, &v);
 		} else if (id && strcmp(rest, "/trajectory") == 0) {
 			return trajectory_file(c, conn, q, id, &v);
 		} else if (id) {

@@ -4,10 +4,14 @@
  *
  * Pages (HTML that works without JavaScript; /assets/console-live.js only adds live
  * updates):
- *   GET  /                       jobs, newest first; ?state=S&repo=OWNER/NAME filter them
- *   GET  /jobs/N                 one job: timeline, model and tool calls, sandbox commands,
- *                                Tester runs with per-test results, diff, evidence, PR link
- *   GET  /jobs/N/events          Server-Sent Events: the job's new events while it runs
+ *   GET  /                       jobs, newest first, 100 a page; ?state=S&repo=OWNER/NAME
+ *                                filter them, ?before=ID pages back
+ *   GET  /events                 Server-Sent Events: the list's changed rows and counts
+ *   GET  /jobs/N                 one job: the issue and the outcome first, then the timeline,
+ *                                the evidence, the diff, and the details folded
+ *   GET  /jobs/N/events          Server-Sent Events: the job's new events (each once, after
+ *                                ?after or Last-Event-ID), its changed fields, its end
+ *   GET  /jobs/N/output          ?line=L&field=F: one output of the trajectory in full
  *   GET  /jobs/N/trajectory      the job's trajectory (JSONL) as a download
  *   POST /jobs/N/cancel, /retry  buttons; need the session's CSRF token (form field csrf)
  *   GET  /setup                  one-click App registration (the manifest flow)

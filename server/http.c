@@ -308,6 +308,7 @@ static enum MHD_Result hook_complete(struct req *r)
 	    .issue = r->dec.issue,
 	    .trigger = r->dec.trigger,
 	    .feedback = r->dec.feedback,
+	    .title = r->dec.title,
 	    .comment_id = r->dec.comment_id,
 	};
 	r->item.done = item_done;

@@ -28,6 +28,8 @@ static const char *const paths[PL_NFIELDS][PATH_MAX_DEPTH] = {
     [PL_REPO_ID] = {"repository", "id"},
     [PL_PR_NUMBER] = {"pull_request", "number"},
     [PL_PR_HEAD_REF] = {"pull_request", "head", "ref"},
+    [PL_ISSUE_TITLE] = {"issue", "title"},
+    [PL_PR_TITLE] = {"pull_request", "title"},
 };
 
 static const char *const dotted[PL_NFIELDS] = {
@@ -44,6 +46,8 @@ static const char *const dotted[PL_NFIELDS] = {
     "repository.id",
     "pull_request.number",
     "pull_request.head.ref",
+    "issue.title",
+    "pull_request.title",
 };
 
 const char *pl_field_path(enum pl_field f)

@@ -32,6 +32,8 @@ enum pl_field {
 	PL_REPO_ID,		/* repository.id */
 	PL_PR_NUMBER,		/* pull_request.number */
 	PL_PR_HEAD_REF,		/* pull_request.head.ref */
+	PL_ISSUE_TITLE,		/* issue.title */
+	PL_PR_TITLE,		/* pull_request.title */
 	PL_NFIELDS
 };
 

@@ -613,6 +613,11 @@ static int ingest_one(queue *q, q_delivery *d, const unsigned char *zbody, size_
 		d->job_id = q->drv->res_int(r, 0, 0);
 		q->drv->res_free(r);
 		d->result = Q_QUEUED;
+		if (d->title && (rc = x(q,
+					"INSERT INTO job_state(job, key, value) VALUES(?1, "
+					"'title', ?2)",
+					ARGS(QI(d->job_id), QT(d->title)), NULL, NULL)))
+			return rc;
 		return add_event(q, d->job_id, NULL, "queued", now);
 	}
 	q->drv->res_free(r);
@@ -967,10 +972,35 @@ out:
 	return rc;
 }
 
+/* The titles of the batch's new jobs, in one statement (none when no new job has one). */
+static int batch_store_titles(queue *q, struct ing_ctx *c, size_t n)
+{
+	ap_buf sql = AP_BUF_INIT(1024 * 1024);
+	q__val *v = calloc(n * 2 + 1, sizeof(*v));
+	int rc = 0, k = 0;
+
+	if (!v)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	ap_buf_adds(&sql, "INSERT INTO job_state(job, key, value) VALUES ");
+	for (size_t i = 0; i < n; i++)
+		if (c[i].d->result == Q_QUEUED && c[i].d->title) {
+			ap_buf_adds(&sql, k ? ",(?,'title',?)" : "(?,'title',?)");
+			v[k++] = QI(c[i].d->job_id);
+			v[k++] = QT(c[i].d->title);
+		}
+	if (k)
+		rc = xd(q, &sql, v, k, NULL);
+	ap_buf_release(&sql);
+	free(v);
+	return rc;
+}
+
 static int ingest_batch(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 {
 	int rc = q->drv->arrays ? batch_store_arrays(q, c, n, now) : batch_store_rows(q, c, n, now);
 
+	if (rc == 0)
+		rc = batch_store_titles(q, c, n);
 	return rc ? rc : batch_settle_active(q, c, n);
 }
 
@@ -1731,10 +1761,110 @@ static int add_events(queue *q, cJSON *job, int64_t id)
 
 	if (!arr)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	return events_into(q, arr, id, 0, 0, false, &last);
+	return events_into(q, arr, id, 0, 0, true, &last);
 }
 
-int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
+/* One job row of jobs_select as JSON (see q_jobs_json). */
+static void job_row(queue *q, cJSON *o, const q__res *r, int i)
+{
+	cJSON_AddNumberToObject(o, "id", (double)q->drv->res_int(r, i, 0));
+	add_text_or_null(q, o, "delivery", r, i, 1);
+	add_text_or_null(q, o, "repo", r, i, 2);
+	cJSON_AddNumberToObject(o, "issue", (double)q->drv->res_int(r, i, 3));
+	add_text_or_null(q, o, "trigger", r, i, 4);
+	add_text_or_null(q, o, "state", r, i, 5);
+	add_text_or_null(q, o, "stage", r, i, 6);
+	cJSON_AddNumberToObject(o, "attempts", (double)q->drv->res_int(r, i, 7));
+	add_time(o, "created", q->drv->res_int(r, i, 8));
+	add_time(o, "updated", q->drv->res_int(r, i, 9));
+	add_text_or_null(q, o, "result", r, i, 10);
+	add_text_or_null(q, o, "error", r, i, 11);
+	add_text_or_null(q, o, "feedback", r, i, 12);
+	cJSON_AddBoolToObject(o, "cancel_requested", q->drv->res_int(r, i, 13) != 0);
+	cJSON_AddNumberToObject(o, "created_ms", (double)q->drv->res_int(r, i, 8));
+	cJSON_AddNumberToObject(o, "updated_ms", (double)q->drv->res_int(r, i, 9));
+	cJSON_AddNumberToObject(o, "model_calls", (double)q->drv->res_int(r, i, 18));
+	cJSON_AddNumberToObject(o, "tokens_in", (double)q->drv->res_int(r, i, 16));
+	cJSON_AddNumberToObject(o, "tokens_out", (double)q->drv->res_int(r, i, 17));
+	/* The ledger's totals; a job from before it keeps the count its run stored. */
+	if (!q->drv->res_null(r, i, 15))
+		cJSON_AddNumberToObject(
+		    o, "tokens", (double)(q->drv->res_int(r, i, 16) + q->drv->res_int(r, i, 17)));
+	else if (!q->drv->res_null(r, i, 20))
+		cJSON_AddNumberToObject(o, "tokens", (double)q->drv->res_int(r, i, 20));
+	if (!q->drv->res_null(r, i, 19) && q->drv->res_int(r, i, 19)) {
+		char usd[32];
+
+		cJSON_AddNumberToObject(o, "cost_usd", (double)q->drv->res_int(r, i, 15) / 1e6);
+		ap_money_format(q->drv->res_int(r, i, 15), usd, sizeof(usd));
+		cJSON_AddStringToObject(o, "cost", usd);
+	} else {
+		cJSON_AddNullToObject(o, "cost_usd");
+	}
+	if (!q->drv->res_null(r, i, 21))
+		add_text_or_null(q, o, "pr_url", r, i, 21);
+	if (!q->drv->res_null(r, i, 22))
+		add_text_or_null(q, o, "title", r, i, 22);
+}
+
+/* The jobs f selects (id > 0: that one) into arr, newest first, and the newest event id into
+ * *last_event. Under q->lock, in a read transaction. The page's jobs are picked first (the
+ * CTE p, by the primary key: keyset pagination), so the spending ledger is summed for them
+ * only, whatever the table's size. */
+static int jobs_select(queue *q, int64_t id, const q_job_filter *f, bool events, cJSON *arr,
+		       int64_t *last_event)
+{
+	int limit = f && f->limit > 0 ? f->limit : 0;
+	q__res *r = NULL;
+	int rc;
+
+	if ((rc = x(q,
+		    "WITH p AS (SELECT * FROM jobs j WHERE (?1 = 0 OR j.id = ?1) AND "
+		    "(?3 = '' OR j.state = ?3) AND (?4 = '' OR j.repo = ?4) AND "
+		    "(?5 = 0 OR j.id < ?5) AND (?6 = 0 OR j.id IN (SELECT job FROM job_events "
+		    "WHERE id > ?6)) ORDER BY j.id DESC LIMIT ?2) "
+		    "SELECT j.id, j.delivery, j.repo, j.issue, j.trigger, j.state, j.stage, "
+		    "j.attempts, j.created, j.updated, j.result, j.error, j.feedback, "
+		    "j.cancel_requested, j.not_before, s.spent, s.tin, s.tout, s.calls, "
+		    "s.priced, (SELECT value FROM job_state t WHERE t.job=j.id AND "
+		    "t.key='tokens'), (SELECT value FROM job_state t WHERE t.job=j.id AND "
+		    "t.key='pr_url'), (SELECT value FROM job_state t WHERE t.job=j.id AND "
+		    "t.key='title') FROM p j LEFT JOIN (SELECT job, "
+		    "CAST(sum(spent) AS BIGINT) AS spent, CAST(sum(tokens_in) AS BIGINT) AS tin, "
+		    "CAST(sum(tokens_out) AS BIGINT) AS tout, CAST(sum(calls) AS BIGINT) AS calls, "
+		    "max(priced) AS priced FROM spend WHERE job IN (SELECT id FROM p) GROUP BY "
+		    "job) s ON s.job = j.id ORDER BY j.id DESC",
+		    ARGS(QI(id), QI(limit > 0 ? limit : INT64_MAX),
+			 QT(f && f->state ? f->state : ""), QT(f && f->repo ? f->repo : ""),
+			 QI(f ? f->before : 0), QI(f ? f->changed_after : 0)),
+		    &r, NULL)))
+		return rc;
+	for (int i = 0; i < q->drv->res_rows(r); i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+			goto out;
+		}
+		job_row(q, o, r, i);
+		if (events && id > 0 && (rc = add_events(q, o, id)))
+			goto out;
+	}
+	q->drv->res_free(r);
+	r = NULL;
+	if (last_event && (rc = x(q, "SELECT max(id) FROM job_events", NULL, 0, &r, NULL)) == 0)
+		*last_event = q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0)
+				  ? q->drv->res_int(r, 0, 0)
+				  : 0;
+out:
+	q->drv->res_free(r);
+	return rc;
+}
+
+/* jobs_select in one read transaction (the jobs and their events are one snapshot). */
+static int jobs_json(queue *q, int64_t id, const q_job_filter *f, bool events, cJSON **out,
+		     int64_t *total, int64_t *last_event)
 {
 	cJSON *arr = cJSON_CreateArray();
 	q__res *r = NULL;
@@ -1744,72 +1874,16 @@ int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
 	if (!arr)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	pthread_mutex_lock(&q->lock);
-	/* One read transaction so the job and its events are one snapshot. */
 	if ((rc = sx(q, q->drv->begin_read)))
 		goto out;
-	if ((rc = x(q,
-		    "SELECT j.id, j.delivery, j.repo, j.issue, j.trigger, j.state, j.stage, "
-		    "j.attempts, j.created, j.updated, j.result, j.error, j.feedback, "
-		    "j.cancel_requested, j.not_before, s.spent, s.tin, s.tout, s.calls, "
-		    "s.priced, (SELECT value FROM job_state t WHERE t.job=j.id AND "
-		    "t.key='tokens'), (SELECT value FROM job_state t WHERE t.job=j.id AND "
-		    "t.key='pr_url') FROM jobs j LEFT JOIN (SELECT job, "
-		    "CAST(sum(spent) AS BIGINT) AS spent, CAST(sum(tokens_in) AS BIGINT) AS tin, "
-		    "CAST(sum(tokens_out) AS BIGINT) AS tout, CAST(sum(calls) AS BIGINT) AS calls, "
-		    "max(priced) AS priced FROM spend WHERE (?1 = 0 OR job = ?1) GROUP BY "
-		    "job) s ON s.job = j.id WHERE (?1 = 0 OR j.id = ?1) ORDER BY j.id DESC "
-		    "LIMIT ?2",
-		    ARGS(QI(id), QI(limit > 0 ? limit : INT64_MAX)), &r, NULL)))
-		goto out_end;
-	for (int i = 0; i < q->drv->res_rows(r); i++) {
-		cJSON *o = cJSON_CreateObject();
-
-		if (!o || !cJSON_AddItemToArray(arr, o)) {
-			cJSON_Delete(o);
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			goto out_end;
-		}
-		cJSON_AddNumberToObject(o, "id", (double)q->drv->res_int(r, i, 0));
-		add_text_or_null(q, o, "delivery", r, i, 1);
-		add_text_or_null(q, o, "repo", r, i, 2);
-		cJSON_AddNumberToObject(o, "issue", (double)q->drv->res_int(r, i, 3));
-		add_text_or_null(q, o, "trigger", r, i, 4);
-		add_text_or_null(q, o, "state", r, i, 5);
-		add_text_or_null(q, o, "stage", r, i, 6);
-		cJSON_AddNumberToObject(o, "attempts", (double)q->drv->res_int(r, i, 7));
-		add_time(o, "created", q->drv->res_int(r, i, 8));
-		add_time(o, "updated", q->drv->res_int(r, i, 9));
-		add_text_or_null(q, o, "result", r, i, 10);
-		add_text_or_null(q, o, "error", r, i, 11);
-		add_text_or_null(q, o, "feedback", r, i, 12);
-		cJSON_AddBoolToObject(o, "cancel_requested", q->drv->res_int(r, i, 13) != 0);
-		cJSON_AddNumberToObject(o, "created_ms", (double)q->drv->res_int(r, i, 8));
-		cJSON_AddNumberToObject(o, "model_calls", (double)q->drv->res_int(r, i, 18));
-		cJSON_AddNumberToObject(o, "tokens_in", (double)q->drv->res_int(r, i, 16));
-		cJSON_AddNumberToObject(o, "tokens_out", (double)q->drv->res_int(r, i, 17));
-		/* The ledger's totals; a job from before it keeps the count its run stored. */
-		if (!q->drv->res_null(r, i, 15))
-			cJSON_AddNumberToObject(
-			    o, "tokens",
-			    (double)(q->drv->res_int(r, i, 16) + q->drv->res_int(r, i, 17)));
-		else if (!q->drv->res_null(r, i, 20))
-			cJSON_AddNumberToObject(o, "tokens", (double)q->drv->res_int(r, i, 20));
-		if (!q->drv->res_null(r, i, 19) && q->drv->res_int(r, i, 19)) {
-			char usd[32];
-
-			cJSON_AddNumberToObject(o, "cost_usd",
-						(double)q->drv->res_int(r, i, 15) / 1e6);
-			ap_money_format(q->drv->res_int(r, i, 15), usd, sizeof(usd));
-			cJSON_AddStringToObject(o, "cost", usd);
-		} else {
-			cJSON_AddNullToObject(o, "cost_usd");
-		}
-		if (!q->drv->res_null(r, i, 21))
-			add_text_or_null(q, o, "pr_url", r, i, 21);
-		if (id > 0 && (rc = add_events(q, o, id)))
-			goto out_end;
-	}
-out_end:
+	rc = jobs_select(q, id, f, events, arr, last_event);
+	if (rc == 0 && total &&
+	    (rc = x(q,
+		    "SELECT count(*) FROM jobs WHERE (?1 = '' OR state = ?1) AND "
+		    "(?2 = '' OR repo = ?2)",
+		    ARGS(QT(f && f->state ? f->state : ""), QT(f && f->repo ? f->repo : "")), &r,
+		    NULL)) == 0)
+		*total = q->drv->res_rows(r) > 0 ? q->drv->res_int(r, 0, 0) : 0;
 	q->drv->res_free(r);
 	sx(q, rc ? "ROLLBACK" : "COMMIT");
 out:
@@ -1820,6 +1894,22 @@ out:
 	}
 	*out = arr;
 	return 0;
+}
+
+int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
+{
+	q_job_filter f = {.id = id, .limit = limit};
+
+	return jobs_json(q, id, &f, true, out, NULL, NULL);
+}
+
+int q_jobs_page(queue *q, const q_job_filter *f, cJSON **out, int64_t *total, int64_t *last_event)
+{
+	if (last_event)
+		*last_event = 0;
+	if (total)
+		*total = 0;
+	return jobs_json(q, f->id, f, false, out, total, last_event);
 }
 
 /* The issue's active job is checked first (the partial unique index would refuse the UPDATE

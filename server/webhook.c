@@ -36,6 +36,8 @@ void wh_decision_release(wh_decision *d)
 		return;
 	free(d->feedback);
 	d->feedback = NULL;
+	free(d->title);
+	d->title = NULL;
 }
 
 static int reject(wh_decision *d, int status, const char *reason)
@@ -127,15 +129,32 @@ static int command_text(const char *body, char **out)
 	return *out ? 1 : AP_ENOMEM;
 }
 
+/* The length of title to keep: at most WH_TITLE_MAX bytes, cut on a UTF-8 boundary. */
+static size_t wh_title_len(const char *title)
+{
+	size_t len = strlen(title);
+
+	if (len <= WH_TITLE_MAX)
+		return len;
+	len = WH_TITLE_MAX;
+	while (len && ((unsigned char)title[len] & 0xC0) == 0x80)
+		len--;
+	return len;
+}
+
 static int set_target(wh_decision *d, const pl_fields *f, int64_t issue)
 {
-	const char *full = f->str[PL_REPO_FULL_NAME];
+	const char *full = f->str[PL_REPO_FULL_NAME], *title;
 
 	if (!full || !*full || strlen(full) > WH_REPO_MAX || !strchr(full, '/') || issue <= 0)
 		return 0;
 	snprintf(d->repo, sizeof(d->repo), "%s", full);
 	d->repo_id = f->id[PL_REPO_ID];
 	d->issue = issue;
+	/* The title the console shows; only a hint (the pipeline reads the issue itself). */
+	title = f->str[PL_ISSUE_TITLE] ? f->str[PL_ISSUE_TITLE] : f->str[PL_PR_TITLE];
+	free(d->title);
+	d->title = title ? strndup(title, wh_title_len(title)) : NULL;
 	return 1;
 }
 

@@ -32,6 +32,7 @@
 /* Caps on routed fields copied out of the payload. */
 #define WH_REPO_MAX	256
 #define WH_FEEDBACK_MAX (64 * 1024)
+#define WH_TITLE_MAX	1024
 
 typedef struct wh_config {
 	const char *secrets[2]; /* current, then previous (rotation); NULL entries skipped */
@@ -69,11 +70,13 @@ typedef struct wh_decision {
 	enum job_trigger trigger;
 	char *feedback;	    /* malloc'd for comment triggers, else NULL */
 	int64_t comment_id; /* the triggering comment, 0 for labels */
+	char *title;	    /* the issue's (or PR's) title, malloc'd, at most WH_TITLE_MAX
+			     * bytes; NULL when the payload has none */
 } wh_decision;
 
 #define WH_DECISION_INIT                                                                           \
 	{                                                                                          \
-		WH_REJECT, 0, "", "", 0, 0, 0, JOB_TRIGGER_LABEL, NULL, 0                          \
+		WH_REJECT, 0, "", "", 0, 0, 0, JOB_TRIGGER_LABEL, NULL, 0, NULL                    \
 	}
 
 /* Decide what to do with req. Always fills *out (release it with wh_decision_release);

@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import re
+import time
 import urllib.parse
 import urllib.request
 
@@ -58,14 +59,17 @@ def register_through_setup(console):
         conn.close()
 
 
-def queue_job(s, repo, issue):
-    """Queue a job for repo#issue with a signed issues.labeled delivery; its id."""
+def queue_job(s, repo, issue, title=None):
+    """Queue a job for repo#issue with a signed issues.labeled delivery (with the issue's
+    title when given); its id."""
     p = json.loads(json.dumps(next(e for e in examples("issues") if e["action"] == "labeled")))
     p["repository"]["full_name"], p["repository"]["name"] = repo, repo.split("/")[1]
     p["installation"] = {"id": 1}
     p["sender"]["type"] = "User"
     p["label"] = {"name": "autopatch"}
     p["issue"]["number"] = issue
+    if title is not None:
+        p["issue"]["title"] = title
     body = json.dumps(p).encode()
     status, _, text = s.request("POST", "/api/github/webhooks", body, {
         "Content-Type": "application/json", "X-GitHub-Event": "issues",
@@ -108,6 +112,27 @@ class Visitor:
     def get(self, path):
         status, _, text = self.request("GET", path)
         return status, text
+
+    def stream(self, path, seconds=1.5):
+        """(status, text): what an event stream (or any page) sends within seconds."""
+        h = {"Cookie": f"ap_session={self.sid}"} if self.sid else {}
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=seconds)
+        text = b""
+        try:
+            conn.request("GET", path, headers=h)
+            r = conn.getresponse()
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                try:
+                    chunk = r.read1(65536)
+                except (TimeoutError, OSError):
+                    break
+                if not chunk:
+                    break
+                text += chunk
+            return r.status, text.decode(errors="replace")
+        finally:
+            conn.close()
 
     def csrf(self):
         """This session's CSRF token, from the sign-out form every page carries."""

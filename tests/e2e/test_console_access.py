@@ -31,7 +31,8 @@ def state_of(s, job):
 
 
 def job_paths(job):
-    return (f"/jobs/{job}", f"/jobs/{job}/events", f"/jobs/{job}/trajectory")
+    return (f"/jobs/{job}", f"/jobs/{job}/events", f"/jobs/{job}/trajectory",
+            f"/jobs/{job}/output?line=0&field=diff")
 
 
 def test_a_user_sees_nothing_of_a_repository_they_cannot_push_to(autopatch_bin, tmp_path):
@@ -42,7 +43,7 @@ def test_a_user_sees_nothing_of_a_repository_they_cannot_push_to(autopatch_bin, 
         calc, secret, spare = (queue_job(s, "octo/calc", 1), queue_job(s, "octo/secret", 2),
                                queue_job(s, "octo/calc", 3))
         anon = Visitor(s.admin)
-        for path in ("/", *job_paths(calc)):
+        for path in ("/", "/events", *job_paths(calc)):
             assert anon.get(path)[0] == 401, path
         assert anon.post(f"/jobs/{calc}/cancel", "0" * 64)[0] == 401
 
@@ -50,6 +51,9 @@ def test_a_user_sees_nothing_of_a_repository_they_cannot_push_to(autopatch_bin, 
         assert bob.sign_in("bob")[0] == 303
         status, text = bob.get("/")
         assert status == 200 and "octo/calc" not in text and "No jobs to show" in text
+        # Nor does the list's live stream carry them.
+        status, text = bob.stream("/events?after=0")
+        assert status == 200 and text.startswith("retry:") and "octo/calc" not in text, text
         for query in ("?repo=octo/calc", "?state=queued", "?state=queued&repo=octo/calc"):
             status, text = bob.get("/" + query)
             assert status == 200 and f'href="/jobs/{calc}"' not in text, query
@@ -67,6 +71,8 @@ def test_a_user_sees_nothing_of_a_repository_they_cannot_push_to(autopatch_bin, 
         status, text = alice.get("/")
         assert f'href="/jobs/{calc}"' in text and f'href="/jobs/{spare}"' in text
         assert "octo/secret" not in text  # she can see it on GitHub, but not push
+        status, text = alice.stream("/events?after=0")
+        assert status == 200 and f'job-{calc}' in text and "octo/secret" not in text, text
         assert f'href="/jobs/{secret}"' not in alice.get("/?repo=octo/secret")[1]
         assert f'href="/jobs/{calc}"' not in alice.get("/?state=failed")[1]
         for path in job_paths(secret):
@@ -76,6 +82,8 @@ def test_a_user_sees_nothing_of_a_repository_they_cannot_push_to(autopatch_bin, 
         assert alice.get(f"/jobs/{calc}/events")[0] == 200
         # Past the access check: the job has not run, so there is no trajectory yet.
         status, text = alice.get(f"/jobs/{calc}/trajectory")
+        assert status == 404 and "No trajectory" in text
+        status, text = alice.get(f"/jobs/{calc}/output?line=0&field=diff")
         assert status == 404 and "No trajectory" in text
         assert alice.post(f"/jobs/{spare}/cancel", alice.csrf())[0] == 303
         assert state_of(s, spare) == "cancelled"

@@ -125,7 +125,26 @@ static void test_route_label_trigger_and_cancel(void **state)
 	assert_int_equal(d.installation_id, 77);
 	assert_int_equal(d.repo_id, 5);
 	assert_null(d.feedback);
+	assert_null(d.title); /* the payload has none */
 	wh_decision_release(&d);
+	/* The issue's title, for the console; a long one cut at WH_TITLE_MAX on a character. */
+	{
+		char body[4096], title[1400];
+
+		for (size_t i = 0; i + 2 < sizeof(title); i += 2)
+			memcpy(title + i, "\xc3\xa9", 2); /* é */
+		title[sizeof(title) - 2] = '\0';	  /* 699 characters */
+		snprintf(body, sizeof(body),
+			 "{\"action\":\"labeled\",\"label\":{\"name\":\"autopatch\"},\"issue\":"
+			 "{\"number\":12,\"title\":\"%s\"}," REPO "," INST "," USER "}",
+			 title);
+		decide("issues", body, &d);
+		assert_int_equal(d.action, WH_TRIGGER);
+		assert_non_null(d.title);
+		assert_int_equal(strlen(d.title), WH_TITLE_MAX);
+		assert_memory_equal(d.title, title, WH_TITLE_MAX);
+		wh_decision_release(&d);
+	}
 
 	decide("issues",
 	       "{\"action\":\"unlabeled\",\"label\":{\"name\":\"autopatch\"}," ISSUE "," REPO
@@ -222,6 +241,15 @@ static void test_route_review_comment(void **state)
 	assert_int_equal(d.trigger, JOB_TRIGGER_PR_FEEDBACK);
 	assert_int_equal(d.issue, 40);
 	assert_string_equal(d.feedback, "use a constant here");
+	assert_null(d.title);
+	wh_decision_release(&d);
+	decide("pull_request_review_comment",
+	       "{\"action\":\"created\",\"comment\":{\"id\":5,\"body\":\"again\","
+	       "\"author_association\":\"OWNER\"},\"pull_request\":{\"number\":40,\"title\":"
+	       "\"Fix mean()\",\"head\":{\"ref\":\"autopatch/issue-12\"}}," REPO "," INST "," USER
+	       "}",
+	       &d);
+	assert_string_equal(d.title, "Fix mean()");
 	wh_decision_release(&d);
 	/* a pull request autopatch did not open */
 	decide("pull_request_review_comment",
