@@ -20,6 +20,7 @@
 #include "job/environment.h"
 #include "sandbox/sandbox.h"
 #include "server/queue.h"
+#include "server/queue_view.h"
 #include "server/signin.h"
 
 #include <arpa/inet.h>

@@ -9,6 +9,7 @@
 #include "common/redact.h"
 #include "cli/commands.h"
 #include "server/queue.h"
+#include "server/queue_view.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

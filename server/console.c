@@ -11,6 +11,7 @@
 #include "server/assets.h"
 #include "server/form.h"
 #include "server/registration.h"
+#include "server/queue_view.h"
 #include "server/session.h"
 #include "server/signin.h"
 

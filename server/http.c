@@ -9,6 +9,7 @@
 #include "server/deadline.h"
 #include "server/metrics.h"
 #include "server/queue.h"
+#include "server/queue_view.h"
 
 #include <cjson/cJSON.h>
 #include <microhttpd.h>

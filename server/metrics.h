@@ -10,7 +10,7 @@
 #include <stdbool.h>
 
 #include "common/buf.h"
-#include "server/queue.h"
+#include "server/queue_view.h"
 
 /* Count one delivery answered with outcome (a fixed string such as "queued", "duplicate",
  * "ignored", "unauthorized"). */

@@ -10,6 +10,7 @@
 #include "common/money.h"
 #include "common/stats.h"
 #include "server/queue_db.h"
+#include "server/queue_internal.h"
 #include "server/webhook.h"
 
 #include <pthread.h>
@@ -20,16 +21,6 @@
 #include <zlib.h>
 #include <zstd.h>
 
-/* A stored body never inflates past this (the webhook body cap plus room). */
-#define Q_BODY_MAX ((size_t)32 * 1024 * 1024)
-
-/* deliveries.body_encoding */
-enum { BODY_RAW = 0, BODY_ZLIB = 1, BODY_ZSTD = 2 };
-
-/* zstd's level for stored bodies: its fastest positive level, smaller than zlib's level 1
- * and about three times as fast. */
-#define Q_ZSTD_LEVEL 1
-
 /* A batch whose transaction failed for a passing reason (deadlock, serialization, a dropped
  * connection) is tried this often in all. */
 #define Q_INGEST_TRIES 3
@@ -37,26 +28,6 @@ enum { BODY_RAW = 0, BODY_ZLIB = 1, BODY_ZSTD = 2 };
 /* A batch of up to this many deliveries is stored whole, larger ones in power-of-two
  * chunks: 3 statements for each of 8 + 6 sizes fit the statement cache (Q_LRU_SIZE). */
 #define Q_BATCH_WHOLE 8
-
-/* Compression contexts per handle: one for each of the (default at most 4) HTTP threads that
- * may store a body at once; a fifth waits for the first context. */
-#define Q_ZCTX 4
-
-struct queue {
-	const q__driver *drv;
-	q__db *db;
-	pthread_mutex_t lock;
-	/* Compression contexts kept for the bodies this handle stores (each under its zlock,
-	 * outside lock): a fresh one per body costs as much as the compression itself, and
-	 * several let HTTP threads compress at the same time. */
-	pthread_mutex_t zlock[Q_ZCTX];
-	ZSTD_CCtx *zc[Q_ZCTX];
-	q_precommit_fn precommit; /* see q_set_precommit */
-	void *precommit_ud;
-};
-
-#define ARGS(...)                                                                                  \
-	(const q__val[]){__VA_ARGS__}, (int)(sizeof((q__val[]){__VA_ARGS__}) / sizeof(q__val))
 
 static const char *stage_names[] = {"preparing", "planning", "building", "testing", "publishing"};
 
@@ -165,25 +136,24 @@ void q__lru_clear(q__stmt_lru *c, q__lru_drop_fn drop, void *ud)
 }
 
 /* One statement; rows and changes may be NULL. */
-static int x(queue *q, const char *sql, const q__val *args, int nargs, q__res **rows,
-	     int64_t *changes)
+int q__x(queue *q, const char *sql, const q__val *args, int nargs, q__res **rows, int64_t *changes)
 {
 	return q->drv->exec(q->db, sql, args, nargs, rows, changes);
 }
 
 /* A statement without parameters or rows (BEGIN, COMMIT, SAVEPOINT ...). */
-static int sx(queue *q, const char *sql)
+int q__sx(queue *q, const char *sql)
 {
 	return q->drv->exec(q->db, sql, NULL, 0, NULL, NULL);
 }
 
 /* Roll back the open transaction, keeping the message of the failure that caused it. */
-static void rollback(queue *q)
+void q__rollback(queue *q)
 {
 	char saved[1024];
 
 	snprintf(saved, sizeof(saved), "%s", ap_error_last());
-	sx(q, "ROLLBACK");
+	q__sx(q, "ROLLBACK");
 	ap_error_set(AP_EIO, "%s", saved);
 }
 
@@ -192,144 +162,6 @@ static char *dup_text(queue *q, const q__res *r, int row, int col)
 	const char *s = q->drv->res_text(r, row, col);
 
 	return s ? strdup(s) : NULL;
-}
-
-/* --- bodies ------------------------------------------------------------------------------ */
-
-/* A zstd copy of body when that is smaller, else NULL (stored raw), from q's kept
- * context. */
-static unsigned char *compress_body(queue *q, const char *body, size_t len, size_t *zlen)
-{
-	unsigned char *z = NULL;
-	size_t n, got;
-	int i;
-
-	*zlen = 0;
-	if (len < 64 || len > Q_BODY_MAX)
-		return NULL;
-	/* The first free context; all busy: wait for the first. */
-	for (i = 0; i < Q_ZCTX && pthread_mutex_trylock(&q->zlock[i]); i++)
-		;
-	if (i == Q_ZCTX)
-		pthread_mutex_lock(&q->zlock[i = 0]);
-	if (!q->zc[i] && !(q->zc[i] = ZSTD_createCCtx()))
-		goto out_unlock;
-	n = ZSTD_compressBound(len);
-	z = malloc(n);
-	if (!z)
-		goto out_unlock;
-	got = ZSTD_compressCCtx(q->zc[i], z, n, body, len, Q_ZSTD_LEVEL);
-	if (ZSTD_isError(got) || got >= len) {
-		free(z);
-		z = NULL;
-		goto out_unlock;
-	}
-	*zlen = got;
-out_unlock:
-	pthread_mutex_unlock(&q->zlock[i]);
-	return z;
-}
-
-void q_encode_body(queue *q, q_delivery *d)
-{
-	size_t zlen = 0;
-	unsigned char *z;
-
-	if (d->encoded || d->kind == Q_RECORD)
-		return;
-	/* NULL: stored raw, as q_ingest would (no gain, or no memory for the copy). */
-	z = compress_body(q, d->body, d->len, &zlen);
-	d->stored = z;
-	d->stored_len = zlen;
-	d->encoded = true;
-}
-
-void q_encoded_release(q_delivery *d)
-{
-	free(d->stored);
-	d->stored = NULL;
-	d->stored_len = 0;
-	d->encoded = false;
-}
-
-/* A zstd frame (written with its size, as compress_body writes it), decoded into a
- * NUL-terminated malloc'd string; takes stored. */
-static int unzstd_body(unsigned char *stored, size_t n, char **out)
-{
-	unsigned long long size = ZSTD_getFrameContentSize(stored, n);
-	char *s;
-	size_t got;
-
-	*out = NULL;
-	if (size == ZSTD_CONTENTSIZE_UNKNOWN || size == ZSTD_CONTENTSIZE_ERROR ||
-	    size > Q_BODY_MAX) {
-		free(stored);
-		return ap_error_set(AP_EINVAL, "stored body does not decompress");
-	}
-	s = malloc((size_t)size + 1);
-	if (!s) {
-		free(stored);
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	got = ZSTD_decompress(s, (size_t)size, stored, n);
-	free(stored);
-	if (ZSTD_isError(got) || got != size) {
-		free(s);
-		return ap_error_set(AP_EINVAL, "stored body does not decompress");
-	}
-	s[size] = '\0';
-	*out = s;
-	return 0;
-}
-
-/* The body as stored, decoded into a NUL-terminated malloc'd string. */
-static int inflate_body(unsigned char *stored, size_t n, int64_t encoding, char **out)
-{
-	ap_buf b = AP_BUF_INIT(Q_BODY_MAX);
-	unsigned char chunk[16384];
-	z_stream zs;
-	int zr, rc = 0;
-
-	*out = NULL;
-	if (encoding == BODY_RAW) {
-		*out = (char *)stored;
-		return 0;
-	}
-	if (encoding == BODY_ZSTD)
-		return unzstd_body(stored, n, out);
-	if (encoding != BODY_ZLIB) {
-		free(stored);
-		return ap_error_set(AP_EINVAL, "stored body has an unknown encoding %lld",
-				    (long long)encoding);
-	}
-	memset(&zs, 0, sizeof(zs));
-	if (inflateInit(&zs) != Z_OK) {
-		free(stored);
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	zs.next_in = stored;
-	zs.avail_in = (uInt)n;
-	do {
-		zs.next_out = chunk;
-		zs.avail_out = sizeof(chunk);
-		zr = inflate(&zs, Z_NO_FLUSH);
-		if (zr != Z_OK && zr != Z_STREAM_END) {
-			rc = ap_error_set(AP_EINVAL, "stored body does not decompress");
-			break;
-		}
-		if ((rc = ap_buf_add(&b, chunk, sizeof(chunk) - zs.avail_out)))
-			break;
-	} while (zr != Z_STREAM_END);
-	inflateEnd(&zs);
-	free(stored);
-	if (rc == 0 && !b.data)
-		rc = ap_buf_adds(&b, "");
-	if (rc) {
-		ap_buf_release(&b);
-		return rc;
-	}
-	*out = ap_buf_take(&b);
-	return 0;
 }
 
 /* --- open and migrate -------------------------------------------------------------------- */
@@ -350,7 +182,7 @@ static int read_version(queue *q, int *out)
 	int rc;
 
 	*out = 0;
-	rc = x(q, "SELECT max(version) FROM schema_migrations", NULL, 0, &r, NULL);
+	rc = q__x(q, "SELECT max(version) FROM schema_migrations", NULL, 0, &r, NULL);
 	if (rc == 0 && q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0))
 		*out = (int)q->drv->res_int(r, 0, 0);
 	q->drv->res_free(r);
@@ -391,8 +223,8 @@ static int migrate(queue *q, const char *target)
 	}
 	for (int v = have + 1; v <= want; v++)
 		if ((rc = q->drv->script(q->db, q->drv->migrations[v - 1])) ||
-		    (rc = x(q, "INSERT INTO schema_migrations(version, applied) VALUES(?1, ?2)",
-			    ARGS(QI(v), QI(ap_wall_ms())), NULL, NULL)))
+		    (rc = q__x(q, "INSERT INTO schema_migrations(version, applied) VALUES(?1, ?2)",
+			       ARGS(QI(v), QI(ap_wall_ms())), NULL, NULL)))
 			goto out_unlock;
 	return q->drv->migrate_unlock(q->db, true);
 out_unlock:
@@ -472,8 +304,8 @@ int q_checkpoint(queue *q)
 
 static int add_event(queue *q, int64_t job, const char *stage, const char *msg, int64_t now)
 {
-	return x(q, "INSERT INTO job_events(job, time, stage, message) VALUES(?1, ?2, ?3, ?4)",
-		 ARGS(QI(job), QI(now), QT(stage), QT(msg ? msg : "")), NULL, NULL);
+	return q__x(q, "INSERT INTO job_events(job, time, stage, message) VALUES(?1, ?2, ?3, ?4)",
+		    ARGS(QI(job), QI(now), QT(stage), QT(msg ? msg : "")), NULL, NULL);
 }
 
 static int find_active(queue *q, const char *repo, int64_t issue, int64_t *id)
@@ -482,10 +314,10 @@ static int find_active(queue *q, const char *repo, int64_t issue, int64_t *id)
 	int rc;
 
 	*id = 0;
-	rc = x(q,
-	       "SELECT id FROM jobs WHERE repo=?1 AND issue=?2 AND "
-	       "state IN ('queued','running') LIMIT 1",
-	       ARGS(QT(repo), QI(issue)), &r, NULL);
+	rc = q__x(q,
+		  "SELECT id FROM jobs WHERE repo=?1 AND issue=?2 AND "
+		  "state IN ('queued','running') LIMIT 1",
+		  ARGS(QT(repo), QI(issue)), &r, NULL);
 	if (rc == 0 && q->drv->res_rows(r) > 0)
 		*id = q->drv->res_int(r, 0, 0);
 	q->drv->res_free(r);
@@ -507,12 +339,12 @@ static int cancel_locked(queue *q, const char *repo, int64_t issue, const char *
 		bool running, has_comment;
 		const char *sql;
 
-		rc = x(q,
-		       "SELECT id, CASE WHEN state='running' THEN 1 ELSE 0 END, "
-		       "CASE WHEN EXISTS(SELECT 1 FROM job_state s WHERE s.job=jobs.id AND "
-		       "s.key='comment_id') THEN 1 ELSE 0 END FROM jobs WHERE repo=?1 AND "
-		       "issue=?2 AND state IN ('queued','running')",
-		       ARGS(QT(repo), QI(issue)), &r, NULL);
+		rc = q__x(q,
+			  "SELECT id, CASE WHEN state='running' THEN 1 ELSE 0 END, "
+			  "CASE WHEN EXISTS(SELECT 1 FROM job_state s WHERE s.job=jobs.id AND "
+			  "s.key='comment_id') THEN 1 ELSE 0 END FROM jobs WHERE repo=?1 AND "
+			  "issue=?2 AND state IN ('queued','running')",
+			  ARGS(QT(repo), QI(issue)), &r, NULL);
 		if (rc || q->drv->res_rows(r) == 0) {
 			q->drv->res_free(r);
 			return rc;
@@ -534,7 +366,7 @@ static int cancel_locked(queue *q, const char *repo, int64_t issue, const char *
 			sql = "UPDATE jobs SET state='cancelled', cancel_requested=1, "
 			      "error='cancelled', lease_owner=NULL, lease_until=NULL, updated=?1 "
 			      "WHERE id=?2 AND state='queued'";
-		if ((rc = x(q, sql, ARGS(QI(now), QI(id)), NULL, &changed)))
+		if ((rc = q__x(q, sql, ARGS(QI(now), QI(id)), NULL, &changed)))
 			return rc;
 		if (changed == 0)
 			continue;
@@ -575,11 +407,11 @@ static int ingest_one(queue *q, q_delivery *d, const unsigned char *zbody, size_
 	} else if (keep_body && d->len) {
 		body = QB(d->body, d->len);
 	}
-	if ((rc = x(q,
-		    "INSERT INTO deliveries(delivery, event, body, body_encoding, received, "
-		    "outcome) VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(delivery) DO NOTHING",
-		    ARGS(QT(d->delivery), QT(d->event), body, QI(enc), QI(now), QT(outcome)), NULL,
-		    &changed)))
+	if ((rc = q__x(q,
+		       "INSERT INTO deliveries(delivery, event, body, body_encoding, received, "
+		       "outcome) VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(delivery) DO NOTHING",
+		       ARGS(QT(d->delivery), QT(d->event), body, QI(enc), QI(now), QT(outcome)),
+		       NULL, &changed)))
 		return rc;
 	if (changed == 0) {
 		d->result = Q_DUPLICATE;
@@ -598,34 +430,34 @@ static int ingest_one(queue *q, q_delivery *d, const unsigned char *zbody, size_
 		d->result = Q_CANCELLED;
 		return 0;
 	}
-	if ((rc = x(q,
-		    "INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, issue, "
-		    "trigger, feedback, trigger_comment_id, created, updated) "
-		    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10) "
-		    "ON CONFLICT(repo, issue) WHERE state IN ('queued','running') DO NOTHING "
-		    "RETURNING id",
-		    ARGS(QT(d->delivery), QT(d->event), QT(d->repo), QI(d->repo_id),
-			 QI(d->installation_id), QI(d->issue), QT(wh_trigger_name(d->trigger)),
-			 QT(d->feedback), QI(d->comment_id), QI(now)),
-		    &r, NULL)))
+	if ((rc = q__x(q,
+		       "INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, issue, "
+		       "trigger, feedback, trigger_comment_id, created, updated) "
+		       "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10) "
+		       "ON CONFLICT(repo, issue) WHERE state IN ('queued','running') DO NOTHING "
+		       "RETURNING id",
+		       ARGS(QT(d->delivery), QT(d->event), QT(d->repo), QI(d->repo_id),
+			    QI(d->installation_id), QI(d->issue), QT(wh_trigger_name(d->trigger)),
+			    QT(d->feedback), QI(d->comment_id), QI(now)),
+		       &r, NULL)))
 		return rc;
 	if (q->drv->res_rows(r) > 0) {
 		d->job_id = q->drv->res_int(r, 0, 0);
 		q->drv->res_free(r);
 		d->result = Q_QUEUED;
-		if (d->title && (rc = x(q,
-					"INSERT INTO job_state(job, key, value) VALUES(?1, "
-					"'title', ?2)",
-					ARGS(QI(d->job_id), QT(d->title)), NULL, NULL)))
+		if (d->title && (rc = q__x(q,
+					   "INSERT INTO job_state(job, key, value) VALUES(?1, "
+					   "'title', ?2)",
+					   ARGS(QI(d->job_id), QT(d->title)), NULL, NULL)))
 			return rc;
 		return add_event(q, d->job_id, NULL, "queued", now);
 	}
 	q->drv->res_free(r);
 	if ((rc = find_active(q, d->repo, d->issue, &active)) ||
-	    (rc = x(q,
-		    "UPDATE deliveries SET outcome='active job', body=?1, body_encoding=0 "
-		    "WHERE delivery=?2",
-		    ARGS(QB("", 0), QT(d->delivery)), NULL, NULL)))
+	    (rc = q__x(q,
+		       "UPDATE deliveries SET outcome='active job', body=?1, body_encoding=0 "
+		       "WHERE delivery=?2",
+		       ARGS(QB("", 0), QT(d->delivery)), NULL, NULL)))
 		return rc;
 	d->result = Q_ACTIVE;
 	d->job_id = active;
@@ -879,7 +711,7 @@ static int batch_store_arrays(queue *q, struct ing_ctx *c, size_t n, int64_t now
 		e[BA_COMMENT * n + i] = QI(d->comment_id);
 		d->result = Q_DUPLICATE;
 	}
-	if ((rc = x(
+	if ((rc = q__x(
 		 q,
 		 "WITH v AS (SELECT * FROM unnest(?1::text[], ?2::text[], ?3::bytea[], "
 		 "?4::int8[], ?5::text[], ?6::int8[], ?7::text[], ?8::int8[], ?9::int8[], "
@@ -1013,7 +845,7 @@ static int ingest_try(queue *q, struct ing_ctx *c, size_t n, int64_t now, bool i
 	int rc;
 
 	*item_failed = false;
-	if ((rc = sx(q, q->drv->begin_write)))
+	if ((rc = q__sx(q, q->drv->begin_write)))
 		return rc;
 	/* Without cancels the order of the items does not matter: a few statements for all. */
 	for (size_t i = 0; !isolate && i < n && c[i].d->kind != Q_CANCEL; i++)
@@ -1046,7 +878,7 @@ static int ingest_try(queue *q, struct ing_ctx *c, size_t n, int64_t now, bool i
 		d->result = Q_FAILED;
 		d->job_id = 0;
 		d->ncancelled = 0;
-		if (isolate && (rc = sx(q, "SAVEPOINT item")))
+		if (isolate && (rc = q__sx(q, "SAVEPOINT item")))
 			goto out_rollback;
 		if ((rc = ingest_one(q, d, c[i].z, c[i].zlen, now))) {
 			d->result = Q_FAILED;
@@ -1054,20 +886,20 @@ static int ingest_try(queue *q, struct ing_ctx *c, size_t n, int64_t now, bool i
 				*item_failed = true;
 				goto out_rollback;
 			}
-			if ((rc = sx(q, "ROLLBACK TO item")))
+			if ((rc = q__sx(q, "ROLLBACK TO item")))
 				goto out_rollback;
 		}
-		if (isolate && (rc = sx(q, "RELEASE item")))
+		if (isolate && (rc = q__sx(q, "RELEASE item")))
 			goto out_rollback;
 	}
 out_commit:
 	if (q->precommit)
 		q->precommit(q->precommit_ud);
-	if ((rc = sx(q, "COMMIT")))
+	if ((rc = q__sx(q, "COMMIT")))
 		goto out_rollback;
 	return 0;
 out_rollback:
-	rollback(q);
+	q__rollback(q);
 	return rc;
 }
 
@@ -1160,11 +992,11 @@ static int read_job(queue *q, int64_t id, job_info *job)
 	q__res *r = NULL;
 	int rc, t;
 
-	if ((rc = x(q,
-		    "SELECT j.delivery, j.event, j.repo, j.repo_id, j.installation_id, j.issue, "
-		    "j.trigger, j.feedback, j.trigger_comment_id, d.body, d.body_encoding "
-		    "FROM jobs j LEFT JOIN deliveries d ON d.delivery=j.delivery WHERE j.id=?1",
-		    ARGS(QI(id)), &r, NULL)))
+	if ((rc = q__x(q,
+		       "SELECT j.delivery, j.event, j.repo, j.repo_id, j.installation_id, j.issue, "
+		       "j.trigger, j.feedback, j.trigger_comment_id, d.body, d.body_encoding "
+		       "FROM jobs j LEFT JOIN deliveries d ON d.delivery=j.delivery WHERE j.id=?1",
+		       ARGS(QI(id)), &r, NULL)))
 		return rc;
 	if (q->drv->res_rows(r) != 1) {
 		q->drv->res_free(r);
@@ -1184,9 +1016,9 @@ static int read_job(queue *q, int64_t id, job_info *job)
 	    (!q->drv->res_null(r, 0, 7) && !job->feedback))
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 	else if ((rc = q->drv->res_blob(r, 0, 9, &body, &blen)) == 0)
-		rc = inflate_body(body, blen,
-				  q->drv->res_null(r, 0, 10) ? 0 : q->drv->res_int(r, 0, 10),
-				  (char **)&job->payload);
+		rc = q__inflate_body(body, blen,
+				     q->drv->res_null(r, 0, 10) ? 0 : q->drv->res_int(r, 0, 10),
+				     (char **)&job->payload);
 	if (rc == 0 && !job->payload && !(job->payload = strdup("")))
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 	q->drv->res_free(r);
@@ -1206,9 +1038,9 @@ int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info
 	if (!job)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	pthread_mutex_lock(&q->lock);
-	if ((rc = sx(q, q->drv->begin_write)))
+	if ((rc = q__sx(q, q->drv->begin_write)))
 		goto out_unlock;
-	if ((rc = x(q, sql, ARGS(QT(owner), QI(now + lease_ms), QI(now)), &r, NULL)))
+	if ((rc = q__x(q, sql, ARGS(QT(owner), QI(now + lease_ms), QI(now)), &r, NULL)))
 		goto out_rollback;
 	if (q->drv->res_rows(r) == 0) {
 		rc = AP_ENOTFOUND;
@@ -1220,14 +1052,14 @@ int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info
 	if ((rc = read_job(q, job->id, job)))
 		goto out_rollback;
 	snprintf(msg, sizeof(msg), "leased by %.100s (attempt %d)", owner, job->attempts);
-	if ((rc = add_event(q, job->id, "preparing", msg, now)) || (rc = sx(q, "COMMIT")))
+	if ((rc = add_event(q, job->id, "preparing", msg, now)) || (rc = q__sx(q, "COMMIT")))
 		goto out_rollback;
 	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	*out = job;
 	return 0;
 out_rollback:
-	rollback(q);
+	q__rollback(q);
 out_unlock:
 	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
@@ -1241,10 +1073,10 @@ int q_heartbeat(queue *q, int64_t id, const char *owner, int64_t lease_ms, int64
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	rc = x(q,
-	       "UPDATE jobs SET lease_until=?1 WHERE id=?2 AND lease_owner=?3 AND "
-	       "state='running'",
-	       ARGS(QI(now + lease_ms), QI(id), QT(owner)), NULL, &changed);
+	rc = q__x(q,
+		  "UPDATE jobs SET lease_until=?1 WHERE id=?2 AND lease_owner=?3 AND "
+		  "state='running'",
+		  ARGS(QI(now + lease_ms), QI(id), QT(owner)), NULL, &changed);
 	if (rc == 0 && changed == 0)
 		rc = ap_error_set(AP_ENOTFOUND, "job %lld: lease lost", (long long)id);
 	pthread_mutex_unlock(&q->lock);
@@ -1258,14 +1090,15 @@ int q_fence(queue *q, const q_lease_ref *l, int64_t lease_ms, const char *stage,
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	if (msg && (rc = sx(q, q->drv->begin_write)))
+	if (msg && (rc = q__sx(q, q->drv->begin_write)))
 		goto out;
-	rc = x(q,
-	       "UPDATE jobs SET lease_until=?1, stage=COALESCE(?5, stage), "
-	       "updated=CASE WHEN ?5 IS NULL THEN updated ELSE ?6 END WHERE id=?2 AND "
-	       "lease_owner=?3 AND lease_epoch=?4 AND state='running' AND lease_until>=?6",
-	       ARGS(QI(now + lease_ms), QI(l->id), QT(l->owner), QI(l->epoch), QT(stage), QI(now)),
-	       NULL, &changed);
+	rc = q__x(
+	    q,
+	    "UPDATE jobs SET lease_until=?1, stage=COALESCE(?5, stage), "
+	    "updated=CASE WHEN ?5 IS NULL THEN updated ELSE ?6 END WHERE id=?2 AND "
+	    "lease_owner=?3 AND lease_epoch=?4 AND state='running' AND lease_until>=?6",
+	    ARGS(QI(now + lease_ms), QI(l->id), QT(l->owner), QI(l->epoch), QT(stage), QI(now)),
+	    NULL, &changed);
 	if (rc == 0 && changed == 0)
 		rc = ap_error_set(AP_ESTALE,
 				  "job %lld: lease epoch %lld is no longer current (the job was "
@@ -1273,9 +1106,9 @@ int q_fence(queue *q, const q_lease_ref *l, int64_t lease_ms, const char *stage,
 				  (long long)l->id, (long long)l->epoch);
 	if (msg) {
 		if (rc == 0 && (rc = add_event(q, l->id, stage, msg, now)) == 0)
-			rc = sx(q, "COMMIT");
+			rc = q__sx(q, "COMMIT");
 		if (rc)
-			rollback(q);
+			q__rollback(q);
 	}
 out:
 	pthread_mutex_unlock(&q->lock);
@@ -1291,13 +1124,13 @@ static int commit_leased_update(queue *q, const char *sql, const q__val *args, i
 	int64_t changed = 0;
 	int rc;
 
-	if ((rc = x(q, sql, args, nargs, NULL, &changed)))
+	if ((rc = q__x(q, sql, args, nargs, NULL, &changed)))
 		return rc;
 	if (changed == 0)
 		return ap_error_set(AP_ENOTFOUND, "job %lld: lease lost", (long long)id);
 	if ((rc = add_event(q, id, NULL, msg, now)))
 		return rc;
-	return sx(q, "COMMIT");
+	return q__sx(q, "COMMIT");
 }
 
 int q_finish(queue *q, int64_t id, const char *owner, const char *state, const char *text,
@@ -1309,7 +1142,7 @@ int q_finish(queue *q, int64_t id, const char *owner, const char *state, const c
 
 	snprintf(msg, sizeof(msg), "%s: %.180s", state, text ? text : "");
 	pthread_mutex_lock(&q->lock);
-	if ((rc = sx(q, q->drv->begin_write)))
+	if ((rc = q__sx(q, q->drv->begin_write)))
 		goto out;
 	if ((rc = commit_leased_update(
 		 q,
@@ -1319,7 +1152,7 @@ int q_finish(queue *q, int64_t id, const char *owner, const char *state, const c
 		 ARGS(QT(state), QT(ok ? text : NULL), QT(ok ? NULL : text), QI(now), QI(id),
 		      QT(owner)),
 		 id, msg, now)))
-		rollback(q);
+		q__rollback(q);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return rc;
@@ -1334,7 +1167,7 @@ int q_release(queue *q, int64_t id, const char *owner, int64_t not_before, const
 	snprintf(msg, sizeof(msg), "re-queued%s: %.160s", refund ? " (shutdown)" : "",
 		 error ? error : "");
 	pthread_mutex_lock(&q->lock);
-	if ((rc = sx(q, q->drv->begin_write)))
+	if ((rc = q__sx(q, q->drv->begin_write)))
 		goto out;
 	rc = commit_leased_update(
 	    q,
@@ -1345,7 +1178,7 @@ int q_release(queue *q, int64_t id, const char *owner, int64_t not_before, const
 	    ARGS(QI(not_before), QT(error), QI(refund ? 1 : 0), QI(now), QI(id), QT(owner)), id,
 	    msg, now);
 	if (rc)
-		rollback(q);
+		q__rollback(q);
 	else if (q->drv->notify && not_before <= now)
 		q->drv->notify(q->db);
 out:
@@ -1361,12 +1194,12 @@ int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 	if (count)
 		*count = 0;
 	pthread_mutex_lock(&q->lock);
-	if ((rc = sx(q, q->drv->begin_write)))
+	if ((rc = q__sx(q, q->drv->begin_write)))
 		goto out;
-	if ((rc = x(q,
-		    "SELECT id, attempts, cancel_requested FROM jobs "
-		    "WHERE state='running' AND lease_until<?1",
-		    ARGS(QI(now)), &r, NULL)))
+	if ((rc = q__x(q,
+		       "SELECT id, attempts, cancel_requested FROM jobs "
+		       "WHERE state='running' AND lease_until<?1",
+		       ARGS(QI(now)), &r, NULL)))
 		goto out_rollback;
 	for (int i = 0; i < q->drv->res_rows(r); i++) {
 		int64_t id = q->drv->res_int(r, i, 0), changed = 0;
@@ -1384,11 +1217,12 @@ int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 			msg = "lease expired (worker died): re-queued";
 		}
 		/* Still expired: another replica may have rescued (and re-leased) it. */
-		if ((rc = x(q,
-			    "UPDATE jobs SET state=?1, lease_owner=NULL, lease_until=NULL, "
-			    "not_before=?2, error=?3, updated=?2 WHERE id=?4 AND state='running' "
-			    "AND lease_until<?2",
-			    ARGS(QT(state), QI(now), QT(msg), QI(id)), NULL, &changed)))
+		if ((rc =
+			 q__x(q,
+			      "UPDATE jobs SET state=?1, lease_owner=NULL, lease_until=NULL, "
+			      "not_before=?2, error=?3, updated=?2 WHERE id=?4 AND state='running' "
+			      "AND lease_until<?2",
+			      ARGS(QT(state), QI(now), QT(msg), QI(id)), NULL, &changed)))
 			goto out_rollback;
 		if (changed == 0)
 			continue;
@@ -1396,7 +1230,7 @@ int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 			goto out_rollback;
 		n++;
 	}
-	if ((rc = sx(q, "COMMIT")))
+	if ((rc = q__sx(q, "COMMIT")))
 		goto out_rollback;
 	if (n && q->drv->notify)
 		q->drv->notify(q->db);
@@ -1404,7 +1238,7 @@ int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 		*count = n;
 	goto out;
 out_rollback:
-	rollback(q);
+	q__rollback(q);
 out:
 	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
@@ -1418,10 +1252,10 @@ int q_cancel(queue *q, const char *repo, int64_t issue, const char *why, int64_t
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	if ((rc = sx(q, q->drv->begin_write)))
+	if ((rc = q__sx(q, q->drv->begin_write)))
 		goto out;
-	if ((rc = cancel_locked(q, repo, issue, why, now, count)) || (rc = sx(q, "COMMIT")))
-		rollback(q);
+	if ((rc = cancel_locked(q, repo, issue, why, now, count)) || (rc = q__sx(q, "COMMIT")))
+		q__rollback(q);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return rc;
@@ -1434,7 +1268,7 @@ int q_cancel_requested(queue *q, int64_t id, bool *yes)
 
 	*yes = false;
 	pthread_mutex_lock(&q->lock);
-	rc = x(q, "SELECT cancel_requested FROM jobs WHERE id=?1", ARGS(QI(id)), &r, NULL);
+	rc = q__x(q, "SELECT cancel_requested FROM jobs WHERE id=?1", ARGS(QI(id)), &r, NULL);
 	if (rc == 0 && q->drv->res_rows(r) == 0)
 		rc = ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id);
 	else if (rc == 0)
@@ -1449,16 +1283,16 @@ int q_event(queue *q, int64_t id, const char *stage, const char *msg, int64_t no
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	if ((rc = sx(q, q->drv->begin_write)))
+	if ((rc = q__sx(q, q->drv->begin_write)))
 		goto out;
-	if (stage && (rc = x(q, "UPDATE jobs SET stage=?1, updated=?2 WHERE id=?3",
-			     ARGS(QT(stage), QI(now), QI(id)), NULL, NULL)))
+	if (stage && (rc = q__x(q, "UPDATE jobs SET stage=?1, updated=?2 WHERE id=?3",
+				ARGS(QT(stage), QI(now), QI(id)), NULL, NULL)))
 		goto out_rollback;
-	if ((rc = add_event(q, id, stage, msg, now)) || (rc = sx(q, "COMMIT")))
+	if ((rc = add_event(q, id, stage, msg, now)) || (rc = q__sx(q, "COMMIT")))
 		goto out_rollback;
 	goto out;
 out_rollback:
-	rollback(q);
+	q__rollback(q);
 out:
 	pthread_mutex_unlock(&q->lock);
 	return rc;
@@ -1469,10 +1303,10 @@ int q_state_set(queue *q, int64_t id, const char *key, const char *value)
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	rc = x(q,
-	       "INSERT INTO job_state(job, key, value) VALUES(?1, ?2, ?3) "
-	       "ON CONFLICT(job, key) DO UPDATE SET value=excluded.value",
-	       ARGS(QI(id), QT(key), QT(value ? value : "")), NULL, NULL);
+	rc = q__x(q,
+		  "INSERT INTO job_state(job, key, value) VALUES(?1, ?2, ?3) "
+		  "ON CONFLICT(job, key) DO UPDATE SET value=excluded.value",
+		  ARGS(QI(id), QT(key), QT(value ? value : "")), NULL, NULL);
 	pthread_mutex_unlock(&q->lock);
 	return rc;
 }
@@ -1484,8 +1318,8 @@ int q_state_get(queue *q, int64_t id, const char *key, char **value)
 
 	*value = NULL;
 	pthread_mutex_lock(&q->lock);
-	rc = x(q, "SELECT value FROM job_state WHERE job=?1 AND key=?2", ARGS(QI(id), QT(key)), &r,
-	       NULL);
+	rc = q__x(q, "SELECT value FROM job_state WHERE job=?1 AND key=?2", ARGS(QI(id), QT(key)),
+		  &r, NULL);
 	if (rc == 0 && q->drv->res_rows(r) > 0 && !(*value = dup_text(q, r, 0, 0)))
 		rc = ap_error_set(AP_ENOMEM, "out of memory");
 	q->drv->res_free(r);
@@ -1502,12 +1336,12 @@ int q_pace(queue *q, int64_t installation, int64_t spacing_ms, int64_t now, int6
 
 	*wait_ms = 0;
 	pthread_mutex_lock(&q->lock);
-	rc = x(q,
-	       "INSERT INTO gh_pacing(installation, next_at) VALUES(?1, ?2 + ?3) "
-	       "ON CONFLICT(installation) DO UPDATE SET next_at = CASE WHEN "
-	       "gh_pacing.next_at > ?2 THEN gh_pacing.next_at ELSE ?2 END + ?3 "
-	       "RETURNING next_at",
-	       ARGS(QI(installation), QI(now), QI(spacing_ms)), &r, NULL);
+	rc = q__x(q,
+		  "INSERT INTO gh_pacing(installation, next_at) VALUES(?1, ?2 + ?3) "
+		  "ON CONFLICT(installation) DO UPDATE SET next_at = CASE WHEN "
+		  "gh_pacing.next_at > ?2 THEN gh_pacing.next_at ELSE ?2 END + ?3 "
+		  "RETURNING next_at",
+		  ARGS(QI(installation), QI(now), QI(spacing_ms)), &r, NULL);
 	if (rc == 0 && q->drv->res_rows(r) > 0) {
 		int64_t slot = q->drv->res_int(r, 0, 0) - spacing_ms;
 
@@ -1547,371 +1381,6 @@ int q_wait_wake(queue *q, int timeout_ms, bool *woken)
 	return rc;
 }
 
-/* --- spending ------------------------------------------------------------------------- */
-
-static void utc_day(int64_t now, char buf[32])
-{
-	time_t t = (time_t)(now / 1000);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	snprintf(buf, 32, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
-}
-
-/* What day carries for repo (NULL = every repository). Inside the caller's lock. */
-static int day_total(queue *q, const char *day, const char *repo, int64_t *micro)
-{
-	q__res *r = NULL;
-	int rc;
-
-	*micro = 0;
-	rc = x(q,
-	       "SELECT CAST(coalesce(sum(CASE WHEN open <> 0 AND reserved > spent THEN reserved "
-	       "ELSE spent END), 0) AS BIGINT) FROM spend WHERE day=?1 AND (?2 IS NULL OR "
-	       "repo=?2)",
-	       ARGS(QT(day), QT(repo)), &r, NULL);
-	if (rc == 0 && q->drv->res_rows(r) > 0)
-		*micro = q->drv->res_int(r, 0, 0);
-	q->drv->res_free(r);
-	return rc;
-}
-
-int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *req, int64_t now,
-		 int64_t *row, job_spend_verdict *out)
-{
-	int64_t global = 0, per_repo = 0, reserve = req->priced ? req->reserve_micro : 0;
-	q__res *r = NULL;
-	char day[32];
-	int rc;
-
-	*row = 0;
-	memset(out, 0, sizeof(*out));
-	utc_day(now, day);
-	pthread_mutex_lock(&q->lock);
-	/* The check and the hold are one transaction that no other run's can interleave with:
-	 * SQLite's BEGIN IMMEDIATE takes the write lock before reading; PostgreSQL serialises
-	 * the day's check-and-hold with a transaction-scoped advisory lock on the day (released
-	 * by COMMIT or ROLLBACK). Two runs cannot both read the same total and both insert. */
-	if ((rc = sx(q, q->drv->begin_write)))
-		goto out;
-	if (q->drv->day_lock && (rc = x(q, q->drv->day_lock, ARGS(QT(day)), NULL, NULL)))
-		goto out_rollback;
-	if ((rc = day_total(q, day, NULL, &global)) || (rc = day_total(q, day, repo, &per_repo)))
-		goto out_rollback;
-	if (req->global_cap_micro > 0 && (!req->priced || global + reserve > req->global_cap_micro))
-		*out = (job_spend_verdict){true, false, global, req->global_cap_micro};
-	else if (req->repo_cap_micro > 0 &&
-		 (!req->priced || per_repo + reserve > req->repo_cap_micro))
-		*out = (job_spend_verdict){true, true, per_repo, req->repo_cap_micro};
-	if (out->refused) {
-		sx(q, "ROLLBACK");
-		goto out;
-	}
-	if ((rc = x(
-		 q,
-		 "INSERT INTO spend(job, repo, day, reserved, priced) VALUES(?1, ?2, ?3, ?4, ?5) "
-		 "RETURNING id",
-		 ARGS(QI(job), QT(repo), QT(day), QI(reserve), QI(req->priced ? 1 : 0)), &r, NULL)))
-		goto out_rollback;
-	if (q->drv->res_rows(r) < 1) {
-		rc = ap_error_set(AP_EIO, "open spending: no row id returned");
-		goto out_rollback;
-	}
-	*row = q->drv->res_int(r, 0, 0);
-	if ((rc = sx(q, "COMMIT")))
-		goto out_rollback;
-	goto out;
-out_rollback:
-	*row = 0;
-	rollback(q);
-out:
-	q->drv->res_free(r);
-	pthread_mutex_unlock(&q->lock);
-	return rc;
-}
-
-int q_spend_record(queue *q, int64_t row, const job_usage *u, bool close)
-{
-	int64_t changed = 0;
-	int rc;
-
-	pthread_mutex_lock(&q->lock);
-	rc = x(q,
-	       "UPDATE spend SET spent=?1, tokens_in=?2, tokens_out=?3, calls=?4, "
-	       "open=CASE WHEN ?5 <> 0 THEN 0 ELSE open END WHERE id=?6",
-	       ARGS(QI(u->cost_micro), QI(u->tokens_in), QI(u->tokens_out), QI(u->calls),
-		    QI(close ? 1 : 0), QI(row)),
-	       NULL, &changed);
-	if (rc == 0 && changed == 0)
-		rc = ap_error_set(AP_ENOTFOUND, "no spending row %lld", (long long)row);
-	pthread_mutex_unlock(&q->lock);
-	return rc;
-}
-
-int q_spend_day(queue *q, const char *repo, int64_t now, int64_t *micro)
-{
-	char day[32];
-	int rc;
-
-	utc_day(now, day);
-	pthread_mutex_lock(&q->lock);
-	rc = day_total(q, day, repo, micro);
-	pthread_mutex_unlock(&q->lock);
-	return rc;
-}
-
-/* --- views ----------------------------------------------------------------------------- */
-
-int q_get_stats(queue *q, q_stats *out)
-{
-	q__res *r = NULL;
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	pthread_mutex_lock(&q->lock);
-	if ((rc = x(q, "SELECT state, count(*) FROM jobs GROUP BY state", NULL, 0, &r, NULL)))
-		goto out;
-	for (int i = 0; i < q->drv->res_rows(r); i++) {
-		const char *s = q->drv->res_text(r, i, 0);
-		int64_t n = q->drv->res_int(r, i, 1);
-
-		if (!s)
-			continue;
-		if (strcmp(s, "queued") == 0)
-			out->queued = n;
-		else if (strcmp(s, "running") == 0)
-			out->running = n;
-		else if (strcmp(s, "succeeded") == 0)
-			out->succeeded = n;
-		else if (strcmp(s, "failed") == 0)
-			out->failed = n;
-		else if (strcmp(s, "cancelled") == 0)
-			out->cancelled = n;
-	}
-	q->drv->res_free(r);
-	r = NULL;
-	if ((rc = x(q, "SELECT max(id) FROM deliveries", NULL, 0, &r, NULL)))
-		goto out;
-	if (q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0))
-		out->deliveries = q->drv->res_int(r, 0, 0);
-out:
-	q->drv->res_free(r);
-	pthread_mutex_unlock(&q->lock);
-	return rc;
-}
-
-static void add_time(cJSON *o, const char *key, int64_t ms)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	char buf[64];
-
-	gmtime_r(&t, &tm);
-	snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-		 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-	cJSON_AddStringToObject(o, key, buf);
-}
-
-static void add_text_or_null(queue *q, cJSON *o, const char *key, const q__res *r, int row, int col)
-{
-	const char *s = q->drv->res_text(r, row, col);
-
-	if (s)
-		cJSON_AddStringToObject(o, key, s);
-	else
-		cJSON_AddNullToObject(o, key);
-}
-
-/* Append the events of job id above event id after (at most limit; <= 0: all) to arr, each
- * {time, stage, message} and, with with_id, its id; *last gets the newest id. Under q->lock. */
-static int events_into(queue *q, cJSON *arr, int64_t id, int64_t after, int limit, bool with_id,
-		       int64_t *last)
-{
-	q__res *r = NULL;
-	int rc;
-
-	if ((rc = x(q,
-		    "SELECT id, time, stage, message FROM job_events WHERE job=?1 AND id>?2 "
-		    "ORDER BY id LIMIT ?3",
-		    ARGS(QI(id), QI(after), QI(limit > 0 ? limit : INT64_MAX)), &r, NULL)))
-		return rc;
-	for (int i = 0; i < q->drv->res_rows(r); i++) {
-		cJSON *e = cJSON_CreateObject();
-
-		if (!e || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			break;
-		}
-		*last = q->drv->res_int(r, i, 0);
-		if (with_id)
-			cJSON_AddNumberToObject(e, "id", (double)*last);
-		add_time(e, "time", q->drv->res_int(r, i, 1));
-		add_text_or_null(q, e, "stage", r, i, 2);
-		add_text_or_null(q, e, "message", r, i, 3);
-	}
-	q->drv->res_free(r);
-	return rc;
-}
-
-static int add_events(queue *q, cJSON *job, int64_t id)
-{
-	cJSON *arr = cJSON_AddArrayToObject(job, "events");
-	int64_t last = 0;
-
-	if (!arr)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	return events_into(q, arr, id, 0, 0, true, &last);
-}
-
-/* One job row of jobs_select as JSON (see q_jobs_json). */
-static void job_row(queue *q, cJSON *o, const q__res *r, int i)
-{
-	cJSON_AddNumberToObject(o, "id", (double)q->drv->res_int(r, i, 0));
-	add_text_or_null(q, o, "delivery", r, i, 1);
-	add_text_or_null(q, o, "repo", r, i, 2);
-	cJSON_AddNumberToObject(o, "issue", (double)q->drv->res_int(r, i, 3));
-	add_text_or_null(q, o, "trigger", r, i, 4);
-	add_text_or_null(q, o, "state", r, i, 5);
-	add_text_or_null(q, o, "stage", r, i, 6);
-	cJSON_AddNumberToObject(o, "attempts", (double)q->drv->res_int(r, i, 7));
-	add_time(o, "created", q->drv->res_int(r, i, 8));
-	add_time(o, "updated", q->drv->res_int(r, i, 9));
-	add_text_or_null(q, o, "result", r, i, 10);
-	add_text_or_null(q, o, "error", r, i, 11);
-	add_text_or_null(q, o, "feedback", r, i, 12);
-	cJSON_AddBoolToObject(o, "cancel_requested", q->drv->res_int(r, i, 13) != 0);
-	cJSON_AddNumberToObject(o, "created_ms", (double)q->drv->res_int(r, i, 8));
-	cJSON_AddNumberToObject(o, "updated_ms", (double)q->drv->res_int(r, i, 9));
-	cJSON_AddNumberToObject(o, "model_calls", (double)q->drv->res_int(r, i, 18));
-	cJSON_AddNumberToObject(o, "tokens_in", (double)q->drv->res_int(r, i, 16));
-	cJSON_AddNumberToObject(o, "tokens_out", (double)q->drv->res_int(r, i, 17));
-	/* The ledger's totals; a job from before it keeps the count its run stored. */
-	if (!q->drv->res_null(r, i, 15))
-		cJSON_AddNumberToObject(
-		    o, "tokens", (double)(q->drv->res_int(r, i, 16) + q->drv->res_int(r, i, 17)));
-	else if (!q->drv->res_null(r, i, 20))
-		cJSON_AddNumberToObject(o, "tokens", (double)q->drv->res_int(r, i, 20));
-	if (!q->drv->res_null(r, i, 19) && q->drv->res_int(r, i, 19)) {
-		char usd[32];
-
-		cJSON_AddNumberToObject(o, "cost_usd", (double)q->drv->res_int(r, i, 15) / 1e6);
-		ap_money_format(q->drv->res_int(r, i, 15), usd, sizeof(usd));
-		cJSON_AddStringToObject(o, "cost", usd);
-	} else {
-		cJSON_AddNullToObject(o, "cost_usd");
-	}
-	if (!q->drv->res_null(r, i, 21))
-		add_text_or_null(q, o, "pr_url", r, i, 21);
-	if (!q->drv->res_null(r, i, 22))
-		add_text_or_null(q, o, "title", r, i, 22);
-}
-
-/* The jobs f selects (id > 0: that one) into arr, newest first, and the newest event id into
- * *last_event. Under q->lock, in a read transaction. The page's jobs are picked first (the
- * CTE p, by the primary key: keyset pagination), so the spending ledger is summed for them
- * only, whatever the table's size. */
-static int jobs_select(queue *q, int64_t id, const q_job_filter *f, bool events, cJSON *arr,
-		       int64_t *last_event)
-{
-	int limit = f && f->limit > 0 ? f->limit : 0;
-	q__res *r = NULL;
-	int rc;
-
-	if ((rc = x(q,
-		    "WITH p AS (SELECT * FROM jobs j WHERE (?1 = 0 OR j.id = ?1) AND "
-		    "(?3 = '' OR j.state = ?3) AND (?4 = '' OR j.repo = ?4) AND "
-		    "(?5 = 0 OR j.id < ?5) AND (?6 = 0 OR j.id IN (SELECT job FROM job_events "
-		    "WHERE id > ?6)) ORDER BY j.id DESC LIMIT ?2) "
-		    "SELECT j.id, j.delivery, j.repo, j.issue, j.trigger, j.state, j.stage, "
-		    "j.attempts, j.created, j.updated, j.result, j.error, j.feedback, "
-		    "j.cancel_requested, j.not_before, s.spent, s.tin, s.tout, s.calls, "
-		    "s.priced, (SELECT value FROM job_state t WHERE t.job=j.id AND "
-		    "t.key='tokens'), (SELECT value FROM job_state t WHERE t.job=j.id AND "
-		    "t.key='pr_url'), (SELECT value FROM job_state t WHERE t.job=j.id AND "
-		    "t.key='title') FROM p j LEFT JOIN (SELECT job, "
-		    "CAST(sum(spent) AS BIGINT) AS spent, CAST(sum(tokens_in) AS BIGINT) AS tin, "
-		    "CAST(sum(tokens_out) AS BIGINT) AS tout, CAST(sum(calls) AS BIGINT) AS calls, "
-		    "max(priced) AS priced FROM spend WHERE job IN (SELECT id FROM p) GROUP BY "
-		    "job) s ON s.job = j.id ORDER BY j.id DESC",
-		    ARGS(QI(id), QI(limit > 0 ? limit : INT64_MAX),
-			 QT(f && f->state ? f->state : ""), QT(f && f->repo ? f->repo : ""),
-			 QI(f ? f->before : 0), QI(f ? f->changed_after : 0)),
-		    &r, NULL)))
-		return rc;
-	for (int i = 0; i < q->drv->res_rows(r); i++) {
-		cJSON *o = cJSON_CreateObject();
-
-		if (!o || !cJSON_AddItemToArray(arr, o)) {
-			cJSON_Delete(o);
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			goto out;
-		}
-		job_row(q, o, r, i);
-		if (events && id > 0 && (rc = add_events(q, o, id)))
-			goto out;
-	}
-	q->drv->res_free(r);
-	r = NULL;
-	if (last_event && (rc = x(q, "SELECT max(id) FROM job_events", NULL, 0, &r, NULL)) == 0)
-		*last_event = q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0)
-				  ? q->drv->res_int(r, 0, 0)
-				  : 0;
-out:
-	q->drv->res_free(r);
-	return rc;
-}
-
-/* jobs_select in one read transaction (the jobs and their events are one snapshot). */
-static int jobs_json(queue *q, int64_t id, const q_job_filter *f, bool events, cJSON **out,
-		     int64_t *total, int64_t *last_event)
-{
-	cJSON *arr = cJSON_CreateArray();
-	q__res *r = NULL;
-	int rc;
-
-	*out = NULL;
-	if (!arr)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	pthread_mutex_lock(&q->lock);
-	if ((rc = sx(q, q->drv->begin_read)))
-		goto out;
-	rc = jobs_select(q, id, f, events, arr, last_event);
-	if (rc == 0 && total &&
-	    (rc = x(q,
-		    "SELECT count(*) FROM jobs WHERE (?1 = '' OR state = ?1) AND "
-		    "(?2 = '' OR repo = ?2)",
-		    ARGS(QT(f && f->state ? f->state : ""), QT(f && f->repo ? f->repo : "")), &r,
-		    NULL)) == 0)
-		*total = q->drv->res_rows(r) > 0 ? q->drv->res_int(r, 0, 0) : 0;
-	q->drv->res_free(r);
-	sx(q, rc ? "ROLLBACK" : "COMMIT");
-out:
-	pthread_mutex_unlock(&q->lock);
-	if (rc) {
-		cJSON_Delete(arr);
-		return rc;
-	}
-	*out = arr;
-	return 0;
-}
-
-int q_jobs_json(queue *q, int64_t id, int limit, cJSON **out)
-{
-	q_job_filter f = {.id = id, .limit = limit};
-
-	return jobs_json(q, id, &f, true, out, NULL, NULL);
-}
-
-int q_jobs_page(queue *q, const q_job_filter *f, cJSON **out, int64_t *total, int64_t *last_event)
-{
-	if (last_event)
-		*last_event = 0;
-	if (total)
-		*total = 0;
-	return jobs_json(q, f->id, f, false, out, total, last_event);
-}
-
 /* The issue's active job is checked first (the partial unique index would refuse the UPDATE
  * anyway, with a constraint error each backend words differently). */
 int q_retry(queue *q, int64_t id, const char *why, int64_t now)
@@ -1921,73 +1390,36 @@ int q_retry(queue *q, int64_t id, const char *why, int64_t now)
 	int rc;
 
 	pthread_mutex_lock(&q->lock);
-	if ((rc = sx(q, q->drv->begin_write)))
+	if ((rc = q__sx(q, q->drv->begin_write)))
 		goto out;
-	if ((rc = x(q,
-		    "SELECT 1 FROM jobs a, jobs j WHERE j.id=?1 AND a.repo=j.repo AND "
-		    "a.issue=j.issue AND a.id<>j.id AND a.state IN ('queued','running')",
-		    ARGS(QI(id)), &r, NULL)))
+	if ((rc = q__x(q,
+		       "SELECT 1 FROM jobs a, jobs j WHERE j.id=?1 AND a.repo=j.repo AND "
+		       "a.issue=j.issue AND a.id<>j.id AND a.state IN ('queued','running')",
+		       ARGS(QI(id)), &r, NULL)))
 		goto out_rollback;
 	if (q->drv->res_rows(r) > 0) {
 		rc = ap_error_set(AP_EDUPLICATE, "job %lld's issue already has an active job",
 				  (long long)id);
 		goto out_rollback;
 	}
-	if ((rc = x(q,
-		    "UPDATE jobs SET state='queued', attempts=0, not_before=?1, result=NULL, "
-		    "error=NULL, cancel_requested=0, lease_owner=NULL, lease_until=NULL, "
-		    "updated=?1 WHERE id=?2 AND state IN ('failed','cancelled')",
-		    ARGS(QI(now), QI(id)), NULL, &changed)))
+	if ((rc = q__x(q,
+		       "UPDATE jobs SET state='queued', attempts=0, not_before=?1, result=NULL, "
+		       "error=NULL, cancel_requested=0, lease_owner=NULL, lease_until=NULL, "
+		       "updated=?1 WHERE id=?2 AND state IN ('failed','cancelled')",
+		       ARGS(QI(now), QI(id)), NULL, &changed)))
 		goto out_rollback;
 	if (changed == 0) {
 		rc = ap_error_set(AP_EINVAL, "job %lld is not failed or cancelled", (long long)id);
 		goto out_rollback;
 	}
-	if ((rc = add_event(q, id, NULL, why ? why : "retried", now)) || (rc = sx(q, "COMMIT")))
+	if ((rc = add_event(q, id, NULL, why ? why : "retried", now)) || (rc = q__sx(q, "COMMIT")))
 		goto out_rollback;
 	if (q->drv->notify)
 		q->drv->notify(q->db);
 	goto out;
 out_rollback:
-	rollback(q);
+	q__rollback(q);
 out:
-	q->drv->res_free(r);
-	pthread_mutex_unlock(&q->lock);
-	return rc;
-}
-
-int q_events_since(queue *q, int64_t id, int64_t after, int limit, cJSON **out, int64_t *last)
-{
-	cJSON *arr = cJSON_CreateArray();
-	int rc;
-
-	*out = NULL;
-	if (!arr)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	pthread_mutex_lock(&q->lock);
-	rc = events_into(q, arr, id, after, limit, true, last);
-	pthread_mutex_unlock(&q->lock);
-	if (rc) {
-		cJSON_Delete(arr);
-		return rc;
-	}
-	*out = arr;
-	return 0;
-}
-
-int q_job_state(queue *q, int64_t id, char *state, size_t cap)
-{
-	q__res *r = NULL;
-	int rc;
-
-	if (cap)
-		state[0] = '\0';
-	pthread_mutex_lock(&q->lock);
-	rc = x(q, "SELECT state FROM jobs WHERE id=?1", ARGS(QI(id)), &r, NULL);
-	if (rc == 0 && q->drv->res_rows(r) == 0)
-		rc = ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id);
-	else if (rc == 0)
-		snprintf(state, cap, "%s", q->drv->res_text(r, 0, 0));
 	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	return rc;

@@ -29,6 +29,7 @@
 #include "common/stats.h"
 #include "server/ingest.h"
 #include "server/queue.h"
+#include "server/queue_view.h"
 #include "server/queue_db.h"
 #include "server/workers.h"
 
