@@ -1476,10 +1476,118 @@ void env_snapshot_free(env_snapshot *s)
 
 /* ---- blocked egress ---- */
 
+/* The address a refusal's reason names ("... address (10.1.2.3)"), as a one-address CIDR
+ * for AUTOPATCH_EGRESS_ALLOW_NETS; "" when there is none. */
+static void reason_cidr(const char *reason, char *out, size_t n)
+{
+	const char *open = strrchr(reason, '('), *close = open ? strchr(open, ')') : NULL;
+	size_t len = close ? (size_t)(close - open - 1) : 0;
+
+	out[0] = '\0';
+	if (!close || len == 0 || len > 45 || strspn(open + 1, "0123456789abcdefABCDEF.:") != len)
+		return;
+	snprintf(out, n, "%.*s/%s", (int)len, open + 1, memchr(open, ':', len) ? "128" : "32");
+}
+
+/* The advice for one group of refusals (after "what, N times, during P by `C`: "). */
+static void denial_advice(ap_buf *buf, const sbx_denial *d, const char *hp)
+{
+	bool agent = strcmp(d->phase, "agent") == 0;
+	char cidr[64];
+
+	switch (d->kind) {
+	case SBX_DENY_LIMIT:
+		ap_buf_addf(buf,
+			    "refused at the egress proxy's connection limit (%s): raise "
+			    "AUTOPATCH_EGRESS_MAX_CONNS (connections served at once per box) or "
+			    "AUTOPATCH_EGRESS_QUEUE_S (how long one waits for a free slot) on the "
+			    "autopatch host, or have the tool open fewer connections at once "
+			    "(npm: --maxsockets)",
+			    d->reason);
+		return;
+	case SBX_DENY_DNS:
+		ap_buf_addf(buf,
+			    "the name %s could not be resolved: the resolver of the autopatch "
+			    "host, which the egress proxy uses (on AUTOPATCH_EGRESS_NETWORK), "
+			    "failed (%s); check the name in `network:`, or the host's DNS",
+			    d->host, d->reason);
+		return;
+	case SBX_DENY_RESERVED:
+		reason_cidr(d->reason, cidr, sizeof(cidr));
+		ap_buf_addf(buf,
+			    "`%s` is allowed, but %s, and the egress proxy reaches private and "
+			    "reserved addresses only inside AUTOPATCH_EGRESS_ALLOW_NETS: for a "
+			    "mirror on your network, add %s%s%s to AUTOPATCH_EGRESS_ALLOW_NETS on "
+			    "the autopatch host",
+			    hp, d->reason, cidr[0] ? "`" : "its network", cidr[0] ? cidr : "",
+			    cidr[0] ? "` (or its network)" : "");
+		return;
+	case SBX_DENY_NEVER:
+		ap_buf_addf(buf,
+			    "%s, which no box may reach (not even with "
+			    "AUTOPATCH_EGRESS_ALLOW_NETS): make the name resolve to the server's "
+			    "network address for the autopatch host",
+			    d->reason);
+		return;
+	case SBX_DENY_CONNECT:
+		ap_buf_addf(buf,
+			    "no address of %s answered (%s) from the autopatch host's network "
+			    "(AUTOPATCH_EGRESS_NETWORK): check that the server is up and reachable "
+			    "from there",
+			    d->host, d->reason);
+		return;
+	case SBX_DENY_OTHER:
+		ap_buf_addf(buf, "refused: %s", d->reason[0] ? d->reason : "(no reason logged)");
+		return;
+	case SBX_DENY_NOT_LISTED:
+	case SBX_DENY_LOCKED:
+		break;
+	}
+	if (agent)
+		ap_buf_addf(buf,
+			    "the agent phase is offline; fetch it in `setup:` (with `%s` "
+			    "in `network:`), or add `agent_network: true` and `%s` to "
+			    "`network:` in %s",
+			    hp, hp, REPO_CONFIG_PATH);
+	else
+		ap_buf_addf(buf, "add `%s` to `network:` in %s", hp, REPO_CONFIG_PATH);
+}
+
+int env_denials_text(const sbx_denial *d, size_t n, char **out)
+{
+	ap_buf buf = AP_BUF_INIT(16384);
+
+	*out = NULL;
+	if (n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char hp[300];
+		const char *phase = strcmp(d[i].phase, "agent") == 0 ? "the agent phase"
+				    : d[i].phase[0]		     ? d[i].phase
+								     : "a command";
+
+		if (d[i].kind == SBX_DENY_LIMIT || !d[i].host[0])
+			snprintf(hp, sizeof(hp), "connections");
+		else if (d[i].port)
+			snprintf(hp, sizeof(hp), "%s:%d", d[i].host, d[i].port);
+		else
+			snprintf(hp, sizeof(hp), "%s", d[i].host);
+		if (d[i].kind == SBX_DENY_LIMIT)
+			ap_buf_addf(&buf, "%s%d connection%s, during %s by `%s`: ", i ? "\n" : "",
+				    d[i].count, d[i].count == 1 ? "" : "s", phase, d[i].command);
+		else
+			ap_buf_addf(&buf, "%s%s, %d time%s, during %s by `%s`: ", i ? "\n" : "", hp,
+				    d[i].count, d[i].count == 1 ? "" : "s", phase, d[i].command);
+		denial_advice(&buf, &d[i], hp);
+	}
+	*out = strdup(ap_buf_str(&buf));
+	ap_buf_release(&buf);
+	return *out ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
+}
+
 int env_blocked_report(sbx_box *b, char **out)
 {
 	sbx_denial d[SBX_DENIAL_REPORT_MAX];
-	ap_buf buf = AP_BUF_INIT(16384);
 	size_t n = 0;
 	int rc;
 
@@ -1487,32 +1595,5 @@ int env_blocked_report(sbx_box *b, char **out)
 	rc = sbx_box_denials(b, d, SBX_DENIAL_REPORT_MAX, &n);
 	if (rc)
 		return rc;
-	if (n == 0)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		char hp[300];
-		bool agent = strcmp(d[i].phase, "agent") == 0;
-
-		if (d[i].port)
-			snprintf(hp, sizeof(hp), "%s:%d", d[i].host, d[i].port);
-		else
-			snprintf(hp, sizeof(hp), "%s", d[i].host);
-		ap_buf_addf(&buf, "%s%s, %d time%s, during %s by `%s`: ", i ? "\n" : "", hp,
-			    d[i].count, d[i].count == 1 ? "" : "s",
-			    agent	    ? "the agent phase"
-			    : d[i].phase[0] ? d[i].phase
-					    : "a command",
-			    d[i].command);
-		if (agent)
-			ap_buf_addf(&buf,
-				    "the agent phase is offline; fetch it in `setup:` (with `%s` "
-				    "in `network:`), or add `agent_network: true` and `%s` to "
-				    "`network:` in %s",
-				    hp, hp, REPO_CONFIG_PATH);
-		else
-			ap_buf_addf(&buf, "add `%s` to `network:` in %s", hp, REPO_CONFIG_PATH);
-	}
-	*out = strdup(ap_buf_str(&buf));
-	ap_buf_release(&buf);
-	return *out ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
+	return env_denials_text(d, n, out);
 }

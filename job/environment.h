@@ -257,10 +257,24 @@ int64_t env_snapshot_bytes(const env_snapshot *s);
 void env_snapshot_free(env_snapshot *s);
 
 /*
- * The connections the box's egress proxy refused so far, one line each:
- * "registry.npmjs.org:443, 3 times, during setup by `npm ci`: add `registry.npmjs.org:443`
- * to `network:` in .github/autopatch.yml". *out is malloc'd, NULL when there were none.
+ * The connections the box's egress proxy refused so far, one line per group (kind, host,
+ * port, phase, command), each with the advice that fits its kind (env_denials_text).
+ * *out is malloc'd, NULL when there were none.
  */
 int env_blocked_report(sbx_box *b, char **out);
+
+/*
+ * The report of n denial groups, one line each, "WHAT, N times, during PHASE by `CMD`: ADVICE":
+ *   not listed (setup):  add `host:port` to `network:` in .github/autopatch.yml
+ *   not listed / locked (agent phase): fetch it in `setup:`, or `agent_network: true`
+ *   connection limit:    "N connections, ..." naming the limit (the proxy's reason),
+ *                        AUTOPATCH_EGRESS_MAX_CONNS and AUTOPATCH_EGRESS_QUEUE_S
+ *   name resolution:     the name, and that the autopatch host's resolver failed
+ *   reserved address:    the address, and AUTOPATCH_EGRESS_ALLOW_NETS (with ADDR/32)
+ *   never reachable:     loopback, link-local...: no setting opens it
+ *   connect failed, other: the proxy's reason
+ * *out is malloc'd, NULL when n is 0.
+ */
+int env_denials_text(const sbx_denial *d, size_t n, char **out);
 
 #endif
