@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/stats.h"
 #include "job/repo_config.h"
+#include "sandbox/egress.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -1179,7 +1180,145 @@ static const char *tail_lines(const char *t)
 	return *p == '\n' ? p + 1 : p;
 }
 
-static int run_steps(const env_setup_opts *o, env_setup_result *res)
+/* ---- AUTOPATCH_SETUP_CA_FILE: the operator's CAs, for the setup phase only ---- */
+
+#define CA_DIR	  "/tmp/.ap-ca"
+#define CA_EXTRA  CA_DIR "/extra.pem"  /* the operator's certificates */
+#define CA_BUNDLE CA_DIR "/bundle.pem" /* the image's public CAs + the operator's */
+#define CA_JAVA	  CA_DIR "/java.p12"   /* the JDK's trust store + the operator's (PKCS12) */
+
+/* Reads the operator's certificates from stdin. The bundle keeps the image's own CAs first,
+ * because PIP_CERT, REQUESTS_CA_BUNDLE, CARGO_HTTP_CAINFO, npm's cafile... replace the
+ * public ones rather than add to them. Where the image has keytool (the java flavour), the
+ * JDK's cacerts are copied into a PKCS12 store and each operator certificate imported (one
+ * keytool run each, ~0.5 s); "java" on stdout says the store is there. */
+static const char SCRIPT_CA_INSTALL[] =
+    "umask 022; rm -rf " CA_DIR " && mkdir -p " CA_DIR " && cat > " CA_EXTRA " || exit 1\n"
+    "sys=; for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt "
+    "/etc/ssl/cert.pem; do if [ -r \"$f\" ]; then sys=$f; break; fi; done\n"
+    "{ if [ -n \"$sys\" ]; then cat \"$sys\"; echo; fi; cat " CA_EXTRA "; } > " CA_BUNDLE
+    " || exit 1\n"
+    "command -v keytool >/dev/null 2>&1 || exit 0\n"
+    "kt=$(readlink -f \"$(command -v keytool)\"); jh=${kt%/bin/keytool}\n"
+    "for f in /etc/ssl/certs/java/cacerts \"$jh/lib/security/cacerts\"; do\n"
+    "  [ -r \"$f\" ] || continue\n"
+    "  keytool -importkeystore -noprompt -srckeystore \"$f\" -srcstorepass changeit "
+    "-destkeystore " CA_JAVA " -deststoretype PKCS12 -deststorepass changeit >/dev/null 2>&1 "
+    "&& break\n"
+    "  rm -f " CA_JAVA "\n"
+    "done\n"
+    "(cd " CA_DIR " && csplit -s -z -f op -b '%03d.pem' extra.pem "
+    "'/-----BEGIN CERTIFICATE-----/' '{*}') || exit 0\n"
+    "for c in " CA_DIR "/op*.pem; do\n"
+    "  grep -q 'BEGIN CERTIFICATE' \"$c\" || continue\n"
+    "  out=$(keytool -importcert -noprompt -alias \"autopatch-setup-ca-${c##*/op}\" -file "
+    "\"$c\" -keystore " CA_JAVA " -storetype PKCS12 -storepass changeit 2>&1) || "
+    "{ echo \"java-failed: $out\"; rm -f " CA_JAVA "; exit 0; }\n"
+    "done\n"
+    "echo java\n";
+
+/* The environment of every setup step when the CA bundle is installed: where each toolchain
+ * looks for its trusted CAs. JAVA_TOOL_OPTIONS only when the Java store was made. */
+static const char *const ca_env[] = {
+    "SSL_CERT_FILE=" CA_BUNDLE,	     /* OpenSSL: python, curl, wget, go (on Linux), ... */
+    "NODE_EXTRA_CA_CERTS=" CA_EXTRA, /* node adds these to its own */
+    "npm_config_cafile=" CA_BUNDLE,
+    "PIP_CERT=" CA_BUNDLE,
+    "REQUESTS_CA_BUNDLE=" CA_BUNDLE,
+    "GIT_SSL_CAINFO=" CA_BUNDLE,
+    "CARGO_HTTP_CAINFO=" CA_BUNDLE,
+    "CURL_CA_BUNDLE=" CA_BUNDLE,
+    NULL};
+static const char ca_java_env[] =
+    "JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=" CA_JAVA
+    " -Djavax.net.ssl.trustStoreType=PKCS12 -Djavax.net.ssl.trustStorePassword=changeit";
+
+struct setup_ca {
+	int certs; /* 0: AUTOPATCH_SETUP_CA_FILE unset */
+	bool java; /* CA_JAVA was made */
+};
+
+/* Put the operator's CA bundle in the box for setup (nothing when AUTOPATCH_SETUP_CA_FILE is
+ * unset). A bundle that cannot be read any more, or a box that cannot take it, ends setup. */
+static int ca_install(const env_setup_opts *o, struct setup_ca *ca)
+{
+	ap_buf pem = AP_BUF_INIT(8u << 20);
+	const char *argv[] = {"sh", "-c", SCRIPT_CA_INSTALL, NULL};
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result r = SBX_RESULT_INIT;
+	int rc;
+
+	memset(ca, 0, sizeof(*ca));
+	rc = sbx_setup_ca_read(o->cfg, &pem, &ca->certs);
+	if (rc || ca->certs == 0)
+		goto out;
+	cmd.argv = argv;
+	cmd.stdin_data = pem.data;
+	cmd.stdin_len = pem.len;
+	cmd.timeout_s = 120;
+	cmd.output_cap = 8192;
+	cmd.cancel = o->cancel;
+	rc = sbx_exec(o->box, &cmd, &r);
+	if (rc == 0 && r.exit_code != 0)
+		rc =
+		    ap_error_set(AP_EIO,
+				 "the CA bundle of AUTOPATCH_SETUP_CA_FILE could not be put in the "
+				 "box (exit %d): %.300s",
+				 r.exit_code, r.err ? r.err : "");
+	if (rc)
+		goto out;
+	ca->java = r.out && strstr(r.out, "java") == r.out;
+	note(o,
+	     "setup trusts the %d certificate%s of AUTOPATCH_SETUP_CA_FILE besides the public "
+	     "CAs%s",
+	     ca->certs, ca->certs == 1 ? "" : "s", ca->java ? " (also in a Java trust store)" : "");
+	if (r.out && strstr(r.out, "java-failed"))
+		note(o,
+		     "the Java trust store could not be made, Java tools will not trust them: "
+		     "%.300s",
+		     strstr(r.out, "java-failed"));
+out:
+	sbx_result_release(&r);
+	ap_buf_release(&pem);
+	return rc;
+}
+
+/* The hint for a step whose output shows a certificate it could not verify. */
+static void tls_hint(const struct setup_ca *ca, const char *tail, char *out, size_t n)
+{
+	static const char *const marks[] = {"SELF_SIGNED_CERT_IN_CHAIN",
+					    "self-signed certificate in certificate chain",
+					    "self signed certificate in certificate chain",
+					    "CERTIFICATE_VERIFY_FAILED",
+					    "unable to get local issuer certificate",
+					    "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+					    "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+					    "PKIX path building failed",
+					    "server certificate verification failed",
+					    "certificate verify failed",
+					    "invalid peer certificate: UnknownIssuer",
+					    "x509: certificate signed by unknown authority",
+					    NULL};
+	bool hit = false;
+
+	for (const char *const *m = marks; *m && !hit; m++)
+		hit = strstr(tail, *m) != NULL;
+	if (!hit)
+		return;
+	if (ca->certs)
+		snprintf(out, n,
+			 " (a TLS certificate could not be verified although setup trusts the %d "
+			 "certificate%s of AUTOPATCH_SETUP_CA_FILE: add the CA that signed this "
+			 "chain to that bundle)",
+			 ca->certs, ca->certs == 1 ? "" : "s");
+	else
+		snprintf(out, n,
+			 " (a TLS certificate could not be verified: if this network intercepts "
+			 "TLS, give the operator's CA bundle to setup with AUTOPATCH_SETUP_CA_FILE "
+			 "on the autopatch host; docs/environments.md, \"CA bundle\")");
+}
+
+static int run_steps(const env_setup_opts *o, env_setup_result *res, const struct setup_ca *ca)
 {
 	int64_t timeout_s = 900, start = ap_mono_ms();
 	size_t count = 0;
@@ -1196,7 +1335,8 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 	while (o->setup_steps[count])
 		count++;
 	for (size_t i = 0; i < count; i++) {
-		const char *argv[] = {"sh", "-c", o->setup_steps[i], NULL};
+		const char *argv[16], *step_argv[] = {"sh", "-c", o->setup_steps[i], NULL};
+		size_t k = 0;
 		sbx_cmd cmd = SBX_CMD_INIT;
 		sbx_result r = SBX_RESULT_INIT;
 		struct live *l = calloc(1, sizeof(*l));
@@ -1210,6 +1350,16 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 		l->count = (int)count;
 		l->start = ap_mono_ms();
 		live_show(l, true);
+		if (ca->certs) {
+			argv[k++] = "env";
+			for (const char *const *e = ca_env; *e; e++)
+				argv[k++] = *e;
+			if (ca->java)
+				argv[k++] = ca_java_env;
+		}
+		for (const char *const *a = step_argv; *a; a++)
+			argv[k++] = *a;
+		argv[k] = NULL;
 		cmd.argv = argv;
 		cmd.timeout_s = left > 0 ? (int)left : 1;
 		cmd.on_output = live_output;
@@ -1221,6 +1371,7 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 			const char *fl = NULL, *tl = tail_lines(l->tail);
 			char hint[700] = "";
 
+			tls_hint(ca, l->tail, hint, sizeof(hint));
 			if (r.exit_code == 127 &&
 			    first_word(o->setup_steps[i], word, sizeof(word)) &&
 			    (fl = env_flavor_of_command(word)) &&
@@ -1284,6 +1435,7 @@ static int end_setup(const env_setup_opts *o)
 int env_setup(const env_setup_opts *o, env_setup_result *res)
 {
 	char dir[4200], tar[4200], meta[4200], why[600];
+	struct setup_ca ca = {0, false};
 	bool use_cache = true;
 	int code = 0, rc, erc;
 	sbx_result r = SBX_RESULT_INIT;
@@ -1324,7 +1476,13 @@ int env_setup(const env_setup_opts *o, env_setup_result *res)
 	}
 	if ((rc = box_sh(o->box, SCRIPT_BEFORE, 60, &code, NULL)))
 		goto out_end;
-	if ((rc = run_steps(o, res)))
+	if ((rc = ca_install(o, &ca)))
+		goto out_end;
+	rc = run_steps(o, res, &ca);
+	/* The CAs are for setup only: no later command finds them. */
+	if (ca.certs && box_sh(o->box, "rm -rf " CA_DIR, 60, &code, NULL) && rc == 0)
+		rc = AP_EIO;
+	if (rc)
 		goto out_end;
 	if ((rc = box_sh(o->box, SCRIPT_AFTER, 120, &code, &r)))
 		goto out_end;
