@@ -42,6 +42,7 @@ extern char **environ;
 #define KEY_WALK_ENTRIES      20000
 #define LIST_CAP	      (1u << 20) /* ENV_FILES_LIST read back */
 #define SBX_DENIAL_REPORT_MAX 64
+#define SETUP_ERR_MAX	      1000 /* a setup failure's sentence (common/err.c keeps 1023) */
 
 const char *const env_flavors[] = {"node", "go", "rust", "java", "python", "c", NULL};
 
@@ -1367,9 +1368,10 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res, const struc
 		cmd.cancel = o->cancel;
 		rc = sbx_exec(o->box, &cmd, &r);
 		if (rc == 0 && (r.exit_code != 0 || r.timed_out)) {
-			char word[64];
+			char word[64], head[1024];
 			const char *fl = NULL, *tl = tail_lines(l->tail);
 			char hint[700] = "";
+			size_t room;
 
 			tls_hint(ca, l->tail, hint, sizeof(hint));
 			if (r.exit_code == 127 &&
@@ -1382,19 +1384,23 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res, const struc
 				    "it: add `image: %s` to %s)",
 				    word, o->image->image, fl, fl, REPO_CONFIG_PATH);
 			if (r.timed_out)
-				rc =
-				    ap_error_set(AP_ETIMEOUT,
-						 "setup failed: `%.200s` did not finish within "
-						 "%s (%lld s for all setup steps); its output "
-						 "ended with:\n%s",
-						 o->setup_steps[i], what, (long long)timeout_s, tl);
+				snprintf(head, sizeof(head),
+					 "setup failed: `%.200s` did not finish within %s (%lld s "
+					 "for all setup steps); its output ended with:\n",
+					 o->setup_steps[i], what, (long long)timeout_s);
 			else
-				rc = ap_error_set(
-				    AP_EINVAL,
-				    "setup failed: `%.200s` exited with %d after %lld "
-				    "s%s; its output ended with:\n%s",
+				snprintf(
+				    head, sizeof(head),
+				    "setup failed: `%.200s` exited with %d after %lld s%s; its "
+				    "output ended with:\n",
 				    o->setup_steps[i], r.exit_code,
-				    (long long)((ap_mono_ms() - l->start) / 1000), hint, tl);
+				    (long long)((ap_mono_ms() - l->start) / 1000), hint);
+			/* The error message holds ~1 KiB: keep the end of the tail (where the
+			 * error is), not its start. */
+			room = SETUP_ERR_MAX > strlen(head) ? SETUP_ERR_MAX - strlen(head) : 0;
+			if (strlen(tl) > room)
+				tl += strlen(tl) - room;
+			rc = ap_error_set(r.timed_out ? AP_ETIMEOUT : AP_EINVAL, "%s%s", head, tl);
 		}
 		if (o->live && rc == 0) {
 			char msg[400];
@@ -1434,7 +1440,7 @@ static int end_setup(const env_setup_opts *o)
 
 int env_setup(const env_setup_opts *o, env_setup_result *res)
 {
-	char dir[4200], tar[4200], meta[4200], why[600];
+	char dir[4200], tar[4200], meta[4200], why[1024];
 	struct setup_ca ca = {0, false};
 	bool use_cache = true;
 	int code = 0, rc, erc;
@@ -1663,13 +1669,17 @@ static void denial_advice(ap_buf *buf, const sbx_denial *d, const char *hp)
 			    "(npm: --maxsockets)",
 			    d->reason);
 		return;
-	case SBX_DENY_DNS:
+	case SBX_DENY_DNS: {
+		/* the proxy says "cannot resolve NAME: WHY" */
+		const char *why = strstr(d->reason, ": ") ? strstr(d->reason, ": ") + 2 : d->reason;
+
 		ap_buf_addf(buf,
-			    "the name %s could not be resolved: the resolver of the autopatch "
-			    "host, which the egress proxy uses (on AUTOPATCH_EGRESS_NETWORK), "
-			    "failed (%s); check the name in `network:`, or the host's DNS",
-			    d->host, d->reason);
+			    "the name %s could not be resolved: the autopatch host's resolver, "
+			    "which the egress proxy uses (on AUTOPATCH_EGRESS_NETWORK), failed "
+			    "(%s); check the name in `network:`, or the host's DNS",
+			    d->host, why);
 		return;
+	}
 	case SBX_DENY_RESERVED:
 		reason_cidr(d->reason, cidr, sizeof(cidr));
 		ap_buf_addf(buf,

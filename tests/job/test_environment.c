@@ -461,8 +461,8 @@ static void test_blocked_report_advice_per_kind(void **state)
 	line_of(text, "registry.example.org:443, 66 times, during setup by `npm install`: ", l,
 		sizeof(l));
 	assert_has(l, "the name registry.example.org could not be resolved");
-	assert_has(l, "resolver of the autopatch host");
-	assert_has(l, "Temporary failure in name resolution");
+	assert_has(l, "the autopatch host's resolver");
+	assert_has(l, "failed (Temporary failure in name resolution)");
 	assert_lacks(l, "add `");
 
 	/* listed, resolves to a private address: the operator setting, not `network:` */
