@@ -581,6 +581,7 @@ static ssize_t check_client_hello(struct conn *c, const egp_target *t, const cha
 	long long deadline;
 	char sni[EGP_HOST_MAX + 1], why[EGP_HOST_MAX + 128];
 	enum egp_sni_status st = egp_sni_from_client_hello(buf, len, sni, sizeof(sni));
+	bool closed = false;
 
 	deadline = ap_mono_ms() + hello_timeout_ms;
 	while (st == EGP_SNI_NEED_MORE && len < EGP_HELLO_MAX) {
@@ -599,10 +600,27 @@ static ssize_t check_client_hello(struct conn *c, const egp_target *t, const cha
 		r = recv(c->fd, buf + len, EGP_HELLO_MAX - len, 0);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0)
+		if (r <= 0) {
+			closed = r == 0;
 			break;
+		}
 		len += (size_t)r;
 		st = egp_sni_from_client_hello(buf, len, sni, sizeof(sni));
+	}
+	/* A client that sends nothing through a tunnel (an HTTP agent that gives up on a socket
+	 * it no longer needs, or leaves it open: npm 9 did so 60-150 times in one install) was
+	 * refused nothing: the tunnel is closed, logged, and not reported as a refusal. */
+	if (len == 0 && st == EGP_SNI_NEED_MORE) {
+		if (closed)
+			snprintf(why, sizeof(why),
+				 "the client closed the tunnel before its TLS ClientHello");
+		else
+			snprintf(why, sizeof(why),
+				 "no byte within %d ms after the tunnel opened: closed",
+				 hello_timeout_ms);
+		log_event("info", "egress closed", NULL, c->client, t->method, target, "reason",
+			  why);
+		return -1;
 	}
 	if (st == EGP_SNI_OK && egp_sni_matches(sni, t->host))
 		return (ssize_t)len;
@@ -612,6 +630,8 @@ static ssize_t check_client_hello(struct conn *c, const egp_target *t, const cha
 			 sni);
 	else if (st == EGP_SNI_NEED_MORE && len == EGP_HELLO_MAX)
 		snprintf(why, sizeof(why), "%s", egp_sni_status_reason(EGP_SNI_TOO_BIG));
+	else if (st == EGP_SNI_NEED_MORE && closed)
+		snprintf(why, sizeof(why), "the client closed the tunnel during its ClientHello");
 	else if (st == EGP_SNI_NEED_MORE)
 		snprintf(why, sizeof(why), "no complete TLS ClientHello within %d ms",
 			 hello_timeout_ms);

@@ -611,9 +611,24 @@ static void test_tunnel_without_tls_is_refused_on_every_port(void **state)
 	n = client_hello("allowed.example", hello, sizeof(hello));
 	assert_tunnel_refused("allowed.example:443", upstream_fd, hello, n / 2,
 			      "no complete TLS ClientHello within 700 ms");
-	/* and nothing at all */
-	assert_tunnel_refused("allowed.example:443", upstream_fd, NULL, 0,
-			      "no complete TLS ClientHello within 700 ms");
+	/* and nothing at all: closed the same way, logged as closed (nothing was refused) */
+	{
+		unsigned char buf[64];
+		size_t before = px.log_len;
+		int fd = open_tunnel("allowed.example:443", NULL, 0), up;
+
+		up = accept_upstream(upstream_fd);
+		assert_true(up >= 0);
+		assert_int_equal(read_some(fd, buf, sizeof(buf)), 0);
+		assert_int_equal(read_some(up, buf, sizeof(buf)), 0);
+		close(up);
+		close(fd);
+		assert_true(
+		    log_wait("\"reason\":\"no byte within 700 ms after the tunnel opened", before));
+		assert_non_null(strstr(px.log + before, "\"msg\":\"egress closed\""));
+		assert_null(strstr(px.log + before, "\"msg\":\"egress denied\""));
+		assert_null(strstr(px.log + before, "\"msg\":\"egress allowed\""));
+	}
 }
 
 /* ---- limits: a connection cap that queues, and the kind of every refusal ----
