@@ -242,6 +242,7 @@ def test_setup_trusts_the_ca_file_serves_a_burst_and_reports_each_refusal(net, a
     home.mkdir()
     script = happy()
     script["builder"].insert(1, step(call("run", command=CA_PROBE)))
+    before = docker("logs", net["server"], check=False).stderr.count('"GET /slow?i=')
     r = run_fix(autopatch_bin, home, repo, script,
                 env_for(net, AUTOPATCH_SETUP_CA_FILE=str(net["ca"])))
     out = r.stdout
@@ -250,7 +251,7 @@ def test_setup_trusts_the_ca_file_serves_a_burst_and_reports_each_refusal(net, a
     assert "setup ran (" in out and "PROVEN" in out, out[-3000:]
     logs = docker("logs", net["server"], check=False).stderr
     # 50 concurrent connections through the proxy with the default limits: all answered
-    assert logs.count('"GET /slow?i=') == 50, logs[-2000:]
+    assert logs.count('"GET /slow?i=') - before == 50, logs[-2000:]
     # every toolchain reached the HTTPS server through the CA: urllib, pip, git
     assert '"GET /ok.txt HTTP/1.1" 200' in logs
     assert '"GET /simple/aphelper/ HTTP/1.1" 200' in logs
