@@ -18,8 +18,10 @@
  *   env_setup()          restore the cached environment, or run `setup:` (phase "setup", the
  *                        allow-list of `network:`, its own deadline, output streamed to
  *                        on_live) and cache what it produced; then switch the box's network
- *                        off (unless agent_network) and set its phase to "agent"
- *   env_blocked_report() the connections the proxy refused, with the line to add
+ *                        off (unless agent_network) and set its phase to "agent". With
+ *                        AUTOPATCH_SETUP_CA_FILE the steps trust the operator's CAs too
+ *                        (/tmp/.ap-ca in the box, SSL_CERT_FILE & co.; removed after setup)
+ *   env_blocked_report() the connections the proxy refused, with the advice for each kind
  *
  * What setup produced (files not tracked by git in the workspace, which is also HOME) is listed
  * in the box at ENV_FILES_LIST and added to the workspace's .git/info/exclude, so it never
@@ -171,7 +173,8 @@ typedef struct env_setup_result {
  * The setup phase, as described at the top. A failing step ends it with AP_EINVAL and "setup
  * failed: `STEP` exited with N (after M s)" plus the tail of its output on the following
  * lines; a deadline (o->timeout_s, else AUTOPATCH_SETUP_TIMEOUT_S; all steps together) with
- * AP_ETIMEOUT and the same; exit 127 names the missing command and its flavour. A cache that cannot
+ * AP_ETIMEOUT and the same; exit 127 names the missing command and its flavour, and output
+ * showing an unverifiable TLS certificate names AUTOPATCH_SETUP_CA_FILE. A cache that cannot
  * be read or written is only a note (setup runs, or its result is not kept). The network is
  * switched off before returning 0, and on every error path too.
  */
