@@ -18,6 +18,7 @@
 #include "github/rest.h"
 #include "github/urls.h"
 #include "job/environment.h"
+#include "sandbox/egress.h"
 #include "sandbox/sandbox.h"
 #include "server/queue.h"
 #include "server/queue_view.h"
@@ -414,6 +415,26 @@ static void check_database(struct report *r, ap_config *cfg)
 	q_close(q);
 }
 
+/* AUTOPATCH_SETUP_CA_FILE (docs/environments.md, "CA bundle"). When it is bad, the setting is
+ * dropped from cfg afterwards, so the Docker check below reports Docker, not the bundle
+ * again (the engine refuses to start with a bad one). */
+static void check_setup_ca(struct report *r, ap_config *cfg)
+{
+	const char *path = cfg_str(cfg, "AUTOPATCH_SETUP_CA_FILE");
+	int n = 0;
+
+	if (!path)
+		return;
+	if (sbx_setup_ca_read(cfg, NULL, &n)) {
+		fail(r, "setup CA bundle", "%s.", last_error());
+		cfg_set(cfg, "AUTOPATCH_SETUP_CA_FILE", "");
+		return;
+	}
+	pass(r, "setup CA bundle",
+	     "%d certificate%s in %s, trusted by setup besides the public CAs", n,
+	     n == 1 ? "" : "s", path);
+}
+
 static void check_docker(struct report *r, ap_config *cfg)
 {
 	sbx_engine *e = NULL;
@@ -581,6 +602,7 @@ int doctor_main(int argc, char **argv, ap_config *cfg)
 	key_ok = check_key(&r, cfg);
 	check_github(&r, cfg, key_ok && cfg_is_set(cfg, "APP_ID"));
 	check_database(&r, cfg);
+	check_setup_ca(&r, cfg);
 	check_docker(&r, cfg);
 	check_model(&r, cfg);
 	fflush(stdout);

@@ -171,6 +171,10 @@ static const cfg_setting settings[] = {
      "outer network the egress proxy reaches the internet on"},
     {"AUTOPATCH_EGRESS_ALLOW_NETS", CFG_STR, NULL, 0,
      "private networks (CIDRs, comma-separated) an allowed host may resolve to"},
+    {"AUTOPATCH_EGRESS_MAX_CONNS", CFG_INT, "256", 0,
+     "connections one box's egress proxy serves at once; more wait in its queue"},
+    {"AUTOPATCH_EGRESS_QUEUE_S", CFG_INT, "60", 0,
+     "how long a connection waits for a free proxy slot before it is refused (s)"},
     /* Environments (docs/environments.md) */
     {"AUTOPATCH_FLAVOR_REPOSITORY", CFG_STR, "autopatch-sandbox", 0,
      "image repository of the toolchain flavours (NAME:node, ...; python is SANDBOX_IMAGE)"},
@@ -180,6 +184,9 @@ static const cfg_setting settings[] = {
      "deadline of one flavour build on first use (s)"},
     {"AUTOPATCH_SETUP_TIMEOUT_S", CFG_INT, "900", 0,
      "deadline of a job's setup phase, all `setup:` steps together (s)"},
+    {"AUTOPATCH_SETUP_CA_FILE", CFG_STR, NULL, 0,
+     "PEM bundle of CAs the setup phase trusts besides the public ones (TLS-intercepting "
+     "networks)"},
     {"AUTOPATCH_ENV_CACHE", CFG_BOOL, "true", 0,
      "cache what setup produced per repository and restore it instead of running setup"},
     {"AUTOPATCH_ENV_CACHE_SIZE", CFG_BYTES, "10g", 0,

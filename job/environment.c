@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/stats.h"
 #include "job/repo_config.h"
+#include "sandbox/egress.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,6 +42,7 @@ extern char **environ;
 #define KEY_WALK_ENTRIES      20000
 #define LIST_CAP	      (1u << 20) /* ENV_FILES_LIST read back */
 #define SBX_DENIAL_REPORT_MAX 64
+#define SETUP_ERR_MAX	      1000 /* a setup failure's sentence (common/err.c keeps 1023) */
 
 const char *const env_flavors[] = {"node", "go", "rust", "java", "python", "c", NULL};
 
@@ -1179,7 +1181,145 @@ static const char *tail_lines(const char *t)
 	return *p == '\n' ? p + 1 : p;
 }
 
-static int run_steps(const env_setup_opts *o, env_setup_result *res)
+/* ---- AUTOPATCH_SETUP_CA_FILE: the operator's CAs, for the setup phase only ---- */
+
+#define CA_DIR	  "/tmp/.ap-ca"
+#define CA_EXTRA  CA_DIR "/extra.pem"  /* the operator's certificates */
+#define CA_BUNDLE CA_DIR "/bundle.pem" /* the image's public CAs + the operator's */
+#define CA_JAVA	  CA_DIR "/java.p12"   /* the JDK's trust store + the operator's (PKCS12) */
+
+/* Reads the operator's certificates from stdin. The bundle keeps the image's own CAs first,
+ * because PIP_CERT, REQUESTS_CA_BUNDLE, CARGO_HTTP_CAINFO, npm's cafile... replace the
+ * public ones rather than add to them. Where the image has keytool (the java flavour), the
+ * JDK's cacerts are copied into a PKCS12 store and each operator certificate imported (one
+ * keytool run each, ~0.5 s); "java" on stdout says the store is there. */
+static const char SCRIPT_CA_INSTALL[] =
+    "umask 022; rm -rf " CA_DIR " && mkdir -p " CA_DIR " && cat > " CA_EXTRA " || exit 1\n"
+    "sys=; for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt "
+    "/etc/ssl/cert.pem; do if [ -r \"$f\" ]; then sys=$f; break; fi; done\n"
+    "{ if [ -n \"$sys\" ]; then cat \"$sys\"; echo; fi; cat " CA_EXTRA "; } > " CA_BUNDLE
+    " || exit 1\n"
+    "command -v keytool >/dev/null 2>&1 || exit 0\n"
+    "kt=$(readlink -f \"$(command -v keytool)\"); jh=${kt%/bin/keytool}\n"
+    "for f in /etc/ssl/certs/java/cacerts \"$jh/lib/security/cacerts\"; do\n"
+    "  [ -r \"$f\" ] || continue\n"
+    "  keytool -importkeystore -noprompt -srckeystore \"$f\" -srcstorepass changeit "
+    "-destkeystore " CA_JAVA " -deststoretype PKCS12 -deststorepass changeit >/dev/null 2>&1 "
+    "&& break\n"
+    "  rm -f " CA_JAVA "\n"
+    "done\n"
+    "(cd " CA_DIR " && csplit -s -z -f op -b '%03d.pem' extra.pem "
+    "'/-----BEGIN CERTIFICATE-----/' '{*}') || exit 0\n"
+    "for c in " CA_DIR "/op*.pem; do\n"
+    "  grep -q 'BEGIN CERTIFICATE' \"$c\" || continue\n"
+    "  out=$(keytool -importcert -noprompt -alias \"autopatch-setup-ca-${c##*/op}\" -file "
+    "\"$c\" -keystore " CA_JAVA " -storetype PKCS12 -storepass changeit 2>&1) || "
+    "{ echo \"java-failed: $out\"; rm -f " CA_JAVA "; exit 0; }\n"
+    "done\n"
+    "echo java\n";
+
+/* The environment of every setup step when the CA bundle is installed: where each toolchain
+ * looks for its trusted CAs. JAVA_TOOL_OPTIONS only when the Java store was made. */
+static const char *const ca_env[] = {
+    "SSL_CERT_FILE=" CA_BUNDLE,	     /* OpenSSL: python, curl, wget, go (on Linux), ... */
+    "NODE_EXTRA_CA_CERTS=" CA_EXTRA, /* node adds these to its own */
+    "npm_config_cafile=" CA_BUNDLE,
+    "PIP_CERT=" CA_BUNDLE,
+    "REQUESTS_CA_BUNDLE=" CA_BUNDLE,
+    "GIT_SSL_CAINFO=" CA_BUNDLE,
+    "CARGO_HTTP_CAINFO=" CA_BUNDLE,
+    "CURL_CA_BUNDLE=" CA_BUNDLE,
+    NULL};
+static const char ca_java_env[] =
+    "JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore=" CA_JAVA
+    " -Djavax.net.ssl.trustStoreType=PKCS12 -Djavax.net.ssl.trustStorePassword=changeit";
+
+struct setup_ca {
+	int certs; /* 0: AUTOPATCH_SETUP_CA_FILE unset */
+	bool java; /* CA_JAVA was made */
+};
+
+/* Put the operator's CA bundle in the box for setup (nothing when AUTOPATCH_SETUP_CA_FILE is
+ * unset). A bundle that cannot be read any more, or a box that cannot take it, ends setup. */
+static int ca_install(const env_setup_opts *o, struct setup_ca *ca)
+{
+	ap_buf pem = AP_BUF_INIT(8u << 20);
+	const char *argv[] = {"sh", "-c", SCRIPT_CA_INSTALL, NULL};
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result r = SBX_RESULT_INIT;
+	int rc;
+
+	memset(ca, 0, sizeof(*ca));
+	rc = sbx_setup_ca_read(o->cfg, &pem, &ca->certs);
+	if (rc || ca->certs == 0)
+		goto out;
+	cmd.argv = argv;
+	cmd.stdin_data = pem.data;
+	cmd.stdin_len = pem.len;
+	cmd.timeout_s = 120;
+	cmd.output_cap = 8192;
+	cmd.cancel = o->cancel;
+	rc = sbx_exec(o->box, &cmd, &r);
+	if (rc == 0 && r.exit_code != 0)
+		rc =
+		    ap_error_set(AP_EIO,
+				 "the CA bundle of AUTOPATCH_SETUP_CA_FILE could not be put in the "
+				 "box (exit %d): %.300s",
+				 r.exit_code, r.err ? r.err : "");
+	if (rc)
+		goto out;
+	ca->java = r.out && strstr(r.out, "java") == r.out;
+	note(o,
+	     "setup trusts the %d certificate%s of AUTOPATCH_SETUP_CA_FILE besides the public "
+	     "CAs%s",
+	     ca->certs, ca->certs == 1 ? "" : "s", ca->java ? " (also in a Java trust store)" : "");
+	if (r.out && strstr(r.out, "java-failed"))
+		note(o,
+		     "the Java trust store could not be made, Java tools will not trust them: "
+		     "%.300s",
+		     strstr(r.out, "java-failed"));
+out:
+	sbx_result_release(&r);
+	ap_buf_release(&pem);
+	return rc;
+}
+
+/* The hint for a step whose output shows a certificate it could not verify. */
+static void tls_hint(const struct setup_ca *ca, const char *tail, char *out, size_t n)
+{
+	static const char *const marks[] = {"SELF_SIGNED_CERT_IN_CHAIN",
+					    "self-signed certificate in certificate chain",
+					    "self signed certificate in certificate chain",
+					    "CERTIFICATE_VERIFY_FAILED",
+					    "unable to get local issuer certificate",
+					    "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+					    "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+					    "PKIX path building failed",
+					    "server certificate verification failed",
+					    "certificate verify failed",
+					    "invalid peer certificate: UnknownIssuer",
+					    "x509: certificate signed by unknown authority",
+					    NULL};
+	bool hit = false;
+
+	for (const char *const *m = marks; *m && !hit; m++)
+		hit = strstr(tail, *m) != NULL;
+	if (!hit)
+		return;
+	if (ca->certs)
+		snprintf(out, n,
+			 " (a TLS certificate could not be verified although setup trusts the %d "
+			 "certificate%s of AUTOPATCH_SETUP_CA_FILE: add the CA that signed this "
+			 "chain to that bundle)",
+			 ca->certs, ca->certs == 1 ? "" : "s");
+	else
+		snprintf(out, n,
+			 " (a TLS certificate could not be verified: if this network intercepts "
+			 "TLS, give the operator's CA bundle to setup with AUTOPATCH_SETUP_CA_FILE "
+			 "on the autopatch host; docs/environments.md, \"CA bundle\")");
+}
+
+static int run_steps(const env_setup_opts *o, env_setup_result *res, const struct setup_ca *ca)
 {
 	int64_t timeout_s = 900, start = ap_mono_ms();
 	size_t count = 0;
@@ -1196,7 +1336,8 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 	while (o->setup_steps[count])
 		count++;
 	for (size_t i = 0; i < count; i++) {
-		const char *argv[] = {"sh", "-c", o->setup_steps[i], NULL};
+		const char *argv[16], *step_argv[] = {"sh", "-c", o->setup_steps[i], NULL};
+		size_t k = 0;
 		sbx_cmd cmd = SBX_CMD_INIT;
 		sbx_result r = SBX_RESULT_INIT;
 		struct live *l = calloc(1, sizeof(*l));
@@ -1210,6 +1351,16 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 		l->count = (int)count;
 		l->start = ap_mono_ms();
 		live_show(l, true);
+		if (ca->certs) {
+			argv[k++] = "env";
+			for (const char *const *e = ca_env; *e; e++)
+				argv[k++] = *e;
+			if (ca->java)
+				argv[k++] = ca_java_env;
+		}
+		for (const char *const *a = step_argv; *a; a++)
+			argv[k++] = *a;
+		argv[k] = NULL;
 		cmd.argv = argv;
 		cmd.timeout_s = left > 0 ? (int)left : 1;
 		cmd.on_output = live_output;
@@ -1217,10 +1368,12 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 		cmd.cancel = o->cancel;
 		rc = sbx_exec(o->box, &cmd, &r);
 		if (rc == 0 && (r.exit_code != 0 || r.timed_out)) {
-			char word[64];
+			char word[64], head[1024];
 			const char *fl = NULL, *tl = tail_lines(l->tail);
 			char hint[700] = "";
+			size_t room;
 
+			tls_hint(ca, l->tail, hint, sizeof(hint));
 			if (r.exit_code == 127 &&
 			    first_word(o->setup_steps[i], word, sizeof(word)) &&
 			    (fl = env_flavor_of_command(word)) &&
@@ -1231,19 +1384,23 @@ static int run_steps(const env_setup_opts *o, env_setup_result *res)
 				    "it: add `image: %s` to %s)",
 				    word, o->image->image, fl, fl, REPO_CONFIG_PATH);
 			if (r.timed_out)
-				rc =
-				    ap_error_set(AP_ETIMEOUT,
-						 "setup failed: `%.200s` did not finish within "
-						 "%s (%lld s for all setup steps); its output "
-						 "ended with:\n%s",
-						 o->setup_steps[i], what, (long long)timeout_s, tl);
+				snprintf(head, sizeof(head),
+					 "setup failed: `%.200s` did not finish within %s (%lld s "
+					 "for all setup steps); its output ended with:\n",
+					 o->setup_steps[i], what, (long long)timeout_s);
 			else
-				rc = ap_error_set(
-				    AP_EINVAL,
-				    "setup failed: `%.200s` exited with %d after %lld "
-				    "s%s; its output ended with:\n%s",
+				snprintf(
+				    head, sizeof(head),
+				    "setup failed: `%.200s` exited with %d after %lld s%s; its "
+				    "output ended with:\n",
 				    o->setup_steps[i], r.exit_code,
-				    (long long)((ap_mono_ms() - l->start) / 1000), hint, tl);
+				    (long long)((ap_mono_ms() - l->start) / 1000), hint);
+			/* The error message holds ~1 KiB: keep the end of the tail (where the
+			 * error is), not its start. */
+			room = SETUP_ERR_MAX > strlen(head) ? SETUP_ERR_MAX - strlen(head) : 0;
+			if (strlen(tl) > room)
+				tl += strlen(tl) - room;
+			rc = ap_error_set(r.timed_out ? AP_ETIMEOUT : AP_EINVAL, "%s%s", head, tl);
 		}
 		if (o->live && rc == 0) {
 			char msg[400];
@@ -1283,7 +1440,8 @@ static int end_setup(const env_setup_opts *o)
 
 int env_setup(const env_setup_opts *o, env_setup_result *res)
 {
-	char dir[4200], tar[4200], meta[4200], why[600];
+	char dir[4200], tar[4200], meta[4200], why[1024];
+	struct setup_ca ca = {0, false};
 	bool use_cache = true;
 	int code = 0, rc, erc;
 	sbx_result r = SBX_RESULT_INIT;
@@ -1324,7 +1482,13 @@ int env_setup(const env_setup_opts *o, env_setup_result *res)
 	}
 	if ((rc = box_sh(o->box, SCRIPT_BEFORE, 60, &code, NULL)))
 		goto out_end;
-	if ((rc = run_steps(o, res)))
+	if ((rc = ca_install(o, &ca)))
+		goto out_end;
+	rc = run_steps(o, res, &ca);
+	/* The CAs are for setup only: no later command finds them. */
+	if (ca.certs && box_sh(o->box, "rm -rf " CA_DIR, 60, &code, NULL) && rc == 0)
+		rc = AP_EIO;
+	if (rc)
 		goto out_end;
 	if ((rc = box_sh(o->box, SCRIPT_AFTER, 120, &code, &r)))
 		goto out_end;
@@ -1476,10 +1640,122 @@ void env_snapshot_free(env_snapshot *s)
 
 /* ---- blocked egress ---- */
 
+/* The address a refusal's reason names ("... address (10.1.2.3)"), as a one-address CIDR
+ * for AUTOPATCH_EGRESS_ALLOW_NETS; "" when there is none. */
+static void reason_cidr(const char *reason, char *out, size_t n)
+{
+	const char *open = strrchr(reason, '('), *close = open ? strchr(open, ')') : NULL;
+	size_t len = close ? (size_t)(close - open - 1) : 0;
+
+	out[0] = '\0';
+	if (!close || len == 0 || len > 45 || strspn(open + 1, "0123456789abcdefABCDEF.:") != len)
+		return;
+	snprintf(out, n, "%.*s/%s", (int)len, open + 1, memchr(open, ':', len) ? "128" : "32");
+}
+
+/* The advice for one group of refusals (after "what, N times, during P by `C`: "). */
+static void denial_advice(ap_buf *buf, const sbx_denial *d, const char *hp)
+{
+	bool agent = strcmp(d->phase, "agent") == 0;
+	char cidr[64];
+
+	switch (d->kind) {
+	case SBX_DENY_LIMIT:
+		ap_buf_addf(buf,
+			    "refused at the egress proxy's connection limit (%s): raise "
+			    "AUTOPATCH_EGRESS_MAX_CONNS (connections served at once per box) or "
+			    "AUTOPATCH_EGRESS_QUEUE_S (how long one waits for a free slot) on the "
+			    "autopatch host, or have the tool open fewer connections at once "
+			    "(npm: --maxsockets)",
+			    d->reason);
+		return;
+	case SBX_DENY_DNS: {
+		/* the proxy says "cannot resolve NAME: WHY" */
+		const char *why = strstr(d->reason, ": ") ? strstr(d->reason, ": ") + 2 : d->reason;
+
+		ap_buf_addf(buf,
+			    "the name %s could not be resolved: the autopatch host's resolver, "
+			    "which the egress proxy uses (on AUTOPATCH_EGRESS_NETWORK), failed "
+			    "(%s); check the name in `network:`, or the host's DNS",
+			    d->host, why);
+		return;
+	}
+	case SBX_DENY_RESERVED:
+		reason_cidr(d->reason, cidr, sizeof(cidr));
+		ap_buf_addf(buf,
+			    "`%s` is allowed, but %s, and the egress proxy reaches private and "
+			    "reserved addresses only inside AUTOPATCH_EGRESS_ALLOW_NETS: for a "
+			    "mirror on your network, add %s%s%s to AUTOPATCH_EGRESS_ALLOW_NETS on "
+			    "the autopatch host",
+			    hp, d->reason, cidr[0] ? "`" : "its network", cidr[0] ? cidr : "",
+			    cidr[0] ? "` (or its network)" : "");
+		return;
+	case SBX_DENY_NEVER:
+		ap_buf_addf(buf,
+			    "%s, which no box may reach (not even with "
+			    "AUTOPATCH_EGRESS_ALLOW_NETS): make the name resolve to the server's "
+			    "network address for the autopatch host",
+			    d->reason);
+		return;
+	case SBX_DENY_CONNECT:
+		ap_buf_addf(buf,
+			    "no address of %s answered (%s) from the autopatch host's network "
+			    "(AUTOPATCH_EGRESS_NETWORK): check that the server is up and reachable "
+			    "from there",
+			    d->host, d->reason);
+		return;
+	case SBX_DENY_OTHER:
+		ap_buf_addf(buf, "refused: %s", d->reason[0] ? d->reason : "(no reason logged)");
+		return;
+	case SBX_DENY_NOT_LISTED:
+	case SBX_DENY_LOCKED:
+		break;
+	}
+	if (agent)
+		ap_buf_addf(buf,
+			    "the agent phase is offline; fetch it in `setup:` (with `%s` "
+			    "in `network:`), or add `agent_network: true` and `%s` to "
+			    "`network:` in %s",
+			    hp, hp, REPO_CONFIG_PATH);
+	else
+		ap_buf_addf(buf, "add `%s` to `network:` in %s", hp, REPO_CONFIG_PATH);
+}
+
+int env_denials_text(const sbx_denial *d, size_t n, char **out)
+{
+	ap_buf buf = AP_BUF_INIT(16384);
+
+	*out = NULL;
+	if (n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char hp[300];
+		const char *phase = strcmp(d[i].phase, "agent") == 0 ? "the agent phase"
+				    : d[i].phase[0]		     ? d[i].phase
+								     : "a command";
+
+		if (d[i].kind == SBX_DENY_LIMIT || !d[i].host[0])
+			snprintf(hp, sizeof(hp), "connections");
+		else if (d[i].port)
+			snprintf(hp, sizeof(hp), "%s:%d", d[i].host, d[i].port);
+		else
+			snprintf(hp, sizeof(hp), "%s", d[i].host);
+		if (d[i].kind == SBX_DENY_LIMIT)
+			ap_buf_addf(&buf, "%s%d connection%s, during %s by `%s`: ", i ? "\n" : "",
+				    d[i].count, d[i].count == 1 ? "" : "s", phase, d[i].command);
+		else
+			ap_buf_addf(&buf, "%s%s, %d time%s, during %s by `%s`: ", i ? "\n" : "", hp,
+				    d[i].count, d[i].count == 1 ? "" : "s", phase, d[i].command);
+		denial_advice(&buf, &d[i], hp);
+	}
+	*out = strdup(ap_buf_str(&buf));
+	ap_buf_release(&buf);
+	return *out ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
+}
+
 int env_blocked_report(sbx_box *b, char **out)
 {
 	sbx_denial d[SBX_DENIAL_REPORT_MAX];
-	ap_buf buf = AP_BUF_INIT(16384);
 	size_t n = 0;
 	int rc;
 
@@ -1487,32 +1763,5 @@ int env_blocked_report(sbx_box *b, char **out)
 	rc = sbx_box_denials(b, d, SBX_DENIAL_REPORT_MAX, &n);
 	if (rc)
 		return rc;
-	if (n == 0)
-		return 0;
-	for (size_t i = 0; i < n; i++) {
-		char hp[300];
-		bool agent = strcmp(d[i].phase, "agent") == 0;
-
-		if (d[i].port)
-			snprintf(hp, sizeof(hp), "%s:%d", d[i].host, d[i].port);
-		else
-			snprintf(hp, sizeof(hp), "%s", d[i].host);
-		ap_buf_addf(&buf, "%s%s, %d time%s, during %s by `%s`: ", i ? "\n" : "", hp,
-			    d[i].count, d[i].count == 1 ? "" : "s",
-			    agent	    ? "the agent phase"
-			    : d[i].phase[0] ? d[i].phase
-					    : "a command",
-			    d[i].command);
-		if (agent)
-			ap_buf_addf(&buf,
-				    "the agent phase is offline; fetch it in `setup:` (with `%s` "
-				    "in `network:`), or add `agent_network: true` and `%s` to "
-				    "`network:` in %s",
-				    hp, hp, REPO_CONFIG_PATH);
-		else
-			ap_buf_addf(&buf, "add `%s` to `network:` in %s", hp, REPO_CONFIG_PATH);
-	}
-	*out = strdup(ap_buf_str(&buf));
-	ap_buf_release(&buf);
-	return *out ? 0 : ap_error_set(AP_ENOMEM, "out of memory");
+	return env_denials_text(d, n, out);
 }

@@ -18,8 +18,10 @@
  *   env_setup()          restore the cached environment, or run `setup:` (phase "setup", the
  *                        allow-list of `network:`, its own deadline, output streamed to
  *                        on_live) and cache what it produced; then switch the box's network
- *                        off (unless agent_network) and set its phase to "agent"
- *   env_blocked_report() the connections the proxy refused, with the line to add
+ *                        off (unless agent_network) and set its phase to "agent". With
+ *                        AUTOPATCH_SETUP_CA_FILE the steps trust the operator's CAs too
+ *                        (/tmp/.ap-ca in the box, SSL_CERT_FILE & co.; removed after setup)
+ *   env_blocked_report() the connections the proxy refused, with the advice for each kind
  *
  * What setup produced (files not tracked by git in the workspace, which is also HOME) is listed
  * in the box at ENV_FILES_LIST and added to the workspace's .git/info/exclude, so it never
@@ -171,7 +173,8 @@ typedef struct env_setup_result {
  * The setup phase, as described at the top. A failing step ends it with AP_EINVAL and "setup
  * failed: `STEP` exited with N (after M s)" plus the tail of its output on the following
  * lines; a deadline (o->timeout_s, else AUTOPATCH_SETUP_TIMEOUT_S; all steps together) with
- * AP_ETIMEOUT and the same; exit 127 names the missing command and its flavour. A cache that cannot
+ * AP_ETIMEOUT and the same; exit 127 names the missing command and its flavour, and output
+ * showing an unverifiable TLS certificate names AUTOPATCH_SETUP_CA_FILE. A cache that cannot
  * be read or written is only a note (setup runs, or its result is not kept). The network is
  * switched off before returning 0, and on every error path too.
  */
@@ -257,10 +260,24 @@ int64_t env_snapshot_bytes(const env_snapshot *s);
 void env_snapshot_free(env_snapshot *s);
 
 /*
- * The connections the box's egress proxy refused so far, one line each:
- * "registry.npmjs.org:443, 3 times, during setup by `npm ci`: add `registry.npmjs.org:443`
- * to `network:` in .github/autopatch.yml". *out is malloc'd, NULL when there were none.
+ * The connections the box's egress proxy refused so far, one line per group (kind, host,
+ * port, phase, command), each with the advice that fits its kind (env_denials_text).
+ * *out is malloc'd, NULL when there were none.
  */
 int env_blocked_report(sbx_box *b, char **out);
+
+/*
+ * The report of n denial groups, one line each, "WHAT, N times, during PHASE by `CMD`: ADVICE":
+ *   not listed (setup):  add `host:port` to `network:` in .github/autopatch.yml
+ *   not listed / locked (agent phase): fetch it in `setup:`, or `agent_network: true`
+ *   connection limit:    "N connections, ..." naming the limit (the proxy's reason),
+ *                        AUTOPATCH_EGRESS_MAX_CONNS and AUTOPATCH_EGRESS_QUEUE_S
+ *   name resolution:     the name, and that the autopatch host's resolver failed
+ *   reserved address:    the address, and AUTOPATCH_EGRESS_ALLOW_NETS (with ADDR/32)
+ *   never reachable:     loopback, link-local...: no setting opens it
+ *   connect failed, other: the proxy's reason
+ * *out is malloc'd, NULL when n is 0.
+ */
+int env_denials_text(const sbx_denial *d, size_t n, char **out);
 
 #endif

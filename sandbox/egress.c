@@ -19,11 +19,15 @@
 #include "sandbox/egress_policy.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/fs.h"
 #include "common/httpc.h"
 #include "common/log.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -40,14 +44,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EG_API_TIMEOUT	30000L
-#define EG_LOG_CAP	(8u << 20) /* bytes of proxy log read at once */
-#define EG_PROXY_MEMORY (128LL << 20)
-#define EG_PROXY_PIDS	256
-#define EG_PROXY_CONNS	"128"
-#define EG_PROXY_PATH	"/autopatch-egress-proxy"
-#define EG_PROXY_USER	"10001:10001"
-#define EG_ENV_N	6
+#define EG_API_TIMEOUT	    30000L
+#define EG_LOG_CAP	    (8u << 20) /* bytes of proxy log read at once */
+#define EG_PROXY_MEMORY	    (128LL << 20)
+#define EG_PROXY_PIDS_EXTRA 64		  /* threads beyond one per connection */
+#define EG_CONN_MEMORY	    (128LL << 10) /* per connection: buffers, stack touched */
+#define EG_CA_CAP	    (4u << 20)	  /* AUTOPATCH_SETUP_CA_FILE */
+#define EG_PROXY_PATH	    "/autopatch-egress-proxy"
+#define EG_PROXY_USER	    "10001:10001"
+#define EG_ENV_N	    6
 
 struct sbx_egress {
 	dk_client *dk;	      /* borrowed */
@@ -116,6 +121,7 @@ int sbx_egress_opts_load(sbx_egress_opts *opts, const ap_config *cfg)
 {
 	const char *v;
 	char list[SBX_EGRESS_MAX_NETS * 64 + 64], *save = NULL, *tok;
+	int64_t n;
 	int rc;
 
 	*opts = (sbx_egress_opts)SBX_EGRESS_OPTS_INIT;
@@ -135,6 +141,14 @@ int sbx_egress_opts_load(sbx_egress_opts *opts, const ap_config *cfg)
 	v = cfg_str(cfg, "AUTOPATCH_EGRESS_NETWORK");
 	if ((rc = copy_setting(opts->outer_network, sizeof(opts->outer_network),
 			       "AUTOPATCH_EGRESS_NETWORK", v)))
+		return rc;
+	if ((rc = cfg_int(cfg, "AUTOPATCH_EGRESS_MAX_CONNS", 1, 4096, &n)))
+		return rc;
+	opts->max_conns = (int)n;
+	if ((rc = cfg_int(cfg, "AUTOPATCH_EGRESS_QUEUE_S", 0, 3600, &n)))
+		return rc;
+	opts->queue_s = (int)n;
+	if ((rc = sbx_setup_ca_read(cfg, NULL, NULL)))
 		return rc;
 	v = cfg_str(cfg, "AUTOPATCH_EGRESS_ALLOW_NETS");
 	if (!v)
@@ -156,6 +170,107 @@ int sbx_egress_opts_load(sbx_egress_opts *opts, const ap_config *cfg)
 		opts->n_allow_nets++;
 	}
 	return 0;
+}
+
+/* Each PEM block of text (len bytes) must be a certificate; their re-encoded text goes to out
+ * (optional). Returns how many, or AP_EINVAL with a sentence about path. */
+static int ca_parse(const char *path, const char *text, size_t len, ap_buf *out)
+{
+	BIO *in = BIO_new_mem_buf(text, (int)len), *pem = NULL;
+	char *name = NULL, *header = NULL;
+	unsigned char *data = NULL;
+	long dlen = 0;
+	int n = 0, rc = 0;
+
+	if (!in || !(pem = BIO_new(BIO_s_mem()))) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto out;
+	}
+	ERR_clear_error();
+	while (rc == 0 && PEM_read_bio(in, &name, &header, &data, &dlen) == 1) {
+		const unsigned char *p = data;
+		X509 *x = NULL;
+
+		if (strcmp(name, "CERTIFICATE") != 0 && strcmp(name, "TRUSTED CERTIFICATE") != 0)
+			rc =
+			    ap_error_set(AP_EINVAL,
+					 "AUTOPATCH_SETUP_CA_FILE %s holds a %.40s block, not only "
+					 "certificates: keep only the CA certificates (never a "
+					 "private key) in it",
+					 path, name);
+		else if (!(x = strcmp(name, "CERTIFICATE") == 0 ? d2i_X509(NULL, &p, dlen)
+								: d2i_X509_AUX(NULL, &p, dlen)))
+			rc = ap_error_set(
+			    AP_EINVAL,
+			    "AUTOPATCH_SETUP_CA_FILE %s: certificate %d cannot be "
+			    "parsed: replace it with the PEM text of the CA certificate",
+			    path, n + 1);
+		else if (PEM_write_bio_X509(pem, x) != 1)
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+		X509_free(x);
+		OPENSSL_free(name);
+		OPENSSL_free(header);
+		OPENSSL_free(data);
+		name = header = NULL;
+		data = NULL;
+		n++;
+	}
+	ERR_clear_error();
+	if (rc == 0 && n == 0)
+		rc = ap_error_set(
+		    AP_EINVAL,
+		    "AUTOPATCH_SETUP_CA_FILE %s holds no PEM certificate (\"-----BEGIN "
+		    "CERTIFICATE-----\"): point it at the CA bundle in PEM form (convert "
+		    "a DER file with openssl x509 -inform der -in FILE)",
+		    path);
+	if (rc == 0 && out) {
+		char *p;
+		long plen = BIO_get_mem_data(pem, &p);
+
+		if (plen > 0 && ap_buf_add(out, p, (size_t)plen) < 0)
+			rc = ap_error_set(AP_ENOMEM, "out of memory");
+	}
+out:
+	BIO_free(in);
+	BIO_free(pem);
+	return rc ? rc : n;
+}
+
+int sbx_setup_ca_read(const ap_config *cfg, ap_buf *pem, int *n_certs)
+{
+	const char *path = cfg_str(cfg, "AUTOPATCH_SETUP_CA_FILE");
+	ap_buf text = AP_BUF_INIT(EG_CA_CAP);
+	char why[600];
+	int rc;
+
+	if (n_certs)
+		*n_certs = 0;
+	if (!path)
+		return 0;
+	rc = fs_read_file(&text, path, 0);
+	if (rc == AP_ETOOBIG) {
+		rc =
+		    ap_error_set(AP_EINVAL,
+				 "AUTOPATCH_SETUP_CA_FILE %s is larger than 4 MiB: point it at the "
+				 "CA bundle (PEM certificates only)",
+				 path);
+	} else if (rc) {
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		rc =
+		    ap_error_set(AP_EINVAL,
+				 "AUTOPATCH_SETUP_CA_FILE cannot be read (%s): fix the path or its "
+				 "permissions (autopatch reads it at start-up), or unset it",
+				 why);
+	} else {
+		rc = ca_parse(path, text.data ? text.data : "", text.len, pem);
+		if (rc > 0) {
+			if (n_certs)
+				*n_certs = rc;
+			rc = 0;
+		}
+	}
+	ap_buf_release(&text);
+	return rc;
 }
 
 int sbx_egress_check(const char *const *allow)
@@ -262,6 +377,15 @@ out:
 	return rc;
 }
 
+/* The proxy's memory limit: 128 MiB, or more when AUTOPATCH_EGRESS_MAX_CONNS asks for more
+ * than 512 connections (each needs EG_CONN_MEMORY at most). */
+static long long eg_proxy_memory(const sbx_egress_opts *o)
+{
+	long long want = (64LL << 20) + (long long)o->max_conns * EG_CONN_MEMORY;
+
+	return want > EG_PROXY_MEMORY ? want : EG_PROXY_MEMORY;
+}
+
 /* The proxy container: the sandbox's hardening (read-only root, no capabilities, no new
  * privileges, non-root, memory/pids limits) with the program bound read-only. Its argv is the
  * whole policy; it gets no environment from the host. */
@@ -269,7 +393,7 @@ static cJSON *proxy_body(const sbx_egress *eg, const sbx_egress_opts *o, const c
 			 const char *job, const char *subnet, const char *const *allow)
 {
 	cJSON *b = NULL, *hc, *labels, *lc, *lcc;
-	char bind[PATH_MAX + 64];
+	char bind[PATH_MAX + 64], conns[16], queue[16];
 	const char **argv;
 	size_t n_allow = 0, k = 0;
 	const char *entry[] = {EG_PROXY_PATH, NULL};
@@ -281,15 +405,19 @@ static cJSON *proxy_body(const sbx_egress *eg, const sbx_egress_opts *o, const c
 	/* The proxy's whole policy is its argv (no config file, no environment). */
 	while (allow[n_allow])
 		n_allow++;
-	argv = calloc(7 + 2 * n_allow + 2 * o->n_allow_nets, sizeof(*argv));
+	argv = calloc(9 + 2 * n_allow + 2 * o->n_allow_nets, sizeof(*argv));
 	if (!argv)
 		return NULL;
+	snprintf(conns, sizeof(conns), "%d", o->max_conns);
+	snprintf(queue, sizeof(queue), "%d", o->queue_s * 1000);
 	argv[k++] = "--listen-net";
 	argv[k++] = subnet;
 	argv[k++] = "--port";
 	argv[k++] = "3128";
 	argv[k++] = "--max-conns";
-	argv[k++] = EG_PROXY_CONNS;
+	argv[k++] = conns;
+	argv[k++] = "--queue-ms";
+	argv[k++] = queue;
 	for (size_t i = 0; i < n_allow; i++) {
 		argv[k++] = "--allow";
 		argv[k++] = allow[i];
@@ -314,10 +442,10 @@ static cJSON *proxy_body(const sbx_egress *eg, const sbx_egress_opts *o, const c
 	    add_strings(hc, "Binds", binds) || !cJSON_AddTrueToObject(hc, "ReadonlyRootfs") ||
 	    add_strings(hc, "CapDrop", caps) || add_strings(hc, "SecurityOpt", secopt) ||
 	    !cJSON_AddFalseToObject(hc, "Privileged") ||
-	    !cJSON_AddNumberToObject(hc, "Memory", (double)EG_PROXY_MEMORY) ||
-	    !cJSON_AddNumberToObject(hc, "MemorySwap", (double)EG_PROXY_MEMORY) ||
+	    !cJSON_AddNumberToObject(hc, "Memory", (double)eg_proxy_memory(o)) ||
+	    !cJSON_AddNumberToObject(hc, "MemorySwap", (double)eg_proxy_memory(o)) ||
 	    !cJSON_AddNumberToObject(hc, "NanoCpus", 1e9) ||
-	    !cJSON_AddNumberToObject(hc, "PidsLimit", EG_PROXY_PIDS) ||
+	    !cJSON_AddNumberToObject(hc, "PidsLimit", o->max_conns + EG_PROXY_PIDS_EXTRA) ||
 	    !cJSON_AddTrueToObject(hc, "Init") ||
 	    !cJSON_AddStringToObject(hc, "IpcMode", "private") ||
 	    !cJSON_AddStringToObject(hc, "Runtime", "runc") ||
@@ -431,17 +559,37 @@ static void split_target(const char *t, char *host, size_t n, int *port)
 	snprintf(host, n, "%.*s", (int)(end - h), h);
 }
 
-/* Group one denial under the context the box set. */
-static void record_denial(sbx_egress *eg, const char *target)
+/* The proxy's "kind" of a refusal (sandbox/egress_proxy.c) as an sbx_denial_kind. */
+static enum sbx_denial_kind denial_kind(const char *kind)
 {
-	char host[256];
-	int port;
+	static const struct {
+		const char *name;
+		enum sbx_denial_kind kind;
+	} kinds[] = {{"denied", SBX_DENY_NOT_LISTED}, {"locked", SBX_DENY_LOCKED},
+		     {"limit", SBX_DENY_LIMIT},	      {"dns", SBX_DENY_DNS},
+		     {"reserved", SBX_DENY_RESERVED}, {"never", SBX_DENY_NEVER},
+		     {"connect", SBX_DENY_CONNECT}};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcmp(kind, kinds[i].name) == 0)
+			return kinds[i].kind;
+	return SBX_DENY_OTHER;
+}
+
+/* Group one denial under the context the box set. A target of "-" (a connection refused
+ * before its request was read: the connection limit) has no host. */
+static void record_denial(sbx_egress *eg, const char *kind, const char *target, const char *reason)
+{
+	char host[256] = "";
+	int port = 0;
+	enum sbx_denial_kind k = denial_kind(kind);
 	sbx_denial *d;
 
-	split_target(target, host, sizeof(host), &port);
+	if (strcmp(target, "-") != 0)
+		split_target(target, host, sizeof(host), &port);
 	for (size_t i = 0; i < eg->n_seen; i++) {
 		d = &eg->seen[i];
-		if (d->port == port && strcmp(d->host, host) == 0 &&
+		if (d->kind == k && d->port == port && strcmp(d->host, host) == 0 &&
 		    strcmp(d->phase, eg->phase) == 0 && strcmp(d->command, eg->command) == 0) {
 			d->count++;
 			return;
@@ -450,11 +598,13 @@ static void record_denial(sbx_egress *eg, const char *target)
 	if (eg->n_seen == SBX_EGRESS_MAX_DENIALS)
 		return;
 	d = &eg->seen[eg->n_seen++];
+	d->kind = k;
 	snprintf(d->host, sizeof(d->host), "%s", host);
 	d->port = port;
 	d->count = 1;
 	snprintf(d->phase, sizeof(d->phase), "%s", eg->phase);
 	snprintf(d->command, sizeof(d->command), "%s", eg->command);
+	snprintf(d->reason, sizeof(d->reason), "%s", reason);
 }
 
 static const char *jstr(const cJSON *o, const char *k)
@@ -494,7 +644,7 @@ static void relay_json(sbx_egress *eg, const char *text)
 	msg = jstr(j, "msg");
 	if (strcmp(msg, "egress denied") == 0) {
 		eg->denials++;
-		record_denial(eg, jstr(j, "target"));
+		record_denial(eg, jstr(j, "kind"), jstr(j, "target"), jstr(j, "reason"));
 		ap_warn("egress denied (job %s): %s %s from %s: %s", eg->job, jstr(j, "method"),
 			jstr(j, "target"), jstr(j, "client"), jstr(j, "reason"));
 	} else if (strcmp(msg, "egress locked") == 0) {
@@ -546,6 +696,15 @@ void sbx_egress_set_command(sbx_egress *eg, const char *phase, const char *const
 	size_t pos = 0;
 
 	text[0] = '\0';
+	/* `env NAME=value... sh -c STEP` (a setup step with the CA variables) is its STEP. */
+	if (a[0] && strcmp(a[0], "env") == 0) {
+		const char *const *b = a + 1;
+
+		while (*b && strchr(*b, '=') && (*b)[0] != '-' && (*b)[0] != '=')
+			b++;
+		if (*b)
+			a = b;
+	}
 	if (a[0] && a[1] && a[2] && strcmp(a[0], "sh") == 0 && strcmp(a[1], "-c") == 0)
 		a += 2;
 	for (; *a && pos + 1 < sizeof(text); a++)
@@ -945,7 +1104,7 @@ int sbx_egress_local_listen(const sbx_egress_opts *opts, const char *job, const 
 		fd = high;
 	}
 	slen = ss.ss_family == AF_INET ? sizeof(*s4) : sizeof(*s6);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&ss, slen) < 0 || listen(fd, 128) < 0 ||
+	if (fd < 0 || bind(fd, (struct sockaddr *)&ss, slen) < 0 || listen(fd, 1024) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&ss, &slen) < 0) {
 		rc = ap_error_set(AP_EIO, "cannot listen on the egress address %s: %s", addr,
 				  strerror(errno));
@@ -972,7 +1131,7 @@ int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const ch
 			   const char *const *allow)
 {
 	posix_spawn_file_actions_t fa;
-	char cidr[80], parent[24], **argv;
+	char cidr[80], parent[24], conns[16], queue[16], **argv;
 	char *const no_env[] = {NULL};
 	size_t n_allow = 0, k = 0;
 	long long until = ap_mono_ms() + opts->ready_timeout_ms;
@@ -984,7 +1143,7 @@ int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const ch
 	snprintf(parent, sizeof(parent), "%ld", (long)getpid());
 	while (allow[n_allow])
 		n_allow++;
-	argv = calloc(14 + 2 * n_allow + 2 * opts->n_allow_nets, sizeof(*argv));
+	argv = calloc(16 + 2 * n_allow + 2 * opts->n_allow_nets, sizeof(*argv));
 	if (!argv)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	argv[k++] = (char *)opts->proxy_bin;
@@ -994,8 +1153,12 @@ int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const ch
 	argv[k++] = cidr;
 	argv[k++] = "--parent";
 	argv[k++] = parent;
+	snprintf(conns, sizeof(conns), "%d", opts->max_conns);
+	snprintf(queue, sizeof(queue), "%d", opts->queue_s * 1000);
 	argv[k++] = "--max-conns";
-	argv[k++] = EG_PROXY_CONNS;
+	argv[k++] = conns;
+	argv[k++] = "--queue-ms";
+	argv[k++] = queue;
 	for (size_t i = 0; i < n_allow; i++) {
 		argv[k++] = "--allow";
 		argv[k++] = (char *)allow[i];

@@ -27,6 +27,7 @@
 #include <limits.h>
 #include <stddef.h>
 
+#include "common/buf.h"
 #include "common/config.h"
 #include "sandbox/docker_api.h"
 #include "sandbox/sandbox.h"
@@ -51,16 +52,33 @@ typedef struct sbx_egress_opts {
 						   * (a mirror on the LAN); default none */
 	size_t n_allow_nets;
 	int ready_timeout_ms; /* how long sbx_egress_up waits for the proxy to listen */
+	int max_conns;	      /* AUTOPATCH_EGRESS_MAX_CONNS: connections one box's proxy serves at
+			       * once (256); more wait in its queue */
+	int queue_s;	      /* AUTOPATCH_EGRESS_QUEUE_S: how long a connection waits for a
+			       * free slot before it is refused with 503 (60) */
 } sbx_egress_opts;
 
 #define SBX_EGRESS_OPTS_INIT                                                                       \
 	{                                                                                          \
-		"", "", "bridge", {""}, 0, 10000                                                   \
+		"", "", "bridge", {""}, 0, 10000, 256, 60                                          \
 	}
 
-/* Fill opts from cfg. AP_EINVAL with a sentence for a bad CIDR or a value too long. A missing
- * proxy binary is reported by sbx_egress_up, not here (the allow-list is off by default). */
+/* Fill opts from cfg. AP_EINVAL with a sentence for a bad CIDR, a value too long or out of
+ * range, or an AUTOPATCH_SETUP_CA_FILE that sbx_setup_ca_read refuses (so a bad CA bundle
+ * stops start-up). A missing proxy binary is reported by sbx_egress_up, not here (the
+ * allow-list is off by default). */
 int sbx_egress_opts_load(sbx_egress_opts *opts, const ap_config *cfg);
+
+/*
+ * AUTOPATCH_SETUP_CA_FILE: the PEM bundle of certificate authorities the operator trusts for
+ * the setup phase (a network that intercepts TLS). When it is set, the file is read (at most
+ * 4 MiB) and every PEM block in it must be a certificate OpenSSL parses; at least one must be
+ * there. Unset: 0 with *n_certs 0 and pem untouched. pem (optional) receives the text of the
+ * certificates, re-encoded (so nothing but certificates reaches a box); n_certs (optional)
+ * how many. AP_EINVAL with a sentence naming the file and what to fix (unreadable, not PEM,
+ * no certificate, a block that is not a certificate).
+ */
+int sbx_setup_ca_read(const ap_config *cfg, ap_buf *pem, int *n_certs);
 
 /* Check an allow-list ("host:port" or "*.suffix:port" entries, NULL-terminated) without
  * creating anything. AP_EINVAL with a sentence naming the bad entry; an empty list is
@@ -95,8 +113,9 @@ int sbx_egress_drain_log(sbx_egress *eg);
  * running (both copied, cut to fit). */
 void sbx_egress_set_context(sbx_egress *eg, const char *phase, const char *command);
 
-/* sbx_egress_set_context with a command's argv: a `sh -c` script by its text, anything else
- * by its words joined with spaces (line breaks become spaces). */
+/* sbx_egress_set_context with a command's argv: a `sh -c` script by its text (also behind
+ * `env NAME=value...`, as setup steps run with the CA variables), anything else by its words
+ * joined with spaces (line breaks become spaces). */
 void sbx_egress_set_command(sbx_egress *eg, const char *phase, const char *const *argv);
 
 /* Drain the log, then copy up to max denial groups into out (*n how many; 0 for eg NULL).

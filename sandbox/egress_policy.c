@@ -349,23 +349,22 @@ bool egp_net_contains(const egp_net *net, const struct sockaddr *sa)
 	return memcmp(a, mapped, 12) == 0 && prefix_eq(a + 12, net->addr, net->prefix);
 }
 
+bool egp_class_openable(enum egp_class c)
+{
+	return c == EGP_PRIVATE || c == EGP_CGNAT || c == EGP_ULA || c == EGP_RESERVED;
+}
+
 int egp_addr_allowed(const struct sockaddr *sa, const egp_net *nets, size_t n, enum egp_class *cls)
 {
 	*cls = egp_classify(sa);
-	switch (*cls) {
-	case EGP_PUBLIC:
+	if (*cls == EGP_PUBLIC)
 		return 0;
-	case EGP_PRIVATE:
-	case EGP_CGNAT:
-	case EGP_ULA:
-	case EGP_RESERVED:
-		for (size_t i = 0; i < n; i++)
-			if (egp_net_contains(&nets[i], sa))
-				return 0;
-		return AP_EDENIED;
-	default:
+	if (!egp_class_openable(*cls))
 		return AP_EDENIED; /* loopback, link-local, multicast, unspecified, broadcast */
-	}
+	for (size_t i = 0; i < n; i++)
+		if (egp_net_contains(&nets[i], sa))
+			return 0;
+	return AP_EDENIED;
 }
 
 static bool is_tchar(unsigned char c)

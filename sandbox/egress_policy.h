@@ -100,6 +100,10 @@ int egp_net_parse(egp_net *out, const char *cidr);
 /* Is the address inside the network? IPv4-mapped IPv6 addresses match IPv4 networks. */
 bool egp_net_contains(const egp_net *net, const struct sockaddr *sa);
 
+/* Can an operator network (AUTOPATCH_EGRESS_ALLOW_NETS) open this class? True for private,
+ * CGNAT, ULA and reserved; false for public (always open) and the never-reachable classes. */
+bool egp_class_openable(enum egp_class c);
+
 /* May the proxy connect to this resolved address? Public addresses yes; private, CGNAT, ULA and
  * reserved ones only inside one of the n operator networks; loopback, link-local, multicast,
  * unspecified and broadcast never. Returns 0 or AP_EDENIED with *cls set to the class. */

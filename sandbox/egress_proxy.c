@@ -28,7 +28,16 @@
  *
  * Usage: autopatch-egress-proxy (--listen-net CIDR | --listen ADDR | --listen-fd N)
  *            [--port N] [--client CIDR] [--parent PID] [--allow host:port]...
- *            [--allow-net CIDR]... [--max-conns N] [--hello-timeout-ms N]
+ *            [--allow-net CIDR]... [--max-conns N] [--queue-ms N] [--hello-timeout-ms N]
+ *
+ * Limits (docs/egress.md, "Limits"): at most --max-conns connections are served at once (one
+ * thread each); a connection beyond that waits in the listening socket's queue (backlog
+ * LISTEN_BACKLOG) until one ends, and is refused with 503 only when no slot freed for
+ * --queue-ms. Names are resolved once per DNS_TTL_MS and shared by concurrent requests (a
+ * package manager asks for the same registry hundreds of times at once), and a temporary
+ * resolver failure is retried. Every decision's JSON line carries a "kind" (denied, locked,
+ * limit, dns, reserved, never, connect, tls, malformed, client) that the host's report groups
+ * by.
  *
  * --listen-fd: serve a socket the parent bound and listened on already (the Kubernetes
  * backend, which must know the port before the pod exists). --client: serve only clients in
@@ -49,7 +58,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,16 +76,26 @@
 #define MAX_RULES	   256
 #define MAX_NETS	   64
 #define LOCK_POLL_MS	   500
+#define HALF_IDLE_MS	   (30 * 1000) /* a tunnel one side of which has closed */
+#define LISTEN_BACKLOG	   1024	       /* connections queued while all slots are busy */
+#define DNS_SLOTS	   64
+#define DNS_MAX_ADDRS	   16
+#define DNS_TTL_MS	   (60 * 1000)
+#define DNS_NEG_TTL_MS	   2000
+#define DNS_TRIES	   3
 
 static egp_rule rules[MAX_RULES];
 static size_t n_rules;
 static egp_net nets[MAX_NETS];
 static size_t n_nets;
-static int max_conns = 128;
+static int max_conns = 256;
+static int queue_ms = 60 * 1000;
 static int hello_timeout_ms = HELLO_TIMEOUT_MS;
 static egp_net client_net; /* --listen-net: only clients on the job's network are served */
 static bool have_client_net;
-static atomic_int active_conns;
+static int active_conns; /* under slot_lock */
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slot_freed = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 /* SIGUSR1 (sent by the host when a job's setup phase ends) locks the proxy for good: every
  * later request is refused and open tunnels are closed within LOCK_POLL_MS. There is no way
@@ -109,8 +127,9 @@ static size_t json_put(char *out, size_t pos, size_t cap, const char *s, size_t 
 }
 
 /* One JSON line on stderr per decision; sandbox/egress.c relays them to autopatch's log. */
-static void log_event(const char *level, const char *msg, const char *client, const char *method,
-		      const char *target, const char *detail_key, const char *detail)
+static void log_event(const char *level, const char *msg, const char *kind, const char *client,
+		      const char *method, const char *target, const char *detail_key,
+		      const char *detail)
 {
 	char line[2048], ts[40];
 	struct timeval tv;
@@ -124,9 +143,9 @@ static void log_event(const char *level, const char *msg, const char *client, co
 				"{\"time\":\"%s.%03dZ\",\"level\":\"%s\","
 				"\"msg\":\"%s\"",
 				ts, (int)(tv.tv_usec / 1000), level, msg);
-	const char *keys[] = {"client", "method", "target", detail_key};
-	const char *vals[] = {client, method, target, detail};
-	for (size_t i = 0; i < 4; i++) {
+	const char *keys[] = {"kind", "client", "method", "target", detail_key};
+	const char *vals[] = {kind, client, method, target, detail};
+	for (size_t i = 0; i < 5; i++) {
 		if (!keys[i] || !vals[i])
 			continue;
 		pos += (size_t)snprintf(line + pos, sizeof(line) - pos, ",\"%s\":\"", keys[i]);
@@ -171,16 +190,18 @@ static void reply(int fd, int status, const char *phrase, const char *reason)
 		write_all(fd, msg, (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
 }
 
-/* Refuse a request: 403 (policy) or 400 (malformed), and a "egress denied" log line. */
-static void deny(struct conn *c, int status, const char *method, const char *target,
-		 const char *reason)
+/* Refuse a request: 403 (policy), 400 (malformed), 502 (name or connection failed) or 503
+ * (limit), and an "egress denied" log line of that kind. */
+static void deny(struct conn *c, int status, const char *kind, const char *method,
+		 const char *target, const char *reason)
 {
 	reply(c->fd, status,
 	      status == 403   ? "Forbidden"
 	      : status == 503 ? "Service Unavailable"
+	      : status == 502 ? "Bad Gateway"
 			      : "Bad Request",
 	      reason);
-	log_event("warn", "egress denied", c->client, method, target, "reason", reason);
+	log_event("warn", "egress denied", kind, c->client, method, target, "reason", reason);
 }
 
 /* Read the request head (up to and including the blank line) into buf. Returns the head's
@@ -238,55 +259,164 @@ fail:
 	return -1;
 }
 
-/* Resolve host here (the sandbox has no DNS), refuse the name if any address is not allowed
- * (a name that mixes public and private answers is treated as hostile), then connect to the
- * checked addresses in order. Returns the upstream socket, or -1 after replying and logging. */
-static int open_upstream(struct conn *c, const egp_target *t, const char *target)
+/* Resolved names, shared by every connection: a package manager opens dozens of tunnels to
+ * the same registry at once, and one lookup each overloaded the resolver (66 failures in one
+ * npm install). An entry holds the addresses of one name for DNS_TTL_MS (a failure for
+ * DNS_NEG_TTL_MS); while one thread resolves a name, the others asking for it wait for its
+ * answer. The addresses are checked against the policy on every use, so a cached answer is
+ * judged exactly like a fresh one. */
+struct dns_entry {
+	char host[EGP_HOST_MAX + 1];
+	struct sockaddr_storage addrs[DNS_MAX_ADDRS];
+	socklen_t lens[DNS_MAX_ADDRS];
+	int n;		   /* addresses; 0 with err set: the lookup failed */
+	int err;	   /* getaddrinfo's error of a failed lookup */
+	long long expires; /* monotonic ms */
+	bool busy;	   /* a thread is resolving it now */
+};
+
+static struct dns_entry dns_cache[DNS_SLOTS];
+static pthread_mutex_t dns_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dns_done = PTHREAD_COND_INITIALIZER;
+
+/* The entry for host (dns_lock held): the existing one, else a free or the oldest idle slot
+ * (NULL when every slot is being resolved). */
+static struct dns_entry *dns_slot(const char *host)
 {
-	struct addrinfo hints = {0}, *res = NULL, *ai;
-	char port[8], addr[INET6_ADDRSTRLEN + 16], why[256];
-	enum egp_class cls;
-	int fd = -1, rc;
+	struct dns_entry *pick = NULL;
+
+	for (size_t i = 0; i < DNS_SLOTS; i++)
+		if (dns_cache[i].host[0] && strcasecmp(dns_cache[i].host, host) == 0)
+			return &dns_cache[i];
+	for (size_t i = 0; i < DNS_SLOTS; i++) {
+		struct dns_entry *d = &dns_cache[i];
+
+		if (!d->busy && (!pick || !d->host[0] || d->expires < pick->expires))
+			pick = d;
+		if (pick && !pick->host[0])
+			break;
+	}
+	if (pick) {
+		memset(pick, 0, sizeof(*pick));
+		snprintf(pick->host, sizeof(pick->host), "%s", host);
+	}
+	return pick;
+}
+
+/* getaddrinfo, retried on a temporary failure (EAI_AGAIN: the resolver timed out or was
+ * overloaded), into d (dns_lock not held). */
+static void dns_lookup(struct dns_entry *d, const char *host)
+{
+	struct addrinfo hints = {0}, *res = NULL;
+	int rc = EAI_AGAIN;
 
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_ADDRCONFIG;
-	snprintf(port, sizeof(port), "%u", t->port);
-	rc = getaddrinfo(t->host, port, &hints, &res);
-	if (rc != 0) {
-		reply(c->fd, 502, "Bad Gateway", "cannot resolve the host name");
-		log_event("error", "egress failed", c->client, t->method, target, "reason",
-			  gai_strerror(rc));
+	for (int i = 0; i < DNS_TRIES && rc == EAI_AGAIN; i++) {
+		struct timespec ts = {0, 250L * 1000 * 1000 * i};
+
+		if (i)
+			nanosleep(&ts, NULL);
+		rc = getaddrinfo(host, NULL, &hints, &res);
+	}
+	d->n = 0;
+	d->err = rc;
+	for (struct addrinfo *ai = res; rc == 0 && ai && d->n < DNS_MAX_ADDRS; ai = ai->ai_next) {
+		if (ai->ai_addrlen > sizeof(d->addrs[0]))
+			continue;
+		memcpy(&d->addrs[d->n], ai->ai_addr, ai->ai_addrlen);
+		d->lens[d->n++] = ai->ai_addrlen;
+	}
+	if (rc == 0 && d->n == 0)
+		d->err = EAI_NONAME;
+	if (res)
+		freeaddrinfo(res);
+}
+
+/* The addresses of host (at most DNS_MAX_ADDRS, into addrs/lens), from the cache or a lookup.
+ * Returns how many, or 0 with *err set to getaddrinfo's error. */
+static int dns_resolve(const char *host, struct sockaddr_storage *addrs, socklen_t *lens, int *err)
+{
+	struct dns_entry *d;
+	int n;
+
+	pthread_mutex_lock(&dns_lock);
+	for (;;) {
+		d = dns_slot(host);
+		if (d && !d->busy && (d->n > 0 || d->err) && ap_mono_ms() < d->expires)
+			break; /* a fresh answer */
+		if (d && !d->busy) {
+			d->busy = true;
+			pthread_mutex_unlock(&dns_lock);
+			dns_lookup(d, host);
+			pthread_mutex_lock(&dns_lock);
+			d->expires = ap_mono_ms() + (d->n ? DNS_TTL_MS : DNS_NEG_TTL_MS);
+			d->busy = false;
+			pthread_cond_broadcast(&dns_done);
+			break;
+		}
+		pthread_cond_wait(&dns_done, &dns_lock); /* someone resolves it (or every slot) */
+	}
+	n = d->n;
+	*err = d->err;
+	memcpy(addrs, d->addrs, sizeof(d->addrs[0]) * (size_t)n);
+	memcpy(lens, d->lens, sizeof(d->lens[0]) * (size_t)n);
+	pthread_mutex_unlock(&dns_lock);
+	return n;
+}
+
+/* Resolve host here (the sandbox has no DNS), refuse the name if any address is not allowed
+ * (a name that mixes public and private answers is treated as hostile), then connect to the
+ * checked addresses in order. Returns the upstream socket, or -1 after replying and logging:
+ * kind "dns" (the name did not resolve), "reserved" (an address only AUTOPATCH_EGRESS_ALLOW_NETS
+ * could open), "never" (loopback, link-local, ...), "connect" (no address answered). */
+static int open_upstream(struct conn *c, const egp_target *t, const char *target)
+{
+	struct sockaddr_storage addrs[DNS_MAX_ADDRS];
+	socklen_t lens[DNS_MAX_ADDRS];
+	char addr[INET6_ADDRSTRLEN + 16], why[EGP_HOST_MAX + 128];
+	enum egp_class cls;
+	int fd = -1, n, err = 0;
+
+	n = dns_resolve(t->host, addrs, lens, &err);
+	if (n == 0) {
+		snprintf(why, sizeof(why), "cannot resolve %s: %s", t->host, gai_strerror(err));
+		deny(c, 502, "dns", t->method, target, why);
 		return -1;
 	}
-	for (ai = res; ai; ai = ai->ai_next) {
-		const void *a =
-		    ai->ai_family == AF_INET
-			? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
-			: (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+	for (int i = 0; i < n; i++) {
+		struct sockaddr *sa = (struct sockaddr *)&addrs[i];
+		const void *a = sa->sa_family == AF_INET
+				    ? (const void *)&((struct sockaddr_in *)sa)->sin_addr
+				    : (const void *)&((struct sockaddr_in6 *)sa)->sin6_addr;
 
-		if (egp_addr_allowed(ai->ai_addr, nets, n_nets, &cls) == 0)
+		if (egp_addr_allowed(sa, nets, n_nets, &cls) == 0)
 			continue;
-		inet_ntop(ai->ai_family, a, addr, sizeof(addr));
+		inet_ntop(sa->sa_family, a, addr, sizeof(addr));
 		snprintf(why, sizeof(why), "the name resolves to a %s address (%s)",
 			 egp_class_name(cls), addr);
-		deny(c, 403, t->method, target, why);
-		goto out;
+		deny(c, 403, egp_class_openable(cls) ? "reserved" : "never", t->method, target,
+		     why);
+		return -1;
 	}
-	for (ai = res; ai && fd < 0; ai = ai->ai_next)
-		fd = connect_timeout(ai->ai_addr, ai->ai_addrlen);
-	if (fd < 0) {
-		reply(c->fd, 502, "Bad Gateway", "cannot connect to the host");
-		log_event("error", "egress failed", c->client, t->method, target, "reason",
-			  "connect failed");
+	for (int i = 0; i < n && fd < 0; i++) {
+		struct sockaddr *sa = (struct sockaddr *)&addrs[i];
+
+		if (sa->sa_family == AF_INET)
+			((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)t->port);
+		else
+			((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)t->port);
+		fd = connect_timeout(sa, lens[i]);
 	}
-out:
-	freeaddrinfo(res);
+	if (fd < 0)
+		deny(c, 502, "connect", t->method, target, "cannot connect to the host");
 	return fd;
 }
 
-/* Copy bytes both ways until both directions closed or nothing moved for IDLE_TIMEOUT_MS.
- * When client_in is false the client's further bytes are not forwarded (plain HTTP: one
- * request per connection). */
+/* Copy bytes both ways until both directions closed or nothing moved for IDLE_TIMEOUT_MS
+ * (HALF_IDLE_MS once the client closed its side of a tunnel: a server that never closes its
+ * side would otherwise hold a connection slot for minutes). When client_in is false the
+ * client's further bytes are not forwarded (plain HTTP: one request per connection). */
 static void relay(int cfd, int ufd, bool client_in)
 {
 	char buf[16384];
@@ -299,7 +429,8 @@ static void relay(int cfd, int ufd, bool client_in)
 
 		if (locked)
 			return;
-		if (n == 0 && (idle_ms += LOCK_POLL_MS) < IDLE_TIMEOUT_MS)
+		if (n == 0 && (idle_ms += LOCK_POLL_MS) <
+				  (client_in && !c_open ? HALF_IDLE_MS : IDLE_TIMEOUT_MS))
 			continue;
 		if (n <= 0) {
 			if (n < 0 && errno == EINTR)
@@ -360,7 +491,7 @@ static void forward_http(struct conn *c, const egp_target *t, const char *target
 	bool have_len = false;
 
 	if (memchr(head, '\0', head_len)) {
-		deny(c, 400, t->method, target, "NUL byte in the request head");
+		deny(c, 400, "malformed", t->method, target, "NUL byte in the request head");
 		return;
 	}
 	for (line = strstr(head, "\r\n") + 2; line < end_head; line = eol + 2) {
@@ -369,11 +500,12 @@ static void forward_http(struct conn *c, const egp_target *t, const char *target
 		eol = strstr(line, "\r\n");
 		len = (size_t)(eol - line);
 		if (len == 0 || line[0] == ' ' || line[0] == '\t' || !memchr(line, ':', len)) {
-			deny(c, 400, t->method, target, "malformed request header");
+			deny(c, 400, "malformed", t->method, target, "malformed request header");
 			return;
 		}
 		if (header_is(line, len, "transfer-encoding")) {
-			deny(c, 400, t->method, target, "chunked request bodies are not supported");
+			deny(c, 400, "malformed", t->method, target,
+			     "chunked request bodies are not supported");
 			return;
 		}
 		if (header_is(line, len, "content-length")) {
@@ -382,7 +514,7 @@ static void forward_http(struct conn *c, const egp_target *t, const char *target
 
 			if (have_len || end == line + 15 || v > BODY_CAP ||
 			    strspn(line + 15, " \t0123456789") != len - 15) {
-				deny(c, 400, t->method, target,
+				deny(c, 400, "malformed", t->method, target,
 				     "bad, repeated or too large Content-Length");
 				return;
 			}
@@ -416,7 +548,7 @@ static void forward_http(struct conn *c, const egp_target *t, const char *target
 		pos += len + 2;
 	}
 	pos += (size_t)snprintf(out + pos, cap - pos, "Connection: close\r\n\r\n");
-	log_event("info", "egress allowed", c->client, t->method, target, NULL, NULL);
+	log_event("info", "egress allowed", NULL, c->client, t->method, target, NULL, NULL);
 	if (write_all(ufd, out, pos) < 0)
 		goto out_free;
 	have = extra < body_len ? extra : body_len;
@@ -449,6 +581,7 @@ static ssize_t check_client_hello(struct conn *c, const egp_target *t, const cha
 	long long deadline;
 	char sni[EGP_HOST_MAX + 1], why[EGP_HOST_MAX + 128];
 	enum egp_sni_status st = egp_sni_from_client_hello(buf, len, sni, sizeof(sni));
+	bool closed = false;
 
 	deadline = ap_mono_ms() + hello_timeout_ms;
 	while (st == EGP_SNI_NEED_MORE && len < EGP_HELLO_MAX) {
@@ -467,10 +600,27 @@ static ssize_t check_client_hello(struct conn *c, const egp_target *t, const cha
 		r = recv(c->fd, buf + len, EGP_HELLO_MAX - len, 0);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0)
+		if (r <= 0) {
+			closed = r == 0;
 			break;
+		}
 		len += (size_t)r;
 		st = egp_sni_from_client_hello(buf, len, sni, sizeof(sni));
+	}
+	/* A client that sends nothing through a tunnel (an HTTP agent that gives up on a socket
+	 * it no longer needs, or leaves it open: npm 9 did so 60-150 times in one install) was
+	 * refused nothing: the tunnel is closed, logged, and not reported as a refusal. */
+	if (len == 0 && st == EGP_SNI_NEED_MORE) {
+		if (closed)
+			snprintf(why, sizeof(why),
+				 "the client closed the tunnel before its TLS ClientHello");
+		else
+			snprintf(why, sizeof(why),
+				 "no byte within %d ms after the tunnel opened: closed",
+				 hello_timeout_ms);
+		log_event("info", "egress closed", NULL, c->client, t->method, target, "reason",
+			  why);
+		return -1;
 	}
 	if (st == EGP_SNI_OK && egp_sni_matches(sni, t->host))
 		return (ssize_t)len;
@@ -480,14 +630,18 @@ static ssize_t check_client_hello(struct conn *c, const egp_target *t, const cha
 			 sni);
 	else if (st == EGP_SNI_NEED_MORE && len == EGP_HELLO_MAX)
 		snprintf(why, sizeof(why), "%s", egp_sni_status_reason(EGP_SNI_TOO_BIG));
+	else if (st == EGP_SNI_NEED_MORE && closed)
+		snprintf(why, sizeof(why), "the client closed the tunnel during its ClientHello");
 	else if (st == EGP_SNI_NEED_MORE)
 		snprintf(why, sizeof(why), "no complete TLS ClientHello within %d ms",
 			 hello_timeout_ms);
 	else
 		snprintf(why, sizeof(why), "%s", egp_sni_status_reason(st));
-	log_event("warn", "egress denied", c->client, t->method, target, "reason", why);
+	log_event("warn", "egress denied", "tls", c->client, t->method, target, "reason", why);
 	return -1;
 }
+
+static void give_slot(void);
 
 static void *serve(void *arg)
 {
@@ -508,7 +662,8 @@ static void *serve(void *arg)
 		goto out;
 	head_len = read_head(c->fd, head, HEAD_CAP, &extra);
 	if (head_len < 0) {
-		deny(c, 400, NULL, NULL, "no complete request head within 16 KiB and 30 s");
+		deny(c, 400, "malformed", NULL, NULL,
+		     "no complete request head within 16 KiB and 30 s");
 		goto out;
 	}
 	head[head_len + (ssize_t)extra] = '\0';
@@ -522,17 +677,18 @@ static void *serve(void *arg)
 	}
 	rc = egp_parse_request_line(&t, head, (size_t)(eol - head), &reason);
 	if (rc < 0) {
-		deny(c, rc == AP_EDENIED ? 403 : 400, t.method[0] ? t.method : NULL, target,
-		     reason);
+		deny(c, rc == AP_EDENIED ? 403 : 400, rc == AP_EDENIED ? "literal" : "malformed",
+		     t.method[0] ? t.method : NULL, target, reason);
 		goto out;
 	}
 	if (locked) {
-		deny(c, 403, t.method, target,
+		deny(c, 403, "locked", t.method, target,
 		     "the setup phase is over: the agent phase has no network");
 		goto out;
 	}
 	if (!egp_allowed(rules, n_rules, t.host, t.port)) {
-		deny(c, 403, t.method, target, "host:port is not on the egress allow-list");
+		deny(c, 403, "denied", t.method, target,
+		     "host:port is not on the egress allow-list");
 		goto out;
 	}
 	if (!t.connect) {
@@ -543,7 +699,8 @@ static void *serve(void *arg)
 	 * that host (no domain fronting, no other protocol), checked before one byte of it goes
 	 * upstream. Bytes sent early, with the CONNECT head, count as the hello's start. */
 	if (extra > EGP_HELLO_MAX) {
-		deny(c, 400, t.method, target, "too many bytes sent before the tunnel opened");
+		deny(c, 400, "malformed", t.method, target,
+		     "too many bytes sent before the tunnel opened");
 		goto out;
 	}
 	ufd = open_upstream(c, &t, target);
@@ -559,7 +716,7 @@ static void *serve(void *arg)
 		}
 	}
 	if (hello_len >= 0) {
-		log_event("info", "egress allowed", c->client, t.method, target, NULL, NULL);
+		log_event("info", "egress allowed", NULL, c->client, t.method, target, NULL, NULL);
 		if (write_all(ufd, (const char *)hello, (size_t)hello_len) == 0)
 			relay(c->fd, ufd, true);
 	}
@@ -569,8 +726,50 @@ out:
 	free(head);
 	close(c->fd);
 	free(c);
-	atomic_fetch_sub(&active_conns, 1);
+	give_slot();
 	return NULL;
+}
+
+/* Before accepting: wait until fewer than max_conns connections are served; meanwhile new ones
+ * wait in the listening socket's queue. Returns true when a slot is free (and taken), false
+ * when none freed for queue_ms: the next connection is then refused with 503 (and every one
+ * after it, until a slot frees). Wakes every LOCK_POLL_MS so a lock is announced. With wait
+ * false: only take a slot that is free now. */
+static bool take_slot(bool wait)
+{
+	static long long full_since = -1; /* main thread only */
+	bool got = false;
+
+	pthread_mutex_lock(&slot_lock);
+	while (!got) {
+		struct timespec ts;
+
+		if (active_conns < max_conns) {
+			active_conns++;
+			full_since = -1;
+			got = true;
+			break;
+		}
+		if (full_since < 0)
+			full_since = ap_mono_ms();
+		if (!wait || locked || ap_mono_ms() - full_since >= queue_ms)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)LOCK_POLL_MS * 1000 * 1000;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&slot_freed, &slot_lock, &ts);
+	}
+	pthread_mutex_unlock(&slot_lock);
+	return got;
+}
+
+static void give_slot(void)
+{
+	pthread_mutex_lock(&slot_lock);
+	active_conns--;
+	pthread_cond_signal(&slot_freed);
+	pthread_mutex_unlock(&slot_lock);
 }
 
 /* The address of this container on the network cidr (the job's Internal network), so the
@@ -645,7 +844,7 @@ static int usage(const char *msg)
 		"autopatch-egress-proxy: %s\nusage: autopatch-egress-proxy (--listen-net "
 		"CIDR | --listen ADDR | --listen-fd N) [--port N] [--client CIDR] [--parent "
 		"PID] [--allow host:port]... [--allow-net CIDR]... [--max-conns N] "
-		"[--hello-timeout-ms N]\n",
+		"[--queue-ms N] [--hello-timeout-ms N]\n",
 		msg);
 	return 2;
 }
@@ -684,6 +883,8 @@ int main(int argc, char **argv)
 			port = strtol(v, NULL, 10);
 		} else if (strcmp(a, "--max-conns") == 0) {
 			max_conns = atoi(v);
+		} else if (strcmp(a, "--queue-ms") == 0) {
+			queue_ms = atoi(v);
 		} else if (strcmp(a, "--hello-timeout-ms") == 0) {
 			hello_timeout_ms = atoi(v);
 		} else if (strcmp(a, "--allow") == 0) {
@@ -698,9 +899,9 @@ int main(int argc, char **argv)
 			return usage("unknown option");
 		}
 	}
-	if (port < 0 || port > 65535 || max_conns < 1 || hello_timeout_ms < 1 ||
-	    hello_timeout_ms > 600000)
-		return usage("bad --port, --max-conns or --hello-timeout-ms");
+	if (port < 0 || port > 65535 || max_conns < 1 || max_conns > 4096 || queue_ms < 0 ||
+	    queue_ms > 3600000 || hello_timeout_ms < 1 || hello_timeout_ms > 600000)
+		return usage("bad --port, --max-conns, --queue-ms or --hello-timeout-ms");
 	if (listen_net && !have_client_net && egp_net_parse(&client_net, listen_net) == 0)
 		have_client_net = true;
 	if (listen_fd < 0 &&
@@ -743,10 +944,11 @@ int main(int argc, char **argv)
 	} else {
 		lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	}
-	if (lfd < 0 || (listen_fd < 0 &&
-			(setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-			 bind(lfd, (struct sockaddr *)&ss, slen) < 0 || listen(lfd, 128) < 0 ||
-			 getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0))) {
+	if (lfd < 0 ||
+	    (listen_fd < 0 &&
+	     (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	      bind(lfd, (struct sockaddr *)&ss, slen) < 0 || listen(lfd, LISTEN_BACKLOG) < 0 ||
+	      getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0))) {
 		fprintf(stderr, "autopatch-egress-proxy: cannot listen: %s\n", strerror(errno));
 		return 1;
 	}
@@ -762,7 +964,7 @@ int main(int argc, char **argv)
 		inet_ntop(AF_INET6, &s6->sin6_addr, shown + 1, sizeof(shown) - 1);
 		snprintf(shown + strlen(shown), 9, "]:%u", ntohs(s6->sin6_port));
 	}
-	log_event("info", "egress proxy listening", NULL, NULL, NULL, "addr", shown);
+	log_event("info", "egress proxy listening", NULL, NULL, NULL, NULL, "addr", shown);
 
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -772,17 +974,29 @@ int main(int argc, char **argv)
 		socklen_t plen = sizeof(peer);
 		struct conn *c;
 		pthread_t th;
-		int fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
+		bool slot;
+		int fd;
 
 		if (locked && !announced) {
 			announced = true;
-			log_event("info", "egress locked", NULL, NULL, NULL, NULL, NULL);
+			log_event("info", "egress locked", NULL, NULL, NULL, NULL, NULL, NULL);
 		}
-		if (fd < 0)
-			continue;
-		c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
+		slot = take_slot(true);
+		if (!slot) {
+			/* Full for queue_ms: refuse what waits (unless a slot freed meanwhile), but
+			 * do not block in accept(). */
+			struct pollfd p = {lfd, POLLIN, 0};
+
+			if (poll(&p, 1, LOCK_POLL_MS) <= 0)
+				continue;
+			slot = take_slot(false);
+		}
+		fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
+		if (fd < 0 || !(c = calloc(1, sizeof(*c)))) {
+			if (fd >= 0)
+				close(fd);
+			if (slot)
+				give_slot();
 			continue;
 		}
 		c->fd = fd;
@@ -795,16 +1009,26 @@ int main(int argc, char **argv)
 		/* Defence in depth: whatever routes a packet to the listening address, serve
 		 * only clients on the job's network. */
 		if (have_client_net && !egp_net_contains(&client_net, (struct sockaddr *)&peer)) {
-			deny(c, 403, NULL, NULL, "the client is not on the job's network");
-			close(fd);
-			free(c);
-			continue;
+			deny(c, 403, "client", NULL, NULL,
+			     "the client is not on the job's network");
+		} else if (!slot && locked) {
+			deny(c, 403, "locked", NULL, NULL,
+			     "the setup phase is over: the agent phase has no network");
+		} else if (!slot) {
+			char why[160];
+
+			snprintf(
+			    why, sizeof(why),
+			    "too many concurrent connections: %d open, none closed within %d s",
+			    max_conns, queue_ms / 1000);
+			deny(c, 503, "limit", NULL, NULL, why);
 		}
-		if (atomic_fetch_add(&active_conns, 1) >= max_conns) {
-			deny(c, 503, NULL, NULL, "too many concurrent connections");
+		if (!slot ||
+		    (have_client_net && !egp_net_contains(&client_net, (struct sockaddr *)&peer))) {
 			close(fd);
 			free(c);
-			atomic_fetch_sub(&active_conns, 1);
+			if (slot)
+				give_slot();
 			continue;
 		}
 		/* Only the main thread takes SIGUSR1, so its accept() wakes up to log the lock. */
@@ -819,7 +1043,7 @@ int main(int argc, char **argv)
 		if (started != 0) {
 			close(fd);
 			free(c);
-			atomic_fetch_sub(&active_conns, 1);
+			give_slot();
 		}
 	}
 }

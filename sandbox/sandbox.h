@@ -203,13 +203,29 @@ int sbx_box_set_network(sbx_box *b, enum sbx_network net);
 
 #define SBX_DENIAL_CMD_MAX 200
 
-/* Connections the egress proxy refused, grouped. */
+/* Why the egress proxy refused a connection (its log line's "kind"); each has its own advice
+ * in the blocked-egress report (job/environment.c). */
+enum sbx_denial_kind {
+	SBX_DENY_NOT_LISTED, /* host:port is not in the allow-list ("denied") */
+	SBX_DENY_LOCKED,     /* the setup phase was over ("locked") */
+	SBX_DENY_LIMIT,	     /* the box had too many connections open ("limit") */
+	SBX_DENY_DNS,	     /* the name did not resolve on the host's side ("dns") */
+	SBX_DENY_RESERVED,   /* a listed name resolves to a private/reserved address that
+			      * AUTOPATCH_EGRESS_ALLOW_NETS could open ("reserved") */
+	SBX_DENY_NEVER,	     /* ... to loopback, link-local, multicast ... ("never") */
+	SBX_DENY_CONNECT,    /* no address of the name answered ("connect") */
+	SBX_DENY_OTHER,	     /* IP literal, malformed request, TLS/SNI check, ... */
+};
+
+/* Connections the egress proxy refused, grouped by kind, host, port, phase and command. */
 typedef struct sbx_denial {
-	char host[256];			  /* the host the command asked for */
+	enum sbx_denial_kind kind;
+	char host[256];			  /* the host the command asked for ("" for a limit) */
 	int port;			  /* its port (0: not given) */
 	int count;			  /* refused connections in this group */
 	char phase[16];			  /* sbx_box_set_phase() at the time ("" when unset) */
 	char command[SBX_DENIAL_CMD_MAX]; /* the command that tried (its `sh -c` text) */
+	char reason[200];		  /* the proxy's reason for the first one */
 } sbx_denial;
 
 /* Copy the box's egress denials so far (after reading the proxy's latest log lines) into out

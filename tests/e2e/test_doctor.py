@@ -97,6 +97,11 @@ CASES = [
     ("no-image", {"AUTOPATCH_SANDBOX_IMAGE": "autopatch-no-such-image:never"},
      "sandbox image present", ["autopatch-no-such-image:never is not in Docker",
                                "deploy/sandbox-image/build.sh"]),
+    ("setup-ca-missing", {"AUTOPATCH_SETUP_CA_FILE": "/nonexistent/corp-ca.pem"},
+     "setup CA bundle", ["AUTOPATCH_SETUP_CA_FILE cannot be read", "/nonexistent/corp-ca.pem",
+                         "fix the path or its permissions"]),
+    ("setup-ca-not-pem", {"AUTOPATCH_SETUP_CA_FILE": "NOT_PEM"}, "setup CA bundle",
+     ["holds no PEM certificate", "point it at the CA bundle in PEM form"]),
     ("model-key", {"AUTOPATCH_LLM_API_KEY": "sk-wrong-key-000000"}, "model endpoint reachable",
      ["refused the API key (HTTP 401)", "Set AUTOPATCH_LLM_API_KEY"]),
     ("model-down", {"AUTOPATCH_LLM_BASE_URL": "CLOSED"}, "model endpoint reachable",
@@ -123,6 +128,9 @@ def test_doctor_reports_each_broken_setting(world, autopatch_bin, tmp_path, case
             env[k] = f"postgresql://autopatch:doctor-pw@127.0.0.1:{free_port()}/autopatch"
         elif v == "CLOSED":
             env[k] = f"http://127.0.0.1:{free_port()}" + ("/v1" if "LLM" in k else "")
+        elif v == "NOT_PEM":
+            (tmp_path / "ca.pem").write_text("not a certificate\n")
+            env[k] = str(tmp_path / "ca.pem")
         elif v == "WRONG_KEY":
             other = tmp_path / "other"
             other.mkdir()

@@ -3,7 +3,8 @@
  * followed), the environment cache key (what changes it and what does not), the command ->
  * flavour map, `setup:` as a command or a list with agent_network and cache_key, and the
  * cache store on the host: archives kept, a use moving an entry up, least recently used
- * entries evicted past AUTOPATCH_ENV_CACHE_SIZE (never the one just stored). */
+ * entries evicted past AUTOPATCH_ENV_CACHE_SIZE (never the one just stored), and the
+ * blocked-egress report's advice for each kind of refusal. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -372,6 +373,123 @@ static void test_cache_put_failure_leaves_nothing(void **state)
 	assert_int_equal(rmdir(path), 0); /* ENOTEMPTY if anything was left behind */
 }
 
+/* One denial group. */
+static sbx_denial denial(enum sbx_denial_kind kind, const char *host, int port, int count,
+			 const char *phase, const char *command, const char *reason)
+{
+	sbx_denial d;
+
+	memset(&d, 0, sizeof(d));
+	d.kind = kind;
+	snprintf(d.host, sizeof(d.host), "%s", host);
+	d.port = port;
+	d.count = count;
+	snprintf(d.phase, sizeof(d.phase), "%s", phase);
+	snprintf(d.command, sizeof(d.command), "%s", command);
+	snprintf(d.reason, sizeof(d.reason), "%s", reason);
+	return d;
+}
+
+/* The line of the report that starts with start (the lines are in the groups' order). */
+static const char *line_of(const char *text, const char *start, char *out, size_t n)
+{
+	const char *p = strstr(text, start);
+	size_t len;
+
+	if (!p)
+		fail_msg("no line starting with %s in:\n%s", start, text);
+	len = strcspn(p, "\n");
+	snprintf(out, n, "%.*s", (int)len, p);
+	return out;
+}
+
+static void assert_has(const char *line, const char *needle)
+{
+	if (!strstr(line, needle))
+		fail_msg("\"%s\" is not in: %s", needle, line);
+}
+
+static void assert_lacks(const char *line, const char *needle)
+{
+	if (strstr(line, needle))
+		fail_msg("\"%s\" should not be in: %s", needle, line);
+}
+
+/* Each kind of refusal gets the advice that fits it, never another kind's. */
+static void test_blocked_report_advice_per_kind(void **state)
+{
+	sbx_denial d[] = {
+	    denial(SBX_DENY_NOT_LISTED, "files.example.org", 443, 2, "setup",
+		   "pip install -r r.txt", "host:port is not on the egress allow-list"),
+	    denial(SBX_DENY_LIMIT, "", 0, 609, "setup", "npm install",
+		   "too many concurrent connections: 256 open, none closed within 60 s"),
+	    denial(SBX_DENY_DNS, "registry.example.org", 443, 66, "setup", "npm install",
+		   "cannot resolve registry.example.org: Temporary failure in name resolution"),
+	    denial(SBX_DENY_RESERVED, "mirror.corp.example", 443, 3, "setup", "npm ci",
+		   "the name resolves to a private address (10.20.3.4)"),
+	    denial(SBX_DENY_NEVER, "local.example", 8080, 1, "setup", "curl x",
+		   "the name resolves to a loopback address (127.0.0.1)"),
+	    denial(SBX_DENY_CONNECT, "down.example", 443, 1, "setup", "git fetch",
+		   "cannot connect to the host"),
+	    denial(SBX_DENY_LOCKED, "pypi.example", 443, 1, "agent", "pip download x",
+		   "the setup phase is over: the agent phase has no network"),
+	    denial(SBX_DENY_OTHER, "10.0.0.1", 443, 1, "setup", "curl https://10.0.0.1/",
+		   "IP address literals are not allowed"),
+	};
+	char *text = NULL, l[2048];
+
+	(void)state;
+	assert_int_equal(env_denials_text(d, 0, &text), 0);
+	assert_null(text);
+	assert_int_equal(env_denials_text(d, sizeof(d) / sizeof(d[0]), &text), 0);
+	assert_non_null(text);
+
+	line_of(text, "files.example.org:443, 2 times, during setup by `pip install -r r.txt`: ", l,
+		sizeof(l));
+	assert_has(l, "add `files.example.org:443` to `network:` in .github/autopatch.yml");
+
+	/* the limit: no host, no "add - to network:", the limit and its settings */
+	line_of(text, "609 connections, during setup by `npm install`: ", l, sizeof(l));
+	assert_has(l, "connection limit (too many concurrent connections: 256 open, none closed "
+		      "within 60 s)");
+	assert_has(l, "AUTOPATCH_EGRESS_MAX_CONNS");
+	assert_has(l, "AUTOPATCH_EGRESS_QUEUE_S");
+	assert_lacks(l, "`network:`");
+	assert_lacks(text, "- -");
+	assert_lacks(text, "`-`");
+
+	line_of(text, "registry.example.org:443, 66 times, during setup by `npm install`: ", l,
+		sizeof(l));
+	assert_has(l, "the name registry.example.org could not be resolved");
+	assert_has(l, "the autopatch host's resolver");
+	assert_has(l, "failed (Temporary failure in name resolution)");
+	assert_lacks(l, "add `");
+
+	/* listed, resolves to a private address: the operator setting, not `network:` */
+	line_of(text, "mirror.corp.example:443, 3 times, during setup by `npm ci`: ", l, sizeof(l));
+	assert_has(l, "`mirror.corp.example:443` is allowed, but the name resolves to a private "
+		      "address (10.20.3.4)");
+	assert_has(l, "add `10.20.3.4/32` (or its network) to AUTOPATCH_EGRESS_ALLOW_NETS");
+	assert_lacks(l, "to `network:`");
+
+	line_of(text, "local.example:8080, 1 time, during setup by `curl x`: ", l, sizeof(l));
+	assert_has(l, "loopback address (127.0.0.1), which no box may reach");
+	assert_lacks(l, "to `network:`");
+
+	line_of(text, "down.example:443, 1 time, during setup by `git fetch`: ", l, sizeof(l));
+	assert_has(l, "no address of down.example answered");
+	assert_lacks(l, "to `network:`");
+
+	line_of(text, "pypi.example:443, 1 time, during the agent phase by `pip download x`: ", l,
+		sizeof(l));
+	assert_has(l, "the agent phase is offline");
+	assert_has(l, "`agent_network: true`");
+
+	line_of(text, "10.0.0.1:443, 1 time, during setup by", l, sizeof(l));
+	assert_has(l, "refused: IP address literals are not allowed");
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -379,6 +497,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_image_field, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cache_key, setup, teardown),
 	    cmocka_unit_test(test_command_flavours),
+	    cmocka_unit_test(test_blocked_report_advice_per_kind),
 	    cmocka_unit_test(test_setup_list_and_keys),
 	    cmocka_unit_test_setup_teardown(test_cache_lru_eviction, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cache_put_failure_leaves_nothing, setup, teardown),

@@ -21,6 +21,8 @@
 #include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -318,6 +320,8 @@ static void test_listen_net_refuses_other_clients(void **state)
 /* --- CONNECT tunnels and the TLS ClientHello, in namespaces of their own ------------------- */
 
 #define UPSTREAM_ADDR "10.199.0.1"
+/* lan.example: a private address outside every --allow-net of these tests */
+#define HOSTS_TEXT UPSTREAM_ADDR " allowed.example other.example\n10.77.0.1 lan.example\n"
 
 static bool have_netns;	    /* the namespaces are set up: else every tunnel test skips */
 static int upstream_fd;	    /* listens on UPSTREAM_ADDR:443 */
@@ -361,8 +365,7 @@ static bool enter_namespaces(void)
 	fd = mkstemp(hosts);
 	if (fd < 0)
 		return false;
-	ok = write(fd, UPSTREAM_ADDR " allowed.example other.example\n",
-		   strlen(UPSTREAM_ADDR " allowed.example other.example\n")) > 0;
+	ok = write(fd, HOSTS_TEXT, strlen(HOSTS_TEXT)) > 0;
 	close(fd);
 	ok = ok && mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL) == 0;
 	unlink(hosts);
@@ -608,9 +611,214 @@ static void test_tunnel_without_tls_is_refused_on_every_port(void **state)
 	n = client_hello("allowed.example", hello, sizeof(hello));
 	assert_tunnel_refused("allowed.example:443", upstream_fd, hello, n / 2,
 			      "no complete TLS ClientHello within 700 ms");
-	/* and nothing at all */
-	assert_tunnel_refused("allowed.example:443", upstream_fd, NULL, 0,
-			      "no complete TLS ClientHello within 700 ms");
+	/* and nothing at all: closed the same way, logged as closed (nothing was refused) */
+	{
+		unsigned char buf[64];
+		size_t before = px.log_len;
+		int fd = open_tunnel("allowed.example:443", NULL, 0), up;
+
+		up = accept_upstream(upstream_fd);
+		assert_true(up >= 0);
+		assert_int_equal(read_some(fd, buf, sizeof(buf)), 0);
+		assert_int_equal(read_some(up, buf, sizeof(buf)), 0);
+		close(up);
+		close(fd);
+		assert_true(
+		    log_wait("\"reason\":\"no byte within 700 ms after the tunnel opened", before));
+		assert_non_null(strstr(px.log + before, "\"msg\":\"egress closed\""));
+		assert_null(strstr(px.log + before, "\"msg\":\"egress denied\""));
+		assert_null(strstr(px.log + before, "\"msg\":\"egress allowed\""));
+	}
+}
+
+/* ---- limits: a connection cap that queues, and the kind of every refusal ----
+ *
+ * In the same namespaces: a plain-HTTP server on UPSTREAM_ADDR:80 answers each request after
+ * 200 ms (3 s for /slow), one thread per connection, and counts how many it serves at once.
+ * The proxy serves at most 3 connections and lets others wait 1 s. */
+
+static int http_fd;
+static atomic_int http_now, http_peak;
+
+static void *http_conn(void *arg)
+{
+	int fd = (int)(intptr_t)arg, now;
+	char req[2048];
+	size_t len = 0;
+	ssize_t r;
+	struct timespec ts = {0, 200 * 1000 * 1000};
+
+	now = atomic_fetch_add(&http_now, 1) + 1;
+	for (int peak = atomic_load(&http_peak);
+	     now > peak && !atomic_compare_exchange_weak(&http_peak, &peak, now);)
+		;
+	while (len + 1 < sizeof(req) && (r = read(fd, req + len, sizeof(req) - 1 - len)) > 0) {
+		len += (size_t)r;
+		req[len] = '\0';
+		if (strstr(req, "\r\n\r\n"))
+			break;
+	}
+	req[len] = '\0';
+	if (strstr(req, "GET /slow "))
+		ts = (struct timespec){3, 0};
+	nanosleep(&ts, NULL);
+	atomic_fetch_sub(&http_now, 1);
+	if (write(fd, "HTTP/1.0 200 OK\r\n\r\nok", 21) < 0) {
+		/* the client gave up */
+	}
+	close(fd);
+	return NULL;
+}
+
+static void *http_server(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int fd = accept(http_fd, NULL, NULL);
+		pthread_t th;
+
+		if (fd < 0)
+			return NULL;
+		if (pthread_create(&th, NULL, http_conn, (void *)(intptr_t)fd) == 0)
+			pthread_detach(th);
+		else
+			close(fd);
+	}
+}
+
+static int setup_limits(void **state)
+{
+	static const char *const args[] = {"--allow",	  "allowed.example:80",
+					   "--allow",	  "lan.example:80",
+					   "--allow",	  "nowhere.invalid:80",
+					   "--allow-net", "10.199.0.0/24",
+					   "--max-conns", "3",
+					   "--queue-ms",  "1000",
+					   NULL};
+	pthread_t th;
+
+	(void)state;
+	if (!have_netns)
+		return 0;
+	http_fd = listen_upstream(80);
+	assert_int_equal(pthread_create(&th, NULL, http_server, NULL), 0);
+	pthread_detach(th);
+	start_proxy(args);
+	return 0;
+}
+
+static int teardown_limits(void **state)
+{
+	(void)state;
+	if (!have_netns)
+		return 0;
+	kill(px.pid, SIGTERM);
+	waitpid(px.pid, NULL, 0);
+	close(px.err_fd);
+	shutdown(http_fd, SHUT_RDWR);
+	close(http_fd);
+	return 0;
+}
+
+struct get {
+	pthread_t th;
+	const char *path;
+	char ans[256];
+};
+
+static void *get_thread(void *arg)
+{
+	struct get *g = arg;
+	char req[128];
+
+	snprintf(req, sizeof(req), "GET http://allowed.example%s HTTP/1.1\r\n\r\n", g->path);
+	ask(req, g->ans, sizeof(g->ans));
+	return NULL;
+}
+
+/* 20 requests at once through a proxy that serves 3 at a time: every one is answered (the
+ * rest wait in its queue), and the server never sees more than 3 at once. */
+static void test_a_burst_beyond_the_cap_waits_and_is_served(void **state)
+{
+	struct get g[20];
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	atomic_store(&http_peak, 0);
+	for (size_t i = 0; i < 20; i++) {
+		g[i].path = "/";
+		assert_int_equal(pthread_create(&g[i].th, NULL, get_thread, &g[i]), 0);
+	}
+	for (size_t i = 0; i < 20; i++) {
+		pthread_join(g[i].th, NULL);
+		if (strncmp(g[i].ans, "HTTP/1.0 200", 12) != 0)
+			fail_msg("request %zu: %s", i, g[i].ans);
+	}
+	assert_true(atomic_load(&http_peak) <= 3);
+	assert_true(atomic_load(&http_peak) >= 2);
+	assert_null(strstr(px.log, "\"kind\":\"limit\""));
+}
+
+/* Three slow requests hold every slot longer than the queue wait: the fourth connection is
+ * refused with 503 and a "limit" line that says how many were open. */
+static void test_a_full_proxy_refuses_after_the_queue_wait(void **state)
+{
+	struct get g[3];
+	char ans[1024];
+	size_t before = px.log_len;
+	struct timespec ts = {0, 300 * 1000 * 1000};
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	for (size_t i = 0; i < 3; i++) {
+		g[i].path = "/slow";
+		assert_int_equal(pthread_create(&g[i].th, NULL, get_thread, &g[i]), 0);
+	}
+	nanosleep(&ts, NULL);
+	ask("GET http://allowed.example/ HTTP/1.1\r\n\r\n", ans, sizeof(ans));
+	if (strncmp(ans, "HTTP/1.1 503", 12) != 0)
+		fail_msg("the 4th connection got: %s", ans);
+	assert_non_null(strstr(ans, "too many concurrent connections: 3 open, none closed within "
+				    "1 s"));
+	assert_true(log_wait("\"kind\":\"limit\"", before));
+	for (size_t i = 0; i < 3; i++) {
+		pthread_join(g[i].th, NULL);
+		assert_int_equal(strncmp(g[i].ans, "HTTP/1.0 200", 12), 0);
+	}
+}
+
+/* Each refusal's log line carries the kind the host's report groups by. */
+static void test_every_refusal_names_its_kind(void **state)
+{
+	static const struct {
+		const char *req, *status, *kind, *reason;
+	} cases[] = {
+	    {"GET http://other.example/ HTTP/1.1\r\n\r\n", "HTTP/1.1 403", "denied",
+	     "not on the egress allow-list"},
+	    {"GET http://lan.example/ HTTP/1.1\r\n\r\n", "HTTP/1.1 403", "reserved",
+	     "the name resolves to a private address (10.77.0.1)"},
+	    {"GET http://nowhere.invalid/ HTTP/1.1\r\n\r\n", "HTTP/1.1 502", "dns",
+	     "cannot resolve nowhere.invalid"},
+	    {"GET http://10.199.0.1/ HTTP/1.1\r\n\r\n", "HTTP/1.1 403", "literal",
+	     "IP address literals"},
+	};
+	char ans[1024], kind[64];
+
+	(void)state;
+	if (!have_netns)
+		skip();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t before = px.log_len;
+
+		ask(cases[i].req, ans, sizeof(ans));
+		if (strncmp(ans, cases[i].status, 12) != 0 || !strstr(ans, cases[i].reason))
+			fail_msg("%s -> %s", cases[i].req, ans);
+		snprintf(kind, sizeof(kind), "\"kind\":\"%s\"", cases[i].kind);
+		if (!log_wait(kind, before))
+			fail_msg("no %s line for %s: %s", kind, cases[i].req, px.log + before);
+	}
 }
 
 int main(void)
@@ -633,8 +841,15 @@ int main(void)
 	    cmocka_unit_test(test_tunnel_without_tls_is_refused_on_every_port),
 	};
 
+	const struct CMUnitTest limits[] = {
+	    cmocka_unit_test(test_a_burst_beyond_the_cap_waits_and_is_served),
+	    cmocka_unit_test(test_a_full_proxy_refuses_after_the_queue_wait),
+	    cmocka_unit_test(test_every_refusal_names_its_kind),
+	};
+
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, setup, teardown) |
 	       cmocka_run_group_tests(alone, NULL, NULL) |
-	       cmocka_run_group_tests(tunnels, setup_tunnels, teardown_tunnels);
+	       cmocka_run_group_tests(tunnels, setup_tunnels, teardown_tunnels) |
+	       cmocka_run_group_tests(limits, setup_limits, teardown_limits);
 }
