@@ -14,6 +14,7 @@
  * bound). Every failure after the first create undoes what was created.
  */
 #include "sandbox/egress.h"
+#include "sandbox/egress_internal.h"
 #include "sandbox/backend.h"
 #include "common/buf.h"
 #include "sandbox/egress_policy.h"
@@ -45,41 +46,12 @@
 #include <unistd.h>
 
 #define EG_API_TIMEOUT	    30000L
-#define EG_LOG_CAP	    (8u << 20) /* bytes of proxy log read at once */
 #define EG_PROXY_MEMORY	    (128LL << 20)
 #define EG_PROXY_PIDS_EXTRA 64		  /* threads beyond one per connection */
 #define EG_CONN_MEMORY	    (128LL << 10) /* per connection: buffers, stack touched */
 #define EG_CA_CAP	    (4u << 20)	  /* AUTOPATCH_SETUP_CA_FILE */
 #define EG_PROXY_PATH	    "/autopatch-egress-proxy"
 #define EG_PROXY_USER	    "10001:10001"
-#define EG_ENV_N	    6
-
-struct sbx_egress {
-	dk_client *dk;	      /* borrowed */
-	char job[128];	      /* for log lines */
-	char net_name[128];   /* the Internal network */
-	char net_id[80];      /* "" until created */
-	char proxy_name[128]; /* the proxy container */
-	char proxy_id[80];    /* "" until created */
-	char proxy_url[96];
-	char last_ts[48]; /* timestamp of the last log line relayed */
-	int denials;	  /* denials relayed so far */
-	bool locked;	  /* the proxy logged "egress locked" */
-	char phase[16];	  /* what the box is doing (sbx_egress_set_context) */
-	char command[SBX_DENIAL_CMD_MAX];
-	sbx_denial seen[SBX_EGRESS_MAX_DENIALS]; /* denials grouped by host, port, phase, cmd */
-	size_t n_seen;
-	char env_store[EG_ENV_N][128];
-	const char *env[EG_ENV_N + 1];
-	/* A local proxy (sbx_egress_local_*): a child process of this one. */
-	bool local;
-	int listen_fd; /* the socket the child serves, -1 once handed over and closed */
-	int port;      /* its port */
-	pid_t pid;     /* the child, 0 until started */
-	char log_path[PATH_MAX];
-	off_t log_off;	/* bytes of the log relayed so far */
-	bool listening; /* the child logged "egress proxy listening" */
-};
 
 /* Find the proxy program next to the running binary: installed side by side, or the build
  * tree's sandbox/ subdirectory. */
@@ -616,7 +588,6 @@ static const char *jstr(const cJSON *o, const char *k)
 
 /* One log line of the proxy: "<timestamp> <json>". Lines at or before last_ts were relayed by
  * an earlier drain. */
-static void relay_json(sbx_egress *eg, const char *text);
 
 static void relay_line(sbx_egress *eg, char *line)
 {
@@ -628,11 +599,11 @@ static void relay_line(sbx_egress *eg, char *line)
 	if (eg->last_ts[0] && strcmp(line, eg->last_ts) <= 0)
 		return;
 	snprintf(eg->last_ts, sizeof(eg->last_ts), "%s", line);
-	relay_json(eg, sp + 1);
+	sbx__eg_relay_json(eg, sp + 1);
 }
 
 /* One decision of the proxy (a JSON line), to autopatch's log and the denial groups. */
-static void relay_json(sbx_egress *eg, const char *text)
+void sbx__eg_relay_json(sbx_egress *eg, const char *text)
 {
 	cJSON *j = cJSON_Parse(text);
 	const char *msg;
@@ -665,15 +636,13 @@ static void relay_json(sbx_egress *eg, const char *text)
 	cJSON_Delete(j);
 }
 
-static int local_drain(sbx_egress *eg);
-
 int sbx_egress_drain_log(sbx_egress *eg)
 {
 	ap_buf raw = AP_BUF_INIT(EG_LOG_CAP);
 	int rc;
 
 	if (eg->local)
-		return local_drain(eg);
+		return sbx__eg_local_drain(eg);
 	if (!eg->proxy_id[0])
 		return eg->denials;
 	rc = logs_fetch(eg, &raw);
@@ -912,7 +881,7 @@ static int remove_all(sbx_egress *eg)
 }
 
 /* What both kinds of proxy check before creating anything: the list and the program. */
-static int check_list_and_program(const sbx_egress_opts *opts, const char *const *allow)
+int sbx__eg_check_list_and_program(const sbx_egress_opts *opts, const char *const *allow)
 {
 	int rc = sbx_egress_check(allow);
 
@@ -927,7 +896,7 @@ static int check_list_and_program(const sbx_egress_opts *opts, const char *const
 }
 
 /* The box's proxy variables for eg->proxy_url (sbx_egress_env). */
-static void fill_env(sbx_egress *eg)
+void sbx__eg_fill_env(sbx_egress *eg)
 {
 	static const char *names[EG_ENV_N] = {"HTTP_PROXY",  "HTTPS_PROXY", "http_proxy",
 					      "https_proxy", "NO_PROXY",    "no_proxy"};
@@ -953,7 +922,7 @@ int sbx_egress_up(dk_client *dk, const sbx_egress_opts *opts, const char *owner,
 		return ap_error_set(AP_EINVAL, "the egress allow-list is not available with the "
 					       "runsc runtime (gVisor runs with --network=none "
 					       "here, so its containers have no network at all)");
-	if ((rc = check_list_and_program(opts, allow)))
+	if ((rc = sbx__eg_check_list_and_program(opts, allow)))
 		return rc;
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return ap_error_set(AP_EIO, "getrandom: %s", strerror(errno));
@@ -973,7 +942,7 @@ int sbx_egress_up(dk_client *dk, const sbx_egress_opts *opts, const char *owner,
 	rc = proxy_start(eg, opts, owner, job ? job : "", subnet, allow);
 	if (rc)
 		goto err_remove;
-	fill_env(eg);
+	sbx__eg_fill_env(eg);
 	ap_info("egress (job %s): network %s, proxy %s at %s", eg->job, eg->net_name,
 		eg->proxy_name, eg->proxy_url);
 	*out = eg;
@@ -1027,193 +996,5 @@ int sbx_egress_down(sbx_egress *eg)
 			unlink(eg->log_path);
 	}
 	free(eg);
-	return rc;
-}
-
-/* --- a local proxy: a child process of this one (the Kubernetes backend) ---------------- */
-
-/* Relay the complete lines the child appended to its log since the last drain. */
-static int local_drain(sbx_egress *eg)
-{
-	ap_buf raw = AP_BUF_INIT(EG_LOG_CAP);
-	char chunk[16384];
-	int fd = open(eg->log_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	size_t done = 0;
-	ssize_t got;
-	int rc = 0;
-
-	if (fd < 0)
-		return eg->pid > 0 ? ap_error_set(AP_EIO, "egress log %s: %s", eg->log_path,
-						  strerror(errno))
-				   : eg->denials;
-	while ((got = pread(fd, chunk, sizeof(chunk), eg->log_off + (off_t)raw.len)) > 0)
-		if (ap_buf_add(&raw, chunk, (size_t)got) < 0)
-			break; /* the rest waits for the next drain */
-	close(fd);
-	for (size_t i = 0; i < raw.len; i++) {
-		if (raw.data[i] != '\n')
-			continue;
-		raw.data[i] = '\0';
-		relay_json(eg, raw.data + done);
-		done = i + 1;
-	}
-	eg->log_off += (off_t)done;
-	ap_buf_release(&raw);
-	return rc ? rc : eg->denials;
-}
-
-int sbx_egress_local_listen(const sbx_egress_opts *opts, const char *job, const char *addr,
-			    const char *const *allow, const char *log_path, sbx_egress **out)
-{
-	struct sockaddr_storage ss;
-	struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-	struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-	socklen_t slen;
-	sbx_egress *eg;
-	int rc, fd;
-
-	*out = NULL;
-	if ((rc = check_list_and_program(opts, allow)))
-		return rc;
-	memset(&ss, 0, sizeof(ss));
-	if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1) {
-		s4->sin_family = AF_INET;
-		slen = sizeof(*s4);
-	} else if (inet_pton(AF_INET6, addr, &s6->sin6_addr) == 1) {
-		s6->sin6_family = AF_INET6;
-		slen = sizeof(*s6);
-	} else {
-		return ap_error_set(AP_EINVAL, "the egress address \"%.80s\" is not an IP address",
-				    addr);
-	}
-	if (strlen(log_path) >= PATH_MAX)
-		return ap_error_set(AP_EINVAL, "egress log path too long");
-	eg = calloc(1, sizeof(*eg));
-	if (!eg)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	eg->local = true;
-	eg->listen_fd = -1;
-	snprintf(eg->job, sizeof(eg->job), "%s", job ? job : "");
-	snprintf(eg->log_path, sizeof(eg->log_path), "%s", log_path);
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	/* Above 3, so the child's dup2 onto 3 always makes a new descriptor. */
-	if (fd >= 0) {
-		int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
-
-		close(fd);
-		fd = high;
-	}
-	slen = ss.ss_family == AF_INET ? sizeof(*s4) : sizeof(*s6);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&ss, slen) < 0 || listen(fd, 1024) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&ss, &slen) < 0) {
-		rc = ap_error_set(AP_EIO, "cannot listen on the egress address %s: %s", addr,
-				  strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		free(eg);
-		return rc;
-	}
-	eg->listen_fd = fd;
-	eg->port = ntohs(ss.ss_family == AF_INET ? s4->sin_port : s6->sin6_port);
-	snprintf(eg->proxy_url, sizeof(eg->proxy_url),
-		 ss.ss_family == AF_INET ? "http://%s:%d" : "http://[%s]:%d", addr, eg->port);
-	fill_env(eg);
-	*out = eg;
-	return 0;
-}
-
-int sbx_egress_port(const sbx_egress *eg)
-{
-	return eg->port;
-}
-
-int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const char *client,
-			   const char *const *allow)
-{
-	posix_spawn_file_actions_t fa;
-	char cidr[80], parent[24], conns[16], queue[16], **argv;
-	char *const no_env[] = {NULL};
-	size_t n_allow = 0, k = 0;
-	long long until = ap_mono_ms() + opts->ready_timeout_ms;
-	int logfd, rc = 0, st;
-
-	if (!eg->local || eg->pid > 0 || eg->listen_fd < 0)
-		return ap_error_set(AP_EINVAL, "egress: no local proxy to start");
-	snprintf(cidr, sizeof(cidr), "%s/%s", client, strchr(client, ':') ? "128" : "32");
-	snprintf(parent, sizeof(parent), "%ld", (long)getpid());
-	while (allow[n_allow])
-		n_allow++;
-	argv = calloc(16 + 2 * n_allow + 2 * opts->n_allow_nets, sizeof(*argv));
-	if (!argv)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	argv[k++] = (char *)opts->proxy_bin;
-	argv[k++] = "--listen-fd";
-	argv[k++] = "3";
-	argv[k++] = "--client";
-	argv[k++] = cidr;
-	argv[k++] = "--parent";
-	argv[k++] = parent;
-	snprintf(conns, sizeof(conns), "%d", opts->max_conns);
-	snprintf(queue, sizeof(queue), "%d", opts->queue_s * 1000);
-	argv[k++] = "--max-conns";
-	argv[k++] = conns;
-	argv[k++] = "--queue-ms";
-	argv[k++] = queue;
-	for (size_t i = 0; i < n_allow; i++) {
-		argv[k++] = "--allow";
-		argv[k++] = (char *)allow[i];
-	}
-	for (size_t i = 0; i < opts->n_allow_nets; i++) {
-		argv[k++] = "--allow-net";
-		argv[k++] = (char *)opts->allow_nets[i];
-	}
-	logfd = open(eg->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-		     0600);
-	if (logfd < 0) {
-		free(argv);
-		return ap_error_set(AP_EIO, "egress log %s: %s", eg->log_path, strerror(errno));
-	}
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, logfd, 2);
-	posix_spawn_file_actions_adddup2(&fa, eg->listen_fd, 3);
-	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-	st = posix_spawn(&eg->pid, opts->proxy_bin, &fa, NULL, argv, no_env);
-	posix_spawn_file_actions_destroy(&fa);
-	close(logfd);
-	free(argv);
-	if (st != 0) {
-		eg->pid = 0;
-		return ap_error_set(AP_EIO, "cannot start the egress proxy %s: %s", opts->proxy_bin,
-				    strerror(st));
-	}
-	/* The child has the socket now; a second holder would keep the port open after it. */
-	close(eg->listen_fd);
-	eg->listen_fd = -1;
-	while (!eg->listening) {
-		struct timespec ts = {0, 20 * 1000 * 1000};
-		pid_t w;
-
-		if (local_drain(eg) < 0)
-			ap_error_clear();
-		if (eg->listening)
-			break;
-		w = waitpid(eg->pid, &st, WNOHANG);
-		if (w == eg->pid) {
-			eg->pid = 0;
-			return ap_error_set(AP_EIO,
-					    "the egress proxy exited (status %d) before "
-					    "it listened; see %s",
-					    st, eg->log_path);
-		}
-		if (ap_mono_ms() > until)
-			return ap_error_set(AP_ETIMEOUT,
-					    "the egress proxy did not start listening within %d ms",
-					    opts->ready_timeout_ms);
-		nanosleep(&ts, NULL);
-	}
-	ap_info("egress (job %s): proxy pid %ld at %s for %s", eg->job, (long)eg->pid,
-		eg->proxy_url, cidr);
 	return rc;
 }

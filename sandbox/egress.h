@@ -34,9 +34,8 @@
 
 typedef struct sbx_egress sbx_egress;
 
-#define SBX_EGRESS_MAX_NETS    16
-#define SBX_EGRESS_PORT	       3128
-#define SBX_EGRESS_MAX_DENIALS 64 /* distinct (host, port, phase, command) groups kept */
+#define SBX_EGRESS_MAX_NETS 16
+#define SBX_EGRESS_PORT	    3128
 
 /* Settings, read once from the config (AUTOPATCH_EGRESS_*; docs/egress.md). */
 typedef struct sbx_egress_opts {

@@ -201,7 +201,8 @@ void sbx_box_set_phase(sbx_box *b, const char *phase);
  * never stays online by accident. AP_EINVAL for any other net. */
 int sbx_box_set_network(sbx_box *b, enum sbx_network net);
 
-#define SBX_DENIAL_CMD_MAX 200
+#define SBX_DENIAL_CMD_MAX     200
+#define SBX_EGRESS_MAX_DENIALS 64 /* distinct (host, port, phase, command) groups kept */
 
 /* Why the egress proxy refused a connection (its log line's "kind"); each has its own advice
  * in the blocked-egress report (job/environment.c). */
