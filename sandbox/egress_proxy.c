@@ -849,49 +849,47 @@ static int usage(const char *msg)
 	return 2;
 }
 
-int main(int argc, char **argv)
-{
-	struct sockaddr_storage ss;
-	socklen_t slen = 0;
-	const char *listen_net = NULL, *listen_addr = NULL;
-	int listen_fd = -1;
-	long port = 3128;
-	char shown[INET6_ADDRSTRLEN + 8];
-	int lfd, one = 1;
-	bool announced = false;
-	pthread_attr_t attr;
+/* The command line (globals: the rules, nets, limits and the client net; the rest here). */
+struct args {
+	const char *listen_net, *listen_addr;
+	int listen_fd;
+	long port;
+};
 
+/* Parse argv into a and the globals. 0, or the exit code of a usage error. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (!v)
 			return usage("missing value");
 		i++;
-		if (strcmp(a, "--listen-net") == 0) {
-			listen_net = v;
-		} else if (strcmp(a, "--listen-fd") == 0) {
-			listen_fd = (int)strtol(v, NULL, 10);
-		} else if (strcmp(a, "--client") == 0) {
+		if (strcmp(o, "--listen-net") == 0) {
+			a->listen_net = v;
+		} else if (strcmp(o, "--listen-fd") == 0) {
+			a->listen_fd = (int)strtol(v, NULL, 10);
+		} else if (strcmp(o, "--client") == 0) {
 			if (egp_net_parse(&client_net, v) < 0)
 				return usage("bad --client");
 			have_client_net = true;
-		} else if (strcmp(a, "--parent") == 0) {
+		} else if (strcmp(o, "--parent") == 0) {
 			parent = (pid_t)strtol(v, NULL, 10);
-		} else if (strcmp(a, "--listen") == 0) {
-			listen_addr = v;
-		} else if (strcmp(a, "--port") == 0) {
-			port = strtol(v, NULL, 10);
-		} else if (strcmp(a, "--max-conns") == 0) {
+		} else if (strcmp(o, "--listen") == 0) {
+			a->listen_addr = v;
+		} else if (strcmp(o, "--port") == 0) {
+			a->port = strtol(v, NULL, 10);
+		} else if (strcmp(o, "--max-conns") == 0) {
 			max_conns = atoi(v);
-		} else if (strcmp(a, "--queue-ms") == 0) {
+		} else if (strcmp(o, "--queue-ms") == 0) {
 			queue_ms = atoi(v);
-		} else if (strcmp(a, "--hello-timeout-ms") == 0) {
+		} else if (strcmp(o, "--hello-timeout-ms") == 0) {
 			hello_timeout_ms = atoi(v);
-		} else if (strcmp(a, "--allow") == 0) {
+		} else if (strcmp(o, "--allow") == 0) {
 			if (n_rules == MAX_RULES || egp_rule_parse(&rules[n_rules++], v) < 0)
 				return usage(ap_error_last()[0] ? ap_error_last()
 								: "too many rules");
-		} else if (strcmp(a, "--allow-net") == 0) {
+		} else if (strcmp(o, "--allow-net") == 0) {
 			if (n_nets == MAX_NETS || egp_net_parse(&nets[n_nets++], v) < 0)
 				return usage(ap_error_last()[0] ? ap_error_last()
 								: "too many nets");
@@ -899,28 +897,24 @@ int main(int argc, char **argv)
 			return usage("unknown option");
 		}
 	}
-	if (port < 0 || port > 65535 || max_conns < 1 || max_conns > 4096 || queue_ms < 0 ||
+	if (a->port < 0 || a->port > 65535 || max_conns < 1 || max_conns > 4096 || queue_ms < 0 ||
 	    queue_ms > 3600000 || hello_timeout_ms < 1 || hello_timeout_ms > 600000)
 		return usage("bad --port, --max-conns, --queue-ms or --hello-timeout-ms");
-	if (listen_net && !have_client_net && egp_net_parse(&client_net, listen_net) == 0)
+	if (a->listen_net && !have_client_net && egp_net_parse(&client_net, a->listen_net) == 0)
 		have_client_net = true;
-	if (listen_fd < 0 &&
-	    (listen_net ? find_listen_addr(listen_net, &ss, &slen) < 0
-			: !listen_addr || parse_listen(listen_addr, &ss, &slen) < 0))
-		return usage("no address to listen on (--listen-net matched no interface?)");
-	if (ss.ss_family == AF_INET)
-		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
-	else
-		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)port);
+	return 0;
+}
+
+/* SIGPIPE ignored; SIGUSR1 locks the proxy (no SA_RESTART: accept() returns to announce
+ * it); with --parent, a watcher ends the proxy when the parent goes. 0 or 1. */
+static int install_signals(void)
+{
+	struct sigaction sa;
 
 	signal(SIGPIPE, SIG_IGN);
-	{
-		struct sigaction sa;
-
-		memset(&sa, 0, sizeof(sa));
-		sa.sa_handler = on_lock; /* no SA_RESTART: accept() returns to announce it */
-		sigaction(SIGUSR1, &sa, NULL);
-	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_lock;
+	sigaction(SIGUSR1, &sa, NULL);
 	if (parent > 0) {
 		pthread_t watcher;
 
@@ -932,118 +926,189 @@ int main(int argc, char **argv)
 		}
 		pthread_detach(watcher);
 	}
-	if (listen_fd >= 0) {
-		lfd = listen_fd;
-		slen = sizeof(ss);
-		if (getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0 ||
+	return 0;
+}
+
+/* The address to listen on, unless a socket is handed over (--listen-fd). 0, or the exit
+ * code of a usage error. */
+static int resolve_listen(const struct args *a, struct sockaddr_storage *ss, socklen_t *slen)
+{
+	if (a->listen_fd >= 0)
+		return 0;
+	if (a->listen_net ? find_listen_addr(a->listen_net, ss, slen) < 0
+			  : !a->listen_addr || parse_listen(a->listen_addr, ss, slen) < 0)
+		return usage("no address to listen on (--listen-net matched no interface?)");
+	return 0;
+}
+
+/* The listening socket: the one handed over (--listen-fd), or a new one bound to ss (from
+ * resolve_listen); ss then holds the address it listens on. The socket, or -1 (printed). */
+static int listen_socket(const struct args *a, struct sockaddr_storage *ss, socklen_t slen)
+{
+	int lfd, one = 1;
+
+	if (a->listen_fd >= 0) {
+		lfd = a->listen_fd;
+		slen = sizeof(*ss);
+		if (getsockname(lfd, (struct sockaddr *)ss, &slen) < 0 ||
 		    fcntl(lfd, F_SETFD, FD_CLOEXEC) < 0) {
 			fprintf(stderr, "autopatch-egress-proxy: --listen-fd %d: %s\n", lfd,
 				strerror(errno));
-			return 1;
+			return -1;
 		}
-	} else {
-		lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		return lfd;
 	}
-	if (lfd < 0 ||
-	    (listen_fd < 0 &&
-	     (setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	      bind(lfd, (struct sockaddr *)&ss, slen) < 0 || listen(lfd, LISTEN_BACKLOG) < 0 ||
-	      getsockname(lfd, (struct sockaddr *)&ss, &slen) < 0))) {
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)a->port);
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)a->port);
+	lfd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(lfd, (struct sockaddr *)ss, slen) < 0 || listen(lfd, LISTEN_BACKLOG) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)ss, &slen) < 0) {
 		fprintf(stderr, "autopatch-egress-proxy: cannot listen: %s\n", strerror(errno));
-		return 1;
+		return -1;
 	}
-	if (ss.ss_family == AF_INET) {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+	return lfd;
+}
 
-		inet_ntop(AF_INET, &s4->sin_addr, shown, sizeof(shown));
+/* "addr:port" or "[addr]:port" of ss into shown. */
+static void show_addr(const struct sockaddr_storage *ss, char shown[INET6_ADDRSTRLEN + 8])
+{
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+
+		inet_ntop(AF_INET, &s4->sin_addr, shown, INET6_ADDRSTRLEN);
 		snprintf(shown + strlen(shown), 8, ":%u", ntohs(s4->sin_port));
 	} else {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
 
 		shown[0] = '[';
-		inet_ntop(AF_INET6, &s6->sin6_addr, shown + 1, sizeof(shown) - 1);
+		inet_ntop(AF_INET6, &s6->sin6_addr, shown + 1, INET6_ADDRSTRLEN);
 		snprintf(shown + strlen(shown), 9, "]:%u", ntohs(s6->sin6_port));
 	}
-	log_event("info", "egress proxy listening", NULL, NULL, NULL, NULL, "addr", shown);
+}
 
+/* A slot to serve one more connection: at once, or within queue_ms; false when none freed
+ * (the caller then refuses what waits) or when there is nothing to accept yet (*idle). */
+static bool wait_slot(int lfd, bool *idle)
+{
+	struct pollfd p = {lfd, POLLIN, 0};
+
+	*idle = false;
+	if (take_slot(true))
+		return true;
+	/* Full for queue_ms: refuse what waits (unless a slot freed meanwhile), but do not
+	 * block in accept(). */
+	if (poll(&p, 1, LOCK_POLL_MS) <= 0) {
+		*idle = true;
+		return false;
+	}
+	return take_slot(false);
+}
+
+/* Refuse c when it may not be served: not on the job's network, or no slot (locked, or
+ * the connection limit). true when it was refused. */
+static bool refused(struct conn *c, const struct sockaddr_storage *peer, bool slot)
+{
+	if (have_client_net && !egp_net_contains(&client_net, (const struct sockaddr *)peer)) {
+		/* Defence in depth: whatever routes a packet to the listening address, serve
+		 * only clients on the job's network. */
+		deny(c, 403, "client", NULL, NULL, "the client is not on the job's network");
+		return true;
+	}
+	if (!slot && locked) {
+		deny(c, 403, "locked", NULL, NULL,
+		     "the setup phase is over: the agent phase has no network");
+		return true;
+	}
+	if (!slot) {
+		char why[160];
+
+		snprintf(why, sizeof(why),
+			 "too many concurrent connections: %d open, none closed within %d s",
+			 max_conns, queue_ms / 1000);
+		deny(c, 503, "limit", NULL, NULL, why);
+		return true;
+	}
+	return false;
+}
+
+/* Accept one connection and hand it to a thread of its own (or refuse it). */
+static void accept_one(int lfd, pthread_attr_t *attr)
+{
+	struct sockaddr_storage peer;
+	socklen_t plen = sizeof(peer);
+	sigset_t usr1, prev;
+	struct conn *c;
+	pthread_t th;
+	bool slot, idle;
+	int fd, started;
+
+	slot = wait_slot(lfd, &idle);
+	if (idle)
+		return;
+	fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
+	if (fd < 0 || !(c = calloc(1, sizeof(*c)))) {
+		if (fd >= 0)
+			close(fd);
+		if (slot)
+			give_slot();
+		return;
+	}
+	c->fd = fd;
+	if (peer.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, c->client,
+			  sizeof(c->client));
+	else
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, c->client,
+			  sizeof(c->client));
+	if (refused(c, &peer, slot)) {
+		close(fd);
+		free(c);
+		if (slot)
+			give_slot();
+		return;
+	}
+	/* Only the main thread takes SIGUSR1, so its accept() wakes up to log the lock. */
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &usr1, &prev);
+	started = pthread_create(&th, attr, serve, c);
+	pthread_sigmask(SIG_SETMASK, &prev, NULL);
+	if (started != 0) {
+		close(fd);
+		free(c);
+		give_slot();
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = {.listen_fd = -1, .port = 3128};
+	struct sockaddr_storage ss;
+	char shown[INET6_ADDRSTRLEN + 8];
+	bool announced = false;
+	pthread_attr_t attr;
+	socklen_t slen = 0;
+	int rc, lfd;
+
+	memset(&ss, 0, sizeof(ss));
+	if ((rc = parse_args(argc, argv, &a)) || (rc = resolve_listen(&a, &ss, &slen)) ||
+	    (rc = install_signals()))
+		return rc;
+	if ((lfd = listen_socket(&a, &ss, slen)) < 0)
+		return 1;
+	show_addr(&ss, shown);
+	log_event("info", "egress proxy listening", NULL, NULL, NULL, NULL, "addr", shown);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	for (;;) {
-		struct sockaddr_storage peer;
-		socklen_t plen = sizeof(peer);
-		struct conn *c;
-		pthread_t th;
-		bool slot;
-		int fd;
-
 		if (locked && !announced) {
 			announced = true;
 			log_event("info", "egress locked", NULL, NULL, NULL, NULL, NULL, NULL);
 		}
-		slot = take_slot(true);
-		if (!slot) {
-			/* Full for queue_ms: refuse what waits (unless a slot freed meanwhile), but
-			 * do not block in accept(). */
-			struct pollfd p = {lfd, POLLIN, 0};
-
-			if (poll(&p, 1, LOCK_POLL_MS) <= 0)
-				continue;
-			slot = take_slot(false);
-		}
-		fd = accept4(lfd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
-		if (fd < 0 || !(c = calloc(1, sizeof(*c)))) {
-			if (fd >= 0)
-				close(fd);
-			if (slot)
-				give_slot();
-			continue;
-		}
-		c->fd = fd;
-		if (peer.ss_family == AF_INET)
-			inet_ntop(AF_INET, &((struct sockaddr_in *)&peer)->sin_addr, c->client,
-				  sizeof(c->client));
-		else
-			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&peer)->sin6_addr, c->client,
-				  sizeof(c->client));
-		/* Defence in depth: whatever routes a packet to the listening address, serve
-		 * only clients on the job's network. */
-		if (have_client_net && !egp_net_contains(&client_net, (struct sockaddr *)&peer)) {
-			deny(c, 403, "client", NULL, NULL,
-			     "the client is not on the job's network");
-		} else if (!slot && locked) {
-			deny(c, 403, "locked", NULL, NULL,
-			     "the setup phase is over: the agent phase has no network");
-		} else if (!slot) {
-			char why[160];
-
-			snprintf(
-			    why, sizeof(why),
-			    "too many concurrent connections: %d open, none closed within %d s",
-			    max_conns, queue_ms / 1000);
-			deny(c, 503, "limit", NULL, NULL, why);
-		}
-		if (!slot ||
-		    (have_client_net && !egp_net_contains(&client_net, (struct sockaddr *)&peer))) {
-			close(fd);
-			free(c);
-			if (slot)
-				give_slot();
-			continue;
-		}
-		/* Only the main thread takes SIGUSR1, so its accept() wakes up to log the lock. */
-		sigset_t usr1, prev;
-
-		sigemptyset(&usr1);
-		sigaddset(&usr1, SIGUSR1);
-		pthread_sigmask(SIG_BLOCK, &usr1, &prev);
-		int started = pthread_create(&th, &attr, serve, c);
-
-		pthread_sigmask(SIG_SETMASK, &prev, NULL);
-		if (started != 0) {
-			close(fd);
-			free(c);
-			give_slot();
-		}
+		accept_one(lfd, &attr);
 	}
 }
