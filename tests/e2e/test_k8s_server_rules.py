@@ -11,6 +11,8 @@ import time
 import urllib.error
 import urllib.request
 
+import pytest
+
 import k8s_util
 from sandbox_util import IMAGE, Sandbox
 
@@ -219,3 +221,32 @@ def test_exec_upgrade_headers_and_a_refusal_with_400(tmp_path, autopatch_bin):
         assert sb.leftovers() == []
     finally:
         stub.close()
+
+
+@pytest.mark.parametrize("backend", ["docker", "kubernetes"])
+def test_a_box_that_fills_its_tmpfs_is_not_oom_killed(tmp_path, autopatch_bin, backend):
+    """Files in a tmpfs count against the memory limit: with the sizes left to their shares
+    of the memory (/tmp 1/8, workspace 1/4, trees 1/2) a box that fills every one of them
+    gets ENOSPC, not the OOM killer (before, a 256m box had a 256m /tmp, a 1g workspace and
+    2g of trees, and was killed filling the first)."""
+    stub = k8s_util.K8sStub(tmp_path / "s") if backend == "kubernetes" else None
+    try:
+        sb = Sandbox(autopatch_bin, tmp_path, backend=backend, stub=stub,
+                     extra_env={"AUTOPATCH_SANDBOX_MEMORY": "256m"})
+        script = ("for d in /tmp /tmp/workspace /tmp/trees; do "
+                  "head -c 1000000000 /dev/zero > $d/fill 2>/dev/null; "
+                  "echo $d $(wc -c < $d/fill) $(df -k $d | awk 'NR==2 {print $2}'); done; "
+                  "echo survived")
+        r = sb.run("sh", "-c", script, text=True, timeout=120, wall=240)
+        assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+        lines = r.stdout.splitlines()
+        assert lines[-1] == "survived", r.stdout
+        sizes = {"/tmp": 32 << 20, "/tmp/workspace": 64 << 20, "/tmp/trees": 128 << 20}
+        for line in lines[:-1]:
+            d, written, total_kib = line.split()
+            assert int(total_kib) * 1024 == sizes[d], line  # the tmpfs has its share's size
+            assert int(written) >= sizes[d] - (1 << 20), line  # ... and was filled to it
+        assert sb.leftovers() == []
+    finally:
+        if stub:
+            stub.close()
