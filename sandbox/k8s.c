@@ -714,6 +714,23 @@ static const char *stuck(const cJSON *pod, const char **msg)
 	return NULL;
 }
 
+/* The name of a container of the pod that has terminated (restartPolicy Never: for good), or
+ * NULL. The pod stays Running while another container runs. */
+static const char *terminated(const cJSON *pod)
+{
+	const cJSON *cs;
+
+	cJSON_ArrayForEach(
+	    cs, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "status"),
+						 "containerStatuses"))
+	{
+		if (cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cs, "state"),
+						     "terminated"))
+			return jstr(cs, "name", NULL) ? jstr(cs, "name", NULL) : "?";
+	}
+	return NULL;
+}
+
 /* Whether every container of the pod runs. */
 static bool all_running(const cJSON *pod)
 {
@@ -782,6 +799,15 @@ static int wait_running(sbx_engine *e, const char *name, const char *image, char
 					  "the box pod %s cannot start: %s: %.300s (image %.200s; "
 					  "autopatch does not build it: see docs/kubernetes.md)",
 					  name, reason, msg ? msg : "", image);
+			cJSON_Delete(pod);
+			return rc;
+		}
+		if ((reason = terminated(pod)) && !(phase && strcmp(phase, "Failed") == 0)) {
+			log_tail(e, name, tail, sizeof(tail));
+			rc = ap_error_set(AP_EIO,
+					  "the box pod %s stopped while starting: container %.40s "
+					  "terminated%s",
+					  name, reason, tail);
 			cJSON_Delete(pod);
 			return rc;
 		}

@@ -619,9 +619,15 @@ function deletePod(r, rec, body) {
   let grace = q !== null ? +q : body && body.gracePeriodSeconds !== undefined ? +body.gracePeriodSeconds
     : rec.obj.spec.terminationGracePeriodSeconds !== undefined ? rec.obj.spec.terminationGracePeriodSeconds : 30;
   const phase = (rec.obj.status || {}).phase;
-  if (phase === 'Failed' || phase === 'Succeeded') grace = 0; // its containers stopped already
-  if (grace < 0) grace = 1;
   const md = rec.obj.metadata;
+  if (phase === 'Failed' || phase === 'Succeeded') {
+    // Its containers stopped already: the object goes, the dead containers with it.
+    pods.delete(md.name);
+    md.deletionTimestamp = md.deletionTimestamp || now();
+    md.deletionGracePeriodSeconds = 0;
+    return removePod(rec);
+  }
+  if (grace < 0) grace = 1;
   if (grace === 0) {
     pods.delete(md.name);
     md.deletionTimestamp = md.deletionTimestamp || now();
@@ -635,7 +641,7 @@ function deletePod(r, rec, body) {
   rec.stopping = kubeletStop(rec, grace);
 }
 
-// The pod's live status: the first container's Docker state (a box that died under a command,
+// The pod's live status: its containers' Docker state (a box that died under a command,
 // e.g. gVisor's Sentry OOM-killed, is seen here).
 async function refresh(rec) {
   const pod = rec.obj;
@@ -644,7 +650,9 @@ async function refresh(rec) {
   if (r.code) return;
   const states = r.stdout.trim().split('\n').map(l => l.split(' '));
   if (states.some(s => s[0] !== 'true')) {
-    pod.status.phase = 'Failed';
+    // As the kubelet (restartPolicy Never): the pod fails once every container has
+    // terminated; until then it is Running with the dead container's status terminated.
+    if (states.every(s => s[0] !== 'true')) pod.status.phase = 'Failed';
     pod.status.containerStatuses = rec.containers.map((c, i) => ({ name: c.name, ready: false, restartCount: 0, image: '', imageID: '',
       state: states[i][0] === 'true' ? { running: { startedAt: now() } } : { terminated: { exitCode: +states[i][1], reason: states[i][2] === 'true' ? 'OOMKilled' : 'Error' } } }));
   }
@@ -822,7 +830,7 @@ async function handle(req, res) {
     if (r.kind === 'Pod') {
       let body = null;
       try { const t = await readBody(req); body = t ? JSON.parse(t) : null; } catch (e) { body = null; }
-      deletePod(r, rec, body);
+      await deletePod(r, rec, body);
       return send(res, 200, rec.obj);
     }
     store.delete(r.name);
