@@ -439,9 +439,16 @@ static void check_docker(struct report *r, ap_config *cfg)
 {
 	sbx_engine *e = NULL;
 	const char *image;
+	char cap[512];
 	int rc;
 
-	if (sbx_engine_new(&e, cfg)) {
+	rc = sbx_engine_new(&e, cfg);
+	if (rc == AP_EINVAL) { /* a sandbox setting is wrong: its sentence says which */
+		fail(r, "Docker reachable", "not checked: %s.", last_error());
+		fail(r, "sandbox image present", "not checked. Fix the line above first.");
+		return;
+	}
+	if (rc) {
 		fail(r, "Docker reachable",
 		     "%s. Start dockerd (or point DOCKER_HOST at it) and make sure this user may "
 		     "use its socket (the docker group).",
@@ -450,6 +457,9 @@ static void check_docker(struct report *r, ap_config *cfg)
 		return;
 	}
 	pass(r, "Docker reachable", "%s", cfg_str(cfg, "DOCKER_HOST"));
+	/* What a box can hold: files in its tmpfs mounts count against its memory. */
+	if (sbx_engine_capacity(e, cap, sizeof(cap)) == 0)
+		printf("- box size: %s\n", cap);
 	image = sbx_engine_image(e);
 	rc = sbx_image_present(e, NULL);
 	if (!rc)

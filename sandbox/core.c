@@ -78,6 +78,93 @@ static int parse_cpus(const ap_config *cfg, int64_t *out)
 	return 0;
 }
 
+/* "256m", "1.5g": a size as the settings write it. */
+static void size_text(int64_t v, char out[32])
+{
+	if (v >= (1LL << 30) && v % (1LL << 30) == 0)
+		snprintf(out, 32, "%lldg", (long long)(v >> 30));
+	else if (v >= (1LL << 30))
+		snprintf(out, 32, "%.2fg", (double)v / (1LL << 30));
+	else if (v % (1 << 20) == 0)
+		snprintf(out, 32, "%lldm", (long long)(v >> 20));
+	else
+		snprintf(out, 32, "%.1fm", (double)v / (1 << 20));
+}
+
+int64_t sbx__files_max(int64_t memory)
+{
+	return memory - memory / SBX_PROC_SHARE;
+}
+
+int sbx__sizes_check(const sbx_spec *s, size_t n_volumes)
+{
+	int64_t files = s->tmp_bytes + s->workspace_bytes + s->trees_bytes +
+			(int64_t)n_volumes * s->volume_bytes;
+	char f[32], m[32], t[32], w[32], r[32], v[32];
+
+	if (files <= sbx__files_max(s->memory_bytes))
+		return 0;
+	size_text(files, f);
+	size_text(s->memory_bytes, m);
+	size_text(s->tmp_bytes, t);
+	size_text(s->workspace_bytes, w);
+	size_text(s->trees_bytes, r);
+	size_text(s->volume_bytes, v);
+	return ap_error_set(
+	    AP_EINVAL,
+	    "a box's tmpfs mounts would hold up to %s (AUTOPATCH_SANDBOX_TMP_SIZE %s + "
+	    "_WORKSPACE_SIZE %s + _TREES_SIZE %s + %zu image VOLUME(s) of _VOLUME_SIZE %s), more "
+	    "than %d/%d of AUTOPATCH_SANDBOX_MEMORY=%s: files in a tmpfs count against the memory "
+	    "limit, so a box that filled them would be killed for memory first. Lower the sizes or "
+	    "raise AUTOPATCH_SANDBOX_MEMORY (docs/sandbox.md, \"What a box holds\")",
+	    f, t, w, r, n_volumes, v, SBX_PROC_SHARE - 1, SBX_PROC_SHARE, m);
+}
+
+/* An unset tmpfs size is at most its share of the memory: /tmp an eighth, the workspace a
+ * quarter, the trees a half (the rest is the processes' and the image VOLUMEs'). */
+static void fit_sizes(const ap_config *cfg, sbx_spec *d)
+{
+	const struct {
+		const char *name;
+		int64_t *v;
+		int shift;
+	} t[] = {
+	    {"AUTOPATCH_SANDBOX_TMP_SIZE", &d->tmp_bytes, 3},
+	    {"AUTOPATCH_SANDBOX_WORKSPACE_SIZE", &d->workspace_bytes, 2},
+	    {"AUTOPATCH_SANDBOX_TREES_SIZE", &d->trees_bytes, 1},
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		int64_t share = (d->memory_bytes >> t[i].shift) & ~((1LL << 20) - 1);
+
+		if (!cfg_is_set(cfg, t[i].name) && *t[i].v > share)
+			*t[i].v = share > (1 << 20) ? share : (1 << 20);
+	}
+}
+
+int sbx_engine_capacity(const sbx_engine *e, char *out, size_t n)
+{
+	const sbx_spec *d = &e->defaults;
+	int64_t files = d->tmp_bytes + d->workspace_bytes + d->trees_bytes;
+	char m[32], f[32], t[32], w[32], r[32], v[32], p[32], pv[32];
+
+	size_text(d->memory_bytes, m);
+	size_text(files, f);
+	size_text(d->tmp_bytes, t);
+	size_text(d->workspace_bytes, w);
+	size_text(d->trees_bytes, r);
+	size_text(d->volume_bytes, v);
+	size_text(d->memory_bytes - files, p);
+	size_text(d->memory_bytes - sbx__files_max(d->memory_bytes), pv);
+	return snprintf(out, n,
+			"memory %s per box holds files up to %s (/tmp %s, workspace %s, trees "
+			"%s) and processes the rest (%s when the files are full); each image "
+			"VOLUME takes %s of that rest, and at least %s stays the processes'",
+			m, f, t, w, r, p, v, pv) >= (int)n
+		   ? AP_ETOOBIG
+		   : 0;
+}
+
 static int read_settings(sbx_engine *e, const ap_config *cfg)
 {
 	sbx_spec *d = &e->defaults;
@@ -140,6 +227,9 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 			    &d->volume_bytes)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_NOFILE", 64, 1 << 20, &d->nofile)) ||
 	    (rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_FSIZE", 1 << 20, 1LL << 40, &d->fsize_bytes)))
+		return rc;
+	fit_sizes(cfg, d);
+	if ((rc = sbx__sizes_check(d, 0)))
 		return rc;
 	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_WALL_SECONDS", 5, 7 * 24 * 3600, &v)))
 		return rc;
@@ -314,6 +404,8 @@ int sbx_create(sbx_engine *e, const sbx_spec *spec, sbx_box **out)
 	sbx_spec s;
 
 	sbx__resolve_spec(e, spec, &s);
+	if (sbx__sizes_check(&s, 0))
+		return AP_EINVAL;
 	return box_create(e, &s, false, false, out);
 }
 

@@ -503,10 +503,16 @@ static int dk_create(sbx_engine *e, const sbx_spec *spec, sbx_box *b, bool pool)
 	cJSON *body = NULL, *resp = NULL, *id;
 	char path[256], why[1024], image_id[80];
 	char **volumes = NULL;
+	size_t n_vol;
 	int rc;
 
 	rc = image_plan(e, spec->image, image_id, &volumes);
 	if (rc)
+		goto out_free;
+	/* The image's VOLUMEs are tmpfs mounts too: they must fit the memory with the rest. */
+	for (n_vol = 0; volumes && volumes[n_vol]; n_vol++)
+		;
+	if ((rc = sbx__sizes_check(spec, n_vol)))
 		goto out_free;
 	s.image = image_id;
 	s.repo_dir = b->repo_dir;

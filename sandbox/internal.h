@@ -63,6 +63,19 @@ int sbx__check_mounts(const cJSON *container, const char *name);
 /* Fill the zero fields of spec from the engine's settings. Strings stay borrowed. */
 void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out);
 
+/* Files in a box's tmpfs mounts count against its memory limit (the kernel charges tmpfs
+ * pages to the writer's memory cgroup; a kubelet does the same for memory-backed emptyDirs):
+ * together they may hold at most all but 1/SBX_PROC_SHARE of the memory, which stays the
+ * processes'. docs/sandbox.md, "What a box holds". */
+#define SBX_PROC_SHARE 16
+
+/* Bytes a box of this memory may keep in its tmpfs mounts. */
+int64_t sbx__files_max(int64_t memory);
+
+/* 0 when s's /tmp, workspace and trees plus n_volumes image VOLUMEs of s->volume_bytes fit
+ * sbx__files_max(s->memory_bytes); else AP_EINVAL with a sentence naming every size. */
+int sbx__sizes_check(const sbx_spec *s, size_t n_volumes);
+
 /* The engine's owner id (AUTOPATCH_OWNER_ID or the default hash). */
 const char *sbx__owner(const sbx_engine *e);
 

@@ -46,6 +46,15 @@
 #define K8S_ANN_CREATOR "autopatch.dev/creator"
 #define K8S_ANN_JOB	"autopatch.dev/job"
 #define K8S_LOADER_MEM	(64LL << 20) /* the loader's memory beyond the repo it writes */
+/* A pod's grace period (the kubelet's SIGTERM, then SIGKILL this much later; PID 1 of each
+ * container exits on SIGTERM). Not 0: the API server removes a pod deleted with grace 0 at
+ * once, before the kubelet has stopped anything (docs/kubernetes.md, "Removal"). */
+#define K8S_GRACE_SECONDS 1
+#define K8S_GONE_MS	  30000LL /* how long a removal waits for the pod object to go */
+#define K8S_REAP_GONE_MS  10000LL /* how long a reap waits, for all pods together */
+/* Every write asks the API server to refuse a field it does not know rather than drop it
+ * with a Warning (its default, fieldValidation=Warn): a misspelt hardening field fails. */
+#define K8S_STRICT "?fieldValidation=Strict"
 
 struct k8s_kv {
 	char *key, *value, *effect; /* effect: tolerations only */
@@ -470,10 +479,11 @@ static cJSON *container(const struct k8s_backend *be, const sbx_spec *s, bool lo
 			const char *const *extra_env)
 {
 	cJSON *ct = cJSON_CreateObject(), *env, *mounts;
-	static const char *const reaper[] = {"sh", "-c", "while :; do sleep 3600 & wait; done",
-					     NULL};
-	static const char *const idle[] = {"sleep", "infinity", NULL};
-	const char *const *cmd = loader ? idle : reaper;
+	/* trap: the kubelet's SIGTERM ends the pod at once (PID 1 ignores it otherwise, and the
+	 * grace period passes before SIGKILL). */
+	static const char *const reaper[] = {
+	    "sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait; done", NULL};
+	const char *const *cmd = reaper;
 
 	if (!ct || !cJSON_AddStringToObject(ct, "name", loader ? "loader" : "box") ||
 	    !cJSON_AddStringToObject(ct, "image", s->image) ||
@@ -545,7 +555,7 @@ int sbx__k8s_pod_body(const sbx_engine *e, const sbx_spec *s, const sbx_box *b, 
 	    !cJSON_AddFalseToObject(spec, "hostNetwork") ||
 	    !cJSON_AddFalseToObject(spec, "hostPID") || !cJSON_AddFalseToObject(spec, "hostIPC") ||
 	    !cJSON_AddFalseToObject(spec, "shareProcessNamespace") ||
-	    !cJSON_AddNumberToObject(spec, "terminationGracePeriodSeconds", 0) ||
+	    !cJSON_AddNumberToObject(spec, "terminationGracePeriodSeconds", K8S_GRACE_SECONDS) ||
 	    !(psc = cJSON_AddObjectToObject(spec, "securityContext")) ||
 	    !cJSON_AddTrueToObject(psc, "runAsNonRoot") ||
 	    !cJSON_AddNumberToObject(psc, "runAsUser", 10001) ||
@@ -615,14 +625,16 @@ static void policies_path(const sbx_engine *e, char *out, size_t len, const char
 		 k8s_namespace(be_of(e)->kc), name ? "/" : "", name ? name : "");
 }
 
-/* Delete the pod right away (no grace); a pod already gone counts as done. */
+/* Delete the pod with its grace period; a pod already gone counts as done. The object stays
+ * (with a deletionTimestamp) until the kubelet has stopped its containers: wait_pod_gone(). */
 static int delete_pod(sbx_engine *e, const char *name)
 {
 	char path[512];
 	int rc;
 
 	pods_path(e, path, sizeof(path), name, NULL);
-	strcat(path, "?gracePeriodSeconds=0");
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "?gracePeriodSeconds=%d",
+		 K8S_GRACE_SECONDS);
 	rc = k8s_request(be_of(e)->kc, "DELETE", path, NULL, "delete", "pods", K8S_API_TIMEOUT,
 			 NULL, NULL);
 	return rc == AP_ENOTFOUND ? 0 : rc;
@@ -648,6 +660,34 @@ static const char *jstr(const cJSON *o, const char *a, const char *b)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* Wait until the API server no longer has the pod object: after a graceful delete it removes
+ * it only once the kubelet reports the containers stopped, so "gone" means nothing of the box
+ * runs any more. 0 when gone; AP_ETIMEOUT when it is still there at until_ms; or the error of
+ * asking (the caller then assumes it still runs). */
+static int wait_pod_gone(sbx_engine *e, const char *name, long long until_ms)
+{
+	char path[512];
+	useconds_t nap = 20000;
+	int rc;
+
+	pods_path(e, path, sizeof(path), name, NULL);
+	for (;;) {
+		rc = k8s_request(be_of(e)->kc, "GET", path, NULL, "get", "pods", K8S_API_TIMEOUT,
+				 NULL, NULL);
+		if (rc == AP_ENOTFOUND) {
+			ap_error_clear();
+			return 0;
+		}
+		if (rc)
+			return rc;
+		if (ap_mono_ms() >= until_ms)
+			return ap_error_set(AP_ETIMEOUT, "the pod %s is still terminating", name);
+		usleep(nap);
+		if (nap < 400000)
+			nap *= 2;
+	}
+}
+
 /* Why the pod cannot start (a waiting reason that will not pass), or NULL. */
 static const char *stuck(const cJSON *pod, const char **msg)
 {
@@ -670,6 +710,23 @@ static const char *stuck(const cJSON *pod, const char **msg)
 				*msg = jstr(w, "message", NULL);
 				return reason;
 			}
+	}
+	return NULL;
+}
+
+/* The name of a container of the pod that has terminated (restartPolicy Never: for good), or
+ * NULL. The pod stays Running while another container runs. */
+static const char *terminated(const cJSON *pod)
+{
+	const cJSON *cs;
+
+	cJSON_ArrayForEach(
+	    cs, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "status"),
+						 "containerStatuses"))
+	{
+		if (cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cs, "state"),
+						     "terminated"))
+			return jstr(cs, "name", NULL) ? jstr(cs, "name", NULL) : "?";
 	}
 	return NULL;
 }
@@ -745,6 +802,15 @@ static int wait_running(sbx_engine *e, const char *name, const char *image, char
 			cJSON_Delete(pod);
 			return rc;
 		}
+		if ((reason = terminated(pod)) && !(phase && strcmp(phase, "Failed") == 0)) {
+			log_tail(e, name, tail, sizeof(tail));
+			rc = ap_error_set(AP_EIO,
+					  "the box pod %s stopped while starting: container %.40s "
+					  "terminated%s",
+					  name, reason, tail);
+			cJSON_Delete(pod);
+			return rc;
+		}
 		if (phase && (strcmp(phase, "Failed") == 0 || strcmp(phase, "Succeeded") == 0)) {
 			log_tail(e, name, tail, sizeof(tail));
 			rc = ap_error_set(
@@ -777,6 +843,7 @@ static int create_policy(sbx_engine *e, const sbx_box *b, const sbx_egress *eg)
 	if (!body)
 		return ap_error_set(AP_ENOMEM, "out of memory building a NetworkPolicy");
 	policies_path(e, path, sizeof(path), NULL);
+	strcat(path, K8S_STRICT);
 	rc = k8s_request(be_of(e)->kc, "POST", path, body, "create", "networkpolicies",
 			 K8S_API_TIMEOUT, NULL, NULL);
 	cJSON_Delete(body);
@@ -817,6 +884,49 @@ static int egress_listen(sbx_engine *e, const sbx_spec *s, const sbx_box *b, sbx
 				       out);
 }
 
+/* Remove a box's objects in the order that never leaves a running container without its
+ * deny-all policy: the allow policy and the proxy first (less access is always safe), the pod
+ * (gracefully), and only once the API server no longer has the pod object, the deny-all
+ * policy. A pod still there after K8S_GONE_MS keeps its policy; the reaper deletes the policy
+ * once the pod is gone. Each failure is logged; the first is returned. */
+static int teardown(sbx_engine *e, sbx_box *b, sbx_egress *eg)
+{
+	int rc = 0, r;
+
+	if (eg) {
+		r = delete_allow_policy(e, b);
+		if (r) {
+			ap_err("sandbox: could not delete NetworkPolicy %s" K8S_EGRESS_SUFFIX
+			       " (%s); the reaper will retry",
+			       b->name, ap_error_last());
+			rc = r;
+		}
+		sbx_egress_down(eg);
+	}
+	r = delete_pod(e, b->name);
+	if (!r)
+		r = wait_pod_gone(e, b->name, ap_mono_ms() + K8S_GONE_MS);
+	if (r == AP_ETIMEOUT) {
+		/* Deleted, not yet stopped (a slow or unreachable node): nothing failed, the
+		 * policy is kept on purpose. */
+		ap_warn("sandbox: pod %s is still terminating after %lld s; its deny-all "
+			"NetworkPolicy stays until the reaper finds the pod gone",
+			b->name, K8S_GONE_MS / 1000);
+		return rc;
+	}
+	if (r) {
+		ap_err("sandbox: pod %s may still run (%s); its deny-all NetworkPolicy stays until "
+		       "the reaper finds the pod gone",
+		       b->name, ap_error_last());
+		return rc ? rc : r;
+	}
+	r = delete_policy(e, b->name);
+	if (r)
+		ap_err("sandbox: could not delete NetworkPolicy %s (%s); the reaper will retry",
+		       b->name, ap_error_last());
+	return rc ? rc : r;
+}
+
 static int k8s_create(sbx_engine *e, const sbx_spec *s, sbx_box *b, bool pool)
 {
 	struct k8s_backend *be = be_of(e);
@@ -839,6 +949,7 @@ static int k8s_create(sbx_engine *e, const sbx_spec *s, sbx_box *b, bool pool)
 	if (rc)
 		goto err_remove;
 	pods_path(e, path, sizeof(path), NULL, NULL);
+	strcat(path, K8S_STRICT);
 	rc = k8s_request(be->kc, "POST", path, body, "create", "pods", K8S_API_TIMEOUT, NULL, NULL);
 	cJSON_Delete(body);
 	if (rc)
@@ -864,37 +975,17 @@ static int k8s_create(sbx_engine *e, const sbx_spec *s, sbx_box *b, bool pool)
 	return 0;
 err_remove:
 	snprintf(why, sizeof(why), "%s", ap_error_last());
-	delete_pod(e, b->name);
-	if (eg)
-		delete_allow_policy(e, b);
-	delete_policy(e, b->name);
-	sbx_egress_down(eg);
+	teardown(e, b, eg);
 	ap_error_set(rc, "%s", why);
 	return rc;
 }
 
 static int k8s_remove(sbx_box *b)
 {
-	int rc = delete_pod(b->e, b->name), prc, arc = 0;
+	sbx_egress *eg = box_eg(b);
 
-	if (rc)
-		ap_err("sandbox: could not delete pod %s (%s); the reaper will retry", b->name,
-		       ap_error_last());
-	if (box_eg(b)) {
-		arc = delete_allow_policy(b->e, b);
-		if (arc)
-			ap_err("sandbox: could not delete NetworkPolicy %s" K8S_EGRESS_SUFFIX
-			       " (%s); the reaper will retry",
-			       b->name, ap_error_last());
-		/* The pod is gone (or going): its proxy can go too. */
-		sbx_egress_down(box_eg(b));
-		b->impl = NULL;
-	}
-	prc = delete_policy(b->e, b->name);
-	if (prc)
-		ap_err("sandbox: could not delete NetworkPolicy %s (%s); the reaper will retry",
-		       b->name, ap_error_last());
-	return rc ? rc : arc ? arc : prc;
+	b->impl = NULL;
+	return teardown(b->e, b, eg);
 }
 
 static int k8s_kill(sbx_box *b)
@@ -919,7 +1010,9 @@ static bool k8s_running(sbx_box *b)
 	if (rc == AP_ENOTFOUND)
 		alive = false;
 	phase = jstr(pod, "status", "phase");
-	if (!rc && (!phase || strcmp(phase, "Running") != 0 || !all_running(pod)))
+	/* A pod being deleted is no box to run commands in any more. */
+	if (!rc && (!phase || strcmp(phase, "Running") != 0 || !all_running(pod) ||
+		    jstr(pod, "metadata", "deletionTimestamp")))
 		alive = false;
 	ap_error_set(0, "%s", kept);
 	cJSON_Delete(pod);
@@ -1019,12 +1112,19 @@ static int exec_raw(sbx_box *b, const char *container, const char *const *argv,
 	if (!rc)
 		ap_debug("k8s exec: subprotocol \"%s\"", proto);
 	if (rc == AP_EDENIED || rc == AP_ENOTFOUND || rc == AP_EHTTP) {
-		/* The upgrade's answer body is not available: ask again without the upgrade for
-		 * the API's own Status message (permission, missing pod). */
+		/* The upgrade's answer body is not available: ask again without the upgrade (GET,
+		 * as the upgrade) for the API's own Status message (permission, missing pod, a
+		 * pod that cannot take an exec, an admission refusal). A 400 that only says an
+		 * upgrade is required tells nothing: the upgrade's own sentence stays. */
+		long again = 0;
+		int rrc;
+
 		snprintf(why, sizeof(why), "%s", ap_error_last());
-		if (k8s_request(be->kc, "POST", ap_buf_str(&path), NULL, "create", "pods/exec",
-				10000, NULL, NULL) == 0 ||
-		    (http != 403 && http != 401 && http != 404))
+		rrc = k8s_request(be->kc, "GET", ap_buf_str(&path), NULL, "create", "pods/exec",
+				  10000, &again, NULL);
+		if (rrc == 0 || again != http ||
+		    (http != 400 && http != 403 && http != 401 && http != 404) ||
+		    (http == 400 && strstr(ap_error_last(), "Upgrade request required")))
 			ap_error_set(rc, "kubernetes create pods/exec in namespace %s: %s",
 				     k8s_namespace(be->kc), why);
 	}
@@ -1397,6 +1497,7 @@ static int list_owned(sbx_engine *e, bool pods, cJSON **out)
 static int reap_kind(sbx_engine *e, bool pods, bool all)
 {
 	cJSON *list = NULL, *it;
+	long long until = ap_mono_ms() + K8S_REAP_GONE_MS;
 	int removed = 0, rc;
 
 	rc = list_owned(e, pods, &list);
@@ -1412,6 +1513,20 @@ static int reap_kind(sbx_engine *e, bool pods, bool all)
 			continue;
 		if (!all && creator && sbx_creator_alive(creator))
 			continue;
+		/* A deny-all policy (named as its box) goes only once its pod is gone: the pods
+		 * were deleted first, a pod still terminating keeps its policy until a later
+		 * reap. An allow policy (NAME-egress) may go any time. */
+		if (!pods && (rc = wait_pod_gone(e, name, until))) {
+			if (rc == AP_ETIMEOUT)
+				ap_warn(
+				    "sandbox reap: pod %s is still terminating; its NetworkPolicy "
+				    "stays until a later reap",
+				    name);
+			else
+				ap_warn("sandbox reap: %s; NetworkPolicy %s kept", ap_error_last(),
+					name);
+			continue;
+		}
 		if (pods ? delete_pod(e, name) : delete_policy(e, name)) {
 			ap_warn("sandbox reap: %s", ap_error_last());
 			continue;

@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/httpc.h"
+#include "common/log.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -599,6 +600,8 @@ static int do_request(k8s_client *c, const char *method, const char *path, const
 		      ap_buf *resp)
 {
 	httpc_body sink = HTTPC_BODY_INIT(resp);
+	static const char *const warn_name[] = {"Warning"};
+	httpc_headers warn;
 	struct curl_slist *hdrs = NULL;
 	char url[2048], auth[K8S_TOKEN_CAP + 32], tokbuf[K8S_TOKEN_CAP];
 	char errbuf[CURL_ERROR_SIZE] = "";
@@ -611,6 +614,7 @@ static int do_request(k8s_client *c, const char *method, const char *path, const
 
 	if (status)
 		*status = 0;
+	httpc_headers_init(&warn, warn_name, 1, 300);
 	rc = httpc_global_init();
 	if (rc)
 		return rc;
@@ -649,6 +653,7 @@ static int do_request(k8s_client *c, const char *method, const char *path, const
 		curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
 	}
 	httpc_body_sink(h, &sink);
+	httpc_headers_sink(h, &warn);
 	if (body) {
 		json = cJSON_PrintUnformatted(body);
 		if (!json) {
@@ -686,10 +691,16 @@ static int do_request(k8s_client *c, const char *method, const char *path, const
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	if (status)
 		*status = code;
+	/* A server that accepted the request with a warning (an unknown field under
+	 * fieldValidation=Warn, a deprecated field): said in the log, never silent. */
+	if (httpc_header(&warn, "Warning"))
+		ap_warn("kubernetes %s %s: the API server warns: %s", verb, resource,
+			httpc_header(&warn, "Warning"));
 	if (code < 200 || code > 299)
 		rc = status_error(c, code, verb, resource, resp);
 out_free:
 	OPENSSL_cleanse(tokbuf, sizeof(tokbuf));
+	httpc_headers_clear(&warn);
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);
 	free(json);

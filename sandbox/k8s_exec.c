@@ -163,6 +163,7 @@ struct ws_sess {
 	long http_status; /* of a refused upgrade */
 	char err[200];	  /* why the connection failed */
 	char proto[24];	  /* the subprotocol the server chose */
+	char host[300];	  /* the Host header: host:port ([v6]:port) */
 	char auth[8192];  /* "Bearer ..." */
 	const unsigned char *in;
 	size_t in_left;
@@ -407,8 +408,13 @@ int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char 
 	ci.address = ep->host;
 	ci.port = ep->port;
 	ci.path = path;
-	ci.host = ep->host;
-	ci.origin = ep->host;
+	/* Host with the port, as any HTTP client sends it (lws drops the port itself for SNI and
+	 * the certificate check); no Origin: this is no browser (lws would send http:// even
+	 * over TLS). */
+	snprintf(s->host, sizeof(s->host), strchr(ep->host, ':') ? "[%s]:%d" : "%s:%d", ep->host,
+		 ep->port);
+	ci.host = s->host;
+	ci.origin = NULL;
 	ci.protocol = r->protocols;
 	ci.local_protocol_name = protocols[0].name;
 	ci.alpn = "http/1.1"; /* the API server upgrades HTTP/1.1 only */

@@ -174,6 +174,11 @@ int sbx_pool_ready(sbx_engine *e);
 /* The image boxes run unless their spec names another (AUTOPATCH_SANDBOX_IMAGE). Owned by e. */
 const char *sbx_engine_image(const sbx_engine *e);
 
+/* One sentence saying what a box holds: its memory, the sizes of its tmpfs mounts (which count
+ * against that memory) and what is left to its processes. 0, or AP_ETOOBIG when n is short
+ * (out is cut). */
+int sbx_engine_capacity(const sbx_engine *e, char *out, size_t n);
+
 /* Whether image (NULL: sbx_engine_image()) is present in the backend, without pulling it and
  * within SBX_PROBE_TIMEOUT_MS. 0 when present, AP_ENOTFOUND when absent; otherwise the
  * backend's error (AP_EUNAVAIL, AP_ETIMEOUT, AP_EHTTP, ...) with a sentence. */

@@ -36,8 +36,24 @@
 //                       [--port 0] [--protocols v5.channel.k8s.io,v4.channel.k8s.io]
 //                       [--pod-pids-limit 512] [--runtime-class NAME=HANDLER]...
 //                       [--require-runtime-class NAME] [--runsc-pids-headroom 256]
-//                       [--cni-ignores-policy-deletes]
+//                       [--cni-ignores-policy-deletes] [--kubelet-delay-ms 300]
+//                       [--deny-exec MESSAGE]
 // Prints {"port": N} on stdout when listening.
+//
+// What a real API server and kubelet do that a client must not rely on being otherwise:
+// - DELETE of a pod with grace 0 (gracePeriodSeconds=0, or a pod whose
+//   terminationGracePeriodSeconds is 0, or one not running) removes the object at once; the
+//   "kubelet" stops its containers --kubelet-delay-ms later. A graceful DELETE keeps the object,
+//   with metadata.deletionTimestamp, until the kubelet has stopped the containers (after the
+//   same delay, SIGTERM, SIGKILL at the end of the grace period); then the object goes.
+// - fieldValidation: Strict refuses an unknown field (400 BadRequest, "strict decoding
+//   error"); Warn (the default when absent) drops it with a `Warning: 299 - "unknown field
+//   ..."` header; Ignore drops it silently. Known fields are those of the official API types
+//   (@kubernetes/client-node's models).
+// GET /stub/report (authenticated) tells the tests what a real cluster would hide: every
+// Warning sent, every write from autopatch without fieldValidation=Strict, every moment a box
+// pod's container ran while no deny-all NetworkPolicy selected it, and the Host and Origin of
+// each exec upgrade.
 'use strict';
 
 const https = require('https');
@@ -53,7 +69,7 @@ const { NetworkPolicy } = require('kubernetes-models/networking.k8s.io/v1/Networ
 
 const opts = { port: 0, protocols: ['v5.channel.k8s.io', 'v4.channel.k8s.io'], podPidsLimit: 512,
   runtimeClasses: { gvisor: 'runsc' }, token: null, namespace: 'autopatch-sandbox',
-  runscPidsHeadroom: 256 };
+  runscPidsHeadroom: 256, kubeletDelayMs: 300 };
 for (let i = 2; i < process.argv.length; i++) {
   const a = process.argv[i], v = process.argv[i + 1];
   if (a === '--port') { opts.port = +v; i++; }
@@ -72,6 +88,10 @@ for (let i = 2; i < process.argv.length; i++) {
   // A CNI that never applies a policy's deletion (slow, or broken): the tests use it to show
   // that the egress proxy refuses on its own once locked (defence in depth).
   else if (a === '--cni-ignores-policy-deletes') { opts.ignorePolicyDeletes = true; }
+  else if (a === '--kubelet-delay-ms') { opts.kubeletDelayMs = +v; i++; }
+  // An admission policy that refuses every exec with 400 and this message (a cluster that
+  // forbids exec into box pods, or a webhook that chose 400).
+  else if (a === '--deny-exec') { opts.denyExec = v; i++; }
   else { console.error(`k8s_stub: unknown option ${a}`); process.exit(2); }
 }
 const DOCKER = opts.docker || 'docker';
@@ -89,6 +109,12 @@ if (opts.role) {
 
 const pods = new Map();     // name -> {obj, containers: [{name, docker}], volumes: [...], ...}
 const policies = new Map(); // name -> obj
+// Pod records whose Docker containers exist (a pod deleted with grace 0 stays here until the
+// "kubelet" has removed them, though the API no longer has the object).
+const live = new Set();
+// What GET /stub/report answers.
+const report = { warnings: [], unvalidated: [], overlaps: [], upgrades: [] };
+let models = null; // @kubernetes/client-node, loaded before listening
 const log = (...a) => { if (process.env.K8S_STUB_DEBUG) console.error('k8s_stub:', ...a); };
 
 function now() { return new Date().toISOString().replace(/\.\d+Z$/, 'Z'); }
@@ -156,6 +182,46 @@ function quantity(q) {
   if (!m) return NaN;
   const mult = { '': 1, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, Ki: 1024, Mi: 1 << 20, Gi: 1 << 30, Ti: 2 ** 40 }[m[2]];
   return mult === undefined ? NaN : parseFloat(m[1]) * mult;
+}
+
+// Unknown fields of v against the official type (a client-node model name, or
+// Array<T> / { [key: string]: T; }), as the API server's decoder names them
+// ("spec.containers[0].foo"); with prune they are removed from v, as the server drops them.
+function unknownFields(v, type, path, out, prune) {
+  if (v === null || typeof v !== 'object') return out;
+  let m;
+  if ((m = /^Array<(.+)>$/.exec(type))) {
+    if (Array.isArray(v)) v.forEach((x, i) => unknownFields(x, m[1], `${path}[${i}]`, out, prune));
+    return out;
+  }
+  if ((m = /^\{ \[key: string\]: (.+); \}$/.exec(type))) {
+    for (const [k, x] of Object.entries(v)) unknownFields(x, m[1], `${path}[${k}]`, out, prune);
+    return out;
+  }
+  const M = models[type];
+  if (!M || typeof M.getAttributeTypeMap !== 'function' || Array.isArray(v)) return out;
+  const known = new Map(M.getAttributeTypeMap().map(a => [a.baseName, a.type]));
+  for (const k of Object.keys(v)) {
+    const p = path ? `${path}.${k}` : k;
+    if (!known.has(k)) { out.push(p); if (prune) delete v[k]; }
+    else unknownFields(v[k], known.get(k), p, out, prune);
+  }
+  return out;
+}
+
+// fieldValidation of a write: null when the object may go on (unknown fields dropped, with a
+// Warning header each under Warn), or the Status to answer with.
+function fieldValidation(req, res, r, obj) {
+  const mode = r.url.searchParams.get('fieldValidation') || 'Warn';
+  if (!['Strict', 'Warn', 'Ignore'].includes(mode)) return status(400, 'BadRequest', `fieldValidation parameter unsupported: ${mode}`);
+  if (mode !== 'Strict' && /^autopatch/.test(req.headers['user-agent'] || '')) report.unvalidated.push({ method: req.method, path: r.url.pathname + r.url.search });
+  const unknown = unknownFields(obj, r.kind === 'Pod' ? 'V1Pod' : 'V1NetworkPolicy', '', [], mode !== 'Strict');
+  if (!unknown.length || mode === 'Ignore') return null;
+  if (mode === 'Strict') return status(400, 'BadRequest', `${r.kind} in version "v1" cannot be handled as a ${r.kind}: strict decoding error: ${unknown.map(f => `unknown field "${f}"`).join(', ')}`);
+  const warnings = unknown.map(f => `299 - "unknown field \\"${f}\\""`);
+  for (const w of warnings) report.warnings.push({ path: r.url.pathname, warning: w });
+  res.setHeader('Warning', warnings);
+  return null;
 }
 
 function podCauses(pod) {
@@ -285,6 +351,31 @@ function egressDenied(labels) {
     if (types.includes('Egress') && selects(s.podSelector, labels) && !(s.egress || []).length) return true;
   }
   return false;
+}
+
+// Whether a NetworkPolicy the API holds denies the pod all ingress and egress (types both, no
+// rule in either).
+function denyAll(labels) {
+  for (const rec of policies.values()) {
+    const s = rec.obj.spec || {};
+    const types = s.policyTypes || [];
+    if (types.includes('Egress') && types.includes('Ingress') && selects(s.podSelector, labels) &&
+        !(s.egress || []).length && !(s.ingress || []).length) return true;
+  }
+  return false;
+}
+
+// After a policy went: every box pod whose containers still exist must still be covered by a
+// deny-all policy; a moment without is recorded (a real cluster would let it talk).
+async function checkCoverage(policy) {
+  const at = new Date().toISOString();
+  for (const rec of [...live]) {
+    const labels = rec.obj.metadata.labels || {};
+    if (labels['autopatch.owner'] === undefined || denyAll(labels)) continue;
+    const r = await docker(['inspect', '-f', '{{.State.Running}}', ...rec.containers.map(c => c.docker)]);
+    if (!r.stdout.split('\n').includes('true')) continue;
+    report.overlaps.push({ pod: rec.obj.metadata.name, policy, at, objectGone: pods.get(rec.obj.metadata.name) !== rec });
+  }
 }
 
 // The egress a pod's policies allow, as the CNI would enforce it: { selected, allow: [{cidr,
@@ -452,6 +543,7 @@ async function startPod(pod, rec) {
       const r = await docker(args);
       if (r.code) throw new Error(`container ${ct.name}: ${r.stderr.trim()}`);
       rec.containers.push({ name: ct.name, docker: dname });
+      live.add(rec);
       const s = await docker(['start', dname]);
       if (s.code) throw new Error(`container ${ct.name}: ${s.stderr.trim()}`);
       if (!first) first = dname;
@@ -489,16 +581,67 @@ async function killPod(rec, reason, message) {
 }
 
 async function removePod(rec) {
-  rec.deleted = true;
-  if (rec.timer) clearTimeout(rec.timer);
-  await rec.started;
-  const ids = rec.containers.map(c => c.docker);
-  if (ids.length) await docker(['rm', '-f', '-v', ...ids]);
-  if (rec.volumes.length) await docker(['volume', 'rm', '-f', ...rec.volumes]);
-  if (rec.net) await removeNetwork(rec.net);
+  if (rec.removing) return rec.removing;
+  rec.removing = (async () => {
+    rec.deleted = true;
+    if (rec.timer) clearTimeout(rec.timer);
+    await rec.started;
+    const ids = rec.containers.map(c => c.docker);
+    if (ids.length) await docker(['rm', '-f', '-v', ...ids]);
+    live.delete(rec);
+    if (rec.volumes.length) await docker(['volume', 'rm', '-f', ...rec.volumes]);
+    if (rec.net) await removeNetwork(rec.net);
+  })();
+  return rec.removing;
 }
 
-// The pod's live status: the first container's Docker state (a box that died under a command,
+const sleep = (ms) => new Promise(r => setTimeout(r, ms));
+
+// The kubelet's part of a pod deletion: it notices after --kubelet-delay-ms, sends SIGTERM,
+// SIGKILL after the grace period, removes the containers; then the object goes (a graceful
+// delete) or is long gone (grace 0).
+async function kubeletStop(rec, grace) {
+  await sleep(opts.kubeletDelayMs);
+  await rec.started;
+  const ids = rec.containers.map(c => c.docker);
+  if (ids.length && grace > 0) await docker(['stop', '-t', String(grace), ...ids]);
+  await removePod(rec);
+  const name = rec.obj.metadata.name;
+  if (pods.get(name) === rec) pods.delete(name);
+}
+
+// DELETE of a pod: the grace period the API server settles on (DeleteOptions in the query or
+// the body, else the pod's terminationGracePeriodSeconds, else 30; 0 for a pod that is not
+// running), then either the object goes now and the containers later, or the object stays
+// (deletionTimestamp) until the containers are gone.
+function deletePod(r, rec, body) {
+  const q = r.url.searchParams.get('gracePeriodSeconds');
+  let grace = q !== null ? +q : body && body.gracePeriodSeconds !== undefined ? +body.gracePeriodSeconds
+    : rec.obj.spec.terminationGracePeriodSeconds !== undefined ? rec.obj.spec.terminationGracePeriodSeconds : 30;
+  const phase = (rec.obj.status || {}).phase;
+  const md = rec.obj.metadata;
+  if (phase === 'Failed' || phase === 'Succeeded') {
+    // Its containers stopped already: the object goes, the dead containers with it.
+    pods.delete(md.name);
+    md.deletionTimestamp = md.deletionTimestamp || now();
+    md.deletionGracePeriodSeconds = 0;
+    return removePod(rec);
+  }
+  if (grace < 0) grace = 1;
+  if (grace === 0) {
+    pods.delete(md.name);
+    md.deletionTimestamp = md.deletionTimestamp || now();
+    md.deletionGracePeriodSeconds = 0;
+    if (!rec.stopping) rec.stopping = kubeletStop(rec, 0);
+    return;
+  }
+  if (md.deletionTimestamp) return; // already terminating: a second DELETE changes nothing here
+  md.deletionTimestamp = new Date(Date.now() + grace * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+  md.deletionGracePeriodSeconds = grace;
+  rec.stopping = kubeletStop(rec, grace);
+}
+
+// The pod's live status: its containers' Docker state (a box that died under a command,
 // e.g. gVisor's Sentry OOM-killed, is seen here).
 async function refresh(rec) {
   const pod = rec.obj;
@@ -507,7 +650,9 @@ async function refresh(rec) {
   if (r.code) return;
   const states = r.stdout.trim().split('\n').map(l => l.split(' '));
   if (states.some(s => s[0] !== 'true')) {
-    pod.status.phase = 'Failed';
+    // As the kubelet (restartPolicy Never): the pod fails once every container has
+    // terminated; until then it is Running with the dead container's status terminated.
+    if (states.every(s => s[0] !== 'true')) pod.status.phase = 'Failed';
     pod.status.containerStatuses = rec.containers.map((c, i) => ({ name: c.name, ready: false, restartCount: 0, image: '', imageID: '',
       state: states[i][0] === 'true' ? { running: { startedAt: now() } } : { terminated: { exitCode: +states[i][1], reason: states[i][2] === 'true' ? 'OOMKilled' : 'Error' } } }));
   }
@@ -561,6 +706,20 @@ function route(req) {
   return { url };
 }
 
+// Why an exec into the pod is refused (a Status), or {code: 200}: the API server resolves the
+// pod and container before it looks at the upgrade.
+function execRefusal(r) {
+  const rec = pods.get(r.name);
+  if (!rec) return status(404, 'NotFound', `pods "${r.name}" not found`, { name: r.name, kind: 'pods' });
+  if (opts.denyExec) return status(400, 'BadRequest', `admission webhook "exec-guard" denied the request: ${opts.denyExec}`);
+  const phase = (rec.obj.status || {}).phase;
+  if (phase === 'Failed' || phase === 'Succeeded') return status(400, 'BadRequest', `cannot exec into a container in a completed pod; current phase is ${phase}`);
+  if (phase !== 'Running') return status(400, 'BadRequest', `pod ${r.name} does not have a host assigned`);
+  const container = r.url.searchParams.get('container');
+  if (container && !rec.obj.spec.containers.some(c => c.name === container)) return status(400, 'BadRequest', `container ${container} is not valid for pod ${r.name}`);
+  return { code: 200 };
+}
+
 function verbOf(method, r) {
   if (r.sub === 'exec') return method === 'GET' ? 'get' : 'create';
   if (method === 'POST') return 'create';
@@ -597,11 +756,15 @@ async function handle(req, res) {
   // be valid, as the API server treats them.
   if (req.url === '/version' && (req.headers.authorization || req.client.authorized) && !authenticated(req)) return send(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
   if (req.url === '/version') return send(res, 200, { major: '1', minor: '30', gitVersion: 'v1.30.0-autopatch-stub', platform: 'linux/amd64' });
+  if (req.url === '/stub/report') return authenticated(req) ? send(res, 200, report) : send(res, 401, status(401, 'Unauthorized', 'Unauthorized'));
   const r = route(req);
   const verb = r.resource ? verbOf(req.method, r) : '';
   const denied = gate(req, r, verb);
   if (denied) return send(res, denied.code, denied);
-  if (r.sub === 'exec') return send(res, 400, status(400, 'BadRequest', 'Upgrade request required'));
+  if (r.sub === 'exec') {
+    const refusal = execRefusal(r);
+    return send(res, refusal.code, refusal.code === 200 ? status(400, 'BadRequest', 'Upgrade request required') : refusal);
+  }
   const store = r.kind === 'Pod' ? pods : policies;
   const plural = r.kind === 'Pod' ? 'pods' : 'networkpolicies';
   const group = r.group ? `${r.group}/v1` : 'v1';
@@ -609,6 +772,8 @@ async function handle(req, res) {
     let obj;
     try { obj = JSON.parse(await readBody(req)); } catch (e) { return send(res, 400, status(400, 'BadRequest', `the object provided is unrecognized (must be of type ${r.kind}): ${e.message}`)); }
     if (obj.kind !== r.kind || obj.apiVersion !== group) return send(res, 400, status(400, 'BadRequest', `the API version in the data (${obj.apiVersion}) does not match the expected API version (${group})`));
+    const fv = fieldValidation(req, res, r, obj);
+    if (fv) return send(res, fv.code, fv);
     const Model = r.kind === 'Pod' ? Pod : NetworkPolicy;
     const causes = [...schemaCauses(Model, obj), ...metaCauses(obj), ...(r.kind === 'Pod' ? podCauses(obj) : [])];
     if (causes.length) return send(res, 422, invalid(r.kind, (obj.metadata || {}).name, causes));
@@ -662,11 +827,15 @@ async function handle(req, res) {
     return send(res, 200, rec.obj);
   }
   if (req.method === 'DELETE') {
-    store.delete(r.name);
     if (r.kind === 'Pod') {
-      rec.obj.metadata.deletionTimestamp = now();
-      await removePod(rec);
-    } else if (!opts.ignorePolicyDeletes) {
+      let body = null;
+      try { const t = await readBody(req); body = t ? JSON.parse(t) : null; } catch (e) { body = null; }
+      await deletePod(r, rec, body);
+      return send(res, 200, rec.obj);
+    }
+    store.delete(r.name);
+    await checkCoverage(r.name);
+    if (!opts.ignorePolicyDeletes) {
       await reenforce();
     } else {
       ghostPolicies.set(r.name, rec);
@@ -698,23 +867,27 @@ server.on('upgrade', (req, socket, head) => {
     socket.end(`HTTP/1.1 ${st.code} ${st.reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   };
   if (r.sub !== 'exec') return reject(status(400, 'BadRequest', 'only pods/exec can be upgraded'));
+  report.upgrades.push({ method: req.method, host: req.headers.host || null, origin: req.headers.origin || null });
   const denied = gate(req, r, req.method === 'POST' ? 'create' : 'get');
   if (denied) return reject(denied);
+  const refusal = execRefusal(r);
+  if (refusal.code !== 200) return reject(refusal);
   const rec = pods.get(r.name);
-  if (!rec) return reject(status(404, 'NotFound', `pods "${r.name}" not found`, { name: r.name, kind: 'pods' }));
-  if (!rec.obj.status || rec.obj.status.phase !== 'Running') return reject(status(400, 'BadRequest', `pod ${r.name} is not running`));
   const offered = (req.headers['sec-websocket-protocol'] || '').split(',').map(s => s.trim());
   if (!opts.protocols.some(p => offered.includes(p))) return reject(status(400, 'BadRequest', `none of the offered subprotocols (${offered.join(', ')}) is supported`));
   wss.handleUpgrade(req, socket, head, (ws) => execSocket(ws, rec, r.url.searchParams));
 });
 
 async function shutdown() {
-  for (const rec of pods.values()) await removePod(rec);
+  for (const rec of [...pods.values(), ...live]) await removePod(rec);
   process.exit(0);
 }
 process.on('SIGTERM', shutdown);
 process.on('SIGINT', shutdown);
 
-server.listen(opts.port, '127.0.0.1', () => {
-  process.stdout.write(JSON.stringify({ port: server.address().port }) + '\n');
+import('@kubernetes/client-node').then((m) => {
+  models = m;
+  server.listen(opts.port, '127.0.0.1', () => {
+    process.stdout.write(JSON.stringify({ port: server.address().port }) + '\n');
+  });
 });

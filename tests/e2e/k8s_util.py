@@ -1,12 +1,20 @@
 """The Kubernetes API stand-in (standins/k8s_stub/server.js) for the end-to-end tests: a CA
 and a server certificate made with openssl, a bearer token and a client certificate, a
 kubeconfig naming them, and the stand-in running with the Role of deploy/kubernetes/rbac.yaml.
-Its pods are real local Docker containers labelled k8sstub.pod=<pod name>."""
+Its pods are real local Docker containers labelled k8sstub.pod=<pod name>.
+
+The stand-in deletes pods as a real API server and kubelet do (grace 0: the object goes at
+once, the containers later; graceful: the object stays until they are gone) and honours
+fieldValidation. Its report (K8sStub.report()) lists what a real cluster would hide: Warning
+headers it sent, writes from autopatch without fieldValidation=Strict, moments a box's
+container ran with no deny-all NetworkPolicy, the Host and Origin of each exec upgrade;
+close() fails the test when any of the first three happened."""
 import json
 import os
 import pathlib
 import secrets
 import subprocess
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STUB = ROOT / "standins" / "k8s_stub"
@@ -95,6 +103,20 @@ class K8sStub:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
 
+    def report(self):
+        """What the stand-in recorded (see the module's docstring)."""
+        code, body = self.api("GET", "/stub/report")
+        assert code == 200, body
+        return body
+
+    def assert_clean(self):
+        """No Warning header sent, every write of autopatch strict, no box uncovered."""
+        rep = self.report()
+        assert rep["warnings"] == [], f"the API server sent Warning headers: {rep['warnings']}"
+        assert rep["unvalidated"] == [], f"writes without fieldValidation=Strict: {rep['unvalidated']}"
+        assert rep["overlaps"] == [], \
+            f"a box's container ran without a deny-all NetworkPolicy: {rep['overlaps']}"
+
     def owned_objects(self, owner):
         """Names of the owner's pods and NetworkPolicies the stand-in holds ("pod/x")."""
         found = []
@@ -107,11 +129,19 @@ class K8sStub:
         return found
 
     def delete_owned(self, owner):
-        for name in self.owned_objects(owner):
+        """Pods first (gracefully), their policies once the pods are gone."""
+        names = self.owned_objects(owner)
+        for name in names:
             kind, n = name.split("/")
             if kind == "pod":
                 self.api("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{n}")
-            else:
+        for _ in range(300):
+            if not any(x.startswith("pod/") for x in self.owned_objects(owner)):
+                break
+            time.sleep(0.1)
+        for name in names:
+            kind, n = name.split("/")
+            if kind != "pod":
                 self.api("DELETE", f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}"
                                    f"/networkpolicies/{n}")
 
@@ -119,7 +149,14 @@ class K8sStub:
         return {"AUTOPATCH_SANDBOX_BACKEND": "kubernetes", "KUBECONFIG": str(kubeconfig),
                 "AUTOPATCH_K8S_NAMESPACE": NAMESPACE}
 
-    def close(self):
+    def close(self, check=True):
+        """Stop the stand-in; with check, fail when its report is not clean (assert_clean)."""
+        err = None
+        if check and self.proc.poll() is None:
+            try:
+                self.assert_clean()
+            except AssertionError as e:
+                err = e
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -127,6 +164,8 @@ class K8sStub:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if err:
+            raise err
 
 
 def _b64(path):

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/sandbox/test_k8s.c - the Kubernetes backend's parsers of outside input: the kubeconfig
- * reader and the exec channel demultiplexer with its Status reader. */
+ * reader and the exec channel demultiplexer with its Status reader; and the size rule its
+ * memory-backed emptyDirs (and Docker's tmpfs mounts) follow. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 
 #include "common/err.h"
 #include "sandbox/k8s_api.h"
+#include "sandbox/internal.h"
 #include "sandbox/k8s_exec.h"
 
 /* --- kubeconfig ------------------------------------------------------------------------ */
@@ -241,6 +243,34 @@ static void test_chan_refusals(void **state)
 	assert_int_equal(code, 0);
 }
 
+/* Files in a tmpfs count against the memory: the mounts may hold 15/16 of it, VOLUMEs
+ * included, and the refusal names every size. */
+static void test_sizes_fit_the_memory(void **state)
+{
+	sbx_spec s = SBX_SPEC_INIT;
+
+	(void)state;
+	s.memory_bytes = 256LL << 20;
+	s.tmp_bytes = 32LL << 20;
+	s.workspace_bytes = 64LL << 20;
+	s.trees_bytes = 128LL << 20;
+	s.volume_bytes = 8LL << 20;
+	assert_int_equal(sbx__files_max(s.memory_bytes), 240LL << 20);
+	assert_int_equal(sbx__sizes_check(&s, 0), 0);
+	assert_int_equal(sbx__sizes_check(&s, 2), 0); /* 240m: exactly the most */
+	assert_int_equal(sbx__sizes_check(&s, 3), AP_EINVAL);
+	assert_non_null(strstr(ap_error_last(), "would hold up to 248m"));
+	assert_non_null(strstr(ap_error_last(), "3 image VOLUME(s) of _VOLUME_SIZE 8m"));
+	assert_non_null(strstr(ap_error_last(), "AUTOPATCH_SANDBOX_MEMORY=256m"));
+	/* The old defaults against a 2g box: 3.25g of tmpfs. */
+	s.memory_bytes = 2LL << 30;
+	s.tmp_bytes = 256LL << 20;
+	s.workspace_bytes = 1LL << 30;
+	s.trees_bytes = 2LL << 30;
+	assert_int_equal(sbx__sizes_check(&s, 0), AP_EINVAL);
+	assert_non_null(strstr(ap_error_last(), "would hold up to 3.25g"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +280,7 @@ int main(void)
 	    cmocka_unit_test(test_kubeconfig_depth),
 	    cmocka_unit_test(test_chan_v5_split_anywhere),
 	    cmocka_unit_test(test_chan_refusals),
+	    cmocka_unit_test(test_sizes_fit_the_memory),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
