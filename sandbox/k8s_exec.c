@@ -309,6 +309,7 @@ static void lws_to_log(int level, const char *line)
 {
 	size_t n = strlen(line);
 
+	(void)level; /* errors and warnings alike go to the debug log (log_init) */
 	while (n && line[n - 1] == '\n')
 		n--;
 	ap_debug("libwebsockets: %.*s", (int)n, line);

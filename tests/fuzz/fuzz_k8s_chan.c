@@ -12,6 +12,8 @@ static size_t out_bytes;
 
 static void on_payload(void *ud, int stream, const char *p, size_t n)
 {
+	(void)ud;
+	(void)p;
 	if (stream != SBX_STREAM_STDOUT && stream != SBX_STREAM_STDERR)
 		abort();
 	out_bytes += n;

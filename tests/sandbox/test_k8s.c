@@ -44,6 +44,7 @@ static void test_kubeconfig_token(void **state)
 {
 	k8s_kubeconfig k;
 
+	(void)state;
 	assert_int_equal(k8s_kubeconfig_parse(kc_token, strlen(kc_token), NULL, &k), 0);
 	assert_string_equal(k.server, "https://10.0.0.1:6443");
 	assert_string_equal(k.ca_pem, "hello ca");
@@ -66,6 +67,7 @@ static void test_kubeconfig_json_and_files(void **state)
 	k8s_kubeconfig k;
 	FILE *f;
 
+	(void)state;
 	assert_non_null(mkdtemp(dir));
 	for (int i = 0; i < 3; i++) {
 		const char *names[] = {"ca.pem", "c.pem", "k.pem"};
@@ -110,6 +112,7 @@ static void test_kubeconfig_refusals(void **state)
 	    NULL};
 	k8s_kubeconfig k;
 
+	(void)state;
 	for (const char *const *t = bad; *t; t++) {
 		int rc = k8s_kubeconfig_parse(*t, strlen(*t), NULL, &k);
 
@@ -126,6 +129,7 @@ static void test_kubeconfig_depth(void **state)
 	char text[4096] = "current-context: c\nx: ";
 	size_t n = strlen(text);
 
+	(void)state;
 	for (int i = 0; i < 100; i++)
 		text[n++] = '[';
 	text[n] = '\0';
@@ -179,6 +183,7 @@ static void test_chan_v5_split_anywhere(void **state)
 	    "\"reason\":\"NonZeroExitCode\",\"details\":{\"causes\":[{\"reason\":\"ExitCode\","
 	    "\"message\":\"42\"}]}}";
 
+	(void)state;
 	for (size_t step = 1; step < 8; step++) {
 		k8s_chan d;
 		struct got g = {0};
@@ -208,6 +213,7 @@ static void test_chan_refusals(void **state)
 	int code;
 	char *big = malloc(K8S_STATUS_CAP + 2);
 
+	(void)state;
 	k8s_chan_init(&d, false);
 	assert_int_equal(feed(&d, "\xff\x00", 2, 2, &g), AP_EIO); /* no close channel on v4 */
 	assert_int_equal(feed(&d, "\x01x", 2, 2, &g), AP_EIO);	  /* refused after an error */
