@@ -280,11 +280,6 @@ void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out)
 #undef DEF
 }
 
-const char *sbx__owner(const sbx_engine *e)
-{
-	return e->owner;
-}
-
 const char *sbx_owner_id(const sbx_engine *e)
 {
 	return e->owner;
@@ -470,11 +465,6 @@ bool sbx_box_running(sbx_box *b)
 int sbx_owned_count(sbx_engine *e)
 {
 	return e->ops->count(e);
-}
-
-const char *sbx_backend_name(const sbx_engine *e)
-{
-	return e->ops->name;
 }
 
 /* --- process identity ------------------------------------------------------------------ */

@@ -696,12 +696,6 @@ int sbx_egress_copy_denials(sbx_egress *eg, sbx_denial *out, size_t max, size_t 
 	return 0;
 }
 
-const sbx_denial *sbx_egress_denials(const sbx_egress *eg, size_t *n)
-{
-	*n = eg->n_seen;
-	return eg->seen;
-}
-
 int sbx_egress_lock(sbx_egress *eg)
 {
 	char path[160];

@@ -117,14 +117,11 @@ void sbx_egress_set_context(sbx_egress *eg, const char *phase, const char *comma
  * joined with spaces (line breaks become spaces). */
 void sbx_egress_set_command(sbx_egress *eg, const char *phase, const char *const *argv);
 
-/* Drain the log, then copy up to max denial groups into out (*n how many; 0 for eg NULL).
- * AP_EIO when the log cannot be read. */
+/* Drain the log, then copy up to max denial groups into out (*n how many; 0 for eg NULL):
+ * the denials relayed so far, grouped by host, port, phase and command (at most
+ * SBX_EGRESS_MAX_DENIALS groups; later new groups are only counted in the log). AP_EIO when
+ * the log cannot be read. */
 int sbx_egress_copy_denials(sbx_egress *eg, sbx_denial *out, size_t max, size_t *n);
-
-/* The denials relayed so far, grouped by host, port, phase and command (at most
- * SBX_EGRESS_MAX_DENIALS groups; later new groups are only counted in the log). Owned by eg;
- * valid until the next drain. */
-const sbx_denial *sbx_egress_denials(const sbx_egress *eg, size_t *n);
 
 /* Lock the proxy for good (SIGUSR1): from now on it refuses every request with 403 "the setup
  * phase is over" (each logged as a denial) and closes open tunnels. Waits up to 5 s for the

@@ -76,9 +76,6 @@ int64_t sbx__files_max(int64_t memory);
  * sbx__files_max(s->memory_bytes); else AP_EINVAL with a sentence naming every size. */
 int sbx__sizes_check(const sbx_spec *s, size_t n_volumes);
 
-/* The engine's owner id (AUTOPATCH_OWNER_ID or the default hash). */
-const char *sbx__owner(const sbx_engine *e);
-
 /* Compute the default owner id: 16 hex digits of SHA-256(hostname "\n" absolute db path). */
 int sbx__default_owner(const char *db_path, char *out, size_t outlen);
 

@@ -497,11 +497,6 @@ const char *k8s_namespace(const k8s_client *c)
 	return c->ns;
 }
 
-const char *k8s_server(const k8s_client *c)
-{
-	return c->server;
-}
-
 /* The bearer token now (the token file is re-read: the kubelet rotates projected tokens). */
 static int current_token(k8s_client *c, char *buf, size_t len, const char **tok)
 {

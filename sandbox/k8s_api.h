@@ -58,9 +58,8 @@ void k8s_kubeconfig_release(k8s_kubeconfig *k);
 int k8s_client_new(k8s_client **out, const ap_config *cfg);
 void k8s_client_free(k8s_client *c);
 
-/* The sandbox namespace; the server URL (for messages). Owned by c. */
+/* The sandbox namespace. Owned by c. */
 const char *k8s_namespace(const k8s_client *c);
-const char *k8s_server(const k8s_client *c);
 
 /*
  * One request: path is absolute ("/api/v1/namespaces/NS/pods"), query values already escaped;

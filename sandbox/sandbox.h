@@ -250,7 +250,4 @@ bool sbx_box_running(sbx_box *b);
 /* How many boxes with this engine's owner id the backend holds right now (tests), or < 0. */
 int sbx_owned_count(sbx_engine *e);
 
-/* The backend in use: "docker" or "kubernetes" (AUTOPATCH_SANDBOX_BACKEND). Static storage. */
-const char *sbx_backend_name(const sbx_engine *e);
-
 #endif
