@@ -338,47 +338,12 @@ static int refused(struct ws_sess *s, long *http_status)
 			    s->ep->host, s->ep->port, s->err);
 }
 
-int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char *proto,
-		 long *http_status)
+/* The libwebsockets context: TLS credentials from the endpoint, and a handshake buffer that
+ * holds the whole request line (the command travels in it). NULL on failure. */
+static struct lws_context *make_context(const k8s_endpoint *ep, size_t path_len)
 {
 	struct lws_context_creation_info info;
-	struct lws_client_connect_info ci;
-	struct ws_sess *s;
-	struct in6_addr a6;
-	long long next_alive;
-	char *path = NULL;
-	size_t path_len;
-	int rc = 0;
 
-	if (http_status)
-		*http_status = 0;
-	proto[0] = '\0';
-	pthread_once(&log_once, log_init);
-	/* The command travels in the request line: as long as it is (the API server takes 1 MiB
-	 * of headers), but bounded. */
-	path_len = strlen(ep->prefix) + strlen(r->path);
-	if (path_len > K8S_EXEC_PATH_MAX)
-		return ap_error_set(AP_ETOOBIG, "the exec request is too long");
-	s = calloc(1, sizeof(*s));
-	path = malloc(path_len + 1);
-	if (!s || !path) {
-		free(s);
-		free(path);
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	}
-	memcpy(path, ep->prefix, strlen(ep->prefix));
-	memcpy(path + strlen(ep->prefix), r->path, strlen(r->path) + 1);
-	s->r = r;
-	s->ep = ep;
-	s->in = r->stdin_data;
-	s->in_left = r->stdin_data ? r->stdin_len : 0;
-	s->ip_host =
-	    inet_pton(AF_INET, ep->host, &a6) == 1 || inet_pton(AF_INET6, ep->host, &a6) == 1;
-	if (ep->token &&
-	    snprintf(s->auth, sizeof(s->auth), "Bearer %s", ep->token) >= (int)sizeof(s->auth)) {
-		rc = ap_error_set(AP_ETOOBIG, "the bearer token is too long");
-		goto out_free;
-	}
 	memset(&info, 0, sizeof(info));
 	info.port = CONTEXT_PORT_NO_LISTEN;
 	info.protocols = protocols;
@@ -398,12 +363,15 @@ int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char 
 		info.client_ssl_key_mem = ep->key_pem;
 		info.client_ssl_key_mem_len = (unsigned int)strlen(ep->key_pem);
 	}
-	s->ctx = lws_create_context(&info);
-	if (!s->ctx) {
-		rc = ap_error_set(AP_EIO, "cannot set up the exec WebSocket (TLS credentials?)");
-		goto out_free;
-	}
-	lws_sul_schedule(s->ctx, 0, &s->tick, tick, K8S_TICK_US);
+	return lws_create_context(&info);
+}
+
+/* Start the upgrade request on s->ctx. A failure to start is s->state 3 with s->err. */
+static void connect_exec(struct ws_sess *s, const char *path)
+{
+	const k8s_endpoint *ep = s->ep;
+	struct lws_client_connect_info ci;
+
 	memset(&ci, 0, sizeof(ci));
 	ci.context = s->ctx;
 	ci.address = ep->host;
@@ -416,7 +384,7 @@ int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char 
 		 ep->port);
 	ci.host = s->host;
 	ci.origin = NULL;
-	ci.protocol = r->protocols;
+	ci.protocol = s->r->protocols;
 	ci.local_protocol_name = protocols[0].name;
 	ci.alpn = "http/1.1"; /* the API server upgrades HTTP/1.1 only */
 	ci.opaque_user_data = s;
@@ -433,21 +401,24 @@ int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char 
 		snprintf(s->err, sizeof(s->err), "the connection could not be started");
 		s->state = 3;
 	}
-	next_alive = ap_mono_ms() + K8S_ALIVE_MS;
+}
+
+/* Serve the connection until the command ended or was refused (s->state >= 2), a frame
+ * error (s->rc), cancel, the deadline, or the box found dead (K8S_EXEC_DIED). 0 or that
+ * code. */
+static int pump(struct ws_sess *s)
+{
+	const k8s_exec_req *r = s->r;
+	long long next_alive = ap_mono_ms() + K8S_ALIVE_MS;
+
 	while (s->state < 2 && !s->rc) {
-		if (r->cancel && *r->cancel) {
-			rc = ap_error_set(AP_ECANCELLED, "the command was cancelled");
-			goto out_destroy;
-		}
-		if (ap_mono_ms() >= r->deadline_ms) {
-			rc = ap_error_set(AP_ETIMEOUT, "the command passed its deadline");
-			goto out_destroy;
-		}
+		if (r->cancel && *r->cancel)
+			return ap_error_set(AP_ECANCELLED, "the command was cancelled");
+		if (ap_mono_ms() >= r->deadline_ms)
+			return ap_error_set(AP_ETIMEOUT, "the command passed its deadline");
 		if (s->state == 1 && r->alive_fn && ap_mono_ms() >= next_alive) {
-			if (!r->alive_fn(r->ud)) {
-				rc = K8S_EXEC_DIED;
-				goto out_destroy;
-			}
+			if (!r->alive_fn(r->ud))
+				return K8S_EXEC_DIED;
 			next_alive = ap_mono_ms() + K8S_ALIVE_MS;
 		}
 		s->got_data = false;
@@ -456,10 +427,66 @@ int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char 
 		if (!s->got_data && s->state == 1 && r->idle_fn)
 			r->idle_fn(r->ud);
 	}
-	if (s->rc) {
-		rc = s->rc;
-		goto out_destroy;
+	return s->rc;
+}
+
+/* The session for r in *out (the caller frees it): its stdin, the bearer header, whether
+ * the host is an address. 0, AP_ENOMEM or AP_ETOOBIG. */
+static int sess_new(const k8s_endpoint *ep, const k8s_exec_req *r, struct ws_sess **out)
+{
+	struct ws_sess *s = calloc(1, sizeof(*s));
+	struct in6_addr a6;
+
+	*out = NULL;
+	if (!s)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	s->r = r;
+	s->ep = ep;
+	s->in = r->stdin_data;
+	s->in_left = r->stdin_data ? r->stdin_len : 0;
+	s->ip_host =
+	    inet_pton(AF_INET, ep->host, &a6) == 1 || inet_pton(AF_INET6, ep->host, &a6) == 1;
+	if (ep->token &&
+	    snprintf(s->auth, sizeof(s->auth), "Bearer %s", ep->token) >= (int)sizeof(s->auth)) {
+		OPENSSL_cleanse(s->auth, sizeof(s->auth));
+		free(s);
+		return ap_error_set(AP_ETOOBIG, "the bearer token is too long");
 	}
+	*out = s;
+	return 0;
+}
+
+int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char *proto,
+		 long *http_status)
+{
+	struct ws_sess *s = NULL;
+	char *path = NULL;
+	size_t path_len;
+	int rc = 0;
+
+	if (http_status)
+		*http_status = 0;
+	proto[0] = '\0';
+	pthread_once(&log_once, log_init);
+	/* The command travels in the request line: as long as it is (the API server takes 1 MiB
+	 * of headers), but bounded. */
+	path_len = strlen(ep->prefix) + strlen(r->path);
+	if (path_len > K8S_EXEC_PATH_MAX)
+		return ap_error_set(AP_ETOOBIG, "the exec request is too long");
+	if (!(path = malloc(path_len + 1)))
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	memcpy(path, ep->prefix, strlen(ep->prefix));
+	memcpy(path + strlen(ep->prefix), r->path, strlen(r->path) + 1);
+	if ((rc = sess_new(ep, r, &s)))
+		goto out_free;
+	if (!(s->ctx = make_context(ep, path_len))) {
+		rc = ap_error_set(AP_EIO, "cannot set up the exec WebSocket (TLS credentials?)");
+		goto out_free;
+	}
+	lws_sul_schedule(s->ctx, 0, &s->tick, tick, K8S_TICK_US);
+	connect_exec(s, path);
+	if ((rc = pump(s)))
+		goto out_destroy;
 	if (s->state == 3) {
 		rc = refused(s, http_status);
 		goto out_destroy;
@@ -470,7 +497,8 @@ out_destroy:
 	lws_sul_schedule(s->ctx, 0, &s->tick, tick, LWS_SET_TIMER_USEC_CANCEL);
 	lws_context_destroy(s->ctx);
 out_free:
-	OPENSSL_cleanse(s->auth, sizeof(s->auth));
+	if (s)
+		OPENSSL_cleanse(s->auth, sizeof(s->auth));
 	free(s);
 	free(path);
 	return rc;
