@@ -432,7 +432,7 @@ int redact_remove_secret(const char *value)
 	return change_secret(value, true);
 }
 
-void redact_clear(void)
+void redact__clear(void)
 {
 	pthread_rwlock_wrlock(&reg_lock);
 	for (size_t i = 0; i < n_vars; i++)
@@ -445,7 +445,7 @@ void redact_clear(void)
 	pthread_rwlock_unlock(&reg_lock);
 }
 
-size_t redact_variant_count(void)
+size_t redact__variant_count(void)
 {
 	size_t n;
 

@@ -268,7 +268,7 @@ int64_t gh_rest_retry_after(const gh_rest *r)
 	return r->retry_at;
 }
 
-int64_t gh_rest_attempts(const gh_rest *r)
+int64_t gh_rest__attempts(const gh_rest *r)
 {
 	return r->attempts;
 }

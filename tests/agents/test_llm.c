@@ -273,7 +273,7 @@ static void test_trajectory_is_redacted_jsonl(void **state)
 	assert_string_equal(cJSON_GetObjectItem(end, "type")->valuestring, "end");
 	cJSON_Delete(end);
 	ap_buf_release(&text);
-	redact_clear();
+	redact__clear();
 }
 
 int main(void)

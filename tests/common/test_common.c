@@ -354,7 +354,7 @@ static void test_config_registers_the_secret_rows(void **state)
 	char *out;
 
 	(void)state;
-	redact_clear();
+	redact__clear();
 	assert_int_equal(cfg_new_empty(&c), 0);
 	cfg_set(c, "WEBHOOK_SECRET", "hook-secret-123456");
 	cfg_set(c, "OPENAI_API_KEY", "model-key-abcdef");
@@ -363,7 +363,7 @@ static void test_config_registers_the_secret_rows(void **state)
 	out = redact_str("hook-secret-123456 model-key-abcdef plain-label-value");
 	assert_string_equal(out, "*** *** plain-label-value");
 	free(out);
-	redact_clear();
+	redact__clear();
 	cfg_free(c);
 }
 
