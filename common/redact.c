@@ -879,9 +879,7 @@ static int stream_step(redact_stream *s, bool final)
 		rc = ap_buf_adds(&s->out, REDACT_MASK);
 	if (rc) {
 		/* Nothing of this round was emitted: it is redone from the held bytes. */
-		s->out.len = mark;
-		if (s->out.data)
-			s->out.data[mark] = '\0';
+		ap_buf_truncate(&s->out, mark);
 		goto out_scan;
 	}
 	held_drop(s, drop);
