@@ -233,7 +233,7 @@ int gh_user_in_org(const ap_config *cfg, const char *token, const char *org, boo
 		return 0;
 	}
 	if (rc == AP_EDENIED) {
-		char why[256];
+		char why[AP_ERROR_MSG_MAX];
 
 		snprintf(why, sizeof(why), "%s", ap_error_last());
 		return ap_error_set(AP_EDENIED,

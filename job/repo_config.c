@@ -40,7 +40,7 @@ static int cfg_error(const struct ctx *cx, size_t line, const char *fmt, ...)
 
 static int cfg_error(const struct ctx *cx, size_t line, const char *fmt, ...)
 {
-	char what[512], quote[MAX_QUOTE + 4];
+	char what[AP_ERROR_MSG_MAX], quote[MAX_QUOTE + 4];
 	const char *p = cx->text, *end = cx->text + cx->len, *eol;
 	size_t n = 0, i;
 	va_list ap;
