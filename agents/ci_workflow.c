@@ -471,10 +471,10 @@ static int take_lines(struct job *j, char *run, const char *label, bool *has_cd)
 		}
 		/* A line ending in \, && , || or | goes on on the next line. */
 		if (ends_with(line, "\\")) {
-			logical.len--;
+			ap_buf_truncate(&logical, logical.len - 1);
 			while (logical.len && (logical.data[logical.len - 1] == ' ' ||
 					       logical.data[logical.len - 1] == '\t'))
-				logical.len--;
+				ap_buf_truncate(&logical, logical.len - 1);
 			continue;
 		}
 		if (ends_with(line, "&&") || ends_with(line, "||") || ends_with(line, "|"))

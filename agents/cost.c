@@ -2,6 +2,7 @@
 /* agents/cost.c - prices, cost arithmetic and the per-job cost plan (see cost.h). */
 #include "agents/cost.h"
 #include "agents/llm.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/money.h"
 
@@ -190,7 +191,10 @@ int cost_plan_from_cfg(const ap_config *cfg, cost_plan *out)
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	snprintf(out->model, sizeof(out->model), "%s", llm_model_of(cfg));
+	/* A cut name would be priced as another model. */
+	if (ap_fmt(out->model, sizeof(out->model), "%s", llm_model_of(cfg)))
+		return ap_error_set(AP_EINVAL, "AUTOPATCH_LLM_MODEL is longer than %d bytes",
+				    COST_MODEL_MAX);
 	if ((rc = cfg_int(cfg, "AUTOPATCH_MAX_TOKENS", 1000, INT64_C(1) << 40, &out->max_tokens)) ||
 	    (rc = budget_setting(cfg, "AUTOPATCH_DAILY_BUDGET_USD", &out->global_cap)) ||
 	    (rc = budget_setting(cfg, "AUTOPATCH_REPO_DAILY_BUDGET_USD", &out->repo_cap)) ||

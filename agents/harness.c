@@ -306,12 +306,12 @@ static const struct rule rules[] = {
 
 #define NRULES (sizeof(rules) / sizeof(rules[0]))
 
-size_t harness_rule_count(void)
+size_t harness__rule_count(void)
 {
 	return NRULES;
 }
 
-const harness_rule *harness_rule_get(size_t i)
+const harness_rule *harness__rule_get(size_t i)
 {
 	return i < NRULES ? &rules[i].pub : NULL;
 }

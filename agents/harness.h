@@ -9,7 +9,7 @@
  * here, from the changed files the host computed itself (github/patch.h's gh_patch_read_files,
  * converted by the caller), whether it does. Pure C: no I/O, no libgit2.
  *
- * The rules are ONE table (harness_rule_get(); docs/security.md, "What counts as the test
+ * The rules are ONE table (harness__rule_get(); docs/security.md, "What counts as the test
  * harness", has a row per rule). Each path of a delta (both paths of a rename; the new path
  * of a copy, whose source stays as it was) gets at most one finding: the first rule in table
  * order that matches. Most rules match the path alone (any directory, ASCII case ignored); a
@@ -52,10 +52,11 @@ typedef struct harness_rule {
 	const char *why;       /* one line, completes "`path` (...)" */
 } harness_rule;
 
-/* The table, in the order rules are tried: harness_rule_get(i) for i < harness_rule_count(),
+/* For tests only (they check docs/security.md against it): the table, in the order rules are
+ * tried: harness__rule_get(i) for i < harness__rule_count(),
  * NULL past the end. */
-size_t harness_rule_count(void);
-const harness_rule *harness_rule_get(size_t i);
+size_t harness__rule_count(void);
+const harness_rule *harness__rule_get(size_t i);
 
 /* One path of the patch that changes the harness. Owned by the findings list. */
 typedef struct harness_finding {

@@ -20,6 +20,7 @@
 #define LLM_RESPONSE_CAP	(8u << 20)
 #define LLM_HEADER_CAP		(64u << 10)
 #define LLM_MAX_CALLS_PER_REPLY 64
+#define LLM_KEY_CAP		992 /* bytes of an API key */
 
 struct llm {
 	char *provider; /* "openai" | "anthropic" */
@@ -540,7 +541,7 @@ static int http_request(const llm *m, const char *url, const char *body, long ti
 	httpc_body sink = HTTPC_BODY_INIT(&h->body);
 	CURL *c = curl_easy_init();
 	struct curl_slist *hdrs = NULL;
-	char line[1024];
+	char line[LLM_KEY_CAP + 32]; /* "Authorization: Bearer " + a key: never cut (llm_new) */
 	int rc = 0;
 	if (!c)
 		return AP_ENOMEM;
@@ -769,6 +770,15 @@ int llm_new(llm **out, const ap_config *cfg)
 				  "no model API key: set AUTOPATCH_LLM_API_KEY (or %s) or point "
 				  "AUTOPATCH_LLM_BASE_URL at a local server",
 				  anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
+		goto fail;
+	}
+	/* The key goes into a header line of LLM_KEY_CAP + 32 bytes (http_request): a longer one
+	 * would be cut, and a cut key fails as "unauthorized" with no hint why. */
+	if (key && strlen(key) > LLM_KEY_CAP) {
+		rc = ap_error_set(AP_EINVAL,
+				  "the model API key is longer than %d bytes: check "
+				  "AUTOPATCH_LLM_API_KEY (or %s)",
+				  LLM_KEY_CAP, anthropic ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY");
 		goto fail;
 	}
 	size_t blen = strlen(base);

@@ -60,7 +60,7 @@ char *run_output_clean(const char *s, size_t n)
 				i++;
 				continue;
 			}
-			b.len = line_start; /* overwritten, as on a terminal */
+			ap_buf_truncate(&b, line_start); /* overwritten, as on a terminal */
 			i++;
 		} else if (c == '\n') {
 			ap_buf_add(&b, "\n", 1);
@@ -302,7 +302,7 @@ char *run_output_excerpt(const char *err, const char *out, int max_lines, size_t
 	if (!*errors)
 		pick_ends(&k, *clean[0] ? clean[0] : clean[1]);
 	while (k.b.len && k.b.data[k.b.len - 1] == '\n')
-		k.b.len--;
+		ap_buf_truncate(&k.b, k.b.len - 1);
 	res = strndup(k.b.data ? k.b.data : "", k.b.len);
 out:
 	free(clean[0]);

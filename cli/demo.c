@@ -88,7 +88,10 @@ static bool exists(const char *dir, const char *rel)
 	char p[PATH_MAX];
 	struct stat st;
 
-	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	if (ap_fmt(p, sizeof(p), "%s/%s", dir, rel)) {
+		ap_error_clear(); /* too long to be the tree */
+		return false;
+	}
 	return stat(p, &st) == 0;
 }
 
@@ -100,7 +103,10 @@ static int find_root(struct demo *d, const ap_config *cfg)
 	ssize_t n;
 
 	if (env && exists(env, "standins/github_stub.py")) {
-		snprintf(d->root, sizeof(d->root), "%s", env);
+		if (ap_fmt(d->root, sizeof(d->root), "%s", env))
+			return ap_error_set(AP_EINVAL,
+					    "AUTOPATCH_SOURCE_ROOT is longer than %zu bytes",
+					    sizeof(d->root) - 1);
 		return 0;
 	}
 	n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
@@ -469,7 +475,11 @@ static void print_diff(const char *bare, const char *base, const char *head)
 	pid_t pid;
 	int status;
 
-	snprintf(range, sizeof(range), "%s...%s", base, head);
+	if (ap_fmt(range, sizeof(range), "%s...%s", base, head)) {
+		fprintf(stderr, "autopatch: no diff to show: %s\n", ap_error_last());
+		ap_error_clear();
+		return;
+	}
 	argv[7] = range;
 	fflush(stdout);
 	if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) == 0)
@@ -560,7 +570,7 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	char gh_port[16], state[PATH_MAX], pub[PATH_MAX], seed[PATH_MAX], gh_py[PATH_MAX];
 	char model_py[PATH_MAX], script[PATH_MAX], model_port[16], url[160];
 	char e_port[32], e_api[96], e_key[PATH_MAX + 24], e_secret[96], e_db[PATH_MAX + 16];
-	char e_data[PATH_MAX + 24], e_base[96], e_owner[64], e_root[PATH_MAX + 32];
+	char e_data[PATH_MAX + 24], e_base[96], e_owner[160], e_root[PATH_MAX + 32];
 	char e_admin[PATH_MAX + 40];
 	int rc;
 
@@ -633,11 +643,15 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	snprintf(e_base, sizeof(e_base), "AUTOPATCH_LLM_BASE_URL=http://127.0.0.1:%d/v1",
 		 d->model_port);
 	/* Boxes are labelled with the owner id: keep the caller's, so it can find them. */
-	if (cfg_is_set(cfg, "AUTOPATCH_OWNER_ID"))
-		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=%.40s",
-			 cfg_str(cfg, "AUTOPATCH_OWNER_ID"));
-	else
+	if (cfg_is_set(cfg, "AUTOPATCH_OWNER_ID")) {
+		if (ap_fmt(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=%s",
+			   cfg_str(cfg, "AUTOPATCH_OWNER_ID")))
+			return ap_error_set(AP_EINVAL,
+					    "AUTOPATCH_OWNER_ID is longer than %zu bytes",
+					    sizeof(e_owner) - sizeof("AUTOPATCH_OWNER_ID="));
+	} else {
 		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
+	}
 	snprintf(e_root, sizeof(e_root), "AUTOPATCH_SOURCE_ROOT=%s", d->root);
 	/* The status page on a unix socket in the demo's directory: no port to collide on. */
 	snprintf(e_admin, sizeof(e_admin), "AUTOPATCH_ADMIN_LISTEN=unix:%s/admin.sock", d->dir);

@@ -9,12 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* buf.h's invariants, asserted at the entry and exit of every function that changes b (debug
+ * builds; nothing under NDEBUG). */
+static void check_invariants(const ap_buf *b)
+{
+	(void)b;
+	assert(b->len <= b->cap);
+	assert(b->data ? b->len < b->alloc && b->data[b->len] == '\0'
+		       : b->len == 0 && b->alloc == 0);
+}
+
 void ap_buf_init(ap_buf *b, size_t cap)
 {
 	b->data = NULL;
 	b->len = 0;
 	b->alloc = 0;
 	b->cap = cap;
+	check_invariants(b);
 }
 
 static int buf_reserve(ap_buf *b, size_t n)
@@ -41,14 +52,17 @@ static int buf_reserve(ap_buf *b, size_t n)
 
 int ap_buf_add(ap_buf *b, const void *p, size_t n)
 {
-	int rc = buf_reserve(b, n);
+	int rc;
 
+	check_invariants(b);
+	rc = buf_reserve(b, n);
 	if (rc)
 		return rc;
 	if (n)
 		memcpy(b->data + b->len, p, n);
 	b->len += n;
 	b->data[b->len] = '\0';
+	check_invariants(b);
 	return 0;
 }
 
@@ -62,6 +76,7 @@ int ap_buf_vaddf(ap_buf *b, const char *fmt, va_list ap)
 	va_list cp;
 	int n, rc;
 
+	check_invariants(b);
 	va_copy(cp, ap);
 	n = vsnprintf(NULL, 0, fmt, cp);
 	va_end(cp);
@@ -72,6 +87,7 @@ int ap_buf_vaddf(ap_buf *b, const char *fmt, va_list ap)
 		return rc;
 	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
 	b->len += (size_t)n;
+	check_invariants(b);
 	return 0;
 }
 
@@ -105,23 +121,37 @@ int ap_fmt(char *dst, size_t cap, const char *fmt, ...)
 
 void ap_buf_reset(ap_buf *b)
 {
-	b->len = 0;
+	ap_buf_truncate(b, 0);
+}
+
+void ap_buf_truncate(ap_buf *b, size_t len)
+{
+	check_invariants(b);
+	assert(len <= b->len);
+	if (len > b->len)
+		return;
+	b->len = len;
 	if (b->data)
-		b->data[0] = '\0';
+		b->data[len] = '\0';
+	check_invariants(b);
 }
 
 char *ap_buf_take(ap_buf *b)
 {
-	char *p = b->data ? b->data : strdup("");
+	char *p;
 
+	check_invariants(b);
+	p = b->data ? b->data : strdup("");
 	b->data = NULL;
 	b->len = 0;
 	b->alloc = 0;
+	check_invariants(b);
 	return p;
 }
 
 const char *ap_buf_str(const ap_buf *b)
 {
+	check_invariants(b);
 	return b->data ? b->data : "";
 }
 
@@ -129,10 +159,12 @@ void ap_buf_release(ap_buf *b)
 {
 	if (!b)
 		return;
+	check_invariants(b);
 	free(b->data);
 	b->data = NULL;
 	b->len = 0;
 	b->alloc = 0;
+	check_invariants(b);
 }
 
 size_t ap_utf8_prefix(const char *s, size_t n, size_t max)

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* common/buf.h - a growable byte buffer with a hard size cap (after curl's dynbuf).
  *
- * Every buffer that holds outside data is an ap_buf with a cap. Invariant: `data` is either
- * NULL (nothing appended yet) or NUL-terminated at data[len], so text can be used as a C
- * string. The caller owns the struct; ap_buf_release() frees the contents.
+ * Every buffer that holds outside data is an ap_buf with a cap. Invariants: `data` is either
+ * NULL (nothing appended yet; then len and alloc are 0) or NUL-terminated at data[len] with
+ * len < alloc, so text can be used as a C string; len <= cap. Debug builds assert them on
+ * entry to and exit from every function here that changes a buffer. The caller owns the
+ * struct; ap_buf_release() frees the contents, and only these functions change its fields.
  */
 #ifndef AP_BUF_H
 #define AP_BUF_H
@@ -47,6 +49,10 @@ int ap_fmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(pr
 
 /* Empty the buffer, keeping its allocation. */
 void ap_buf_reset(ap_buf *b);
+
+/* Cut the contents to their first len bytes (len <= b->len), keeping the allocation and the
+ * NUL at data[len]. The one way to shorten a buffer: never assign b->len yourself. */
+void ap_buf_truncate(ap_buf *b, size_t len);
 
 /* Return the contents (never NULL: "" when empty) and hand ownership to the caller, who frees
  * it with free(). The buffer is left empty and reusable. NULL only on allocation failure. */

@@ -5,7 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static _Thread_local char last_msg[1024];
+static _Thread_local char last_msg[AP_ERROR_MSG_MAX];
 
 int ap_error_set(int code, const char *fmt, ...)
 {

@@ -26,8 +26,13 @@ enum {
 	AP_ESTALE = -14,     /* a job's lease is no longer current (fencing): publish nothing */
 };
 
+/* Bytes of a message, its NUL included: a copy of ap_error_last() into a buffer this size is
+ * never cut. */
+#define AP_ERROR_MSG_MAX 1024
+
 /* Record the message for the current thread and return code, so callers can write
- * `return ap_error_set(AP_EINVAL, "bad port %s", s);`. The message is truncated at 1 KiB. */
+ * `return ap_error_set(AP_EINVAL, "bad port %s", s);`. The message is truncated at
+ * AP_ERROR_MSG_MAX - 1 bytes. */
 int ap_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The current thread's last message ("" if none). Valid until the next ap_error_set() on the

@@ -123,7 +123,7 @@ static int read_fd(ap_buf *out, int fd, const char *name, unsigned flags)
 	}
 	if (rc && out->data) {
 		explicit_bzero(out->data + start, out->len - start);
-		out->len = start;
+		ap_buf_truncate(out, start);
 	}
 out_close:
 	explicit_bzero(chunk, sizeof(chunk));

@@ -432,7 +432,7 @@ int redact_remove_secret(const char *value)
 	return change_secret(value, true);
 }
 
-void redact_clear(void)
+void redact__clear(void)
 {
 	pthread_rwlock_wrlock(&reg_lock);
 	for (size_t i = 0; i < n_vars; i++)
@@ -445,7 +445,7 @@ void redact_clear(void)
 	pthread_rwlock_unlock(&reg_lock);
 }
 
-size_t redact_variant_count(void)
+size_t redact__variant_count(void)
 {
 	size_t n;
 
@@ -879,9 +879,7 @@ static int stream_step(redact_stream *s, bool final)
 		rc = ap_buf_adds(&s->out, REDACT_MASK);
 	if (rc) {
 		/* Nothing of this round was emitted: it is redone from the held bytes. */
-		s->out.len = mark;
-		if (s->out.data)
-			s->out.data[mark] = '\0';
+		ap_buf_truncate(&s->out, mark);
 		goto out_scan;
 	}
 	held_drop(s, drop);

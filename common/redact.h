@@ -34,11 +34,11 @@ int redact_add_secret(const char *value);
  * registered, which only masks more). */
 int redact_remove_secret(const char *value);
 
-/* Forget every registered secret (tests, config reload). */
-void redact_clear(void);
+/* For tests only: forget every registered secret. */
+void redact__clear(void);
 
-/* How many literal variants are registered (tests, diagnostics). */
-size_t redact_variant_count(void);
+/* For tests only: how many literal variants are registered. */
+size_t redact__variant_count(void);
 
 /* Append the redacted form of in[0..len) to out; binary-safe (in may hold NUL bytes).
  * Returns 0, AP_ETOOBIG if out's cap is hit, AP_ENOMEM. On failure out may hold a redacted

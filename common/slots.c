@@ -4,8 +4,19 @@
 #include "common/err.h"
 
 #include <assert.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* slots.h's invariants, asserted after ap_slots_new and before ap_slots_free (debug builds):
+ * at least one entry, entries of a non-zero size, an entries block whose size did not
+ * overflow. */
+static void check_invariants(const ap_slots *t)
+{
+	(void)t;
+	assert(t->cap >= 1 && t->size > 0 && t->entries);
+	assert((size_t)t->cap <= SIZE_MAX / t->size);
+}
 
 int ap_slots_new(void **out, size_t obj_size, int cap, size_t entry_size, const char *what)
 {
@@ -25,6 +36,7 @@ int ap_slots_new(void **out, size_t obj_size, int cap, size_t entry_size, const 
 	pthread_mutex_init(&t->lock, NULL);
 	t->cap = cap;
 	t->size = entry_size;
+	check_invariants(t);
 	*out = t;
 	return 0;
 }
@@ -33,6 +45,7 @@ void ap_slots_free(ap_slots *t)
 {
 	if (!t)
 		return;
+	check_invariants(t);
 	explicit_bzero(t->entries, (size_t)t->cap * t->size);
 	pthread_mutex_destroy(&t->lock);
 	free(t->entries);

@@ -2,10 +2,12 @@
 /* common/slots.h - the shape of the server's small in-memory tables (one-time values, console
  * sessions): an object whose first member is an ap_slots, a fixed number of zeroed entries of
  * one size, and one mutex for all of them. One constructor and one destructor for every such
- * table, so each wipes its entries the same way. */
+ * table, so each wipes its entries the same way. Invariants (asserted in debug builds): cap >= 1
+ * entries of size > 0 bytes, entries not NULL, cap * size does not overflow. */
 #ifndef AP_COMMON_SLOTS_H
 #define AP_COMMON_SLOTS_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stddef.h>
 
@@ -27,9 +29,10 @@ int ap_slots_new(void **out, size_t obj_size, int cap, size_t entry_size, const 
  * to release first. Accepts NULL. */
 void ap_slots_free(ap_slots *t);
 
-/* Entry i (0 <= i < cap). */
+/* Entry i (0 <= i < cap; debug builds assert it). */
 static inline void *ap_slots_at(const ap_slots *t, int i)
 {
+	assert(i >= 0 && i < t->cap);
 	return (char *)t->entries + (size_t)i * t->size;
 }
 

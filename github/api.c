@@ -364,17 +364,6 @@ int gh_labels_add(gh_rest *r, const char *repo, int64_t number, const char *cons
 	return call_fill(r, rc, "POST", &p, b, true, NULL, NULL); /* a set: safe to repeat */
 }
 
-int gh_label_remove(gh_rest *r, const char *repo, int64_t number, const char *name)
-{
-	ap_buf p = AP_BUF_INIT(PATH_CAP);
-	int rc;
-
-	rc = path_fmt(&p, repo, "/issues/%lld/labels/", (long long)number);
-	if (!rc)
-		rc = add_escaped(&p, name);
-	return call_fill(r, rc, "DELETE", &p, NULL, false, NULL, NULL);
-}
-
 static int reaction(gh_rest *r, const char *repo, const char *what, int64_t id, const char *content)
 {
 	ap_buf p = AP_BUF_INIT(PATH_CAP);
@@ -482,18 +471,5 @@ out:
 	cJSON_Delete(list);
 	ap_buf_release(&p);
 	ap_buf_release(&head);
-	return rc;
-}
-
-int gh_pull_review_comments(gh_rest *r, const char *repo, int64_t number, cJSON **out)
-{
-	ap_buf p = AP_BUF_INIT(PATH_CAP);
-	int rc;
-
-	*out = NULL;
-	rc = path_fmt(&p, repo, "/pulls/%lld/comments", (long long)number);
-	if (!rc)
-		rc = gh_rest_get_all(r, ap_buf_str(&p), 0, out);
-	ap_buf_release(&p);
 	return rc;
 }

@@ -102,10 +102,6 @@ int gh_comment_update(gh_rest *r, const char *repo, int64_t comment_id, const ch
  * like a read. */
 int gh_labels_add(gh_rest *r, const char *repo, int64_t number, const char *const *names, size_t n);
 
-/* DELETE /repos/{repo}/issues/{number}/labels/{name}. AP_ENOTFOUND when the label was not on
- * the issue. */
-int gh_label_remove(gh_rest *r, const char *repo, int64_t number, const char *name);
-
 /* POST .../issues/{number}/reactions; content is one of + 1 -1 laugh confused heart hooray
  * rocket eyes. GitHub answers 200 when the reaction already existed: also 0. */
 int gh_reaction_add_issue(gh_rest *r, const char *repo, int64_t number, const char *content);
@@ -131,8 +127,5 @@ int gh_pull_get(gh_rest *r, const char *repo, int64_t number, gh_pull *out);
  * AP_ENOTFOUND when there is none. */
 int gh_pull_find_by_head(gh_rest *r, const char *repo, const char *branch, const char *state,
 			 gh_pull *out);
-
-/* GET /repos/{repo}/pulls/{number}/comments (review comments), all pages. */
-int gh_pull_review_comments(gh_rest *r, const char *repo, int64_t number, cJSON **out);
 
 #endif

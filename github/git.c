@@ -571,15 +571,21 @@ out:
 /* Records a per-reference rejection from the server (non-fast-forward, protected branch). */
 struct push_ctx {
 	struct cred_ctx cred;
-	char status[256];
+	char status[AP_ERROR_MSG_MAX];
 };
 
 static int push_ref_cb(const char *refname, const char *status, void *payload)
 {
 	struct push_ctx *c = payload;
 
-	if (status && !c->status[0])
-		snprintf(c->status, sizeof(c->status), "%s: %s", refname, status);
+	/* Whole or not at all: a cut reason could end inside a secret that redaction, which
+	 * runs on it later, would no longer recognise. */
+	if (status && !c->status[0] &&
+	    ap_fmt(c->status, sizeof(c->status), "%s: %s", refname, status)) {
+		ap_error_clear();
+		snprintf(c->status, sizeof(c->status),
+			 "%.200s: (the server's reason is too long to show)", refname);
+	}
 	return 0;
 }
 

@@ -54,8 +54,8 @@ int gh_manifest_convert(const ap_config *cfg, const char *code, cJSON **out)
 	*out = NULL;
 	if (!code_ok(code))
 		return ap_error_set(AP_EINVAL, "the registration code is not one GitHub issues");
-	snprintf(path, sizeof(path), "/app-manifests/%s/conversions", code);
-	if ((rc = gh_rest_new_anon(&r, cfg)))
+	if ((rc = ap_fmt(path, sizeof(path), "/app-manifests/%s/conversions", code)) ||
+	    (rc = gh_rest_new_anon(&r, cfg)))
 		return rc;
 	rc = gh_rest_call(r, "POST", path, NULL, &o);
 	gh_rest_free(r);
@@ -223,8 +223,8 @@ int gh_user_in_org(const ap_config *cfg, const char *token, const char *org, boo
 	if (!org_ok(org))
 		return ap_error_set(AP_EINVAL, "\"%.60s\" is not an organization's login",
 				    org ? org : "");
-	snprintf(path, sizeof(path), "/user/memberships/orgs/%s", org);
-	if ((rc = gh_rest_new_token(&r, cfg, token)))
+	if ((rc = ap_fmt(path, sizeof(path), "/user/memberships/orgs/%s", org)) ||
+	    (rc = gh_rest_new_token(&r, cfg, token)))
 		return rc;
 	rc = gh_rest_call(r, "GET", path, NULL, &o);
 	gh_rest_free(r);
@@ -233,7 +233,7 @@ int gh_user_in_org(const ap_config *cfg, const char *token, const char *org, boo
 		return 0;
 	}
 	if (rc == AP_EDENIED) {
-		char why[256];
+		char why[AP_ERROR_MSG_MAX];
 
 		snprintf(why, sizeof(why), "%s", ap_error_last());
 		return ap_error_set(AP_EDENIED,

@@ -268,7 +268,7 @@ int64_t gh_rest_retry_after(const gh_rest *r)
 	return r->retry_at;
 }
 
-int64_t gh_rest_attempts(const gh_rest *r)
+int64_t gh_rest__attempts(const gh_rest *r)
 {
 	return r->attempts;
 }
@@ -586,7 +586,7 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 		r->sent = req_size > 0;
 	}
 	if (pre.rc) {
-		char why[1024];
+		char why[AP_ERROR_MSG_MAX];
 
 		snprintf(why, sizeof(why), "%s", ap_error_last());
 		rc = ap_error_set(pre.rc, "GitHub %s %s: not sent: %s", method, url, why);
@@ -657,7 +657,7 @@ static int after_network_error(struct call_st *c, int rc)
 
 	if (c->once && c->r->sent) {
 		/* GitHub may have received and applied it: the caller looks first. */
-		char why[1100];
+		char why[AP_ERROR_MSG_MAX];
 
 		snprintf(why, sizeof(why), "%s", ap_error_last());
 		c->r->maybe_applied = true;

@@ -117,7 +117,7 @@ void gh_rest_set_pacer(const gh_write_pacer *p);
 typedef int (*gh_write_guard_fn)(void *ud);
 void gh_rest_set_write_guard(gh_rest *r, gh_write_guard_fn fn, void *ud);
 
-/* How many HTTP attempts this client has made (retries included), for tests and metrics. */
-int64_t gh_rest_attempts(const gh_rest *r);
+/* For tests only: how many HTTP attempts this client has made (retries included). */
+int64_t gh_rest__attempts(const gh_rest *r);
 
 #endif

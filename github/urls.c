@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* github/urls.c - GITHUB_URL and GITHUB_API_URL, derived from each other (see urls.h). */
 #include "github/urls.h"
+#include "common/buf.h"
 #include "common/err.h"
 
 #include <ctype.h>
@@ -88,13 +89,6 @@ static bool safe_name(const char *s, size_t n)
 	return true;
 }
 
-static int fit(int len, size_t n)
-{
-	if (len < 0 || (size_t)len >= n)
-		return ap_error_set(AP_ETOOBIG, "a GitHub URL does not fit its buffer");
-	return 0;
-}
-
 int gh_urls_git(const gh_urls *u, const char *full_name, char *buf, size_t n)
 {
 	const char *slash = full_name ? strchr(full_name, '/') : NULL;
@@ -105,7 +99,7 @@ int gh_urls_git(const gh_urls *u, const char *full_name, char *buf, size_t n)
 	    !safe_name(slash + 1, strlen(slash + 1)))
 		return ap_error_set(AP_EINVAL, "\"%.200s\" is not a repository name (owner/name)",
 				    full_name ? full_name : "");
-	return fit(snprintf(buf, n, "%s/%s.git", u->web, full_name), n);
+	return ap_fmt(buf, n, "%s/%s.git", u->web, full_name);
 }
 
 int gh_urls_new_app(const gh_urls *u, const char *org, char *buf, size_t n)
@@ -114,15 +108,14 @@ int gh_urls_new_app(const gh_urls *u, const char *org, char *buf, size_t n)
 		if (!safe_name(org, strlen(org)))
 			return ap_error_set(AP_EINVAL, "\"%.100s\" is not an organization name",
 					    org);
-		return fit(snprintf(buf, n, "%s/organizations/%s/settings/apps/new", u->web, org),
-			   n);
+		return ap_fmt(buf, n, "%s/organizations/%s/settings/apps/new", u->web, org);
 	}
-	return fit(snprintf(buf, n, "%s/settings/apps/new", u->web), n);
+	return ap_fmt(buf, n, "%s/settings/apps/new", u->web);
 }
 
 int gh_urls_install(const gh_urls *u, const char *slug, char *buf, size_t n)
 {
 	if (!slug || !safe_name(slug, strlen(slug)))
 		return ap_error_set(AP_EINVAL, "\"%.100s\" is not an App slug", slug ? slug : "");
-	return fit(snprintf(buf, n, "%s/apps/%s/installations/new", u->web, slug), n);
+	return ap_fmt(buf, n, "%s/apps/%s/installations/new", u->web, slug);
 }

@@ -95,8 +95,12 @@ static void react(job_comment *c)
 	}
 }
 
-int comment_find(gh_rest *r, const char *repo, int64_t on, const char *marker, int64_t job_id,
-		 int64_t *id)
+/* Find autopatch's own comment of job job_id on issue or PR `on`: a comment by a bot whose
+ * body starts with marker and names "(job N)" before its first blank line (the header, which
+ * autopatch writes itself). *id is its id (the newest when several), 0 when there is none. 0
+ * or the error of listing the comments. */
+static int comment_find(gh_rest *r, const char *repo, int64_t on, const char *marker,
+			int64_t job_id, int64_t *id)
 {
 	char needle[64];
 	cJSON *list = NULL, *it;

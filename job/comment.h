@@ -51,17 +51,11 @@ void comment_finish(job_comment *c, int64_t *new_id);
 /* Stops the thread if running (writing what is pending) and frees. Accepts NULL. */
 void comment_free(job_comment *c);
 
-/* Find autopatch's own comment of job job_id on issue or PR `on`: a comment by a bot whose
- * body starts with marker and names "(job N)" before its first blank line (the header, which
- * autopatch writes itself). *id is its id (the newest when several), 0 when there is none. 0
- * or the error of listing the comments. */
-int comment_find(gh_rest *r, const char *repo, int64_t on, const char *marker, int64_t job_id,
-		 int64_t *id);
-
 /* Post body (which starts with marker and names "(job job_id)" in its header) on `on`
  * without ever making a second copy: with look_first, and after a create that GitHub may have
  * applied (gh_rest_maybe_applied(): a 5xx, or a connection cut once the request was out), the
- * comment is first looked up with comment_find(); one that exists is edited to body instead.
+ * comment is first looked up (a comment by a bot whose body starts with marker and names
+ * "(job N)" in its header; the newest when several); one that exists is edited to body instead.
  * At most 3 creates. A failed lookup is returned as is, without posting. *id is the comment's
  * id (0 on failure). 0 or the error of the last call. */
 int comment_create_once(gh_rest *r, const char *repo, int64_t on, const char *marker,

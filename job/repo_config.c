@@ -40,7 +40,7 @@ static int cfg_error(const struct ctx *cx, size_t line, const char *fmt, ...)
 
 static int cfg_error(const struct ctx *cx, size_t line, const char *fmt, ...)
 {
-	char what[512], quote[MAX_QUOTE + 4];
+	char what[AP_ERROR_MSG_MAX], quote[MAX_QUOTE + 4];
 	const char *p = cx->text, *end = cx->text + cx->len, *eol;
 	size_t n = 0, i;
 	va_list ap;
@@ -665,17 +665,23 @@ const char *repo_config_path_refusal(const repo_config *c, const char *path, cha
 {
 	for (char **d = c->deny; d && *d; d++)
 		if (repo_config_glob(*d, path)) {
-			snprintf(buf, cap, "is refused by the paths.deny glob `%s` in %s", *d,
-				 REPO_CONFIG_PATH);
-			return buf;
+			if (!ap_fmt(buf, cap, "is refused by the paths.deny glob `%s` in %s", *d,
+				    REPO_CONFIG_PATH))
+				return buf;
+			/* A glob too long to quote whole is not quoted cut: a cut one reads as
+			 * another glob. */
+			ap_error_clear();
+			return "is refused by a paths.deny glob (too long to quote) "
+			       "in " REPO_CONFIG_PATH;
 		}
 	if (!c->allow || !c->allow[0])
 		return NULL;
 	for (char **a = c->allow; *a; a++)
 		if (repo_config_glob(*a, path))
 			return NULL;
-	snprintf(buf, cap, "matches no paths.allow glob in %s", REPO_CONFIG_PATH);
-	return buf;
+	(void)buf;
+	(void)cap;
+	return "matches no paths.allow glob in " REPO_CONFIG_PATH;
 }
 
 void repo_config_free(repo_config *c)

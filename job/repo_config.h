@@ -92,7 +92,8 @@ bool repo_config_glob(const char *pattern, const char *path);
 /* The repository's own rules for a path a patch touches (paths.allow / paths.deny): NULL when
  * they let the patch touch path, else a phrase that completes "`path` ..." and names the rule
  * ("is refused by the paths.deny glob `*.pem` in .github/autopatch.yml", "matches no
- * paths.allow glob in .github/autopatch.yml"), written into buf (cap bytes) and returned.
+ * paths.allow glob in .github/autopatch.yml"), returned (written into buf, cap bytes, when it
+ * quotes a glob; a glob that does not fit is not quoted).
  * Only the globs: the rules every patch obeys (.git, symlinks, workflows, autopatch's own
  * configuration, paths outside the repository) are github/patch.h's, and the whole policy
  * over a diff is job/patch_policy.h's. */

@@ -17,7 +17,8 @@ const char *const *run_config_setup_steps(run_config *rc)
 	return rc->one_step;
 }
 
-const char *run_config_setup_script(const run_config *rc)
+/* The setup steps as one script (NULL: no setup). */
+static const char *run_config_setup_script(const run_config *rc)
 {
 	return rc->setup_cmd ? rc->setup_cmd : rc->rc->setup;
 }

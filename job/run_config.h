@@ -43,10 +43,9 @@ typedef struct run_config {
 /* The test command the run uses: the override, else the file's (or the detected one). */
 const char *run_config_test_cmd(const run_config *rc);
 
-/* The setup steps the run uses (NULL-terminated, maybe empty) and the same as one script
- * (NULL: no setup). run_config is not const: the one-step list lives in it. */
+/* The setup steps the run uses (NULL-terminated, maybe empty). run_config is not const: the
+ * one-step list lives in it. */
 const char *const *run_config_setup_steps(run_config *rc);
-const char *run_config_setup_script(const run_config *rc);
 
 /* Fill the setup phase's options (everything but note/live/ud/cancel) and the fixer's
  * repository settings (test command, rounds, timeouts, evidence and harness opt-ins, cost

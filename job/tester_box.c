@@ -10,7 +10,7 @@ int tester_box_make(void *ud, sbx_box **out)
 	tester_boxes *tb = ud;
 	sbx_spec spec = SBX_SPEC_INIT;
 	sbx_box *b = NULL;
-	char why[600];
+	char why[AP_ERROR_MSG_MAX];
 	int rc;
 
 	*out = NULL;

@@ -3,7 +3,9 @@
 
 Each source folder may include headers only of the folders listed for it below (the folders
 beneath it; docs/internals/layout.md draws them). Within the tree there is no include cycle,
-neither between folders nor between modules (a module is a .c/.h pair). Exits 1 with one line
+neither between folders nor between modules (a module is a .c/.h pair). A function named
+prefix__what (a test hook or a folder-internal call, declared in a product header) is called by no
+product code outside its own folder. Exits 1 with one line
 per violation; with --stamp, writes the stamp file on success (meson's custom_target).
 """
 import argparse
@@ -25,6 +27,8 @@ ALLOWED = {
 CONSUMERS = ("tests", "bench")
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+HOOK = re.compile(r"\b([a-z][a-z0-9_]*[a-z0-9]__[a-z0-9_]+)\s*\(")
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 def sources(root, folder):
@@ -87,6 +91,27 @@ def check(root):
     for n in sorted(graph):
         if n not in state:
             visit(n)
+    return errors + check_hooks(root)
+
+
+def check_hooks(root):
+    """prefix__what functions (docs/internals/layout.md "Test hooks") stay in their folder."""
+    texts = {}
+    for folder in ALLOWED:
+        for path in sources(root, folder):
+            rel = os.path.relpath(path, root)
+            texts[rel] = COMMENT.sub("", open(path, encoding="utf-8", errors="replace").read())
+    owner = {}  # hook name -> header that declares it
+    for rel, text in texts.items():
+        if rel.endswith(".h"):
+            for name in HOOK.findall(text):
+                owner.setdefault(name, rel)
+    errors = []
+    for rel, text in sorted(texts.items()):
+        for name in sorted(set(HOOK.findall(text))):
+            if name in owner and owner[name].split("/")[0] != rel.split("/")[0]:
+                errors.append(f"{rel}: calls {name}() of {owner[name]}, which is for its "
+                              "folder and the tests only")
     return errors
 
 

@@ -253,7 +253,7 @@ size_t ing_max_batch(ingest *ing)
 	return n;
 }
 
-int ing_writers(ingest *ing)
+int ing__writers(ingest *ing)
 {
 	return ing->nwriters;
 }

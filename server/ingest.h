@@ -40,8 +40,8 @@ int ing_new(ingest **out, const char *path, ing_queued_fn on_queued, void *ud);
  * failed at once (done is called on the caller's thread). */
 void ing_submit(ingest *ing, ing_item *item);
 
-/* How many writer threads ing runs (1 on SQLite, 2 on PostgreSQL). */
-int ing_writers(ingest *ing);
+/* For tests only: how many writer threads ing runs (1 on SQLite, 2 on PostgreSQL). */
+int ing__writers(ingest *ing);
 
 /* Largest batch committed so far (for metrics). */
 size_t ing_max_batch(ingest *ing);

@@ -61,7 +61,7 @@ int sig_verify(const char *secret, const void *body, size_t len, const char *hea
 	return CRYPTO_memcmp(want, got, SIG_BYTES) == 0 ? 0 : AP_EDENIED;
 }
 
-int sig_sign(const char *secret, const void *body, size_t len, char out[SIG_HEADER_LEN])
+int sig__sign(const char *secret, const void *body, size_t len, char out[SIG_HEADER_LEN])
 {
 	static const char digits[] = "0123456789abcdef";
 	unsigned char mac[SIG_BYTES];

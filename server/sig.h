@@ -18,8 +18,8 @@
  * mismatch). Never sets a message that contains the secret. */
 int sig_verify(const char *secret, const void *body, size_t len, const char *header);
 
-/* Write the header value for body under secret into out (SIG_HEADER_LEN bytes). For tests,
- * benchmarks and tools that sign deliveries. Returns 0 or AP_EINVAL. */
-int sig_sign(const char *secret, const void *body, size_t len, char out[SIG_HEADER_LEN]);
+/* For tests only (and the fuzzer): write the header value for body under secret into out
+ * (SIG_HEADER_LEN bytes). Returns 0 or AP_EINVAL. */
+int sig__sign(const char *secret, const void *body, size_t len, char out[SIG_HEADER_LEN]);
 
 #endif

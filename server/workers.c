@@ -3,6 +3,7 @@
  * (see workers.h and job/job.h). */
 #include "server/workers.h"
 #include "common/clock.h"
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/redact.h"
@@ -478,7 +479,15 @@ int wk_start(wk_pool **out, const wk_config *cfg)
 
 		w->pool = p;
 		w->index = i;
-		snprintf(w->owner, sizeof(w->owner), "%.140s/w%d", p->instance, i);
+		/* A cut instance name could name another instance's worker as a lease owner. */
+		if (ap_fmt(w->owner, sizeof(w->owner), "%s/w%d", p->instance, i)) {
+			rc = ap_error_set(
+			    AP_EINVAL,
+			    "the instance name \"%.40s...\" is too long for a lease owner "
+			    "(at most %zu bytes)",
+			    p->instance, sizeof(w->owner) - 8);
+			goto fail;
+		}
 		if ((rc = q_open(&w->q, p->db_path, Q_OPEN_CREATE)))
 			goto fail;
 	}

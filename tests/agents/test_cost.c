@@ -204,6 +204,23 @@ static void test_cost_plan(void **state)
 	assert_false(pl.priced);
 	assert_string_equal(pl.model, "gpt-4o");
 	assert_int_equal(pl.global_cap, 0);
+	{
+		/* a model name too long for the plan is refused, not cut (and priced as another) */
+		char model[COST_MODEL_MAX + 2];
+		ap_config *c2 = NULL;
+
+		assert_int_equal(cfg_new_empty(&c2), 0);
+		memset(model, 'm', sizeof(model) - 1);
+		model[sizeof(model) - 1] = '\0';
+		cfg_set(c2, "AUTOPATCH_LLM_MODEL", model);
+		assert_int_equal(cost_plan_from_cfg(c2, &pl), AP_EINVAL);
+		assert_non_null(strstr(ap_error_last(), "AUTOPATCH_LLM_MODEL is longer than"));
+		model[COST_MODEL_MAX] = '\0';
+		cfg_set(c2, "AUTOPATCH_LLM_MODEL", model);
+		assert_int_equal(cost_plan_from_cfg(c2, &pl), 0);
+		assert_int_equal(strlen(pl.model), COST_MODEL_MAX);
+		cfg_free(c2);
+	}
 	/* a budget without a price for the model is refused (never free) */
 	cfg_set(cfg, "AUTOPATCH_DAILY_BUDGET_USD", "5");
 	assert_int_equal(cost_plan_from_cfg(cfg, &pl), AP_EINVAL);

@@ -512,10 +512,10 @@ static void test_every_case(void **state)
 static void test_every_rule_has_both_cases(void **state)
 {
 	(void)state;
-	assert_true(harness_rule_count() > 30);
-	assert_null(harness_rule_get(harness_rule_count()));
-	for (size_t r = 0; r < harness_rule_count(); r++) {
-		const harness_rule *ru = harness_rule_get(r);
+	assert_true(harness__rule_count() > 30);
+	assert_null(harness__rule_get(harness__rule_count()));
+	for (size_t r = 0; r < harness__rule_count(); r++) {
+		const harness_rule *ru = harness__rule_get(r);
 		bool yes = false, no = false;
 
 		assert_non_null(ru->name);
@@ -523,7 +523,7 @@ static void test_every_rule_has_both_cases(void **state)
 		assert_non_null(ru->matches);
 		assert_non_null(ru->why);
 		for (size_t s = 0; s < r; s++)
-			assert_string_not_equal(harness_rule_get(s)->name, ru->name);
+			assert_string_not_equal(harness__rule_get(s)->name, ru->name);
 		for (size_t i = 0; i < NCASES; i++)
 			if (strcmp(cases[i].rule, ru->name) == 0)
 				*(cases[i].harness ? &yes : &no) = true;
@@ -534,8 +534,8 @@ static void test_every_rule_has_both_cases(void **state)
 	for (size_t i = 0; i < NCASES; i++) {
 		bool known = false;
 
-		for (size_t r = 0; r < harness_rule_count(); r++)
-			known = known || strcmp(cases[i].rule, harness_rule_get(r)->name) == 0;
+		for (size_t r = 0; r < harness__rule_count(); r++)
+			known = known || strcmp(cases[i].rule, harness__rule_get(r)->name) == 0;
 		if (!known)
 			fail_msg("case %zu names no rule of the table: %s", i, cases[i].rule);
 	}
@@ -681,10 +681,10 @@ static void test_table_is_in_security_md(void **state)
 	fclose(fp);
 	sec = strstr(doc, "## What counts as the test harness");
 	assert_non_null(sec);
-	for (size_t r = 0; r < harness_rule_count(); r++) {
+	for (size_t r = 0; r < harness__rule_count(); r++) {
 		char row[128];
 
-		snprintf(row, sizeof(row), "| `%s` |", harness_rule_get(r)->name);
+		snprintf(row, sizeof(row), "| `%s` |", harness__rule_get(r)->name);
 		if (!strstr(sec, row))
 			fail_msg("docs/security.md has no row %s", row);
 	}

@@ -231,6 +231,23 @@ static void test_settings(void **state)
 	assert_string_equal(llm_describe(m), "anthropic/claude-x");
 	assert_string_equal(llm_models_url(m), "https://api.anthropic.com/v1/models");
 	llm_free(m);
+	{
+		/* A key too long for its header line stops start-up instead of being cut, and
+		 * the message does not repeat it. */
+		char key[994];
+
+		memset(key, 'k', sizeof(key) - 1);
+		key[sizeof(key) - 1] = '\0';
+		cfg_set(cfg, "ANTHROPIC_API_KEY", key);
+		assert_int_equal(llm_new(&m, cfg), AP_EINVAL);
+		assert_non_null(strstr(ap_error_last(), "longer than 992 bytes"));
+		assert_null(strstr(ap_error_last(), "kkkk"));
+		key[992] = '\0';
+		cfg_set(cfg, "ANTHROPIC_API_KEY", key);
+		assert_int_equal(llm_new(&m, cfg), 0);
+		llm_free(m);
+		cfg_set(cfg, "ANTHROPIC_API_KEY", "sk-ant-test-1234567890");
+	}
 	cfg_set(cfg, "AUTOPATCH_LLM_PROVIDER", "openai");
 	cfg_set(cfg, "AUTOPATCH_LLM_BASE_URL", "http://127.0.0.1:1/v1");
 	assert_int_equal(llm_new(&m, cfg), 0); /* local server: no key needed */
@@ -273,7 +290,7 @@ static void test_trajectory_is_redacted_jsonl(void **state)
 	assert_string_equal(cJSON_GetObjectItem(end, "type")->valuestring, "end");
 	cJSON_Delete(end);
 	ap_buf_release(&text);
-	redact_clear();
+	redact__clear();
 }
 
 int main(void)

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -66,6 +67,52 @@ static void test_buf_take_transfers_ownership(void **state)
 	assert_string_equal(s, "job 7");
 	assert_null(b.data);
 	free(s);
+}
+
+static void test_buf_truncate_keeps_a_c_string(void **state)
+{
+	ap_buf b = AP_BUF_INIT(64);
+
+	(void)state;
+	ap_buf_truncate(&b, 0); /* nothing appended yet: still empty, still no allocation */
+	assert_null(b.data);
+	assert_int_equal(ap_buf_adds(&b, "hello world"), 0);
+	ap_buf_truncate(&b, 5);
+	assert_int_equal(b.len, 5);
+	assert_string_equal(ap_buf_str(&b), "hello");
+	assert_int_equal(ap_buf_adds(&b, "!"), 0);
+	assert_string_equal(ap_buf_str(&b), "hello!");
+	ap_buf_reset(&b);
+	assert_string_equal(ap_buf_str(&b), "");
+	ap_buf_release(&b);
+}
+
+/* A buffer whose len was moved by hand past its NUL stops a debug build at the next call
+ * (buf.c's check_invariants) instead of handing out text beyond len. */
+static void test_buf_invariants_are_asserted(void **state)
+{
+	int status = 0;
+	pid_t pid;
+
+	(void)state;
+#ifdef NDEBUG
+	skip();
+#endif
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		ap_buf b = AP_BUF_INIT(64);
+
+		signal(SIGABRT, SIG_DFL);
+		dup2(open("/dev/null", O_WRONLY), 2); /* the assert's message */
+		ap_buf_adds(&b, "abcdef");
+		b.len = 3; /* what ap_buf_truncate is for */
+		ap_buf_adds(&b, "x");
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGABRT);
 }
 
 #define FFFD AP_UTF8_REPLACEMENT
@@ -354,7 +401,7 @@ static void test_config_registers_the_secret_rows(void **state)
 	char *out;
 
 	(void)state;
-	redact_clear();
+	redact__clear();
 	assert_int_equal(cfg_new_empty(&c), 0);
 	cfg_set(c, "WEBHOOK_SECRET", "hook-secret-123456");
 	cfg_set(c, "OPENAI_API_KEY", "model-key-abcdef");
@@ -363,7 +410,7 @@ static void test_config_registers_the_secret_rows(void **state)
 	out = redact_str("hook-secret-123456 model-key-abcdef plain-label-value");
 	assert_string_equal(out, "*** *** plain-label-value");
 	free(out);
-	redact_clear();
+	redact__clear();
 	cfg_free(c);
 }
 
@@ -579,6 +626,8 @@ int main(void)
 	    cmocka_unit_test(test_buf_cap_refuses_overflow),
 	    cmocka_unit_test(test_fmt_fails_instead_of_cutting),
 	    cmocka_unit_test(test_buf_take_transfers_ownership),
+	    cmocka_unit_test(test_buf_truncate_keeps_a_c_string),
+	    cmocka_unit_test(test_buf_invariants_are_asserted),
 	    cmocka_unit_test(test_utf8_decode_and_encode),
 	    cmocka_unit_test(test_utf8_clean_replaces_what_is_not_text),
 	    cmocka_unit_test(test_utf8_clean_writes_whole_characters),

@@ -79,7 +79,7 @@ static void expect_hidden(const char *in, const char *secret_part)
 static int reset(void **state)
 {
 	(void)state;
-	redact_clear();
+	redact__clear();
 	return 0;
 }
 
@@ -113,7 +113,7 @@ static void test_redact_remove_secret(void **state)
 	assert_int_equal(redact_remove_secret("multi\nshared-line-123456\nother-line-7890"), 0);
 	expect_redacted("shared-line-123456 other-line-7890", "*** other-line-7890");
 	assert_int_equal(redact_remove_secret("shared-line-123456"), 0);
-	assert_int_equal(redact_variant_count(), 0);
+	assert_int_equal(redact__variant_count(), 0);
 	assert_int_equal(redact_remove_secret("never-registered"), 0);
 }
 

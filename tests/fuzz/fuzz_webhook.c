@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!(event = field(&p, end)) || !(ctype = field(&p, end)) || !(sig = field(&p, end)))
 		return 0;
 	if (!(flags & 1)) {
-		if (sig_sign(cfg.secrets[(flags >> 4) & 1], p, (size_t)(end - p), good))
+		if (sig__sign(cfg.secrets[(flags >> 4) & 1], p, (size_t)(end - p), good))
 			return 0;
 		sig = good;
 	}

@@ -172,7 +172,7 @@ static void test_hostile_text_is_neutralised_and_redacted(void **state)
 	assert_null(strstr(md, "closes #1"));
 	assert_int_equal(count(md, "Fixes #"), 1);
 	free(md);
-	redact_clear();
+	redact__clear();
 }
 
 static void test_pr_body_sections(void **state)

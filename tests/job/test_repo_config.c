@@ -218,6 +218,10 @@ static void test_path_policy(void **state)
 	assert_non_null(why);
 	assert_string_equal(why, "is refused by the paths.deny glob `calc/vendor/**` in "
 				 ".github/autopatch.yml");
+	/* a glob too long for the caller's buffer is not quoted cut */
+	why = repo_config_path_refusal(c, "calc/vendor/x.py", buf, 40);
+	assert_string_equal(why, "is refused by a paths.deny glob (too long to quote) in "
+				 ".github/autopatch.yml");
 	repo_config_free(c);
 
 	c = parse_ok("test: make test\n");

@@ -485,7 +485,7 @@ static void test_secret_spelled_with_entities_is_redacted(void **state)
 	assert_non_null(strstr(vis, REDACT_MASK));
 	free(vis);
 	free(md);
-	redact_clear();
+	redact__clear();
 }
 
 int main(void)

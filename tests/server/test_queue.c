@@ -1380,11 +1380,11 @@ static void test_group_commit_overlaps_commits_in_issue_order(void **state)
 
 	assert_int_equal(ing_new(&ing, f->path, NULL, NULL), 0);
 	if (!pg_uri) {
-		assert_int_equal(ing_writers(ing), 1);
+		assert_int_equal(ing__writers(ing), 1);
 		ing_free(ing);
 		return;
 	}
-	assert_int_equal(ing_writers(ing), 2);
+	assert_int_equal(ing__writers(ing), 2);
 	/* the fixture's connection and the two writers' (no checkpointer on PostgreSQL) */
 	for (int i = 0; i < 100 && waiting != 3; i++) {
 		if (i)

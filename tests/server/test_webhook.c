@@ -28,7 +28,7 @@ static void test_sig_github_vector(void **state)
 	(void)state;
 	assert_int_equal(sig_verify(vector_secret, vector_body, strlen(vector_body), vector_sig),
 			 0);
-	assert_int_equal(sig_sign(vector_secret, vector_body, strlen(vector_body), out), 0);
+	assert_int_equal(sig__sign(vector_secret, vector_body, strlen(vector_body), out), 0);
 	assert_string_equal(out, vector_sig);
 }
 
@@ -82,7 +82,7 @@ struct signed_req {
 
 static void make_req(struct signed_req *s, const char *event, const char *body, const char *key)
 {
-	assert_int_equal(sig_sign(key, body, strlen(body), s->sig), 0);
+	assert_int_equal(sig__sign(key, body, strlen(body), s->sig), 0);
 	s->req = (wh_request){"POST",
 			      event,
 			      "1f2e3d4c-0000-1111-2222-333344445555",
