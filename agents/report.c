@@ -292,7 +292,7 @@ static const char *find_str(const char *p, const char *end, const char *needle)
 {
 	size_t n = strlen(needle);
 
-	if ((size_t)(end - p) < n)
+	if (!p || (size_t)(end - p) < n)
 		return NULL;
 	return memmem(p, (size_t)(end - p), needle, n);
 }

@@ -148,10 +148,10 @@ const char *report_stopped_early(const char *text, size_t len);
 
 /* The tests of the finished report r that name (a test as its runner names it: a pytest node
  * id, "pkg::TestX" or "example.com/m/pkg::TestX" for Go, "tests/two.rs::name" for cargo,
- * "FILE::full name" for jest, "Class#method" or "Class::method" for JUnit, a ctest name)
- * stands for. Ids and name are compared normalised: "::", "/", "#", "." and spaces are one
- * separator, ".py"/".rs" before one are dropped. The exact name matches, with any "[...]"
- * parameters of a parametrised test; only when nothing matches exactly, ids that end in the
+ * "FILE::full name" for jest, "suite::title" for mocha, "Class#method" or "Class::method" for
+ * JUnit, a ctest name) stands for. Ids and name are compared normalised: "::", "/", "#", "." and
+ * spaces are one separator, ".py"/".rs" before one are dropped. The exact name matches, with any
+ * "[...]" parameters of a parametrised test; only when nothing matches exactly, ids that end in the
  * name at a separator do. Up to max matches go to out; the count is returned; *ambiguous is
  * set when they are more than one test (not merely parameters of one). */
 size_t report_match(const report *r, const char *name, const report_test **out, size_t max,

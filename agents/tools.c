@@ -102,8 +102,8 @@ static const tool_def DEFS[] = {
 	 "Declare the work done: the reproduction test file you wrote (fails before the fix, passes "
 	 "after), the test in it as the runner names it (test_id: a pytest node id "
 	 "`tests/test_x.py::test_y`, Go `pkg/path::TestX`, cargo `tests/two.rs::name` or "
-	 "`src/lib.rs::tests::name`, jest/mocha `FILE::full name`, Maven `Class#method`, unittest "
-	 "`pkg.tests.test_x.TestX.test_y`, a ctest name), the command that runs just that test "
+	 "`src/lib.rs::tests::name`, jest `FILE::full name`, mocha `suite::title`, Maven "
+	 "`Class#method`, unittest `pkg.tests.test_x.TestX.test_y`, a ctest name), the command that runs just that test "
 	 "from the repository root, and a short summary of the fix. The Tester then checks it "
 	 "from the per-test results; you get its verdict.",
 	 "{\"type\":\"object\",\"properties\":{"

@@ -7,7 +7,10 @@ lowercase units (the real bug), with a real fix and a planted regression in the 
 target / package / module. Each fixture's test command wraps its runner (`make test`, a shell
 script around cmake and ctest), so the per-test results come from the host's runner shims."""
 import json
+import os
 import pathlib
+import shutil
+import subprocess
 
 import pytest
 
@@ -55,7 +58,6 @@ def feedback(r, n):
 
 
 def need_image(flavour):
-    import subprocess
     if subprocess.run(["docker", "image", "inspect", "autopatch-sandbox:" + flavour],
                       capture_output=True).returncode != 0:
         pytest.fail("the %s sandbox image is missing: deploy/sandbox-image/build.sh --flavor %s"
@@ -286,3 +288,59 @@ def test_pytest_stopping_at_the_first_failure_is_never_trusted(autopatch_bin, tm
     assert r.code == 3, r
     assert len(r.requests) == 0
     assert "pytest stopped after the first failures (`-x`, `--exitfirst` or `--maxfail`)" in r.out
+
+
+# ---- JavaScript: mocha behind `npm test` ----------------------------------------------------
+
+NODE_MODULES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "node_modules"
+JS_REPRO = "test/lower.test.js"
+JS_TEST = """
+    "use strict";
+    const assert = require("node:assert");
+    const { parse } = require("..");
+
+    describe("parse lowercase", () => {
+      it("reads lowercase units", () => {
+        assert.strictEqual(parse("4k"), 4096);
+      });
+    });
+    """
+JS_FIX = replace("index.js", "    if (s.endsWith(UNITS[i])) {\n",
+                 "    if (s.toUpperCase().endsWith(UNITS[i])) {\n")
+JS_BREAK = replace("index.js", "n % 1024 === 0", "n % 1000 === 0")
+JS_UNBREAK = replace("index.js", "n % 1000 === 0", "n % 1024 === 0")
+JS_CMD = "npx mocha test/lower.test.js"
+JS_ID = "parse lowercase::reads lowercase units"
+
+
+def mocha_repo(tmp_path):
+    """The mocha fixture with mocha's node_modules (tests/fixtures, installed by
+    scripts/bootstrap.sh from the npm registry) committed in, as a vendored project has it."""
+    if not (NODE_MODULES / "mocha").is_dir():
+        pytest.fail("tests/fixtures/node_modules/mocha is missing: run scripts/bootstrap.sh")
+    repo = fixture_repo(tmp_path, "mocha")
+    shutil.copytree(NODE_MODULES, repo / "node_modules", symlinks=True,
+                    ignore=shutil.ignore_patterns("@octokit"))
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    for args in (["add", "-A"], ["commit", "-qm", "vendor mocha"]):
+        subprocess.run(["git", "-C", str(repo)] + args, check=True, env=env)
+    return repo
+
+
+def test_mocha_behind_npm_test_is_read_per_test(autopatch_bin, tmp_path):
+    """`npm test` runs mocha from node_modules/.bin, which starts node through PATH: the node
+    shim adds mocha's xunit reporter, so the planted regression is named (suite :: title) and
+    the fix proven with the repro named by test."""
+    need_image("node")
+    repo = mocha_repo(tmp_path)
+    s = script(write(JS_REPRO, JS_TEST), JS_FIX, JS_BREAK, finish(JS_REPRO, JS_CMD, JS_ID),
+               JS_UNBREAK, finish(JS_REPRO, JS_CMD, JS_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert "3 passed, 0 failed, 0 skipped, 0 errors (from JUnit XML)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "`human::writes the largest exact unit`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`parse lowercase::reads lowercase units` failed" in ev, ev
