@@ -1043,13 +1043,13 @@ static bool line_has(const char *p, const char *le, const char *needle)
 	return find_str(p, le, needle) != NULL;
 }
 
-const char *report_stopped_early(const char *text, size_t len)
+const char *report_stopped_early(const char *text, size_t len, bool cargo_whole)
 {
 	const char *p = text, *end = text + len, *line, *le;
 	bool reactor = false, failed = false;
 
 	while (next_line(&p, end, &line, &le)) {
-		if (starts(line, le, "error: test failed, to rerun pass"))
+		if (!cargo_whole && starts(line, le, "error: test failed, to rerun pass"))
 			return "cargo stopped at the first failing test target (it ran without "
 			       "`--no-fail-fast`)";
 		if (starts(line, le, "!!!") && line_has(line, le, "stopping after ") &&

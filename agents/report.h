@@ -141,10 +141,12 @@ const char *report_format_name(enum report_format f);
 int report_parse_as(report *r, enum report_format f, const char *text, size_t len);
 
 /* Whether a run's output shows that its runner stopped at a first failure, leaving later
- * tests unrun: cargo without --no-fail-fast ("error: test failed, to rerun pass"), pytest's
- * "!!! stopping after N failures !!!", a Maven reactor summary with SKIPPED modules after a
- * FAILURE. A sentence (static text) or NULL. Such a suite run is never evidence. */
-const char *report_stopped_early(const char *text, size_t len);
+ * tests unrun: cargo without --no-fail-fast ("error: test failed, to rerun pass"; cargo up to
+ * 1.67 prints it with --no-fail-fast too when one target failed, so cargo_whole - cargo ran
+ * with --no-fail-fast, through the shim - turns that one off), pytest's "!!! stopping after N
+ * failures !!!", a Maven reactor summary with SKIPPED modules after a FAILURE. A sentence
+ * (static text) or NULL. Such a suite run is never evidence. */
+const char *report_stopped_early(const char *text, size_t len, bool cargo_whole);
 
 /* The tests of the finished report r that name (a test as its runner names it: a pytest node
  * id, "pkg::TestX" or "example.com/m/pkg::TestX" for Go, "tests/two.rs::name" for cargo,

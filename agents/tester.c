@@ -390,6 +390,8 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 	size_t n = 0;
 	bool have_files = false;
 	const char *src;
+	const report_section *out = NULL, *err = NULL;
+	bool cargo_whole = false; /* cargo ran through its shim, with --no-fail-fast */
 	int rc;
 
 	if (r->truncated) {
@@ -427,11 +429,10 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 			note_oom_count(t, s->size);
 		} else if (IS("out")) {
 			ro->out = tools_head_tail(s->data, s->len, SHOW_CAP);
-			ro->stopped = report_stopped_early(s->data, s->len);
+			out = s;
 		} else if (IS("err")) {
 			ro->err = tools_head_tail(s->data, s->len, SHOW_CAP);
-			if (!ro->stopped)
-				ro->stopped = report_stopped_early(s->data, s->len);
+			err = s;
 		} else if (s->name_len > 7 && memcmp(s->name, "report:", 7) == 0) {
 			const char *name = s->name + 7;
 			size_t nl = s->name_len - 7;
@@ -447,8 +448,7 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 			}
 			if ((rc = report_parse_as(&ro->rep, fmt, s->data, s->len)))
 				return rc;
-			if (fmt == REPORT_FORMAT_CARGO && !ro->stopped)
-				ro->stopped = report_stopped_early(s->data, s->len);
+			cargo_whole = cargo_whole || fmt == REPORT_FORMAT_CARGO;
 			have_files = ro->have_report = true;
 			src = fmt == REPORT_FORMAT_JUNIT && ro->rep.pytest
 				  ? "JUnit XML (pytest `--junitxml`)"
@@ -473,6 +473,11 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 		}
 #undef IS
 	}
+	/* Read once every report is known: cargo through its shim ran with --no-fail-fast. */
+	if (out)
+		ro->stopped = report_stopped_early(out->data, out->len, cargo_whole);
+	if (err && !ro->stopped)
+		ro->stopped = report_stopped_early(err->data, err->len, cargo_whole);
 	return 0;
 }
 

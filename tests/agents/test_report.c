@@ -360,7 +360,7 @@ static void test_cargo_targets(void **state)
 	assert_int_equal(find(&r, "tests/render.rs::fractions")->outcome, REPORT_PASSED);
 	assert_non_null(find(&r, "old::t"));
 	assert_non_null(find(&r, "doc::src/lib.rs - parse (line 5)"));
-	assert_null(report_stopped_early(out, strlen(out))); /* --no-fail-fast ran them all */
+	assert_null(report_stopped_early(out, strlen(out), false)); /* --no-fail-fast: all ran */
 	report_release(&r);
 	/* a target that does not compile is a collection error, not "no tests" */
 	static const char err[] = "error[E0425]: cannot find function `parse2`\n"
@@ -392,11 +392,15 @@ static void test_stopped_early(void **state)
 	    "",
 	};
 	for (size_t i = 0; i < sizeof(stopped) / sizeof(stopped[0]); i++)
-		assert_non_null(report_stopped_early(stopped[i], strlen(stopped[i])));
+		assert_non_null(report_stopped_early(stopped[i], strlen(stopped[i]), false));
 	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++)
-		assert_null(report_stopped_early(whole[i], strlen(whole[i])));
+		assert_null(report_stopped_early(whole[i], strlen(whole[i]), false));
 	assert_non_null(
-	    strstr(report_stopped_early(stopped[0], strlen(stopped[0])), "--no-fail-fast"));
+	    strstr(report_stopped_early(stopped[0], strlen(stopped[0]), false), "--no-fail-fast"));
+	/* cargo <= 1.67 says the same with --no-fail-fast when one target failed: through the
+	 * shim (cargo_whole) that is no stop; the other runners' markers still are */
+	assert_null(report_stopped_early(stopped[0], strlen(stopped[0]), true));
+	assert_non_null(report_stopped_early(stopped[2], strlen(stopped[2]), true));
 }
 
 static void test_jest(void **state)

@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const report_test *m[4];
 		bool amb;
 
-		(void)report_stopped_early(text, len);
+		(void)report_stopped_early(text, len, head & 1);
 		report_parse_junit(&r, text, len);
 		report_finish(&r);
 		char *name = strndup(text, head);
