@@ -699,7 +699,10 @@ static int go_line(struct smap *m, const char *line, size_t n)
 		goto out;
 	}
 	s->is_package = !test;
-	if ((strcmp(action, "output") == 0 || strcmp(action, "build-output") == 0) && output)
+	/* go's own framing lines ("=== RUN   TestX", "=== PAUSE", "=== CONT") say nothing about
+	 * why a test failed: the message starts with the test's own output. */
+	if ((strcmp(action, "output") == 0 || strcmp(action, "build-output") == 0) && output &&
+	    !(test && strncmp(output, "=== ", 4) == 0))
 		buf_add_capped(&s->out, output, strlen(output));
 	else if (strcmp(action, "pass") == 0)
 		s->result = REPORT_PASSED;

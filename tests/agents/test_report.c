@@ -248,6 +248,9 @@ static void test_go_json(void **state)
 	    "{\"Action\":\"pass\",\"Package\":\"ex/calc\",\"Test\":\"TestAdd\",\"Elapsed\":0}\n"
 	    "{\"Action\":\"run\",\"Package\":\"ex/calc\",\"Test\":\"TestDiv\"}\n"
 	    "{\"Action\":\"run\",\"Package\":\"ex/calc\",\"Test\":\"TestDiv/zero\"}\n"
+	    "{\"Action\":\"output\",\"Package\":\"ex/calc\",\"Test\":\"TestDiv/"
+	    "zero\",\"Output\":\"=== "
+	    "RUN   TestDiv/zero\\n\"}\n"
 	    "{\"Action\":\"output\",\"Package\":\"ex/calc\",\"Test\":\"TestDiv/zero\",\"Output\":"
 	    "\"    calc_test.go:12: Div(1, 0) = 3, want 0\\n\"}\n"
 	    "{\"Action\":\"fail\",\"Package\":\"ex/calc\",\"Test\":\"TestDiv/zero\"}\n"
@@ -270,7 +273,9 @@ static void test_go_json(void **state)
 	assert_int_equal(c.errors, 1);
 	assert_int_equal(c.collection, 1);
 	const report_test *t = find(&r, "ex/calc::TestDiv/zero");
-	assert_non_null(strstr(t->message, "Div(1, 0) = 3, want 0"));
+	/* the message starts with the test's own output, not go's "=== RUN" framing */
+	assert_ptr_equal(strstr(t->message, "    calc_test.go:12: Div(1, 0) = 3, want 0"),
+			 t->message);
 	t = find(&r, "ex/broken");
 	assert_true(t->collection);
 	assert_non_null(strstr(t->message, "[build failed]"));
