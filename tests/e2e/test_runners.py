@@ -313,17 +313,18 @@ JS_CMD = "npx mocha test/lower.test.js"
 JS_ID = "parse lowercase::reads lowercase units"
 
 
-def mocha_repo(tmp_path):
-    """The mocha fixture with mocha's node_modules (tests/fixtures, installed by
+def node_repo(tmp_path, runner):
+    """The mocha or jest fixture with the runners' node_modules (tests/fixtures, installed by
     scripts/bootstrap.sh from the npm registry) committed in, as a vendored project has it."""
-    if not (NODE_MODULES / "mocha").is_dir():
-        pytest.fail("tests/fixtures/node_modules/mocha is missing: run scripts/bootstrap.sh")
-    repo = fixture_repo(tmp_path, "mocha")
+    if not (NODE_MODULES / runner).is_dir():
+        pytest.fail("tests/fixtures/node_modules/%s is missing: run scripts/bootstrap.sh"
+                    % runner)
+    repo = fixture_repo(tmp_path, runner)
     shutil.copytree(NODE_MODULES, repo / "node_modules", symlinks=True,
                     ignore=shutil.ignore_patterns("@octokit"))
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t")
-    for args in (["add", "-A"], ["commit", "-qm", "vendor mocha"]):
+    for args in (["add", "-A"], ["commit", "-qm", "vendor the runner"]):
         subprocess.run(["git", "-C", str(repo)] + args, check=True, env=env)
     return repo
 
@@ -333,7 +334,7 @@ def test_mocha_behind_npm_test_is_read_per_test(autopatch_bin, tmp_path):
     shim adds mocha's xunit reporter, so the planted regression is named (suite :: title) and
     the fix proven with the repro named by test."""
     need_image("node")
-    repo = mocha_repo(tmp_path)
+    repo = node_repo(tmp_path, "mocha")
     s = script(write(JS_REPRO, JS_TEST), JS_FIX, JS_BREAK, finish(JS_REPRO, JS_CMD, JS_ID),
                JS_UNBREAK, finish(JS_REPRO, JS_CMD, JS_ID))
     r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
@@ -344,3 +345,37 @@ def test_mocha_behind_npm_test_is_read_per_test(autopatch_bin, tmp_path):
     assert "round 2: proven" in r.out
     ev = r.out.split("=== Tester evidence ===")[1]
     assert "`parse lowercase::reads lowercase units` failed" in ev, ev
+
+
+JEST_REPRO = "test/lower.test.js"
+JEST_TEST = """
+    "use strict";
+    const { parse } = require("..");
+
+    describe("parse lowercase", () => {
+      test("reads lowercase units", () => {
+        expect(parse("4k")).toBe(4096);
+      });
+    });
+    """
+JEST_CMD = "npx jest test/lower.test.js"
+JEST_ID = "test/lower.test.js::parse lowercase reads lowercase units"
+
+
+def test_jest_behind_npm_test_is_read_per_test(autopatch_bin, tmp_path):
+    """`npm test` runs jest from node_modules/.bin: the node shim adds `--json --outputFile`
+    into the run's report directory, so the planted regression is named (file :: full name)
+    and the fix proven with the repro named by test."""
+    need_image("node")
+    repo = node_repo(tmp_path, "jest")
+    s = script(write(JEST_REPRO, JEST_TEST), JS_FIX, JS_BREAK,
+               finish(JEST_REPRO, JEST_CMD, JEST_ID), JS_UNBREAK,
+               finish(JEST_REPRO, JEST_CMD, JEST_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert "3 passed, 0 failed, 0 skipped, 0 errors (from jest's JSON report)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "`test/render.test.js::human writes the largest exact unit`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`test/lower.test.js::parse lowercase reads lowercase units` failed" in ev, ev
