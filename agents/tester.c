@@ -1468,6 +1468,11 @@ static char *evidence(tester *t, const tool_finish *fin, const char *test_path,
 			    "out; this repository accepts that (`allow_weak_evidence: true`).\n\n");
 	ap_buf_adds(&b, "**Reproduction test** ");
 	add_code(&b, test_path);
+	if (fin->test_id && kind == REPRO_FAILS) {
+		ap_buf_adds(&b, ", test ");
+		add_code(&b, fin->test_id);
+		ap_buf_adds(&b, " (found in the per-test results of both runs)");
+	}
 	ap_buf_adds(&b, ", run with ");
 	add_code(&b, fin->test_command);
 	ap_buf_adds(&b, "\n");

@@ -115,6 +115,8 @@ def test_go_regression_in_the_last_package_is_named_and_real_fix_proven(autopatc
     ev = r.out.split("=== Tester evidence ===")[1]
     assert "`example.com/units/size::TestParseLowercase` failed" in ev, ev
     assert "per-test results from `go test -json`" in ev
+    assert ("test `size::TestParseLowercase` (found in the per-test results of both runs), "
+            "run with `%s`" % GO_CMD) in ev, ev
     base = runs(r, "suite")[0]
     assert base["passed"] == 3 and base["command"] == "make test", base
 
