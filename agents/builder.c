@@ -26,7 +26,9 @@ static int accept(agent_ctx *a, const tool_finish *fin, tester_verdict *v)
 	res->file_kinds = v->kinds;
 	v->diff = v->evidence = v->files_changed = v->harness_list = v->kinds = NULL;
 	res->summary = redact_str(fin->summary);
-	if (asprintf(&res->repro_test, "%s (run with `%s`)", fin->test_path, fin->test_command) < 0)
+	if (asprintf(&res->repro_test, "%s%s%s%s (run with `%s`)", fin->test_path,
+		     fin->test_id ? ", test `" : "", fin->test_id ? fin->test_id : "",
+		     fin->test_id ? "`" : "", fin->test_command) < 0)
 		res->repro_test = NULL;
 	return res->summary && res->repro_test ? 0 : AP_ENOMEM;
 }

@@ -57,8 +57,10 @@ docker_up || { log "dockerd did not start; see /var/log/autopatch-dockerd.log"; 
 # The sandbox image, from Debian packages, skipped when its content hash is already present.
 deploy/sandbox-image/build.sh
 
-# Real GitHub webhook payloads for the tests, at a pinned version.
-if [[ ! -d tests/fixtures/node_modules/@octokit/webhooks-examples ]]; then
+# Real GitHub webhook payloads for the tests, and the test runners of the runner fixtures
+# (mocha, jest), at pinned versions.
+if [[ ! -d tests/fixtures/node_modules/@octokit/webhooks-examples ||
+      ! -d tests/fixtures/node_modules/mocha || ! -d tests/fixtures/node_modules/jest ]]; then
   log "installing npm test fixtures"
   (cd tests/fixtures && npm install --no-package-lock --no-audit --no-fund --loglevel=error)
 fi
