@@ -1663,80 +1663,77 @@ static char *diff_without(const char *diff, const char *paths)
 	return out;
 }
 
-int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
+/* The diff itself, before anything runs: fetched and in size, not empty, allowed by the
+ * host's policy, its files told apart (*tests: the test files it adds), within the line
+ * limit, naming the reproduction test and more than it. A refusal is v->reason. */
+static int check_diff(tester *t, tester_verdict *v, const char *test_path, char **tests)
 {
-	struct run_out post = {0}, suite = {0};
-	const char *test_path = norm_path(fin->test_path);
-	char *why = NULL, *detail = NULL, *key = NULL, *section = NULL, *tests = NULL;
-	char *code_diff = NULL;
-	enum repro_kind kind = REPRO_REJECT;
-	enum run_stop stop = RUN_RAN;
 	bool too_big = false;
-	int rc = 0;
+	int64_t changed;
+	int rc;
 
-	memset(v, 0, sizeof(*v));
 	if ((rc = fetch_diff(t, v, &too_big)))
-		goto out;
-	if (too_big) {
-		rc = reject(v, "the diff is larger than 1 MiB: keep the change small", "git diff",
-			    WORKSPACE, NULL, NULL);
-		goto out;
-	}
-	if (!*v->diff) {
-		rc = reject(v, "the workspace has no changes", "git diff", WORKSPACE, NULL, NULL);
-		goto out;
-	}
+		return rc;
+	if (too_big)
+		return reject(v, "the diff is larger than 1 MiB: keep the change small", "git diff",
+			      WORKSPACE, NULL, NULL);
+	if (!*v->diff)
+		return reject(v, "the workspace has no changes", "git diff", WORKSPACE, NULL, NULL);
 	/* The host's policy on the bytes just fetched, before anything is tested. */
 	if ((rc = policy_check(t, v)) || v->reason)
-		goto out;
-	if ((rc = files_check(t, v, &tests)) || v->reason)
-		goto out;
-	int64_t changed = tester_diff_changed_lines(v->diff);
-	if (t->max_diff_lines > 0 && changed > t->max_diff_lines) {
-		rc = reject_fmt(v, "git diff", WORKSPACE, NULL, NULL,
-				"the diff adds or removes %lld lines (limit %lld): make the "
-				"smallest change that fixes the issue and remove unrelated "
-				"files and edits (changed files:\n%s)",
-				(long long)changed, (long long)t->max_diff_lines, v->files_changed);
-		goto out;
-	}
-	if (!has_line(v->files_changed, test_path)) {
-		rc = reject(v,
-			    "the reproduction test is not a new or changed file in the workspace "
-			    "(test_path must name the test you wrote)",
-			    "git diff --name-only", WORKSPACE, NULL, NULL);
-		goto out;
-	}
-	if (!changes_besides(v->files_changed, test_path)) {
-		rc = reject(v, "only the reproduction test changed: the fix itself is missing",
-			    "git diff --name-only", WORKSPACE, NULL, NULL);
-		goto out;
-	}
-	{
-		char *ef = NULL;
+		return rc;
+	if ((rc = files_check(t, v, tests)) || v->reason)
+		return rc;
+	changed = tester_diff_changed_lines(v->diff);
+	if (t->max_diff_lines > 0 && changed > t->max_diff_lines)
+		return reject_fmt(v, "git diff", WORKSPACE, NULL, NULL,
+				  "the diff adds or removes %lld lines (limit %lld): make the "
+				  "smallest change that fixes the issue and remove unrelated "
+				  "files and edits (changed files:\n%s)",
+				  (long long)changed, (long long)t->max_diff_lines,
+				  v->files_changed);
+	if (!has_line(v->files_changed, test_path))
+		return reject(v,
+			      "the reproduction test is not a new or changed file in the workspace "
+			      "(test_path must name the test you wrote)",
+			      "git diff --name-only", WORKSPACE, NULL, NULL);
+	if (!changes_besides(v->files_changed, test_path))
+		return reject(v, "only the reproduction test changed: the fix itself is missing",
+			      "git diff --name-only", WORKSPACE, NULL, NULL);
+	return 0;
+}
 
-		if ((rc = tester_baseline(t, &ef, NULL)))
-			goto out;
-		if (ef) {
-			rc = reject(v, ef, t->test_cmd, PRISTINE, NULL, NULL);
-			free(ef);
-			goto out;
-		}
-	}
+/* The suite on the unchanged code (run once, or kept): a suite that cannot run there is no
+ * patch's to fix. */
+static int check_baseline(tester *t, tester_verdict *v)
+{
+	char *ef = NULL;
+	int rc = tester_baseline(t, &ef, NULL);
 
-	/* 1. The repro test must fail on the pristine code: a fresh pristine tree with only the
-	 * test's own part of the diff applied (reused when neither the test nor the command
-	 * changed since the last round: host-held results of a run nothing else touched). */
-	section = diff_section(v->diff, test_path);
-	if (!section) {
-		rc = reject(v,
-			    "the reproduction test's change cannot be told apart in the diff (a "
-			    "rename or a mode change): write it as a new or edited file",
-			    "git diff", WORKSPACE, NULL, NULL);
-		goto out;
-	}
-	key = tools_asprintf("%s\n%s", fin->test_command, section);
-	if (!key) {
+	if (rc == 0 && ef)
+		rc = reject(v, ef, t->test_cmd, PRISTINE, NULL, NULL);
+	free(ef);
+	return rc;
+}
+
+/* 1. The repro test must fail on the pristine code: a fresh pristine tree with only the
+ * test's own part of the diff applied (reused when neither the test nor the command changed
+ * since the last round: host-held results of a run nothing else touched). *kind: how it
+ * failed. */
+static int repro_on_pristine(tester *t, const tool_finish *fin, tester_verdict *v,
+			     const char *test_path, enum repro_kind *kind)
+{
+	char *section = diff_section(v->diff, test_path), *key = NULL, *why = NULL;
+	char *detail = NULL;
+	enum run_stop stop = RUN_RAN;
+	int rc = 0;
+
+	if (!section)
+		return reject(v,
+			      "the reproduction test's change cannot be told apart in the diff (a "
+			      "rename or a mode change): write it as a new or edited file",
+			      "git diff", WORKSPACE, NULL, NULL);
+	if (!(key = tools_asprintf("%s\n%s", fin->test_command, section))) {
 		rc = AP_ENOMEM;
 		goto out;
 	}
@@ -1755,112 +1752,179 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 		t->repro_key = key;
 		key = NULL;
 	}
-	if ((rc = judge_pristine(t, &t->prepro, &kind, &why, &detail)))
+	if ((rc = judge_pristine(t, &t->prepro, kind, &why, &detail)))
 		goto out;
-	if (kind == REPRO_REJECT) {
+	if (*kind == REPRO_REJECT) {
 		rc = reject(v, why, fin->test_command, PRISTINE "/repo", &t->prepro, detail);
 		goto out;
 	}
-	if ((rc = check_named(fin, test_path, kind, &t->prepro, false, &why)))
-		goto out;
-	if (why) {
+	if ((rc = check_named(fin, test_path, *kind, &t->prepro, false, &why)) == 0 && why)
 		rc = reject(v, why, fin->test_command, PRISTINE "/repo", &t->prepro, NULL);
-		goto out;
-	}
+out:
+	free(section);
+	free(key);
+	free(why);
+	free(detail);
+	return rc;
+}
 
-	/* 2. ... and pass on the patched code: the exact bytes applied to a fresh copy, in a box
-	 * of its own, then setup. */
+/* 2. ... and pass on the patched code: the exact bytes applied to a fresh copy, in a box of
+ * its own, then setup. */
+static int repro_on_patched(tester *t, const tool_finish *fin, tester_verdict *v,
+			    const char *test_path, enum repro_kind kind, struct run_out *post)
+{
+	enum run_stop stop = RUN_RAN;
+	char *why = NULL, *detail = NULL;
+	int rc;
+
 	if ((rc = fresh_run(t, "patched", v->diff, fin->test_command, t->repro_s, "repro_timeout",
-			    &post, &stop, &why)))
+			    post, &stop, &why)))
 		goto out;
 	if (why) {
 		rc = reject(v, why, stop == RUN_NO_APPLY ? "git apply" : t->setup_cmd,
 			    PATCHED "/repo", NULL, NULL);
 		goto out;
 	}
-	if ((rc = judge_patched(t, kind, &t->prepro, &post, &why, &detail)))
+	if ((rc = judge_patched(t, kind, &t->prepro, post, &why, &detail)))
 		goto out;
 	if (why) {
-		rc = reject(v, why, fin->test_command, PATCHED "/repo", &post, detail);
+		rc = reject(v, why, fin->test_command, PATCHED "/repo", post, detail);
 		goto out;
 	}
-	if ((rc = check_named(fin, test_path, kind, &post, true, &why)))
-		goto out;
-	if (why) {
-		rc = reject(v, why, fin->test_command, PATCHED "/repo", &post, NULL);
-		goto out;
-	}
+	if ((rc = check_named(fin, test_path, kind, post, true, &why)) == 0 && why)
+		rc = reject(v, why, fin->test_command, PATCHED "/repo", post, NULL);
+out:
+	free(why);
+	free(detail);
+	return rc;
+}
 
-	/* 3. No test that passed on pristine may fail, error, skip or disappear on patched: the
-	 * suite in another fresh box and tree, so the repro run above cannot have touched it,
-	 * and without the test files the patch adds, so what a new test does in-process cannot
-	 * hide a regression. (A test file the patch changes runs as changed: it may change on
-	 * purpose; the PR names it a changed test.) */
-	if (!(code_diff = diff_without(v->diff, tests))) {
-		rc = AP_ENOMEM;
-		goto out;
+/* The patched suite against the pristine one: per-test results name any test that passed
+ * before and does not now; without them, only exit statuses, and a pristine suite that
+ * already fails is weak evidence (v->weak, when the repository allows it). */
+static int compare_suites(tester *t, tester_verdict *v, const struct run_out *suite)
+{
+	if (t->base.cls == REPORT_RAN) {
+		size_t count = 0;
+		char *reg;
+		int rc;
+
+		if (suite->cls != REPORT_RAN)
+			return reject(
+			    v,
+			    "the test suite gave per-test results on the pristine code but "
+			    "none on the patched code: the evidence is missing",
+			    t->test_cmd, PATCHED "/repo", suite, NULL);
+		reg = tester_regressions(&t->base.rep, &suite->rep, MAX_NAMED, &count);
+		if (!reg)
+			return 0;
+		rc = reject_fmt(v, t->test_cmd, PATCHED "/repo", suite, NULL,
+				"the patch breaks %zu test%s that passed before:\n%s", count,
+				count == 1 ? "" : "s", reg);
+		free(reg);
+		return rc;
 	}
+	if (t->base.exit_code == 0 && suite->exit_code != 0)
+		return reject_fmt(
+		    v, t->test_cmd, PATCHED "/repo", suite, NULL,
+		    "the test suite passed on the pristine code (exit 0) and fails on "
+		    "the patched code (exit %d); it gives no per-test results to say "
+		    "which test",
+		    suite->exit_code);
+	if (t->base.exit_code != 0) {
+		if (!t->allow_weak)
+			return reject(
+			    v,
+			    "weak evidence: the test suite fails on the pristine code and "
+			    "gives no per-test results, so a regression cannot be told "
+			    "from the failures already there",
+			    t->test_cmd, PATCHED "/repo", suite, NULL);
+		v->weak = true;
+	}
+	return 0;
+}
+
+/* 3. No test that passed on pristine may fail, error, skip or disappear on patched: the
+ * suite in another fresh box and tree, so the repro run above cannot have touched it, and
+ * without the test files the patch adds (tests), so what a new test does in-process cannot
+ * hide a regression. (A test file the patch changes runs as changed: it may change on
+ * purpose; the PR names it a changed test.) */
+static int suite_on_patched(tester *t, tester_verdict *v, const char *tests, struct run_out *suite)
+{
+	enum run_stop stop = RUN_RAN;
+	char *code_diff = diff_without(v->diff, tests), *why = NULL;
+	int rc = 0;
+
+	if (!code_diff)
+		return AP_ENOMEM;
 	if (!*code_diff) {
 		rc = reject(v, "the patch changes only tests: the fix itself is missing",
 			    "git diff", WORKSPACE, NULL, NULL);
 		goto out;
 	}
 	if ((rc = fresh_run(t, "patched", code_diff, t->test_cmd, t->suite_s, "suite_timeout",
-			    &suite, &stop, &why)))
+			    suite, &stop, &why)))
 		goto out;
 	if (why) { /* it applied and set up a moment ago: the box or the setup is at fault */
 		rc = reject(v, why, stop == RUN_NO_APPLY ? "git apply" : t->setup_cmd,
 			    PATCHED "/repo", NULL, NULL);
 		goto out;
 	}
-	if (suite.problem || !report_class_ran(suite.cls)) {
-		char *cls = describe_class(&suite);
+	if (suite->problem || !report_class_ran(suite->cls)) {
+		char *cls = describe_class(suite);
 
 		rc =
-		    cls ? reject_fmt(v, t->test_cmd, PATCHED "/repo", &suite, NULL,
+		    cls ? reject_fmt(v, t->test_cmd, PATCHED "/repo", suite, NULL,
 				     "the test suite did not complete on the patched code: %s", cls)
 			: AP_ENOMEM;
 		free(cls);
 		goto out;
 	}
-	if (t->base.cls == REPORT_RAN) {
-		size_t count = 0;
-		char *reg;
+	rc = compare_suites(t, v, suite);
+out:
+	free(code_diff);
+	free(why);
+	return rc;
+}
 
-		if (suite.cls != REPORT_RAN) {
-			rc = reject(v,
-				    "the test suite gave per-test results on the pristine code but "
-				    "none on the patched code: the evidence is missing",
-				    t->test_cmd, PATCHED "/repo", &suite, NULL);
-			goto out;
-		}
-		reg = tester_regressions(&t->base.rep, &suite.rep, MAX_NAMED, &count);
-		if (reg) {
-			rc = reject_fmt(v, t->test_cmd, PATCHED "/repo", &suite, NULL,
-					"the patch breaks %zu test%s that passed before:\n%s",
-					count, count == 1 ? "" : "s", reg);
-			free(reg);
-			goto out;
-		}
-	} else if (t->base.exit_code == 0 && suite.exit_code != 0) {
-		rc = reject_fmt(v, t->test_cmd, PATCHED "/repo", &suite, NULL,
-				"the test suite passed on the pristine code (exit 0) and fails on "
-				"the patched code (exit %d); it gives no per-test results to say "
-				"which test",
-				suite.exit_code);
+/* The verdict into the trajectory. */
+static void log_verdict(tester *t, const tester_verdict *v)
+{
+	cJSON *o;
+
+	if (!t->traj || !v->reason || !(o = cJSON_CreateObject()))
+		return;
+	cJSON_AddBoolToObject(o, "proven", v->proven);
+	cJSON_AddBoolToObject(o, "weak", v->weak);
+	cJSON_AddBoolToObject(o, "harness", v->harness);
+	cJSON_AddStringToObject(o, "reason", v->reason);
+	if (v->kinds)
+		cJSON_AddStringToObject(o, "file_kinds", v->kinds);
+	if (v->files_changed)
+		cJSON_AddStringToObject(o, "files_changed", v->files_changed);
+	traj_event(t->traj, "verdict", o);
+}
+
+int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
+{
+	struct run_out post = {0}, suite = {0};
+	const char *test_path = norm_path(fin->test_path);
+	enum repro_kind kind = REPRO_REJECT;
+	char *tests = NULL;
+	int rc;
+
+	memset(v, 0, sizeof(*v));
+	/* Each step either passes (0, no reason), refuses (0, v->reason) or fails. */
+	if ((rc = check_diff(t, v, test_path, &tests)) || v->reason)
 		goto out;
-	} else if (t->base.exit_code != 0) {
-		if (!t->allow_weak) {
-			rc = reject(v,
-				    "weak evidence: the test suite fails on the pristine code and "
-				    "gives no per-test results, so a regression cannot be told "
-				    "from the failures already there",
-				    t->test_cmd, PATCHED "/repo", &suite, NULL);
-			goto out;
-		}
-		v->weak = true;
-	}
-
+	if ((rc = check_baseline(t, v)) || v->reason)
+		goto out;
+	if ((rc = repro_on_pristine(t, fin, v, test_path, &kind)) || v->reason)
+		goto out;
+	if ((rc = repro_on_patched(t, fin, v, test_path, kind, &post)) || v->reason)
+		goto out;
+	if ((rc = suite_on_patched(t, v, tests, &suite)) || v->reason)
+		goto out;
 	v->proven = true;
 	v->reason = v->harness ? strdup("every check passed, but the patch changes the test "
 					"harness (allow_harness_changes): not proven")
@@ -1869,24 +1933,8 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	if (!v->reason || !v->evidence)
 		rc = AP_ENOMEM;
 out:
-	if (t->traj && v->reason) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddBoolToObject(o, "proven", v->proven);
-		cJSON_AddBoolToObject(o, "weak", v->weak);
-		cJSON_AddBoolToObject(o, "harness", v->harness);
-		cJSON_AddStringToObject(o, "reason", v->reason);
-		if (v->kinds)
-			cJSON_AddStringToObject(o, "file_kinds", v->kinds);
-		if (v->files_changed)
-			cJSON_AddStringToObject(o, "files_changed", v->files_changed);
-		traj_event(t->traj, "verdict", o);
-	}
-	free(why);
-	free(detail);
-	free(key);
-	free(section);
+	log_verdict(t, v);
 	free(tests);
-	free(code_diff);
 	run_out_release(&post);
 	run_out_release(&suite);
 	return rc;
