@@ -2,6 +2,7 @@
 /* agents/tester.c - the deterministic Tester (see tester.h): trees, runs, their structured
  * results, the verdict and its evidence. */
 #include "agents/tester.h"
+#include "agents/javadeps.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/redact.h"
@@ -765,11 +766,24 @@ static const char *what_to_change(const struct run_out *ro)
 static int env_failure_for(tester *t, const struct run_out *ro, char **out)
 {
 	ap_buf b = AP_BUF_INIT(64u << 10);
-	char *cls = describe_class(ro), *lines;
+	char *cls = describe_class(ro), *lines, *java = NULL;
+	int rc;
 
 	ap_buf_addf(&b, "the test suite cannot run on the unchanged code: %s.\ncommand: %s\n",
 		    cls ? cls : "", t->test_cmd);
 	free(cls);
+	/* A Java build that could not resolve a plugin or library offline: say which, and what
+	 * would fetch it, first (Maven's own error is deep in its output). */
+	if ((rc = javadeps_hint(ro->out, &java)) == 0 && !java)
+		rc = javadeps_hint(ro->err, &java);
+	if (rc) {
+		ap_buf_release(&b);
+		return rc;
+	}
+	if (java) {
+		ap_buf_addf(&b, "%s\n", java);
+		free(java);
+	}
 	if (ro->cls == REPORT_COLLECTION && ro->rep.n) {
 		ap_buf_adds(&b, "first errors:\n");
 		add_messages(&b, &ro->rep, REPORT_ERROR, true, 3);

@@ -55,6 +55,14 @@ static void env_note(void *ud, const char *msg)
 	fflush(stdout);
 }
 
+/* A first-use image build's progress line. */
+static void env_build_live(void *ud, const char *msg)
+{
+	(void)ud;
+	printf("[preparing] %s\n", msg);
+	fflush(stdout);
+}
+
 /* The live setup line: printed when it changes. */
 static void env_live(void *ud, const char *msg)
 {
@@ -323,11 +331,15 @@ int fix_main(int argc, char **argv, ap_config *cfg)
 		goto out;
 	}
 	/* Environment errors end here, before any box or model call. */
-	if ((rc = env_check_image(engine, cfg, &choice, env_note, NULL))) {
+	if ((rc = env_check_image(engine, cfg, &choice, env_note, env_build_live, NULL))) {
 		code = rc == AP_ENOTFOUND ? env_failure_exit(rc, NULL) : 1;
 		if (code == 1)
 			printf("NOT PROVEN: %s\n", ap_error_last());
 		goto out;
+	}
+	if (choice.toolchain[0]) {
+		printf("[preparing] toolchain: %s\n", choice.toolchain);
+		fflush(stdout);
 	}
 	sbx_spec spec = {.version = SBX_SPEC_VERSION};
 	char label[64];
