@@ -41,7 +41,8 @@ probes() { # flavour -> "name command" lines whose output's first version number
     node) printf '%s\n' 'node node --version' 'npm npm --version' ;;
     go) printf '%s\n' 'go go version' 'gcc gcc -dumpfullversion' ;;
     rust) printf '%s\n' 'rustc rustc --version' 'cargo cargo --version' ;;
-    java) printf '%s\n' 'java java -version' 'maven mvn -v' 'gradle gradle --version' ;;
+    java) printf '%s\n' 'java java -version' 'maven mvn -v' \
+            'gradle gradle --version 2>/dev/null | grep ^Gradle' ;;
     c) printf '%s\n' 'gcc gcc -dumpfullversion' 'g++ g++ -dumpfullversion' \
          'make make --version' 'cmake cmake --version' 'meson meson --version' \
          'ninja ninja --version' ;;
