@@ -34,8 +34,8 @@
 /* ---- scripts (fixed text; every variable part is a positional parameter) ---------------- */
 
 /* $1 nonce: stage everything except interpreter caches and the tool caches a run writes at the
- * top of HOME, which is the workspace (Go's ~/.cache/go-build, Maven's ~/.m2, Gradle's ~/.gradle,
- * ~/.npm), then print two sections (see
+ * top of HOME, which is the workspace (Go's ~/.cache/go-build and ~/.config/go/telemetry,
+ * Maven's ~/.m2, Gradle's ~/.gradle, ~/.npm), then print two sections (see
  * report_sections): the changed names and the binary diff. No external diff or textconv, no
  * colour, fixed prefixes, raw UTF-8 names, no user or system git config: the bytes are what
  * gets applied and published. */
@@ -48,7 +48,7 @@ static const char SCRIPT_DIFF[] =
     "git -c safe.directory='*' add -A -- . ':(exclude,glob)**/__pycache__/**' "
     "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' "
     "':(exclude,glob).cache/**' ':(exclude,glob).m2/**' ':(exclude,glob).gradle/**' "
-    "':(exclude,glob).npm/**' && "
+    "':(exclude,glob).npm/**' ':(exclude,glob).config/go/**' && "
     "printf '\\n@@ap:%s:-1:names\\n' \"$1\" && " GIT_DIFF "--name-only && "
     "printf '\\n@@ap:%s:-1:diff\\n' \"$1\" && " GIT_DIFF "--binary";
 
