@@ -35,7 +35,8 @@
 
 /* $1 nonce: stage everything except interpreter caches and the tool caches a run writes at the
  * top of HOME, which is the workspace (Go's ~/.cache/go-build and ~/.config/go/telemetry,
- * Maven's ~/.m2, Gradle's ~/.gradle, ~/.npm), then print two sections (see
+ * Maven's ~/.m2, Gradle's ~/.gradle, ~/.npm: unstaged again, as a pathspec would fail on
+ * them when they are ignored), then print two sections (see
  * report_sections): the changed names and the binary diff. No external diff or textconv, no
  * colour, fixed prefixes, raw UTF-8 names, no user or system git config: the bytes are what
  * gets applied and published. */
@@ -46,9 +47,8 @@
 static const char SCRIPT_DIFF[] =
     "cd " WORKSPACE " && export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null && "
     "git -c safe.directory='*' add -A -- . ':(exclude,glob)**/__pycache__/**' "
-    "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' "
-    "':(exclude,glob).cache/**' ':(exclude,glob).m2/**' ':(exclude,glob).gradle/**' "
-    "':(exclude,glob).npm/**' ':(exclude,glob).config/go/**' && "
+    "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && "
+    "git -c safe.directory='*' reset -q -- .cache .m2 .gradle .npm .config/go && "
     "printf '\\n@@ap:%s:-1:names\\n' \"$1\" && " GIT_DIFF "--name-only && "
     "printf '\\n@@ap:%s:-1:diff\\n' \"$1\" && " GIT_DIFF "--binary";
 
