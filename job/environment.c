@@ -253,11 +253,9 @@ int env_choose_image(env_choice *out, const ap_config *cfg, const char *repo_dir
 void env_describe_choice(const env_choice *c, char *out, size_t n)
 {
 	if (c->flavor[0])
-		snprintf(out, n, "sandbox image %s (flavour %s: %s)%s%s", c->image, c->flavor,
-			 c->why, c->toolchain[0] ? "; toolchain " : "", c->toolchain);
+		snprintf(out, n, "sandbox image %s (flavour %s: %s)", c->image, c->flavor, c->why);
 	else
-		snprintf(out, n, "sandbox image %s (%s)%s%s", c->image, c->why,
-			 c->toolchain[0] ? "; toolchain " : "", c->toolchain);
+		snprintf(out, n, "sandbox image %s (%s)", c->image, c->why);
 }
 
 static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;

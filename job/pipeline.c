@@ -682,6 +682,8 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 		snprintf(msg, sizeof(msg), "toolchain: %s", w->choice.toolchain);
 		event(r, msg);
 		env_describe_choice(&w->choice, msg, sizeof(msg));
+		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "; toolchain %s",
+			 w->choice.toolchain);
 		set_str(&r->environment, msg);
 	}
 	if (needs_own_box(r, w)) {
