@@ -550,6 +550,16 @@ def test_server_setup_runs_then_the_fix_is_proven(rig_factory):
     text = progress_text(rig)
     assert "setup ran (" in text and "**Environment:**" in text
     assert not any(".venv" in p for p in rig.branch_files("autopatch/issue-1"))
+    # The image's toolchain versions (its labels) in the comment and in the PR body.
+    image = re.search(r"sandbox image (\S+) \(flavour python", text).group(1)
+    versions = docker("image", "inspect", "--format",
+                      '{{index .Config.Labels "autopatch.toolchain"}}', image).stdout.strip()
+    assert versions.startswith("python 3."), f"rebuild {image} with build.sh (labels)"
+    assert re.search(r"^\*\*Environment:\*\* sandbox image .*; toolchain "
+                     + re.escape(versions) + r" \(Debian \w+\); setup ran", text, re.M), text
+    body = rig.pulls()[0]["body"]
+    assert re.search(r"^Environment: sandbox image .*; toolchain " + re.escape(versions)
+                     + r" \(Debian \w+\)", body, re.M), body
 
 
 # ---- the cache's size cap: the least recently used entries go ----
