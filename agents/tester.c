@@ -2,6 +2,7 @@
 /* agents/tester.c - the deterministic Tester (see tester.h): trees, runs, their structured
  * results, the verdict and its evidence. */
 #include "agents/tester.h"
+#include "agents/javadeps.h"
 #include "agents/run_output.h"
 #include "agents/shims.h"
 #include "common/buf.h"
@@ -34,7 +35,10 @@
 
 /* ---- scripts (fixed text; every variable part is a positional parameter) ---------------- */
 
-/* $1 nonce: stage everything except interpreter caches, then print two sections (see
+/* $1 nonce: stage everything except interpreter caches and the tool caches a run writes at the
+ * top of HOME, which is the workspace (Go's ~/.cache/go-build and ~/.config/go/telemetry,
+ * Maven's ~/.m2, Gradle's ~/.gradle, ~/.npm: unstaged again, as a pathspec would fail on
+ * them when they are ignored), then print two sections (see
  * report_sections): the changed names and the binary diff. No external diff or textconv, no
  * colour, fixed prefixes, raw UTF-8 names, no user or system git config: the bytes are what
  * gets applied and published. */
@@ -46,6 +50,7 @@ static const char SCRIPT_DIFF[] =
     "cd " WORKSPACE " && export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null && "
     "git -c safe.directory='*' add -A -- . ':(exclude,glob)**/__pycache__/**' "
     "':(exclude,glob)**/*.pyc' ':(exclude,glob)**/.pytest_cache/**' && "
+    "git -c safe.directory='*' reset -q -- .cache .m2 .gradle .npm .config/go && "
     "printf '\\n@@ap:%s:-1:names\\n' \"$1\" && " GIT_DIFF "--name-only && "
     "printf '\\n@@ap:%s:-1:diff\\n' \"$1\" && " GIT_DIFF "--binary";
 
@@ -803,11 +808,24 @@ static const char *what_to_change(const struct run_out *ro)
 static int env_failure_for(tester *t, const struct run_out *ro, char **out)
 {
 	ap_buf b = AP_BUF_INIT(64u << 10);
-	char *cls = describe_class(ro), *lines, *advice;
+	char *cls = describe_class(ro), *lines, *advice, *java = NULL;
+	int rc;
 
 	ap_buf_addf(&b, "the test suite cannot run on the unchanged code: %s.\ncommand: %s\n",
 		    cls ? cls : "", t->test_cmd);
 	free(cls);
+	/* A Java build that could not resolve a plugin or library offline: say which, and what
+	 * would fetch it, first (Maven's own error is deep in its output). */
+	if ((rc = javadeps_hint(ro->out, &java)) == 0 && !java)
+		rc = javadeps_hint(ro->err, &java);
+	if (rc) {
+		ap_buf_release(&b);
+		return rc;
+	}
+	if (java) {
+		ap_buf_addf(&b, "%s\n", java);
+		free(java);
+	}
 	if (ro->cls == REPORT_COLLECTION && ro->rep.n) {
 		ap_buf_adds(&b, "first errors:\n");
 		add_messages(&b, &ro->rep, REPORT_ERROR, true, 3);

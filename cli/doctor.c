@@ -295,8 +295,12 @@ static const char *flavor_tools(const char *flavor)
 	static const struct {
 		const char *flavor, *tools;
 	} t[] = {
-	    {"python", "python3 pip3 pytest"}, {"node", "node npm"}, {"go", "go"},
-	    {"rust", "cargo rustc"},	       {"java", "java mvn"}, {"c", "gcc make cmake"},
+	    {"python", "python3 python pip3 pytest"},
+	    {"node", "node npm"},
+	    {"go", "go"},
+	    {"rust", "cargo rustc"},
+	    {"java", "java mvn"},
+	    {"c", "gcc make cmake"},
 	};
 
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
@@ -305,13 +309,18 @@ static const char *flavor_tools(const char *flavor)
 	return "sh";
 }
 
-/* Every flavour that is built must run a box with its toolchain; one not built is only
- * named (it is built on first use or by build.sh --flavor NAME). */
+/* Every flavour that is built must run a box with its toolchain, and is listed with the
+ * versions its labels give; one not built is only named (it is built on first use, unless
+ * AUTOPATCH_SANDBOX_BUILD=off, or by build.sh --flavor NAME). */
 static void check_flavors(struct report *r, const ap_config *cfg, sbx_engine *e)
 {
+	bool on_first_use = true;
+
+	if (cfg_bool(cfg, "AUTOPATCH_SANDBOX_BUILD", &on_first_use) != 0)
+		ap_error_clear();
 	for (size_t i = 0; env_flavors[i]; i++) {
 		const char *fl = env_flavors[i], *tools = flavor_tools(fl);
-		char image[256], name[64], script[256];
+		char image[256], name[64], script[256], versions[300];
 		const char *argv[] = {"sh", "-c", script, NULL};
 		sbx_spec spec = SBX_SPEC_INIT;
 		sbx_cmd cmd = SBX_CMD_INIT;
@@ -324,8 +333,11 @@ static void check_flavors(struct report *r, const ap_config *cfg, sbx_engine *e)
 		rc = sbx_image_present(e, image);
 		if (rc == AP_ENOTFOUND) {
 			ap_error_clear();
-			printf("- %s: %s not built (deploy/sandbox-image/build.sh --flavor %s)\n",
-			       name, image, fl);
+			printf("- %s: %s not built (%sdeploy/sandbox-image/build.sh --flavor %s)\n",
+			       name, image,
+			       on_first_use ? "built on first use, or now with "
+					    : "AUTOPATCH_SANDBOX_BUILD=off: build it with ",
+			       fl);
 			continue;
 		}
 		if (rc) {
@@ -351,8 +363,11 @@ static void check_flavors(struct report *r, const ap_config *cfg, sbx_engine *e)
 			     "%s lacks `%.40s`. Rebuild it: deploy/sandbox-image/build.sh --flavor "
 			     "%s.",
 			     image, res.out && res.out[0] ? strtok(res.out, "\n") : "?", fl);
-		else
-			pass(r, name, "%s (%s)", image, tools);
+		else {
+			env_image_toolchain(e, image, versions, sizeof(versions));
+			pass(r, name, "%s (%s)%s%s", image, tools, versions[0] ? ": " : "",
+			     versions);
+		}
 		sbx_result_release(&res);
 		if (sbx_destroy(b) != 0)
 			ap_error_clear();

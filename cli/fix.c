@@ -56,6 +56,14 @@ static void env_note(void *ud, const char *msg)
 	fflush(stdout);
 }
 
+/* A first-use image build's progress line. */
+static void env_build_live(void *ud, const char *msg)
+{
+	(void)ud;
+	printf("[preparing] %s\n", msg);
+	fflush(stdout);
+}
+
 /* The live setup line: printed when it changes. */
 static void env_live(void *ud, const char *msg)
 {
@@ -434,8 +442,13 @@ static int prepare_env(struct fix *f, ap_config *cfg)
 		return rc == AP_EINVAL ? 2 : 1;
 	}
 	/* Environment errors end here, before any box or model call. */
-	if ((rc = env_check_image(f->engine, cfg, &f->choice, env_note, NULL)))
+	if ((rc = env_check_image(f->engine, cfg, &f->choice, env_note, env_build_live, NULL)))
 		return env_check_exit(rc);
+	if (f->choice.toolchain[0]) {
+		printf("[preparing] toolchain: %s
+", f->choice.toolchain);
+		fflush(stdout);
+	}
 	spec.repo_dir = f->repo_abs;
 	spec.job_label = f->label;
 	spec.image = f->choice.image;

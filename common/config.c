@@ -178,8 +178,11 @@ static const cfg_setting settings[] = {
     /* Environments (docs/environments.md) */
     {"AUTOPATCH_FLAVOR_REPOSITORY", CFG_STR, "autopatch-sandbox", 0,
      "image repository of the toolchain flavours (NAME:node, ...; python is SANDBOX_IMAGE)"},
+    {"AUTOPATCH_SANDBOX_BUILD", CFG_BOOL, "on", 0,
+     "build a missing flavour image on first use (off: the job fails with the build command)"},
     {"AUTOPATCH_SANDBOX_BUILD_CMD", CFG_STR, NULL, 0,
-     "build a missing flavour on first use with this program (build.sh); unset: fail"},
+     "the program that builds a flavour (CMD --flavor NAME); default: "
+     "deploy/sandbox-image/build.sh above the binary"},
     {"AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S", CFG_INT, "1200", 0,
      "deadline of one flavour build on first use (s)"},
     {"AUTOPATCH_SETUP_TIMEOUT_S", CFG_INT, "900", 0,

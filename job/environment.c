@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -43,10 +44,23 @@ extern char **environ;
 #define LIST_CAP	      (1u << 20) /* ENV_FILES_LIST read back */
 #define SBX_DENIAL_REPORT_MAX 64
 #define SETUP_ERR_MAX	      1000 /* a setup failure's sentence (common/err.c keeps 1023) */
+#define BUILD_PROGRESS_MS     15000 /* least time between first-use build progress lines */
 
 const char *const env_flavors[] = {"node", "go", "rust", "java", "python", "c", NULL};
 
 static const char *const default_flavor = "python";
+
+/* One first-use build of a flavour image (env_check_image). */
+struct build_ctx {
+	const ap_config *cfg;
+	env_choice *c;
+	const char *cmd; /* the build program, run as `cmd --flavor NAME` */
+	void (*live_fn)(void *ud, const char *msg);
+	void *ud;
+	int64_t start; /* ap_mono_ms() when the build began */
+	int log_fd;    /* the build's log, or -1 */
+	char log[PATH_MAX];
+};
 
 /* Marker files at the top of a checkout, in the order they decide. */
 static const struct {
@@ -250,70 +264,190 @@ static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *tail_lines(const char *t);
 
-/* AUTOPATCH_SANDBOX_BUILD_CMD --flavor NAME on the host, in its own process group, output to a
- * pipe we keep the tail of, within the build timeout (the whole group is killed after it).
- * AP_ENOTFOUND with the sentence when it cannot run, fails or times out: the image is still
- * not there, and the operator's build is what must change. */
-static int build_flavor(const ap_config *cfg, const env_choice *c)
+/* The build script next to this checkout: deploy/sandbox-image/build.sh one, two or three
+ * directories above the running binary (build/autopatch, build/cli/..., an install prefix). */
+static bool default_build_cmd(char *out, size_t n)
 {
-	const char *cmd = cfg_str(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD");
-	char *argv[] = {(char *)cmd, "--flavor", (char *)c->flavor, NULL};
+	static const char rel[] = "/deploy/sandbox-image/build.sh";
+	char exe[PATH_MAX], *slash;
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (len <= 0)
+		return false;
+	exe[len] = '\0';
+	for (int up = 0; up < 3; up++) {
+		slash = strrchr(exe, '/');
+		if (!slash || slash == exe)
+			return false;
+		*slash = '\0';
+		if (strlen(exe) + sizeof(rel) <= n) {
+			snprintf(out, n, "%s%s", exe, rel);
+			if (access(out, X_OK) == 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* The build's environment: ours, with AUTOPATCH_FLAVOR_REPOSITORY set to the configured one
+ * (it may come from the env file), so the script tags the image the job looks for. */
+static char **build_env(const ap_config *cfg, char *repo_var, size_t n)
+{
+	size_t count = 0, j = 0;
+	char **env;
+
+	snprintf(repo_var, n, "AUTOPATCH_FLAVOR_REPOSITORY=%s",
+		 cfg_str(cfg, "AUTOPATCH_FLAVOR_REPOSITORY"));
+	while (environ[count])
+		count++;
+	env = calloc(count + 2, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < count; i++)
+		if (strncmp(environ[i], "AUTOPATCH_FLAVOR_REPOSITORY=", 28) != 0)
+			env[j++] = environ[i];
+	env[j] = repo_var;
+	return env;
+}
+
+/* Where the build's whole output is kept: $AUTOPATCH_DATA_DIR/sandbox-builds/FLAVOR-TIME.log. */
+static int open_build_log(const ap_config *cfg, const env_choice *c, char *path, size_t n)
+{
+	char dir[PATH_MAX];
+	time_t now = (time_t)ap_wall_s();
+	struct tm tm;
+	int fd;
+
+	if (strlen(cfg_str(cfg, "AUTOPATCH_DATA_DIR")) > PATH_MAX - 64)
+		return -1;
+	snprintf(dir, sizeof(dir), "%.3900s/sandbox-builds", cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
+	if (fs_mkdir_p(dir, 0700) != 0)
+		return -1;
+	gmtime_r(&now, &tm);
+	snprintf(path, n, "%.3950s/%.15s-%04d%02d%02dT%02d%02d%02dZ.log", dir, c->flavor,
+		 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		path[0] = '\0';
+	return fd;
+}
+
+/* The last non-empty line of the tail, for the progress line. */
+static void last_line(const char *tail, size_t tlen, char *out, size_t n)
+{
+	size_t end = tlen, start;
+
+	while (end && (tail[end - 1] == '\n' || tail[end - 1] == '\r'))
+		end--;
+	start = end;
+	while (start && tail[start - 1] != '\n')
+		start--;
+	if (end - start >= n)
+		start = end - (n - 1);
+	snprintf(out, n, "%.*s", (int)(end - start), tail + start);
+}
+
+/* The running build's progress, every BUILD_PROGRESS_MS: the progress line and the log. */
+static void build_progress(const struct build_ctx *bc, const char *tail, size_t tlen)
+{
+	char line[LIVE_LINE_MAX + 1], msg[LIVE_LINE_MAX + 600];
+
+	last_line(tail, tlen, line, sizeof(line));
+	snprintf(msg, sizeof(msg),
+		 "building the sandbox image %s (first use): %lld s so far%s%s (log: %s)",
+		 bc->c->image, (long long)((ap_mono_ms() - bc->start) / 1000), line[0] ? "; " : "",
+		 line, bc->log[0] ? bc->log : "not kept");
+	ap_info("%s", msg);
+	if (bc->live_fn)
+		bc->live_fn(bc->ud, msg);
+}
+
+/* Read the build's output until it ends or the deadline passes: into the log, its tail kept,
+ * progress reported. Returns whether the deadline passed (the group is then killed). */
+static bool follow_build(struct build_ctx *bc, int rfd, pid_t pid, int64_t deadline, char *tail,
+			 size_t *tlen)
+{
+	char buf[4096];
+	int64_t next = ap_mono_ms() + BUILD_PROGRESS_MS;
+
+	for (;;) {
+		struct pollfd p = {rfd, POLLIN, 0};
+		int64_t left = deadline - ap_mono_ms();
+		ssize_t got;
+
+		if (left <= 0) {
+			kill(-pid, SIGKILL);
+			return true;
+		}
+		if (ap_mono_ms() >= next) {
+			build_progress(bc, tail, *tlen);
+			next = ap_mono_ms() + BUILD_PROGRESS_MS;
+		}
+		if (poll(&p, 1, left > 1000 ? 1000 : (int)left) <= 0)
+			continue;
+		got = read(rfd, buf, sizeof(buf));
+		if (got <= 0)
+			return false;
+		if (bc->log_fd >= 0 && write(bc->log_fd, buf, (size_t)got) != got) {
+			close(bc->log_fd); /* a full disk: the build goes on without its log */
+			bc->log_fd = -1;
+		}
+		for (ssize_t i = 0; i < got; i++) {
+			if (*tlen == TAIL_CAP) {
+				memmove(tail, tail + TAIL_CAP / 2, TAIL_CAP / 2);
+				*tlen = TAIL_CAP / 2;
+			}
+			tail[(*tlen)++] = buf[i];
+		}
+	}
+}
+
+/* The build command --flavor NAME on the host, in its own process group, output to the log and
+ * a pipe we keep the tail of, within the build timeout (the whole group is killed after it).
+ * AP_ENOTFOUND with the sentence when it cannot run, fails or times out: the image is still
+ * not there, and the build is what must change. */
+static int build_flavor(struct build_ctx *bc)
+{
+	const env_choice *c = bc->c;
+	char *argv[] = {(char *)bc->cmd, "--flavor", (char *)c->flavor, NULL}, **envp;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
-	char tail[TAIL_CAP + 1] = "", buf[4096], what[1200];
+	char tail[TAIL_CAP + 1] = "", what[1200], repo_var[300];
 	size_t tlen = 0;
-	int64_t timeout_s = 1200, start = ap_mono_ms(), deadline;
+	int64_t timeout_s = 1200;
 	int pfd[2], status = 0, rc;
-	bool timed_out = false;
+	bool timed_out;
 	const char *tl;
 	pid_t pid;
 
-	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S", 1, 86400, &timeout_s)))
+	if ((rc = cfg_int(bc->cfg, "AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S", 1, 86400, &timeout_s)))
 		return rc;
 	snprintf(what, sizeof(what),
 		 "the sandbox image %s for the %s flavour (%s) is not built on this host, and "
-		 "building it with AUTOPATCH_SANDBOX_BUILD_CMD failed: `%.200s --flavor %s`",
-		 c->image, c->flavor, c->why, cmd, c->flavor);
-	if (pipe2(pfd, O_CLOEXEC) != 0)
+		 "building it on first use failed: `%.200s --flavor %s`",
+		 c->image, c->flavor, c->why, bc->cmd, c->flavor);
+	if (!(envp = build_env(bc->cfg, repo_var, sizeof(repo_var))))
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	if (pipe2(pfd, O_CLOEXEC) != 0) {
+		free(envp);
 		return ap_error_set(AP_EIO, "pipe: %s", strerror(errno));
+	}
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, pfd[1], 2);
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
 	posix_spawnattr_setpgroup(&attr, 0);
-	rc = posix_spawn(&pid, cmd, &fa, &attr, argv, environ);
+	rc = posix_spawn(&pid, bc->cmd, &fa, &attr, argv, envp);
 	posix_spawnattr_destroy(&attr);
 	posix_spawn_file_actions_destroy(&fa);
+	free(envp);
 	close(pfd[1]);
 	if (rc != 0) {
 		close(pfd[0]);
 		return ap_error_set(AP_ENOTFOUND, "%s could not be run: %s", what, strerror(rc));
 	}
-	deadline = start + timeout_s * 1000;
-	for (;;) {
-		struct pollfd p = {pfd[0], POLLIN, 0};
-		int64_t left = deadline - ap_mono_ms();
-		ssize_t got;
-
-		if (left <= 0) {
-			timed_out = true;
-			kill(-pid, SIGKILL);
-			break;
-		}
-		if (poll(&p, 1, left > 1000 ? 1000 : (int)left) <= 0)
-			continue;
-		got = read(pfd[0], buf, sizeof(buf));
-		if (got <= 0)
-			break;
-		for (ssize_t i = 0; i < got; i++) {
-			if (tlen == TAIL_CAP) {
-				memmove(tail, tail + TAIL_CAP / 2, TAIL_CAP / 2);
-				tlen = TAIL_CAP / 2;
-			}
-			tail[tlen++] = buf[i];
-		}
-	}
+	timed_out = follow_build(bc, pfd[0], pid, bc->start + timeout_s * 1000, tail, &tlen);
 	close(pfd[0]);
 	tail[tlen] = '\0';
 	waitpid(pid, &status, 0);
@@ -326,24 +460,29 @@ static int build_flavor(const ap_config *cfg, const env_choice *c)
 	if (timed_out)
 		return ap_error_set(AP_ENOTFOUND,
 				    "%s did not finish within AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S "
-				    "(%lld s); its output ended with:\n%s",
-				    what, (long long)timeout_s, tl);
-	return ap_error_set(AP_ENOTFOUND, "%s %s %d after %lld s; its output ended with:\n%s", what,
-			    WIFEXITED(status) ? "exited with" : "was killed by signal",
-			    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-			    (long long)((ap_mono_ms() - start) / 1000), tl);
+				    "(%lld s); the build's log is %s; its output ended with:\n%s",
+				    what, (long long)timeout_s, bc->log[0] ? bc->log : "not kept",
+				    tl);
+	return ap_error_set(
+	    AP_ENOTFOUND,
+	    "%s %s %d after %lld s; the build's log is %s; its output ended with:\n%s", what,
+	    WIFEXITED(status) ? "exited with" : "was killed by signal",
+	    WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+	    (long long)((ap_mono_ms() - bc->start) / 1000), bc->log[0] ? bc->log : "not kept", tl);
 }
 
 /* Builds are serialised across this process's workers (build_lock) and across processes
  * sharing AUTOPATCH_DATA_DIR (a flock: two `autopatch fix` runs), so a flavour is built once;
- * whoever waited finds it present. */
-static int build_locked(sbx_engine *e, const ap_config *cfg, env_choice *c)
+ * whoever waited finds it present. *built: this call ran the build. */
+static int build_locked(sbx_engine *e, struct build_ctx *bc, bool *built)
 {
+	const char *data = cfg_str(bc->cfg, "AUTOPATCH_DATA_DIR");
+	env_choice *c = bc->c;
 	char lock[4200];
 	int fd, rc;
 
-	snprintf(lock, sizeof(lock), "%s/sandbox-build.lock", cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
-	if (fs_mkdir_p(cfg_str(cfg, "AUTOPATCH_DATA_DIR"), 0700) != 0)
+	snprintf(lock, sizeof(lock), "%s/sandbox-build.lock", data);
+	if (fs_mkdir_p(data, 0700) != 0)
 		ap_error_clear();
 	pthread_mutex_lock(&build_lock);
 	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -354,18 +493,25 @@ static int build_locked(sbx_engine *e, const ap_config *cfg, env_choice *c)
 	rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
 	if (rc == AP_ENOTFOUND) {
 		ap_error_clear();
-		rc = build_flavor(cfg, c);
+		*built = true;
+		bc->start = ap_mono_ms();
+		bc->log_fd = open_build_log(bc->cfg, c, bc->log, sizeof(bc->log));
+		if (bc->log_fd < 0)
+			ap_error_clear();
+		rc = build_flavor(bc);
+		if (bc->log_fd >= 0)
+			close(bc->log_fd);
 		if (rc == 0) {
 			rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
 			if (rc == AP_ENOTFOUND)
-				rc = ap_error_set(
-				    AP_ENOTFOUND,
-				    "AUTOPATCH_SANDBOX_BUILD_CMD `%.200s --flavor %s` "
-				    "exited with 0, but the sandbox image %s is still "
-				    "not on the Docker engine: the command must tag it "
-				    "so (AUTOPATCH_FLAVOR_REPOSITORY:%s)",
-				    cfg_str(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD"), c->flavor,
-				    c->image, c->flavor);
+				rc =
+				    ap_error_set(AP_ENOTFOUND,
+						 "the build command `%.200s --flavor %s` exited "
+						 "with 0, but the sandbox image %s is still not on "
+						 "the Docker engine: the command must tag it so "
+						 "(AUTOPATCH_FLAVOR_REPOSITORY:%s); its log is %s",
+						 bc->cmd, c->flavor, c->image, c->flavor,
+						 bc->log[0] ? bc->log : "not kept");
 		}
 	}
 	if (fd >= 0)
@@ -374,12 +520,49 @@ static int build_locked(sbx_engine *e, const ap_config *cfg, env_choice *c)
 	return rc;
 }
 
-int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
-		    void (*note_fn)(void *ud, const char *msg), void *ud)
+void env_image_toolchain(sbx_engine *e, const char *image, char *out, size_t n)
 {
-	char msg[512];
+	char versions[240], suite[40];
+
+	out[0] = '\0';
+	if (sbx_image_label(e, image, "autopatch.toolchain", versions, sizeof(versions)) != 0) {
+		ap_error_clear();
+		return;
+	}
+	if (sbx_image_label(e, image, "autopatch.suite", suite, sizeof(suite)) != 0) {
+		ap_error_clear();
+		suite[0] = '\0';
+	}
+	snprintf(out, n, "%s%s%s%s", versions, suite[0] ? " (Debian " : "", suite,
+		 suite[0] ? ")" : "");
+}
+
+static void read_toolchain(sbx_engine *e, env_choice *c)
+{
+	env_image_toolchain(e, c->image, c->toolchain, sizeof(c->toolchain));
+}
+
+/* A missing flavour that is not built here: the sentence with the command to build it. */
+static int refuse_build(const env_choice *c, const char *why_not)
+{
+	return ap_error_set(AP_ENOTFOUND,
+			    "the sandbox image %s for the %s flavour (%s) is not built on this "
+			    "host, and %s: build it with `deploy/sandbox-image/build.sh --flavor "
+			    "%s` (a few minutes)",
+			    c->image, c->flavor, c->why, why_not, c->flavor);
+}
+
+int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
+		    void (*note_fn)(void *ud, const char *msg),
+		    void (*live_fn)(void *ud, const char *msg), void *ud)
+{
+	struct build_ctx bc = {.cfg = cfg, .c = c, .live_fn = live_fn, .ud = ud, .log_fd = -1};
+	char msg[PATH_MAX + 1024], cmd[PATH_MAX];
+	bool on = true, built = false;
 	int rc = sbx_image_id(e, c->image, c->image_id, sizeof(c->image_id));
 
+	if (rc == 0)
+		read_toolchain(e, c);
 	if (rc != AP_ENOTFOUND)
 		return rc;
 	ap_error_clear();
@@ -390,25 +573,40 @@ int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
 		    "engine, and autopatch never pulls: run `docker pull %s` there, "
 		    "or name another image in `image:`",
 		    c->image, c->why, c->image);
-	if (!cfg_is_set(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD"))
-		return ap_error_set(AP_ENOTFOUND,
-				    "the sandbox image %s for the %s flavour (%s) is not built on "
-				    "this host: build it with `deploy/sandbox-image/build.sh "
-				    "--flavor %s` (a few minutes), or set "
-				    "AUTOPATCH_SANDBOX_BUILD_CMD to build flavours on first use",
-				    c->image, c->flavor, c->why, c->flavor);
+	if ((rc = cfg_bool(cfg, "AUTOPATCH_SANDBOX_BUILD", &on)))
+		return rc;
+	if (!on)
+		return refuse_build(c, "AUTOPATCH_SANDBOX_BUILD=off keeps this host from building "
+				       "it on first use");
+	if (cfg_is_set(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD"))
+		snprintf(cmd, sizeof(cmd), "%s", cfg_str(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD"));
+	else if (!default_build_cmd(cmd, sizeof(cmd)))
+		return refuse_build(c, "deploy/sandbox-image/build.sh is not next to the autopatch "
+				       "binary to build it on first use (set "
+				       "AUTOPATCH_SANDBOX_BUILD_CMD to it)");
+	bc.cmd = cmd;
 	snprintf(msg, sizeof(msg),
-		 "building the sandbox image for the %s flavour (first use; this takes a few "
-		 "minutes)",
-		 c->flavor);
+		 "building the sandbox image %s for the %s flavour (first use; this takes a few "
+		 "minutes, one build at a time on this host)",
+		 c->image, c->flavor);
+	ap_info("%s", msg);
 	if (note_fn)
 		note_fn(ud, msg);
-	rc = build_locked(e, cfg, c);
-	if (rc == 0 && note_fn) {
-		snprintf(msg, sizeof(msg), "built the sandbox image %s", c->image);
+	rc = build_locked(e, &bc, &built);
+	if (rc != 0)
+		return rc;
+	read_toolchain(e, c);
+	if (built)
+		snprintf(msg, sizeof(msg), "built the sandbox image %s in %lld s%s%s%s%s", c->image,
+			 (long long)((ap_mono_ms() - bc.start) / 1000), c->toolchain[0] ? ": " : "",
+			 c->toolchain, bc.log[0] ? "; log: " : "", bc.log);
+	else
+		snprintf(msg, sizeof(msg), "the sandbox image %s was built by another job",
+			 c->image);
+	ap_info("%s", msg);
+	if (note_fn)
 		note_fn(ud, msg);
-	}
-	return rc;
+	return 0;
 }
 
 /* ---- commands in the box ---- */

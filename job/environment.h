@@ -74,6 +74,8 @@ typedef struct env_choice {
 	char flavor[ENV_FLAVOR_MAX]; /* "python", "node", ...; "" for an image that is no flavour */
 	char why[320];		     /* "package.json in the checkout", "`image: node` in ..." */
 	char image_id[80];	     /* filled by env_check_image() */
+	char toolchain[300];	     /* filled by env_check_image() from the image's labels:
+				      * "go 1.24.4, gcc 14.2.0 (Debian trixie)"; "" if unlabelled */
 } env_choice;
 
 /* The flavours, NULL-terminated, in detection order of their marker files. */
@@ -104,20 +106,31 @@ int env_choose_image(env_choice *out, const ap_config *cfg, const char *repo_dir
 void env_describe_choice(const env_choice *c, char *out, size_t n);
 
 /*
- * Whether the chosen image is present (fills c->image_id). AP_ENOTFOUND with the sentence:
- * for a flavour, the build command (`deploy/sandbox-image/build.sh --flavor NAME`); for
- * another image, `docker pull IMAGE` (autopatch never pulls). With AUTOPATCH_SANDBOX_BUILD_CMD
- * set, a missing flavour is built on first use instead (`CMD --flavor NAME`, in its own process
- * group): note() is told before the build starts ("building the sandbox image for the go
- * flavour (first use; ...)") and after ("built the sandbox image ..."); builds are serialised
- * across the workers of a process and across processes sharing AUTOPATCH_DATA_DIR (a flock on
- * its sandbox-build.lock), so a job that waited finds the image built and builds nothing. A
- * build that cannot start, fails, passes AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S (its process group
- * is killed) or exits 0 without tagging the image is AP_ENOTFOUND too - the image is still
- * missing - with the command, its exit status and the tail of its output.
+ * Whether the chosen image is present (fills c->image_id, and c->toolchain from its labels).
+ * A missing image that is no flavour: AP_ENOTFOUND with `docker pull IMAGE` (autopatch never
+ * pulls). A missing flavour is built on first use (AUTOPATCH_SANDBOX_BUILD, on by default):
+ * `CMD --flavor NAME`, CMD being AUTOPATCH_SANDBOX_BUILD_CMD or else
+ * deploy/sandbox-image/build.sh found above the running binary, in its own process group with
+ * AUTOPATCH_FLAVOR_REPOSITORY in its environment, its whole output kept in
+ * $AUTOPATCH_DATA_DIR/sandbox-builds/FLAVOR-TIME.log. note() is told before the build starts
+ * ("building the sandbox image ... (first use; ...)") and after ("built the sandbox image ...
+ * in N s: <toolchain>; log: ..."); live() (optional) gets a progress line every 15 s. Builds
+ * are serialised across the workers of a process and across processes sharing
+ * AUTOPATCH_DATA_DIR (a flock on its sandbox-build.lock), so a job that waited finds the image
+ * built and builds nothing. With AUTOPATCH_SANDBOX_BUILD=off, or no build script to run,
+ * AP_ENOTFOUND with the sentence giving the build command. A build that cannot start, fails,
+ * passes AUTOPATCH_SANDBOX_BUILD_TIMEOUT_S (its process group is killed) or exits 0 without
+ * tagging the image is AP_ENOTFOUND too - the image is still missing - with the command, its
+ * exit status, the log's path and the tail of its output.
  */
 int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
-		    void (*note)(void *ud, const char *msg), void *ud);
+		    void (*note)(void *ud, const char *msg),
+		    void (*live)(void *ud, const char *msg), void *ud);
+
+/* The toolchain versions and Debian suite an image's labels give (deploy/sandbox-image/build.sh
+ * reads them inside the image it builds): "go 1.24.4, gcc 14.2.0 (Debian trixie)", cut to n;
+ * "" for an image without them or a backend that cannot read labels. */
+void env_image_toolchain(sbx_engine *e, const char *image, char *out, size_t n);
 
 /*
  * Run `command -v` in the box for the first word of each setup step and of test_cmd (words

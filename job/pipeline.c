@@ -608,7 +608,7 @@ static int env_failure(struct run *r)
 
 static int prepare(struct run *r, struct work *w, bool iterate)
 {
-	char *token = NULL, *sha = NULL, msg[256], label[32];
+	char *token = NULL, *sha = NULL, msg[1024], label[32];
 	const char *repo_dir;
 	int rc;
 
@@ -680,9 +680,18 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	set_str(&r->environment, msg);
 	event(r, msg);
 	/* A missing image ends the job here, with how to make it available. */
-	rc = env_check_image(r->p->sbx, r->p->cfg, &w->choice, env_note_cb, r);
+	rc = env_check_image(r->p->sbx, r->p->cfg, &w->choice, env_note_cb, env_live_cb, r);
 	if (rc)
 		return rc == AP_ENOTFOUND ? env_failure(r) : rc;
+	r->live_ev = -1; /* the build's progress line stays; setup gets its own */
+	if (w->choice.toolchain[0]) {
+		snprintf(msg, sizeof(msg), "toolchain: %s", w->choice.toolchain);
+		event(r, msg);
+		env_describe_choice(&w->choice, msg, sizeof(msg));
+		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "; toolchain %s",
+			 w->choice.toolchain);
+		set_str(&r->environment, msg);
+	}
 	if (needs_own_box(r, w)) {
 		sbx_spec spec = {.version = SBX_SPEC_VERSION};
 
@@ -860,6 +869,7 @@ static void body_input(const struct run *r, const struct work *w, pr_body_input 
 	in->evidence = w->res.evidence;
 	in->files_changed = w->files;
 	in->test_note = r->test_note;
+	in->environment = r->environment;
 	in->model = w->res.model;
 	in->tokens_in = w->res.tokens_in;
 	in->tokens_out = w->res.tokens_out;

@@ -571,6 +571,11 @@ int progress_render_pr_body(const pr_body_input *in, char **out)
 		add_prose(&b, in->test_note, 600);
 		ap_buf_adds(&b, "\n\n");
 	}
+	if (in->environment) {
+		ap_buf_adds(&b, "Environment: ");
+		add_prose(&b, in->environment, 800);
+		ap_buf_adds(&b, "\n\n");
+	}
 	add_model_line(&b, in);
 	return finish(&b, out);
 }

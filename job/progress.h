@@ -85,6 +85,7 @@ typedef struct pr_body_input {
 			       * the body says NOT proven first, and why */
 	const char *harness_list; /* markdown: the harness files and why */
 	const char *file_kinds;	  /* markdown: every changed file and what it is */
+	const char *environment;  /* the sandbox image, its toolchain versions and the setup */
 } pr_body_input;
 
 #define PR_BODY_INPUT_VERSION 1

@@ -84,6 +84,9 @@ typedef struct sbx_backend_ops {
 	int (*image_present)(sbx_engine *e, const char *image);
 	/* The image's id into out (n >= 80 bytes): AP_ENOTFOUND when absent. Never pulls. */
 	int (*image_id)(sbx_engine *e, const char *image, char *out, size_t n);
+	/* The value of the image's label key into out (capped to n): AP_ENOTFOUND when the image
+	 * or the label is absent. Optional (NULL: no labels, as on Kubernetes). */
+	int (*image_label)(sbx_engine *e, const char *image, const char *key, char *out, size_t n);
 	/* sbx_box_set_network(b, SBX_NET_NONE): end the box's allow-list for good, or kill the
 	 * box and fail; 0 for a box that has no network. */
 	int (*network_off)(sbx_box *b);

@@ -302,6 +302,16 @@ int sbx_image_id(sbx_engine *e, const char *image, char *out, size_t n)
 	return e->ops->image_id(e, image ? image : e->image, out, n);
 }
 
+int sbx_image_label(sbx_engine *e, const char *image, const char *key, char *out, size_t n)
+{
+	if (n == 0)
+		return ap_error_set(AP_EINVAL, "sbx_image_label: an empty buffer");
+	out[0] = '\0';
+	if (!e->ops->image_label)
+		return ap_error_set(AP_ENOTFOUND, "this sandbox backend cannot read image labels");
+	return e->ops->image_label(e, image ? image : e->image, key, out, n);
+}
+
 /* --- boxes ---------------------------------------------------------------------------- */
 
 /* The per-box host dir: <data>/sandbox/<name>; the repo is its "repo" subdir. */

@@ -954,6 +954,25 @@ static int dk_image_id(sbx_engine *e, const char *image, char *out, size_t n)
 	return rc;
 }
 
+static int dk_image_label(sbx_engine *e, const char *image, const char *key, char *out, size_t n)
+{
+	cJSON *info = NULL, *cfg, *labels, *v;
+	int rc = dk_image_inspect(dk_of(e), image, SBX_PROBE_TIMEOUT_MS, &info);
+
+	if (rc == 0) {
+		cfg = cJSON_GetObjectItemCaseSensitive(info, "Config");
+		labels = cJSON_GetObjectItemCaseSensitive(cfg, "Labels");
+		v = cJSON_GetObjectItemCaseSensitive(labels, key);
+		if (cJSON_IsString(v))
+			snprintf(out, n, "%s", v->valuestring);
+		else
+			rc = ap_error_set(AP_ENOTFOUND, "the image %.200s has no label %.100s",
+					  image, key);
+	}
+	cJSON_Delete(info);
+	return rc;
+}
+
 /* --- phases: the network goes off after setup ------------------------------------------ */
 
 /* The fallback of network_off: take the box off its Internal network. */
@@ -1048,6 +1067,7 @@ const sbx_backend_ops sbx_docker_ops = {
     .count = dk_count,
     .image_present = dk_image_present,
     .image_id = dk_image_id,
+    .image_label = dk_image_label,
     .network_off = dk_network_off,
     .denials = dk_denials,
 };

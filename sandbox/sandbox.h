@@ -192,6 +192,11 @@ int sbx_image_present(sbx_engine *e, const char *image);
  * reference, else "name:" + the SHA-256 of the name; never AP_ENOTFOUND. */
 int sbx_image_id(sbx_engine *e, const char *image, char *out, size_t n);
 
+/* The value of label key of image (NULL: sbx_engine_image()) into out, cut to n - 1 bytes
+ * ("autopatch.toolchain" -> "go 1.24.4, gcc 14.2.0"). AP_ENOTFOUND when the image or the label
+ * is absent, or the backend cannot read labels (Kubernetes). Never pulls. */
+int sbx_image_label(sbx_engine *e, const char *image, const char *key, char *out, size_t n);
+
 /* ---- phases of a box (the setup phase may use the network; the agent phase may not) ---- */
 
 /* Name the phase later commands belong to ("setup", "agent", ...; copied): egress denials are

@@ -453,14 +453,17 @@ def test_missing_image_names_docker_pull_before_any_model_call(autopatch_bin, tm
 
 
 def test_missing_flavour_names_its_build_command(autopatch_bin, tmp_path):
+    """With first-use builds off (they are on by default: tests/e2e/test_toolchains.py)."""
     repo = error_repo(tmp_path, "image: rust\n")
     r = run_fix(autopatch_bin, tmp_path, repo, happy(),
-                {"AUTOPATCH_FLAVOR_REPOSITORY": "autopatch-test-absent"})
+                {"AUTOPATCH_FLAVOR_REPOSITORY": "autopatch-test-absent",
+                 "AUTOPATCH_SANDBOX_BUILD": "off"})
     assert r.returncode == 3, r.stdout  # an environment failure
     assert "ENVIRONMENT FAILURE (no model call was made): " in r.stdout
     assert ("the sandbox image autopatch-test-absent:rust for the rust flavour (`image: rust` "
-            "in .github/autopatch.yml) is not built on this host: build it with "
-            "`deploy/sandbox-image/build.sh --flavor rust`") in r.stdout
+            "in .github/autopatch.yml) is not built on this host, and "
+            "AUTOPATCH_SANDBOX_BUILD=off keeps this host from building it on first use: build "
+            "it with `deploy/sandbox-image/build.sh --flavor rust`") in r.stdout
     assert r.requests == []
 
 
@@ -547,6 +550,16 @@ def test_server_setup_runs_then_the_fix_is_proven(rig_factory):
     text = progress_text(rig)
     assert "setup ran (" in text and "**Environment:**" in text
     assert not any(".venv" in p for p in rig.branch_files("autopatch/issue-1"))
+    # The image's toolchain versions (its labels) in the comment and in the PR body.
+    image = re.search(r"sandbox image (\S+) \(flavour python", text).group(1)
+    versions = docker("image", "inspect", "--format",
+                      '{{index .Config.Labels "autopatch.toolchain"}}', image).stdout.strip()
+    assert versions.startswith("python 3."), f"rebuild {image} with build.sh (labels)"
+    assert re.search(r"^\*\*Environment:\*\* sandbox image .*; toolchain "
+                     + re.escape(versions) + r" \(Debian \w+\); setup ran", text, re.M), text
+    body = rig.pulls()[0]["body"]
+    assert re.search(r"^Environment: sandbox image .*; toolchain " + re.escape(versions)
+                     + r" \(Debian \w+\)", body, re.M), body
 
 
 # ---- the cache's size cap: the least recently used entries go ----
@@ -683,19 +696,28 @@ def test_server_builds_a_missing_flavour_once_for_two_concurrent_jobs(build_cmd,
     # (the second waited on the first's build and found the image built).
     assert len(calls.read_text().splitlines()) == 1, calls.read_text()
     assert "--flavor go" in calls.read_text()
+    done = {}
     for j, ev in events.items():
         building = [i for i, m in enumerate(ev) if m == (
-            "building the sandbox image for the go flavour (first use; this takes a few "
-            "minutes)")]
-        built = [i for i, m in enumerate(ev) if m == f"built the sandbox image {image}"]
+            f"building the sandbox image {image} for the go flavour (first use; this takes a "
+            "few minutes, one build at a time on this host)")]
+        built = [i for i, m in enumerate(ev) if m.startswith(f"built the sandbox image {image} in ")
+                 or m == f"the sandbox image {image} was built by another job"]
         assert len(building) == 1 and len(built) == 1 and building[0] < built[0], (j, ev)
+        done[j] = ev[built[0]]
+    # One built it (its log kept in the data dir), the other waited for that build.
+    assert sorted(m.split(" in ")[0] if m.startswith("built") else m for m in done.values()) \
+        == [f"built the sandbox image {image}",
+            f"the sandbox image {image} was built by another job"], done
     for text in texts.values():
         assert f"sandbox image {image} (flavour go: `image: go` in .github/autopatch.yml)" \
             in text, text
     # The job whose steps the comment still lists in full says it, in order.
-    shown = [t for t in texts.values() if "building the sandbox image for the go flavour" in t]
+    shown = [t for t in texts.values() if f"building the sandbox image {image} for the go" in t]
     assert shown, texts
-    assert all(t.index("building the sandbox image") < t.index(f"built the sandbox image {image}")
+    assert all(t.index("building the sandbox image") < t.index(f"sandbox image {image} was built")
+               if "by another job" in t else
+               t.index("building the sandbox image") < t.index(f"built the sandbox image {image}")
                for t in shown)
     assert have_image(image)
     # The built image is used: a job proved its fix in it (the scripted model serves one
@@ -711,8 +733,9 @@ def test_fix_builds_a_missing_flavour_on_first_use_and_then_reuses_it(build_cmd,
     r = run_fix(autopatch_bin, tmp_path, repo, happy(), env)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     out = r.stdout
-    building = out.index("[preparing] building the sandbox image for the go flavour (first use")
-    built = out.index(f"[preparing] built the sandbox image {image}")
+    building = out.index(f"[preparing] building the sandbox image {image} for the go flavour "
+                         "(first use")
+    built = out.index(f"[preparing] built the sandbox image {image} in ")
     assert building < built < out.index("PROVEN")
     assert len(calls.read_text().splitlines()) == 1
     # Present now: the next job neither builds nor says it does.
@@ -742,9 +765,13 @@ def test_two_fix_runs_sharing_the_data_dir_build_a_missing_flavour_once(build_cm
     assert len(calls.read_text().splitlines()) == 1, calls.read_text()
     for r in done:
         assert r.returncode == 0, r.stdout + r.stderr[-3000:]
-        assert "[preparing] building the sandbox image for the go flavour" in r.stdout, r.stdout
-        assert f"[preparing] built the sandbox image {image}" in r.stdout, r.stdout
+        assert f"[preparing] building the sandbox image {image} for the go flavour" in r.stdout, \
+            r.stdout
         assert "PROVEN" in r.stdout
+    assert sorted(f"[preparing] built the sandbox image {image} in " in r.stdout
+                  for r in done) == [False, True], [r.stdout for r in done]
+    assert any(f"[preparing] the sandbox image {image} was built by another job" in r.stdout
+               for r in done), [r.stdout for r in done]
 
 
 def test_fix_failed_flavour_build_is_an_environment_failure_before_any_model_call(
@@ -754,15 +781,19 @@ def test_fix_failed_flavour_build_is_an_environment_failure_before_any_model_cal
     repo = error_repo(tmp_path, "image: rust\n")
     r = run_fix(autopatch_bin, tmp_path, repo, happy(), env)
     assert r.returncode == 3, r.stdout + r.stderr[-2000:]  # an environment failure
-    assert "[preparing] building the sandbox image for the rust flavour (first use" in r.stdout
+    assert f"[preparing] building the sandbox image {image} for the rust flavour (first use" \
+        in r.stdout
     assert "built the sandbox image" not in r.stdout
     failure = r.stdout.split("ENVIRONMENT FAILURE (no model call was made): ", 1)
     assert len(failure) == 2, r.stdout
     assert failure[1].startswith(
         f"the sandbox image {image} for the rust flavour (`image: rust` in "
-        ".github/autopatch.yml) is not built on this host, and building it with "
-        f"AUTOPATCH_SANDBOX_BUILD_CMD failed: `{env['AUTOPATCH_SANDBOX_BUILD_CMD']} --flavor "
-        "rust` exited with 7 after "), failure[1]
+        ".github/autopatch.yml) is not built on this host, and building it on first use "
+        f"failed: `{env['AUTOPATCH_SANDBOX_BUILD_CMD']} --flavor rust` exited with 7 after "),\
+        failure[1]
+    # Its whole output is kept in the data dir.
+    log = re.search(r"the build's log is (\S+);", failure[1])
+    assert log and "E: mmdebstrap: cannot reach" in pathlib.Path(log.group(1)).read_text()
     # The tail of its output, stdout and stderr both.
     assert f"[sandbox-image] building {image} (12 packages)" in failure[1]
     assert "E: mmdebstrap: cannot reach the Debian mirror" in failure[1]

@@ -205,8 +205,18 @@ static void test_pr_body_sections(void **state)
 	assert_non_null(strstr(md, "`openai/gpt-test`"));
 	assert_non_null(strstr(md, "tokens: 1234 in, 56 out"));
 	assert_null(strstr(md, "cost:")); /* no price: no cost, never "$0.00" */
+	assert_null(strstr(md, "Environment:"));
 	assert_true(strlen(md) < PROGRESS_MAX_BODY);
 	free(md);
+	/* the sandbox image and the toolchain versions it was proven with */
+	in.environment = "sandbox image autopatch-sandbox:go (flavour go: go.mod in the checkout); "
+			 "toolchain go 1.24.4, gcc 14.2.0 (Debian trixie)";
+	assert_int_equal(progress_render_pr_body(&in, &md), 0);
+	assert_non_null(strstr(md, "Environment: sandbox image autopatch-sandbox:go (flavour go: "
+				   "go.mod in the checkout); toolchain go 1.24.4, gcc 14.2.0 "
+				   "(Debian trixie)\n"));
+	free(md);
+	in.environment = NULL;
 	/* with a price, the footer shows the cost, and says when usage was counted at most */
 	in.priced = true;
 	in.cost_micro = 12345;
