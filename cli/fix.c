@@ -445,8 +445,7 @@ static int prepare_env(struct fix *f, ap_config *cfg)
 	if ((rc = env_check_image(f->engine, cfg, &f->choice, env_note, env_build_live, NULL)))
 		return env_check_exit(rc);
 	if (f->choice.toolchain[0]) {
-		printf("[preparing] toolchain: %s
-", f->choice.toolchain);
+		printf("[preparing] toolchain: %s\n", f->choice.toolchain);
 		fflush(stdout);
 	}
 	spec.repo_dir = f->repo_abs;

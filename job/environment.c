@@ -43,7 +43,7 @@ extern char **environ;
 #define KEY_WALK_ENTRIES      20000
 #define LIST_CAP	      (1u << 20) /* ENV_FILES_LIST read back */
 #define SBX_DENIAL_REPORT_MAX 64
-#define SETUP_ERR_MAX	      1000 /* a setup failure's sentence (common/err.c keeps 1023) */
+#define SETUP_ERR_MAX	      1000  /* a setup failure's sentence (common/err.c keeps 1023) */
 #define BUILD_PROGRESS_MS     15000 /* least time between first-use build progress lines */
 
 const char *const env_flavors[] = {"node", "go", "rust", "java", "python", "c", NULL};
