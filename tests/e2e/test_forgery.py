@@ -25,12 +25,14 @@ Fixtures are written here (never copied from a project): `tally`, a small packag
 count_words() splits on single spaces, and the C project of proof_util.
 """
 import json
+import subprocess
 import textwrap
 
 import pytest
 
 from agents_util import CALC, GOOD_FIX, happy, run_fix, tool_results, write_repro
 from agents_util import finish as calc_finish
+import sandbox_util
 from pipeline_util import Rig
 from proof_util import (C_ISSUE, C_PROJECT, call, finish, fix, make_repo, replace, script,
                         write)
@@ -113,7 +115,19 @@ REPRO_TEST = """
     def test_repeated_spaces():
         assert core.count_words("a  b") == 2
     """
-USER_SITE = ".local/lib/python3.11/site-packages"  # Debian 12's python3 (3.11) in the image
+
+
+def _image_python():
+    """The X.Y of the image's python3 (3.13 on Debian 13, 3.11 on Debian 12): the user site a
+    forgery plants must be the one that interpreter reads."""
+    r = subprocess.run(["docker", "run", "--rm", "--network=none", sandbox_util.IMAGE, "python3",
+                        "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, "cannot run python3 in %s: %s" % (sandbox_util.IMAGE, r.stderr)
+    return r.stdout.strip()
+
+
+USER_SITE = ".local/lib/python%s/site-packages" % _image_python()
 
 
 def repro():
