@@ -2,6 +2,7 @@
 /* agents/agent.c - the helpers the Planner and the Builder share (see agent.h): one model call
  * under the budgets, one tool call with repeat detection, progress lines and budget stops. */
 #include "agents/agent.h"
+
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/redact.h"

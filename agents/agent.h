@@ -5,8 +5,6 @@
 #ifndef AP_AGENT_H
 #define AP_AGENT_H
 
-#include <stdbool.h>
-
 #include "agents/budget.h"
 #include "agents/cost.h"
 #include "agents/fixer_types.h"
@@ -14,6 +12,8 @@
 #include "agents/tester.h"
 #include "agents/tools.h"
 #include "agents/traj.h"
+
+#include <stdbool.h>
 
 typedef struct agent_ctx {
 	const fixer_opts *opts;

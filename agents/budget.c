@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/budget.c - agent budgets and the repeated-call detector (see budget.h). */
 #include "agents/budget.h"
+
 #include "common/err.h"
 
 #include <stdio.h>

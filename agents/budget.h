@@ -10,10 +10,10 @@
 #ifndef AP_BUDGET_H
 #define AP_BUDGET_H
 
+#include "common/config.h"
+
 #include <stddef.h>
 #include <stdint.h>
-
-#include "common/config.h"
 
 typedef struct budget {
 	int64_t max_calls, max_tokens, max_wall_s, repeat_limit;

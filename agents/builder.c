@@ -3,8 +3,9 @@
  * run tools, then calls finish; the Tester (code) decides, and a rejection goes back to the
  * Builder with the evidence, for at most max_rounds rounds. */
 #include "agents/builder.h"
-#include "common/err.h"
+
 #include "agents/prompts.h"
+#include "common/err.h"
 #include "common/redact.h"
 
 #include <stdio.h>

@@ -2,6 +2,7 @@
 /* agents/ci_workflow.c - the test command of a GitHub Actions workflow (see ci_workflow.h for
  * how the job and its steps are chosen). */
 #include "agents/ci_workflow.h"
+
 #include "common/buf.h"
 #include "common/err.h"
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/cost.c - prices, cost arithmetic and the per-job cost plan (see cost.h). */
 #include "agents/cost.h"
+
 #include "agents/llm.h"
 #include "common/buf.h"
 #include "common/err.h"

@@ -14,11 +14,11 @@
 #ifndef AP_COST_H
 #define AP_COST_H
 
+#include "common/config.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "common/config.h"
 
 /* Limits of AUTOPATCH_PRICES: the whole text, the entries, one model name, one price. */
 #define COST_SPEC_MAX	   (64 * 1024)

@@ -3,13 +3,14 @@
  * watch that reaches running sandbox commands, the loop, the result. The helpers the roles
  * share (model call under budgets, tool call, progress) are agents/agent.c. */
 #include "agents/fixer.h"
+
+#include "agents/agent.h"
+#include "agents/builder.h"
+#include "agents/planner.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/redact.h"
-#include "agents/agent.h"
-#include "agents/builder.h"
-#include "agents/planner.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>

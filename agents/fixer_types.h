@@ -5,12 +5,12 @@
 #ifndef AP_FIXER_TYPES_H
 #define AP_FIXER_TYPES_H
 
+#include "common/config.h"
+#include "sandbox/sandbox.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "common/config.h"
-#include "sandbox/sandbox.h"
 
 struct tester_files; /* agents/tester.h */
 

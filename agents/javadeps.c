@@ -2,6 +2,7 @@
 /* agents/javadeps.c - the unresolved Java plugin or artifact named in a build's output (see
  * javadeps.h). */
 #include "agents/javadeps.h"
+
 #include "agents/tools.h"
 #include "common/err.h"
 

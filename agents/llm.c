@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/llm.c - OpenAI-compatible and Anthropic providers (see llm.h). */
 #include "agents/llm.h"
-#include "common/jsonnum.h"
+
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/httpc.h"
+#include "common/jsonnum.h"
 #include "common/log.h"
 #include "common/redact.h"
 
@@ -394,8 +395,7 @@ static int parse_openai(const cJSON *root, llm_reply *out)
 	const cJSON *c;
 	char synth[32];
 	int i = 0, rc;
-	cJSON_ArrayForEach(c, calls)
-	{
+	cJSON_ArrayForEach (c, calls) {
 		const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "function");
 		const char *name = str_of(f, "name");
 		const char *id = str_of(c, "id");
@@ -438,8 +438,7 @@ static int parse_anthropic(const cJSON *root, llm_reply *out)
 	ap_buf text = AP_BUF_INIT(LLM_RESPONSE_CAP);
 	const cJSON *b;
 	int rc = 0;
-	cJSON_ArrayForEach(b, content)
-	{
+	cJSON_ArrayForEach (b, content) {
 		const char *type = str_of(b, "type");
 		if (!type)
 			continue;

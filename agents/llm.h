@@ -15,12 +15,12 @@
 #ifndef AP_LLM_H
 #define AP_LLM_H
 
+#include "agents/traj.h"
+#include "common/config.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "common/config.h"
-#include "agents/traj.h"
 
 typedef struct llm llm;
 

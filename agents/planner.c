@@ -2,8 +2,9 @@
 /* agents/planner.c - the Planner: read-only tools, then a plan (cause, files, reproduction
  * test, fix outline). It is never offered a writing or running tool. */
 #include "agents/planner.h"
-#include "common/err.h"
+
 #include "agents/prompts.h"
+#include "common/err.h"
 
 #include <stdlib.h>
 #include <string.h>

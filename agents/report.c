@@ -2,6 +2,7 @@
 /* agents/report.c - structured test results: parsers, classification, reading back (see
  * report.h). Everything here reads bytes that came out of a box. */
 #include "agents/report.h"
+
 #include "common/buf.h"
 #include "common/err.h"
 
@@ -925,8 +926,7 @@ static int jest_file(report *r, const cJSON *file, ap_buf *id)
 	if (!name || !*name)
 		return 0;
 	name = tree_relative(name);
-	cJSON_ArrayForEach(t, tests)
-	{
+	cJSON_ArrayForEach (t, tests) {
 		const char *full = json_str(t, "fullName"), *st = json_str(t, "status");
 		const cJSON *fails = cJSON_GetObjectItemCaseSensitive(t, "failureMessages");
 		const char *fm = cJSON_IsArray(fails) && cJSON_GetArraySize(fails) > 0 &&
@@ -974,8 +974,7 @@ int report_parse_jest(report *r, const char *text, size_t len)
 	if (!(doc = cJSON_ParseWithLength(text, len)))
 		return 0; /* malformed: nothing can be read */
 	files = cJSON_GetObjectItemCaseSensitive(doc, "testResults");
-	cJSON_ArrayForEach(f, files)
-	{
+	cJSON_ArrayForEach (f, files) {
 		if ((rc = jest_file(r, f, &id)))
 			break;
 	}

@@ -31,10 +31,10 @@
 #ifndef AP_REPORT_H
 #define AP_REPORT_H
 
+#include "agents/traj.h"
+
 #include <stdbool.h>
 #include <stddef.h>
-
-#include "agents/traj.h"
 
 #define REPORT_READ_CAP	   (64u << 20) /* bytes of reports and output read back per run */
 #define REPORT_MAX_TESTS   1000000     /* test entries per report */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/run_output.c - a test runner's output made readable (see run_output.h). */
 #include "agents/run_output.h"
+
 #include "common/buf.h"
 
 #include <ctype.h>

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/testcmd.c - the test-command detector (see testcmd.h for the precedence and why). */
 #include "agents/testcmd.h"
+
 #include "agents/ci_workflow.h"
 #include "common/beneath.h"
 #include "common/buf.h"

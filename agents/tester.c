@@ -2,6 +2,7 @@
 /* agents/tester.c - the deterministic Tester (see tester.h): trees, runs, their structured
  * results, the verdict and its evidence. */
 #include "agents/tester.h"
+
 #include "agents/javadeps.h"
 #include "agents/run_output.h"
 #include "agents/shims.h"

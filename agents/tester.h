@@ -34,14 +34,14 @@
 #ifndef AP_TESTER_H
 #define AP_TESTER_H
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include "sandbox/sandbox.h"
 #include "agents/report.h"
 #include "agents/tools.h"
 #include "agents/traj.h"
+#include "sandbox/sandbox.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* Default deadlines in seconds (`setup_timeout`, `repro_timeout`, `suite_timeout` in
  * .github/autopatch.yml override them per repository). */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/tools.c - tool schemas, argument checks and fixed-argv commands (see tools.h). */
 #include "agents/tools.h"
-#include "common/jsonnum.h"
+
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/jsonnum.h"
 #include "common/redact.h"
 
 #include <cjson/cJSON.h>
@@ -214,8 +215,7 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 		return NULL;
 	}
 	const cJSON *it;
-	cJSON_ArrayForEach(it, o)
-	{
+	cJSON_ArrayForEach (it, o) {
 		bool known = false;
 		for (size_t i = 0; i < 6 && d->params[i].name; i++)
 			if (strcmp(d->params[i].name, it->string) == 0)

@@ -13,12 +13,12 @@
 #ifndef AP_TOOLS_H
 #define AP_TOOLS_H
 
-#include <stdbool.h>
-#include <stddef.h>
-
 #include "agents/llm.h"
 #include "agents/traj.h"
 #include "sandbox/sandbox.h"
+
+#include <stdbool.h>
+#include <stddef.h>
 
 enum tool_set { TOOLS_PLANNER, TOOLS_BUILDER };
 

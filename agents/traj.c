@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* agents/traj.c - redacted JSONL trajectory (see traj.h). */
 #include "agents/traj.h"
+
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/log.h"

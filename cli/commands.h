@@ -6,11 +6,11 @@
 #ifndef AP_COMMANDS_H
 #define AP_COMMANDS_H
 
-#include <stdbool.h>
-#include <stddef.h>
-
 #include "common/config.h"
 #include "server/listen.h"
+
+#include <stdbool.h>
+#include <stddef.h>
 
 int serve_main(int argc, char **argv, ap_config *cfg);	  /* cli/serve.c */
 int jobs_main(int argc, char **argv, ap_config *cfg);	  /* cli/jobs.c */

@@ -506,8 +506,7 @@ static int watch(struct demo *d)
 
 		repo = cJSON_GetObjectItem(cJSON_GetObjectItem(st, "repos"), DEMO_REPO);
 		comments = cJSON_GetObjectItem(repo, "comments");
-		cJSON_ArrayForEach(c, comments)
-		{
+		cJSON_ArrayForEach (c, comments) {
 			const char *b = cJSON_GetStringValue(cJSON_GetObjectItem(c, "body"));
 			cJSON *user = cJSON_GetObjectItem(c, "user");
 			const char *login =

@@ -7,9 +7,8 @@
  * Each check goes through the interface the server itself uses (the GitHub App client, the
  * sandbox engine, the model client), so it reads the same settings with the same defaults.
  * Every network check has a short deadline so a broken setting is reported, not waited on. */
-#include "cli/commands.h"
-
 #include "agents/llm.h"
+#include "cli/commands.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "github/api.h"
@@ -161,8 +160,7 @@ static const cJSON *installation_on(const cJSON *inst, const char *login)
 {
 	const cJSON *it;
 
-	cJSON_ArrayForEach(it, inst)
-	{
+	cJSON_ArrayForEach (it, inst) {
 		const char *who = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
 		    cJSON_GetObjectItemCaseSensitive(it, "account"), "login"));
 
@@ -270,8 +268,7 @@ static void check_github(struct report *r, ap_config *cfg, bool usable)
 		     "(the App's public page, \"Install App\").");
 		goto out;
 	}
-	cJSON_ArrayForEach(it, inst)
-	{
+	cJSON_ArrayForEach (it, inst) {
 		const char *login = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
 		    cJSON_GetObjectItemCaseSensitive(it, "account"), "login"));
 

@@ -4,11 +4,11 @@
  * pipeline's loader (job/repo_config.h), so fix and serve run a repository the same way;
  * command-line flags win over the file. Prints one line per step, then the diff and the
  * Tester's evidence; exits 0 only for a proven fix. */
+#include "agents/fixer.h"
 #include "cli/commands.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
-#include "agents/fixer.h"
 #include "common/redact.h"
 #include "job/environment.h"
 #include "job/patch_policy.h"

@@ -2,12 +2,12 @@
 /* cli/jobs.c - `autopatch jobs [--json] [--id N] [--trajectory] [--limit N]`: a view of
  * the queue database (jobs, and with --id one job's events). */
 #include "agents/cost.h"
+#include "cli/commands.h"
 #include "common/buf.h"
-#include "common/jsonnum.h"
 #include "common/err.h"
 #include "common/fs.h"
+#include "common/jsonnum.h"
 #include "common/redact.h"
-#include "cli/commands.h"
 #include "server/queue.h"
 #include "server/queue_view.h"
 
@@ -52,8 +52,7 @@ static void print_table(const cJSON *jobs)
 	printf("%-5s %-38s %-28s %-6s %-11s %-9s %-10s %-3s %-24s %-24s %-9s %-10s %s\n", "ID",
 	       "DELIVERY", "REPOSITORY", "ISSUE", "TRIGGER", "STATE", "STAGE", "ATT", "CREATED",
 	       "UPDATED", "TOKENS", "COST", "RESULT/ERROR");
-	cJSON_ArrayForEach(j, jobs)
-	{
+	cJSON_ArrayForEach (j, jobs) {
 		const char *res = *str(j, "result") ? str(j, "result") : str(j, "error");
 		const cJSON *usd = cJSON_GetObjectItemCaseSensitive(j, "cost_usd");
 		char cost[32] = "-";
@@ -83,8 +82,7 @@ static void print_events(const cJSON *job)
 	const cJSON *e, *events = cJSON_GetObjectItemCaseSensitive(job, "events");
 
 	printf("\nevents:\n");
-	cJSON_ArrayForEach(e, events)
-	{
+	cJSON_ArrayForEach (e, events) {
 		printf("  %s  %-10s ", str(e, "time"), *str(e, "stage") ? str(e, "stage") : "-");
 		cell(str(e, "message"), 300);
 		putchar('\n');

@@ -6,9 +6,10 @@
  * sandbox itself failed (daemon unreachable, image missing), like `docker run`; 2 for bad
  * usage or settings; 130/143 after SIGINT/SIGTERM (the box is destroyed first).
  */
-#include "common/err.h"
 #include "sandbox/sandbox.h"
+
 #include "cli/commands.h"
+#include "common/err.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -3,14 +3,14 @@
  * the workers and the HTTP front end (public and admin listeners), then wait for SIGTERM or
  * SIGINT and shut down in order (stop accepting, commit what was accepted, let running jobs
  * stop or re-queue them). */
-#include "job/pipeline.h"
+#include "cli/commands.h"
 #include "common/clock.h"
 #include "common/err.h"
-#include "github/urls.h"
-#include "github/oauth.h"
 #include "common/log.h"
-#include "cli/commands.h"
+#include "github/oauth.h"
 #include "github/rest.h"
+#include "github/urls.h"
+#include "job/pipeline.h"
 #include "server/http.h"
 #include "server/ingest.h"
 #include "server/queue.h"

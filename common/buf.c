@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* common/buf.c - capped growable buffer (see buf.h). */
 #include "common/buf.h"
+
 #include "common/err.h"
 
 #include <assert.h>

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* common/config.c - the settings table, and `.env` + environment settings (see config.h). */
 #include "common/config.h"
+
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"

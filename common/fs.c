@@ -2,6 +2,7 @@
 /* common/fs.c - mkdir -p, rm -rf without following links, capped whole-file reads (see
  * fs.h). */
 #include "common/fs.h"
+
 #include "common/beneath.h"
 #include "common/err.h"
 

@@ -2,6 +2,7 @@
 /* common/httpc.c - libcurl init once, capped body sink, capped header collector (see
  * httpc.h). */
 #include "common/httpc.h"
+
 #include "common/err.h"
 
 #include <pthread.h>

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* common/log.c - JSON-lines logger behind the redaction layer (see log.h). */
 #include "common/log.h"
+
 #include "common/buf.h"
 #include "common/jsonnum.h"
 #include "common/redact.h"

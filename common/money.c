@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* common/money.c - micro-dollar amounts as text (see money.h). */
 #include "common/money.h"
+
 #include "common/err.h"
 
 #include <ctype.h>

@@ -16,6 +16,7 @@
  * longest variant's reach, before any partial match and before any span that crosses the cut.
  */
 #include "common/redact.h"
+
 #include "common/err.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8

@@ -18,9 +18,9 @@
 #ifndef AP_REDACT_H
 #define AP_REDACT_H
 
-#include <stddef.h>
-
 #include "common/buf.h"
+
+#include <stddef.h>
 
 #define REDACT_MASK "***"
 

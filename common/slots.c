@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* common/slots.c - fixed tables of entries behind one mutex (see slots.h). */
 #include "common/slots.h"
+
 #include "common/err.h"
 
 #include <assert.h>

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* github/api.c - the REST calls autopatch makes, mapped to small structs (see api.h). */
 #include "github/api.h"
-#include "common/jsonnum.h"
 
 #include "common/buf.h"
 #include "common/err.h"
+#include "common/jsonnum.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
@@ -161,8 +161,7 @@ static int fill_issue(const cJSON *j, gh_issue *out)
 		out->labels = calloc((size_t)n, sizeof(char *));
 		if (!out->labels)
 			goto err_nomem;
-		cJSON_ArrayForEach(it, labels)
-		{
+		cJSON_ArrayForEach (it, labels) {
 			/* Labels are objects in GitHub's answers, strings in some payloads. */
 			char *name =
 			    cJSON_IsString(it) ? strdup(it->valuestring) : dup_str(it, "name");
@@ -452,8 +451,7 @@ int gh_pull_find_by_head(gh_rest *r, const char *repo, const char *branch, const
 		rc = gh_rest_get_all(r, ap_buf_str(&p), 1000, &list);
 	if (rc)
 		goto out;
-	cJSON_ArrayForEach(it, list)
-	{
+	cJSON_ArrayForEach (it, list) {
 		const cJSON *h = cJSON_GetObjectItemCaseSensitive(it, "head");
 		const char *ref = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(h, "ref"));
 

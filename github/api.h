@@ -10,11 +10,11 @@
 #ifndef AP_GH_API_H
 #define AP_GH_API_H
 
+#include "github/rest.h"
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-#include "github/rest.h"
 
 typedef struct gh_repo {
 	int64_t id;

@@ -2,14 +2,14 @@
 /* github/app.c - App identity: JWT signing with skew correction and the installation-token
  * cache (see app.h). */
 #include "github/app.h"
-#include "github/urls.h"
 
 #include "common/clock.h"
 #include "common/err.h"
-#include "github/jwt.h"
 #include "common/log.h"
 #include "common/redact.h"
+#include "github/jwt.h"
 #include "github/rest.h"
+#include "github/urls.h"
 
 #include <pthread.h>
 #include <stdio.h>

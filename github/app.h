@@ -10,10 +10,10 @@
 #ifndef AP_GH_APP_H
 #define AP_GH_APP_H
 
-#include <stdint.h>
-
 #include "common/config.h"
 #include "github/creds.h"
+
+#include <stdint.h>
 
 typedef struct gh_app gh_app;
 

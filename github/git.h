@@ -15,10 +15,10 @@
 #ifndef AP_GH_GIT_H
 #define AP_GH_GIT_H
 
+#include "common/config.h"
+
 #include <stdbool.h>
 #include <stddef.h>
-
-#include "common/config.h"
 
 typedef struct gh_git gh_git;
 

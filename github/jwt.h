@@ -7,10 +7,10 @@
 #ifndef AP_GH_JWT_H
 #define AP_GH_JWT_H
 
+#include "common/config.h"
+
 #include <stddef.h>
 #include <stdint.h>
-
-#include "common/config.h"
 
 typedef struct gh_key gh_key; /* an RSA private key (opaque, immutable, thread-safe) */
 

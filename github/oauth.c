@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* github/oauth.c - manifest conversion and user sign-in (see oauth.h). */
 #include "github/oauth.h"
-#include "github/urls.h"
+
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/httpc.h"
 #include "common/redact.h"
 #include "github/api.h"
 #include "github/rest.h"
+#include "github/urls.h"
 
 #include <curl/curl.h>
 #include <stdio.h>

@@ -9,10 +9,10 @@
 #ifndef AP_GH_OAUTH_H
 #define AP_GH_OAUTH_H
 
+#include "common/config.h"
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
-
-#include "common/config.h"
 
 /* Exchange the temporary code GitHub handed the registration's redirect (valid for one hour)
  * for the new App's credentials: *out is GitHub's answer (id, slug, html_url, pem,

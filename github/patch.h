@@ -30,10 +30,10 @@
 #ifndef AP_GH_PATCH_H
 #define AP_GH_PATCH_H
 
+#include "common/buf.h"
+
 #include <stdbool.h>
 #include <stddef.h>
-
-#include "common/buf.h"
 
 /* The caller's rule for one path. NULL when path is allowed; else a phrase completing
  * "`path` ..." that names the rule ("is refused by the paths.deny glob `x` in ..."), written

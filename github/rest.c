@@ -2,7 +2,6 @@
 /* github/rest.c - GitHub REST client: auth, retries, rate limits, spacing, pagination (see
  * rest.h for the policy). */
 #include "github/rest.h"
-#include "github/urls.h"
 
 #include "common/buf.h"
 #include "common/clock.h"
@@ -10,6 +9,7 @@
 #include "common/httpc.h"
 #include "common/log.h"
 #include "common/redact.h"
+#include "github/urls.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -300,8 +300,7 @@ static void describe_github_error(ap_buf *e, const char *body, size_t len)
 	if (cJSON_IsArray(errs)) {
 		const char *sep = " (";
 
-		cJSON_ArrayForEach(it, errs)
-		{
+		cJSON_ArrayForEach (it, errs) {
 			if (e->len > ERROR_BODY_CAP)
 				break;
 			if (cJSON_IsString(it)) {

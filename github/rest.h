@@ -41,12 +41,12 @@
 #ifndef AP_GH_REST_H
 #define AP_GH_REST_H
 
+#include "common/config.h"
+#include "github/creds.h"
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-#include "common/config.h"
-#include "github/creds.h"
 
 typedef struct gh_rest gh_rest;
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* github/urls.c - GITHUB_URL and GITHUB_API_URL, derived from each other (see urls.h). */
 #include "github/urls.h"
+
 #include "common/buf.h"
 #include "common/err.h"
 

@@ -14,9 +14,9 @@
 #ifndef AP_GH_URLS_H
 #define AP_GH_URLS_H
 
-#include <stddef.h>
-
 #include "common/config.h"
+
+#include <stddef.h>
 
 #define GH_URL_MAX 512
 

@@ -3,6 +3,7 @@
  * comment.h): the eyes reaction, create-or-edit with pacing, finding its own comment again on
  * a re-run. */
 #include "job/comment.h"
+
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/jsonnum.h"
@@ -111,8 +112,7 @@ static int comment_find(gh_rest *r, const char *repo, int64_t on, const char *ma
 	rc = gh_comments_list(r, repo, on, &list);
 	if (rc)
 		return rc;
-	cJSON_ArrayForEach(it, list)
-	{
+	cJSON_ArrayForEach (it, list) {
 		const char *body = cJSON_GetStringValue(cJSON_GetObjectItem(it, "body"));
 		cJSON *user = cJSON_GetObjectItem(it, "user");
 		const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(user, "type"));

@@ -12,13 +12,13 @@
 #ifndef AP_JOB_COMMENT_H
 #define AP_JOB_COMMENT_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
 #include "common/config.h"
 #include "github/creds.h"
 #include "github/rest.h"
 #include "job/job.h"
+
+#include <stdbool.h>
+#include <stdint.h>
 
 typedef struct job_comment job_comment;
 

@@ -2,6 +2,7 @@
 /* job/environment.c - toolchain image choice, the setup phase, the environment cache and the
  * blocked-egress report (see environment.h). */
 #include "job/environment.h"
+
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"

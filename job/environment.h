@@ -40,13 +40,13 @@
 #ifndef AP_ENVIRONMENT_H
 #define AP_ENVIRONMENT_H
 
+#include "common/config.h"
+#include "sandbox/sandbox.h"
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "common/config.h"
-#include "sandbox/sandbox.h"
 
 /* In the box: the setup products (one path per line, relative to the workspace; directories
  * end in "/"), and the subset kept in the cache and copied into other trees (tool caches such

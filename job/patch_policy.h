@@ -12,11 +12,11 @@
 #ifndef AP_PATCH_POLICY_H
 #define AP_PATCH_POLICY_H
 
-#include <stdbool.h>
-#include <stddef.h>
-
 #include "common/config.h"
 #include "job/repo_config.h"
+
+#include <stdbool.h>
+#include <stddef.h>
 
 /* What a patch is judged by. Borrowed pointers; the struct outlives every check. */
 typedef struct patch_policy {

@@ -2,6 +2,7 @@
 /* job/progress.c - markdown for the progress comment, the PR body and the iteration reply
  * (see progress.h). Pure: no I/O, no clock. */
 #include "job/progress.h"
+
 #include "agents/cost.h"
 #include "common/buf.h"
 #include "common/err.h"

@@ -3,10 +3,11 @@
  * (configured, else agents/testcmd.h detects it), and the path globs the diff must respect
  * (see repo_config.h). */
 #include "job/repo_config.h"
+
+#include "agents/testcmd.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
-#include "agents/testcmd.h"
 
 #include <ctype.h>
 #include <errno.h>

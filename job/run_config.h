@@ -11,13 +11,13 @@
 #ifndef AP_RUN_CONFIG_H
 #define AP_RUN_CONFIG_H
 
-#include <stdint.h>
-
 #include "agents/fixer.h"
 #include "job/environment.h"
 #include "job/patch_policy.h"
 #include "job/repo_config.h"
 #include "job/tester_box.h"
+
+#include <stdint.h>
 
 /* What a run is made from. The override fields are `fix`'s flags: zero or NULL means the
  * file's setting. */

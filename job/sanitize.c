@@ -5,6 +5,7 @@
  * dropped, look-alikes folded), then into units (HTML character references decoded, backslash
  * escapes seen through), mark where a zero-width space must go, and write the units back. */
 #include "job/sanitize.h"
+
 #include "common/err.h"
 
 #include <stdbool.h>

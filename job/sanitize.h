@@ -43,9 +43,9 @@
 #ifndef AP_JOB_SANITIZE_H
 #define AP_JOB_SANITIZE_H
 
-#include <stddef.h>
-
 #include "common/buf.h"
+
+#include <stddef.h>
 
 /* The character inserted to break a link, mention or reference (U+200B, UTF-8). */
 #define SANITIZE_ZWSP "\xe2\x80\x8b"

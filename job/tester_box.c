@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* job/tester_box.c - a fresh box for each Tester run (see tester_box.h). */
 #include "job/tester_box.h"
+
 #include "common/err.h"
 
 #include <stdio.h>

@@ -16,10 +16,10 @@
 #ifndef AP_TESTER_BOX_H
 #define AP_TESTER_BOX_H
 
-#include <signal.h>
-
 #include "job/environment.h"
 #include "sandbox/sandbox.h"
+
+#include <signal.h>
 
 /* What a Tester box is made from. Every pointer is borrowed and must outlive the fixer run. */
 typedef struct tester_boxes {

@@ -11,14 +11,14 @@
 #ifndef AP_SANDBOX_BACKEND_H
 #define AP_SANDBOX_BACKEND_H
 
-#include <pthread.h>
-#include <stdbool.h>
-#include <stddef.h>
-
 #include "common/config.h"
 #include "common/redact.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/stream.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #define SBX_POOL_MAX   16
 #define SBX_KILL_GRACE 3000 /* ms the host waits past a deadline before killing the box */

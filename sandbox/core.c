@@ -3,14 +3,14 @@
  * the warm pool, a command's output plumbing and what follows a command (deadline, sweep, a
  * box that died); every call dispatches through the engine's backend ops (backend.h).
  */
-#include "sandbox/backend.h"
 #include "common/clock.h"
-#include "common/stats.h"
 #include "common/err.h"
 #include "common/fs.h"
-#include "sandbox/internal.h"
 #include "common/log.h"
 #include "common/redact.h"
+#include "common/stats.h"
+#include "sandbox/backend.h"
+#include "sandbox/internal.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/stream.h"
 

@@ -8,15 +8,15 @@
  * deadline passes anyway, because the Engine API cannot kill a single exec. The settings, the
  * pool and the output handling are backend-neutral (sandbox.c); this file talks to the daemon.
  */
-#include "sandbox/backend.h"
-#include "sandbox/docker_api.h"
-#include "sandbox/egress.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
-#include "sandbox/internal.h"
 #include "common/log.h"
 #include "common/redact.h"
+#include "sandbox/backend.h"
+#include "sandbox/docker_api.h"
+#include "sandbox/egress.h"
+#include "sandbox/internal.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/stream.h"
 
@@ -342,8 +342,7 @@ int sbx__image_volumes(const cJSON *image, const char *name, char ***out)
 	list = calloc(SBX_MAX_VOLUMES + 1, sizeof(*list));
 	if (!list)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	cJSON_ArrayForEach(v, vols)
-	{
+	cJSON_ArrayForEach (v, vols) {
 		bool dup = false;
 
 		rc = clean_volume(v->string, path, &why);
@@ -393,8 +392,7 @@ int sbx__check_mounts(const cJSON *container, const char *name)
 	const cJSON *m;
 	char shown_t[208], shown_d[208];
 
-	cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(container, "Mounts"))
-	{
+	cJSON_ArrayForEach (m, cJSON_GetObjectItemCaseSensitive(container, "Mounts")) {
 		const cJSON *type = cJSON_GetObjectItemCaseSensitive(m, "Type");
 		const cJSON *dest = cJSON_GetObjectItemCaseSensitive(m, "Destination");
 		const char *t = cJSON_IsString(type) ? type->valuestring : "?";
@@ -444,8 +442,7 @@ static void log_warnings(const char *name, const cJSON *resp)
 {
 	const cJSON *w;
 
-	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(resp, "Warnings"))
-	{
+	cJSON_ArrayForEach (w, cJSON_GetObjectItemCaseSensitive(resp, "Warnings")) {
 		if (cJSON_IsString(w))
 			ap_warn("docker create %s: %s", name, w->valuestring);
 	}
@@ -870,8 +867,7 @@ static int dk_reap(sbx_engine *e, bool all)
 	rc = dk_request(dk_of(e), "GET", path, NULL, SBX_API_TIMEOUT, NULL, &list);
 	if (rc)
 		goto out_free;
-	cJSON_ArrayForEach(it, list)
-	{
+	cJSON_ArrayForEach (it, list) {
 		id = reapable_id(it, all);
 		if (!id)
 			continue;
@@ -890,8 +886,7 @@ static int dk_reap(sbx_engine *e, bool all)
 	rc = dk_request(dk_of(e), "GET", path, NULL, SBX_API_TIMEOUT, NULL, &list);
 	if (rc)
 		goto out_free;
-	cJSON_ArrayForEach(it, list)
-	{
+	cJSON_ArrayForEach (it, list) {
 		id = reapable_id(it, all);
 		if (!id)
 			continue;

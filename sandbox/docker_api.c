@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* sandbox/docker_api.c - Docker Engine API client over the unix socket (see docker_api.h). */
 #include "sandbox/docker_api.h"
-#include "sandbox/backend.h"
+
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/httpc.h"
+#include "sandbox/backend.h"
 
 #include <curl/curl.h>
 #include <errno.h>

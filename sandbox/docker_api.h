@@ -13,11 +13,11 @@
 #ifndef AP_DOCKER_API_H
 #define AP_DOCKER_API_H
 
+#include "common/buf.h"
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
-
-#include "common/buf.h"
 
 typedef struct dk_client dk_client;
 

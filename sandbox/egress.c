@@ -14,25 +14,26 @@
  * bound). Every failure after the first create undoes what was created.
  */
 #include "sandbox/egress.h"
-#include "sandbox/egress_internal.h"
-#include "sandbox/backend.h"
+
 #include "common/buf.h"
-#include "sandbox/egress_policy.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/httpc.h"
 #include "common/log.h"
+#include "sandbox/backend.h"
+#include "sandbox/egress_internal.h"
+#include "sandbox/egress_policy.h"
 
+#include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
-#include <openssl/err.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>

@@ -24,13 +24,13 @@
 #ifndef AP_SANDBOX_EGRESS_H
 #define AP_SANDBOX_EGRESS_H
 
-#include <limits.h>
-#include <stddef.h>
-
 #include "common/buf.h"
 #include "common/config.h"
 #include "sandbox/docker_api.h"
 #include "sandbox/sandbox.h"
+
+#include <limits.h>
+#include <stddef.h>
 
 typedef struct sbx_egress sbx_egress;
 

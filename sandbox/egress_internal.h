@@ -6,12 +6,12 @@
 #ifndef AP_EGRESS_INTERNAL_H
 #define AP_EGRESS_INTERNAL_H
 
+#include "sandbox/docker_api.h"
+#include "sandbox/sandbox.h"
+
 #include <limits.h>
 #include <stdbool.h>
 #include <sys/types.h>
-
-#include "sandbox/docker_api.h"
-#include "sandbox/sandbox.h"
 
 /* (egress.h is not included: egress.c includes this, and the two would be a cycle; the
  * handle is `struct sbx_egress`, which egress.h names `sbx_egress`.) */

@@ -2,11 +2,11 @@
 /* sandbox/egress_local.c - the egress proxy as a child process of this one, for the
  * Kubernetes backend, whose pods reach it through a NetworkPolicy (see egress.h,
  * sbx_egress_local_*). The container form is egress.c. */
-#include "sandbox/egress.h"
-#include "sandbox/egress_internal.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "sandbox/egress.h"
+#include "sandbox/egress_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -5,6 +5,7 @@
  * container of the sandbox image where autopatch's other libraries are not installed.
  */
 #include "sandbox/egress_policy.h"
+
 #include "common/err.h"
 
 #include <arpa/inet.h>

@@ -44,9 +44,9 @@
  * CIDR (the box pod's IP; --listen-net implies its own network). --parent: exit as soon as the
  * process PID is no longer this program's parent (the replica died).
  */
-#include "sandbox/egress_policy.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "sandbox/egress_policy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

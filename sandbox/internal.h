@@ -3,10 +3,10 @@
 #ifndef AP_SANDBOX_INTERNAL_H
 #define AP_SANDBOX_INTERNAL_H
 
+#include "sandbox/sandbox.h"
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
-
-#include "sandbox/sandbox.h"
 
 /* uid:gid every command runs as (the image's "sandbox" user). */
 #define SBX_USER "10001:10001"

@@ -12,15 +12,15 @@
  * extract the tar sbx_prepare sends it. The settings, the pool and the output handling are
  * backend-neutral (core.c).
  */
-#include "sandbox/backend.h"
-#include "sandbox/egress.h"
-#include "sandbox/k8s_api.h"
-#include "sandbox/k8s_exec.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/log.h"
+#include "sandbox/backend.h"
+#include "sandbox/egress.h"
 #include "sandbox/internal.h"
+#include "sandbox/k8s_api.h"
+#include "sandbox/k8s_exec.h"
 #include "sandbox/sandbox.h"
 
 #include <arpa/inet.h>
@@ -697,10 +697,9 @@ static const char *stuck(const cJSON *pod, const char **msg)
 					    "RunContainerError",    NULL};
 	const cJSON *cs;
 
-	cJSON_ArrayForEach(
+	cJSON_ArrayForEach (
 	    cs, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "status"),
-						 "containerStatuses"))
-	{
+						 "containerStatuses")) {
 		const cJSON *w = cJSON_GetObjectItemCaseSensitive(
 		    cJSON_GetObjectItemCaseSensitive(cs, "state"), "waiting");
 		const char *reason = jstr(w, "reason", NULL);
@@ -720,10 +719,9 @@ static const char *terminated(const cJSON *pod)
 {
 	const cJSON *cs;
 
-	cJSON_ArrayForEach(
+	cJSON_ArrayForEach (
 	    cs, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(pod, "status"),
-						 "containerStatuses"))
-	{
+						 "containerStatuses")) {
 		if (cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cs, "state"),
 						     "terminated"))
 			return jstr(cs, "name", NULL) ? jstr(cs, "name", NULL) : "?";
@@ -738,8 +736,7 @@ static bool all_running(const cJSON *pod)
 			     cJSON_GetObjectItemCaseSensitive(pod, "status"), "containerStatuses");
 	int n = 0;
 
-	cJSON_ArrayForEach(cs, list)
-	{
+	cJSON_ArrayForEach (cs, list) {
 		if (!cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cs, "state"),
 						      "running"))
 			return false;
@@ -1503,8 +1500,7 @@ static int reap_kind(sbx_engine *e, bool pods, bool all)
 	rc = list_owned(e, pods, &list);
 	if (rc)
 		return rc;
-	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(list, "items"))
-	{
+	cJSON_ArrayForEach (it, cJSON_GetObjectItemCaseSensitive(list, "items")) {
 		const cJSON *md = cJSON_GetObjectItemCaseSensitive(it, "metadata");
 		const char *name = jstr(md, "name", NULL);
 		const char *creator = jstr(md, "annotations", K8S_ANN_CREATOR);

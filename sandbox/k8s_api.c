@@ -2,6 +2,7 @@
 /* sandbox/k8s_api.c - Kubernetes API client: kubeconfig / in-cluster config and JSON requests
  * (see k8s_api.h). */
 #include "sandbox/k8s_api.h"
+
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/httpc.h"
@@ -87,8 +88,7 @@ static const cJSON *named(const cJSON *root, const char *list, const char *name,
 {
 	const cJSON *it;
 
-	cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(root, list))
-	{
+	cJSON_ArrayForEach (it, cJSON_GetObjectItemCaseSensitive(root, list)) {
 		const cJSON *n = cJSON_GetObjectItemCaseSensitive(it, "name");
 
 		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)

@@ -16,12 +16,12 @@
 #ifndef AP_K8S_API_H
 #define AP_K8S_API_H
 
+#include "common/buf.h"
+#include "common/config.h"
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
-
-#include "common/buf.h"
-#include "common/config.h"
 
 typedef struct k8s_client k8s_client;
 

@@ -7,6 +7,7 @@
  * looked at between service rounds (a 50 ms timer bounds each wait).
  */
 #include "sandbox/k8s_exec.h"
+
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -125,10 +126,9 @@ int k8s_chan_exit_code(const k8s_chan *d, int *code)
 		goto out;
 	}
 	if (strcmp(s, "Failure") == 0 && strcmp(reason, "NonZeroExitCode") == 0) {
-		cJSON_ArrayForEach(c,
-				   cJSON_GetObjectItemCaseSensitive(
-				       cJSON_GetObjectItemCaseSensitive(st, "details"), "causes"))
-		{
+		cJSON_ArrayForEach (
+		    c, cJSON_GetObjectItemCaseSensitive(
+			   cJSON_GetObjectItemCaseSensitive(st, "details"), "causes")) {
 			char *end;
 			long v;
 

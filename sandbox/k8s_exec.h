@@ -13,12 +13,12 @@
 #ifndef AP_K8S_EXEC_H
 #define AP_K8S_EXEC_H
 
+#include "sandbox/k8s_api.h"
+#include "sandbox/stream.h"
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
-
-#include "sandbox/k8s_api.h"
-#include "sandbox/stream.h"
 
 #define K8S_PROTO_V5	  "v5.channel.k8s.io"
 #define K8S_PROTO_V4	  "v4.channel.k8s.io"

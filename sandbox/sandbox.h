@@ -15,12 +15,12 @@
 #ifndef AP_SANDBOX_H
 #define AP_SANDBOX_H
 
+#include "common/config.h"
+
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "common/config.h"
 
 /* In a box: the list of the setup products the host restored there (one path per line,
  * relative to the workspace; job/environment.h writes it, the Tester reads it). */

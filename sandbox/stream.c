@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* sandbox/stream.c - frame demultiplexer and head+tail capture (see stream.h). */
 #include "sandbox/stream.h"
+
 #include "common/err.h"
 
 #include <stdio.h>

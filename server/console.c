@@ -2,6 +2,7 @@
 /* server/console.c - the job console on the admin listener (see console.h); the App
  * registration and the sign-in are server/registration.c and server/signin.c. */
 #include "server/console.h"
+
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
@@ -10,8 +11,8 @@
 #include "common/redact.h"
 #include "server/assets.h"
 #include "server/form.h"
-#include "server/registration.h"
 #include "server/queue_view.h"
+#include "server/registration.h"
 #include "server/session.h"
 #include "server/signin.h"
 
@@ -537,8 +538,7 @@ static void job_list(console *c, struct MHD_Connection *conn, queue *q, struct p
 		    (long long)last_event, f.before ? 0 : 1);
 	filter_query(&p->body, want_state, want_repo);
 	ap_buf_adds(&p->body, "\">");
-	cJSON_ArrayForEach(j, jobs)
-	{
+	cJSON_ArrayForEach (j, jobs) {
 		rows++;
 		oldest = (int64_t)jnum(j, "id");
 		if (!can_see(c, v, jstr(j, "repo")))
@@ -684,8 +684,7 @@ static void view_tests(struct traj_view *t, const cJSON *e)
 	const cJSON *x;
 	int passed = 0, other = 0;
 
-	cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "tests"))
-	{
+	cJSON_ArrayForEach (x, cJSON_GetObjectItem(e, "tests")) {
 		if (strcmp(jstr(x, "status"), "passed") == 0)
 			passed++;
 		else
@@ -698,8 +697,7 @@ static void view_tests(struct traj_view *t, const cJSON *e)
 		    "</code>: %d passed, %d not</summary><table class=\"tests\"><thead><tr><th "
 		    "scope=\"col\">Test</th><th scope=\"col\">Result</th></tr></thead><tbody>",
 		    passed, other);
-	cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "tests"))
-	{
+	cJSON_ArrayForEach (x, cJSON_GetObjectItem(e, "tests")) {
 		ap_buf_adds(&t->tests, "<tr><td>");
 		esc(&t->tests, jstr(x, "name"));
 		ap_buf_addf(&t->tests, "</td><td class=\"%s\">",
@@ -992,8 +990,7 @@ static void timeline(ap_buf *b, const cJSON *j, int64_t id, bool live)
 	int64_t last = 0;
 
 	/* The last event rendered: the live stream resumes after it (each event once). */
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "events"))
-	{
+	cJSON_ArrayForEach (e, cJSON_GetObjectItem(j, "events")) {
 		if (jnum(e, "id") > last)
 			last = (int64_t)jnum(e, "id");
 	}
@@ -1003,8 +1000,7 @@ static void timeline(ap_buf *b, const cJSON *j, int64_t id, bool live)
 	ap_buf_addf(b,
 		    "<tbody id=\"events\" data-job=\"%lld\" data-live=\"%d\" data-last=\"%lld\">",
 		    (long long)id, live ? 1 : 0, (long long)last);
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "events"))
-	{
+	cJSON_ArrayForEach (e, cJSON_GetObjectItem(j, "events")) {
 		ap_buf_addf(b, "<tr data-event=\"%.0f\"><td><time datetime=\"", jnum(e, "id"));
 		esc(b, jstr(e, "time"));
 		ap_buf_adds(b, "\">");
@@ -1239,8 +1235,7 @@ static void sse_refill_job(struct sse *s, int64_t now)
 	bool fresh = false;
 
 	if (q_events_since(s->q, s->job, s->last, SSE_BATCH, &events, &s->last) == 0) {
-		cJSON_ArrayForEach(e, events)
-		{
+		cJSON_ArrayForEach (e, events) {
 			sse_message(s, (int64_t)jnum(e, "id"), NULL, cJSON_Duplicate(e, true));
 			fresh = true;
 		}

@@ -42,14 +42,14 @@
 #ifndef AP_CONSOLE_H
 #define AP_CONSOLE_H
 
+#include "server/queue.h"
+#include "server/registration.h"
+
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "server/queue.h"
-#include "server/registration.h"
 
 typedef struct console console;
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/deadline.c - connection deadlines and their watcher thread (see deadline.h). */
 #include "server/deadline.h"
+
 #include "common/clock.h"
 #include "common/err.h"
 

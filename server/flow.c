@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/flow.c - a console flow's answer: a redirect with cookies, or a problem (flow.h). */
 #include "server/flow.h"
+
 #include "common/err.h"
 
 #include <stdarg.h>

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/form.c - form, query string and Cookie parsing (see form.h). */
 #include "server/form.h"
+
 #include "common/err.h"
 
 #include <stdbool.h>

@@ -10,9 +10,9 @@
 #ifndef AP_FORM_H
 #define AP_FORM_H
 
-#include <stddef.h>
-
 #include "common/buf.h"
+
+#include <stddef.h>
 
 /* The first value of name in an application/x-www-form-urlencoded text (a POST body or a
  * query string without its '?'): in[0..len) need not be NUL-terminated. '+' is a space and

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* server/http.c - libmicrohttpd front end: the public and the admin listener (see http.h). */
 #include "server/http.h"
+
 #include "common/buf.h"
-#include "common/jsonnum.h"
-#include "server/console.h"
 #include "common/err.h"
+#include "common/jsonnum.h"
 #include "common/log.h"
+#include "server/console.h"
 #include "server/deadline.h"
 #include "server/metrics.h"
 #include "server/queue.h"

@@ -28,14 +28,14 @@
 #ifndef AP_HTTP_H
 #define AP_HTTP_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
 #include "server/console.h"
 #include "server/ingest.h"
 #include "server/listen.h"
 #include "server/webhook.h"
 #include "server/workers.h"
+
+#include <stdbool.h>
+#include <stdint.h>
 
 /* The admin listener's connection cap (it serves operators and a metrics scraper). */
 #define HTTP_ADMIN_CONNECTIONS 64

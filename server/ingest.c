@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/ingest.c - the group-commit writer threads (see ingest.h). */
 #include "server/ingest.h"
+
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/listen.c - listening sockets for the HTTP listeners (see listen.h). */
 #include "server/listen.h"
+
 #include "common/err.h"
 
 #include <arpa/inet.h>

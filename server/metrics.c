@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/metrics.c - counters and histograms rendered for GET /metrics (see metrics.h). */
 #include "server/metrics.h"
+
 #include "common/err.h"
 #include "common/stats.h"
 

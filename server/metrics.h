@@ -7,10 +7,10 @@
 #ifndef AP_METRICS_H
 #define AP_METRICS_H
 
-#include <stdbool.h>
-
 #include "common/buf.h"
 #include "server/queue_view.h"
+
+#include <stdbool.h>
 
 /* Count one delivery answered with outcome (a fixed string such as "queued", "duplicate",
  * "ignored", "unauthorized"). */

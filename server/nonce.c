@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/nonce.c - one-time server-side random values (see nonce.h). */
 #include "server/nonce.h"
+
 #include "common/err.h"
 #include "common/slots.h"
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/payload.c - strict JSON validation with field extraction (see payload.h). */
 #include "server/payload.h"
+
 #include "common/err.h"
 
 #include <stdlib.h>

@@ -3,6 +3,7 @@
  * docs/internals/queue.md): every statement here is SQL that SQLite and PostgreSQL both
  * accept, run through the driver table of queue_db.h. */
 #include "server/queue.h"
+
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"

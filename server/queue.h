@@ -19,13 +19,12 @@
 #ifndef AP_QUEUE_H
 #define AP_QUEUE_H
 
+#include "job/job.h"
+
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <cjson/cJSON.h>
-
-#include "job/job.h"
 
 typedef struct queue queue;
 

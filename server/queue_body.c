@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* server/queue_body.c - the stored form of a delivery's body: zstd when that is smaller,
  * raw otherwise, and older rows in zlib; inflated with a cap (queue.h, q_encode_body). */
-#include "server/queue.h"
 #include "common/buf.h"
 #include "common/err.h"
+#include "server/queue.h"
 #include "server/queue_db.h"
 #include "server/queue_internal.h"
 

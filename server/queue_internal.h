@@ -6,12 +6,12 @@
 #ifndef AP_QUEUE_INTERNAL_H
 #define AP_QUEUE_INTERNAL_H
 
+#include "server/queue_db.h"
+
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <zstd.h>
-
-#include "server/queue_db.h"
 
 /* (queue.h is not included here: it would make queue.c and this header a cycle; the
  * handle is `struct queue`, which queue.h names `queue`.) */

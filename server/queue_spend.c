@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* server/queue_spend.c - the spending ledger: a job's reservation against the daily caps
  * (global and per repository) and what its runs used (queue.h, q_spend_*). */
-#include "server/queue.h"
 #include "common/err.h"
+#include "server/queue.h"
 #include "server/queue_db.h"
 #include "server/queue_internal.h"
 

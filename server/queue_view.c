@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* server/queue_view.c - the read side of the queue for the console, `autopatch jobs` and
  * the status page: counts, job lists and pages as JSON, events since an id (queue_view.h). */
-#include "server/queue.h"
+#include "server/queue_view.h"
+
 #include "common/err.h"
 #include "common/money.h"
+#include "server/queue.h"
 #include "server/queue_db.h"
 #include "server/queue_internal.h"
-#include "server/queue_view.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,11 +5,11 @@
 #ifndef AP_QUEUE_VIEW_H
 #define AP_QUEUE_VIEW_H
 
+#include "server/queue.h"
+
 #include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "server/queue.h"
 
 typedef struct q_stats {
 	int64_t queued, running, succeeded, failed, cancelled;

@@ -2,6 +2,7 @@
 /* server/registration.c - one-click GitHub App registration, the manifest flow
  * (registration.h). */
 #include "server/registration.h"
+
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"

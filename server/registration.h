@@ -16,10 +16,10 @@
 #ifndef AP_REGISTRATION_H
 #define AP_REGISTRATION_H
 
+#include "server/flow.h"
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
-
-#include "server/flow.h"
 
 #define REG_STATES_MAX 256
 #define REG_TTL_MS     (60 * 60 * 1000)

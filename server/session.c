@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/session.c - the console's session table (see session.h). */
 #include "server/session.h"
+
 #include "common/err.h"
 #include "common/slots.h"
 #include "server/nonce.h"

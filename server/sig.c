@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/sig.c - webhook signature verification (see sig.h and github-app.md §2). */
 #include "server/sig.h"
+
 #include "common/err.h"
 
 #include <openssl/crypto.h>

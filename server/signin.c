@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* server/signin.c - "Sign in with GitHub" on the console, the OAuth web flow (signin.h). */
 #include "server/signin.h"
+
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"

@@ -29,12 +29,12 @@
 #ifndef AP_SIGNIN_H
 #define AP_SIGNIN_H
 
+#include "server/flow.h"
+#include "server/session.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "server/flow.h"
-#include "server/session.h"
 
 #define SIGNIN_TTL_MS	  (10 * 60 * 1000)
 #define SIGNIN_COOKIE	  "ap_login"

@@ -2,6 +2,7 @@
 /* server/webhook.c - verify, parse and route one delivery (see webhook.h). Pure: the fuzzer
  * runs exactly this code. */
 #include "server/webhook.h"
+
 #include "common/err.h"
 #include "server/payload.h"
 #include "server/sig.h"

@@ -19,10 +19,10 @@
 #ifndef AP_WEBHOOK_H
 #define AP_WEBHOOK_H
 
+#include "job/job.h"
+
 #include <stddef.h>
 #include <stdint.h>
-
-#include "job/job.h"
 
 /* GitHub caps payloads at 25 MB; a little more than 25 MiB is refused while streaming. */
 #define WH_BODY_MAX ((size_t)25 * 1024 * 1024)

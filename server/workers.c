@@ -2,8 +2,9 @@
 /* server/workers.c - worker threads, lease keeper and the job_ops the pool hands each job
  * (see workers.h and job/job.h). */
 #include "server/workers.h"
-#include "common/clock.h"
+
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/redact.h"

@@ -17,9 +17,9 @@
 #ifndef AP_WORKERS_H
 #define AP_WORKERS_H
 
-#include <stdint.h>
-
 #include "job/job.h"
+
+#include <stdint.h>
 
 typedef struct wk_pool wk_pool;
 

@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/agents/test_cost.c - the price parser (AUTOPATCH_PRICES), money parsing and
  * formatting, the cost arithmetic (rounded up, exact in micro-dollars) and the cost plan. */
+#include "agents/cost.h"
+#include "common/config.h"
+#include "common/err.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/cost.h"
-#include "common/config.h"
-#include "common/err.h"
+#include <cmocka.h>
 
 static cost_price price_of(const char *spec, const char *model)
 {

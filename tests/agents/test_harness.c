@@ -5,19 +5,19 @@
  * pyproject.toml and Cargo.toml, package.json as JSON, pom.xml and Gradle by the lines they
  * change, renames and copies, unreadable contents, the commands, the rendered text, and the
  * table's rows in docs/security.md. */
+#include "agents/harness.h"
+#include "common/err.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/harness.h"
-#include "common/err.h"
+#include <cmocka.h>
 
 /* One case: a single changed file, the rule it is about, and whether that rule calls it
  * harness (true: exactly one finding, by that rule, at `at`; false: no finding at all). */

@@ -2,16 +2,16 @@
 /* tests/agents/test_javadeps.c - the unresolved Java plugin or artifact named in a build's
  * output (agents/javadeps.h): Maven's plugin and dependency errors, the repository host it
  * tried, Gradle's plugin error, and output that names nothing. */
+#include "agents/javadeps.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/javadeps.h"
+#include <cmocka.h>
 
 /* Maven 3.9 with no network, a plugin version Debian does not package. */
 static const char MAVEN_PLUGIN[] =

@@ -1,23 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/agents/test_llm.c - provider wire formats: request bodies, response parsing, backoff,
  * settings. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <cjson/cJSON.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
 #include "agents/llm.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/redact.h"
+
+#include <cjson/cJSON.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
 
 static const llm_tool TOOLS[] = {
     {"read_file", "read", "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"}}}"},

@@ -2,23 +2,23 @@
 /* tests/agents/test_report.c - structured test results: the JUnit, go -json and cargo parsers
  * on reports shaped like the ones each runner writes, the classification of runs, runner
  * instrumentation and the read-back framing. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <cjson/cJSON.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
 #include "agents/report.h"
 #include "agents/tester.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
+
+#include <cjson/cJSON.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
 
 static const report_test *find(report *r, const char *id)
 {

@@ -9,12 +9,14 @@
  * bench/report-memory/README.md). Each runs in a child process of its own, so that nothing
  * else has raised the high-water mark it reads. Under a sanitizer the bound means nothing: a
  * smaller suite runs the same steps there. */
+#include "agents/report.h"
+#include "agents/tester.h"
+#include "agents/traj.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agents/report.h"
-#include "agents/tester.h"
-#include "agents/traj.h"
+#include <cmocka.h>
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
 #define SANITIZED 1

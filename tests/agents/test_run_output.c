@@ -3,17 +3,17 @@
  * ANSI and progress bars cleaned away, each runner's own error lines chosen over the first
  * lines, bounds, and advice that fits the cause. The outputs are written here in the shape
  * each tool prints. */
+#include "agents/run_output.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/run_output.h"
+#include <cmocka.h>
 
 /* Maven 3.9 offline, coloured as in a terminal: the colour codes, download progress and the
  * help boilerplate hide the one line that says what went wrong. */

@@ -2,21 +2,21 @@
 /* tests/agents/test_testcmd.c - the one test-command detector (agents/testcmd.h), over
  * temporary checkouts shaped like real repositories: its precedence, npm's placeholder
  * script, documented commands, CMake, and links that point out of the checkout. */
+#include "agents/testcmd.h"
+#include "common/err.h"
+
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agents/testcmd.h"
-#include "common/err.h"
+#include <cmocka.h>
 
 /* ---- fixture checkouts ---- */
 

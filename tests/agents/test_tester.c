@@ -2,12 +2,14 @@
 /* tests/agents/test_tester.c - the Tester's per-test comparison, hang issues and budgets (the
  * parts that need no box; the box parts run in tests/e2e/test_fix.py and test_proof.py). The
  * parsers are tests/agents/test_report.c; test command detection: test_testcmd.c. */
+#include "agents/budget.h"
+#include "agents/tester.h"
+#include "common/err.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agents/budget.h"
-#include "agents/tester.h"
-#include "common/err.h"
+#include <cmocka.h>
 
 /* Reports built by hand: id, outcome, message. */
 static void add(report *r, const char *id, enum report_outcome o, const char *msg)

@@ -1,21 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/agents/test_tools.c - tool schemas, strict argument checks, path refusal and the
  * fixed argv each tool runs. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <cjson/cJSON.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
 #include "agents/tools.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
+
+#include <cjson/cJSON.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
 
 static bool offered(enum tool_set set, const char *name)
 {

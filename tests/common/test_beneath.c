@@ -3,15 +3,18 @@
  * and through no symbolic link in any component (beneath_open(), and fs_read_file_at() with
  * FS_READ_NOFOLLOW, which opens through it), with openat2 and with the component walk (forced,
  * as on a kernel without openat2). Every case runs under both. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "common/beneath.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "common/beneath.h"
-#include "common/buf.h"
-#include "common/err.h"
-#include "common/fs.h"
+#include <cmocka.h>
 
 #define CANARY "canary-host-file-4d1f"
 

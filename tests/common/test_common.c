@@ -1,23 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/common/test_common.c - buffer caps, errors, the settings table, configuration
  * parsing, the fixed tables (slots) and the clocks (deadlines, the fake clock). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
 #include "common/buf.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -25,6 +8,23 @@
 #include "common/jsonnum.h"
 #include "common/redact.h"
 #include "common/slots.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
 
 static void test_buf_cap_refuses_overflow(void **state)
 {

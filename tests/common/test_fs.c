@@ -1,23 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/common/test_fs.c - fs_mkdir_p, fs_rm_rf (never through a link), capped reads. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/fs.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/buf.h"
-#include "common/err.h"
-#include "common/fs.h"
+#include <cmocka.h>
 
 /* Each test gets a fresh directory under /tmp; teardown removes it (with fs_rm_rf too, so a
  * broken fs_rm_rf shows up as leftovers, not as a wrong pass). */

@@ -1,20 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/common/test_httpc.c - the capped body sink and header collector, called directly
  * and through a real libcurl transfer of a local file (no network). */
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/httpc.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "common/buf.h"
-#include "common/err.h"
-#include "common/httpc.h"
+#include <cmocka.h>
 
 static size_t feed(httpc_body *b, const char *s)
 {

@@ -1,26 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/common/test_redact.c - the redaction layer: encoded forms, token patterns, private-key
  * blocks, secrets split across stream writes, overlaps, false positives, and the logger. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <cjson/cJSON.h>
-#include <openssl/bio.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <fcntl.h>
-#include <unistd.h>
-
 #include "common/buf.h"
 #include "common/log.h"
 #include "common/redact.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
 
 /* Token-shaped strings are assembled at run time so this file holds none verbatim. */
 static char *repeat_join(const char *prefix, const char *unit, size_t n, const char *suffix)

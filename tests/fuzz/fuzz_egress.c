@@ -9,14 +9,14 @@
  * otherwise), and is consistent as bytes arrive: once a prefix gets a verdict, the whole
  * input gets one too, and an OK prefix gives the same OK (the proxy parses a growing buffer).
  */
+#include "sandbox/egress_policy.h"
+
 #include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-
-#include "sandbox/egress_policy.h"
 
 static void check_host(const char *h)
 {

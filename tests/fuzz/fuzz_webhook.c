@@ -8,17 +8,16 @@
  * the previous (rotation) secret, bit 5 uses a wrong method. Every body is also cross-checked:
  * the fields the payload scanner extracts must equal what cJSON parses.
  */
+#include "server/payload.h"
+#include "server/sig.h"
+#include "server/webhook.h"
+
+#include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <cjson/cJSON.h>
-
-#include "server/payload.h"
-#include "server/sig.h"
-#include "server/webhook.h"
 
 /* The value at a field's dotted path in a cJSON tree (first key wins, like pl_scan), or NULL. */
 static const cJSON *lookup(const cJSON *root, const char *path)

@@ -2,6 +2,9 @@
 /* tests/github/gh_test_util.c - see gh_test_util.h. */
 #include "gh_test_util.h"
 
+#include "common/buf.h"
+#include "common/httpc.h"
+
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <signal.h>
@@ -11,9 +14,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include "common/buf.h"
-#include "common/httpc.h"
 
 int gh_sh(char **out, const char *fmt, ...)
 {
@@ -147,8 +147,7 @@ int gh_stub_count(const gh_stub *s, const char *method, const char *needle)
 	}
 	list = cJSON_Parse(body);
 	free(body);
-	cJSON_ArrayForEach(it, list)
-	{
+	cJSON_ArrayForEach (it, list) {
 		const char *m = cJSON_GetStringValue(cJSON_GetObjectItem(it, "method"));
 		const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(it, "path"));
 

@@ -1,27 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/github/test_git.c - checkout, guarded diff application, bot commit and push with
  * libgit2, against the stand-in's git http-backend with x-access-token Basic auth. */
+#include "common/config.h"
+#include "common/err.h"
+#include "common/fs.h"
+#include "common/log.h"
+#include "gh_test_util.h"
+#include "github/app.h"
+#include "github/git.h"
+
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <cmocka.h>
-
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/config.h"
-#include "common/err.h"
-#include "common/fs.h"
-#include "github/app.h"
-#include "github/git.h"
-#include "gh_test_util.h"
-#include "common/log.h"
+#include <cmocka.h>
 
 static gh_stub stub;
 static int dir_seq;

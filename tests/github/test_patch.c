@@ -4,20 +4,19 @@
  * any spelling, quoted and octal-escaped names, paths.allow/deny on both sides of a rename,
  * headers that disagree with libgit2, garbage; modes looked up in a base commit; and the
  * contents of both sides of every delta (gh_patch_read_files) from the base and the diff. */
+#include "common/err.h"
+#include "github/patch.h"
+
+#include <git2.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <cmocka.h>
-
-#include <git2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "github/patch.h"
+#include <cmocka.h>
 
 /* A base repository (HEAD commit) with:
  *   calc.py, src/a.py, other/b.py, .github/autopatch.yml, .github/workflows/ci.yml (100644)

@@ -7,29 +7,28 @@
  * and a token's age and expiry, move the fake time on instead of sleeping, and the tests
  * assert how long the client waited on it. A limit an earlier test left on installation 1 may
  * cost a later test a fake wait, never a real one. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-
-#include <cmocka.h>
-
-#include <cjson/cJSON.h>
-#include <openssl/evp.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/err.h"
+#include "common/redact.h"
+#include "gh_test_util.h"
 #include "github/api.h"
 #include "github/app.h"
 #include "github/jwt.h"
 #include "github/rest.h"
-#include "gh_test_util.h"
-#include "common/redact.h"
+
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
 
 static gh_stub stub;
 
@@ -489,8 +488,7 @@ static size_t comments_with(gh_rest *r, const char *body)
 	size_t n = 0;
 
 	assert_int_equal(gh_comments_list(r, "octo/post", 1, &list), 0);
-	cJSON_ArrayForEach(it, list)
-	{
+	cJSON_ArrayForEach (it, list) {
 		const char *b = cJSON_GetStringValue(cJSON_GetObjectItem(it, "body"));
 
 		n += b && strcmp(b, body) == 0;
@@ -790,8 +788,7 @@ static cJSON *last_request(cJSON *list, const char *method, const char *path)
 {
 	cJSON *it, *found = NULL;
 
-	cJSON_ArrayForEach(it, list)
-	{
+	cJSON_ArrayForEach (it, list) {
 		if (strcmp(cJSON_GetObjectItem(it, "method")->valuestring, method) == 0 &&
 		    strcmp(cJSON_GetObjectItem(it, "path")->valuestring, path) == 0)
 			found = it;
@@ -965,8 +962,7 @@ static void test_request_headers(void **state)
 	assert_int_equal(gh_comment_create(f->rest, "octo/hello", 1, "hi", &c), 0);
 	gh_comment_release(&c);
 	list = stub_requests();
-	cJSON_ArrayForEach(it, list)
-	{
+	cJSON_ArrayForEach (it, list) {
 		cJSON *h = cJSON_GetObjectItem(it, "headers");
 		const char *ua = cJSON_GetStringValue(cJSON_GetObjectItem(h, "user-agent"));
 
@@ -1067,8 +1063,7 @@ static void test_concurrent_writes_serialized_and_spaced(void **state)
 		assert_int_equal(w[i].rc, 0);
 	}
 	list = stub_requests();
-	cJSON_ArrayForEach(it, list)
-	{
+	cJSON_ArrayForEach (it, list) {
 		if (strcmp(cJSON_GetObjectItem(it, "method")->valuestring, "POST") == 0 &&
 		    strstr(cJSON_GetObjectItem(it, "path")->valuestring, "/issues/2/comments"))
 			n++;
@@ -1155,8 +1150,7 @@ static void test_new_token_401_retried_without_mint(void **state)
 	assert_int_equal(gh_stub_count(&stub, "POST", "/access_tokens"), 1);
 	assert_true(ap_clock__slept_ms() >= 1000); /* retried a second later */
 	list = stub_requests();
-	cJSON_ArrayForEach(it, list)
-	{
+	cJSON_ArrayForEach (it, list) {
 		const char *auth = cJSON_GetStringValue(cJSON_GetObjectItem(it, "auth"));
 
 		if (strcmp(cJSON_GetObjectItem(it, "path")->valuestring, "/repos/octo/hello") != 0)

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/github/test_urls.c - GITHUB_URL and GITHUB_API_URL derived from each other, and the
  * URLs built from them (git on the web host, the new-App page, the installation page). */
+#include "common/config.h"
+#include "common/err.h"
+#include "github/urls.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <string.h>
 
-#include "common/config.h"
-#include "common/err.h"
-#include "github/urls.h"
+#include <cmocka.h>
 
 static void urls_of(const char *web, const char *api, gh_urls *u, int want)
 {

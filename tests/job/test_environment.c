@@ -5,23 +5,23 @@
  * cache store on the host: archives kept, a use moving an entry up, least recently used
  * entries evicted past AUTOPATCH_ENV_CACHE_SIZE (never the one just stored), and the
  * blocked-egress report's advice for each kind of refusal. */
+#include "common/config.h"
+#include "common/err.h"
+#include "common/fs.h"
+#include "job/environment.h"
+#include "job/repo_config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/config.h"
-#include "common/err.h"
-#include "common/fs.h"
-#include "job/environment.h"
-#include "job/repo_config.h"
+#include <cmocka.h>
 
 static char dir[256];
 static ap_config *cfg;

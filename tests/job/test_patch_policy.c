@@ -2,19 +2,19 @@
 /* tests/job/test_patch_policy.c - the whole policy a patch passes (job/patch_policy.c): the
  * built-in rules of github/patch.c plus the repository's paths.allow / paths.deny from a real
  * .github/autopatch.yml, through the fixer's hook as the Tester calls it. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <stdlib.h>
-#include <string.h>
-
 #include "common/config.h"
 #include "common/err.h"
 #include "job/patch_policy.h"
 #include "job/repo_config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
 
 static const char settings[] = "paths:\n"
 			       "  allow: [\"calc/**\", \"tests/**\", \"s\303\251cret/**\"]\n"

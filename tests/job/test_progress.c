@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/agents/test_progress.c - the progress comment, PR body, title and iteration reply. */
+#include "common/err.h"
+#include "common/redact.h"
+#include "job/progress.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "job/progress.h"
-#include "common/err.h"
-#include "common/redact.h"
+#include <cmocka.h>
 
 #define T0 1764469865000LL /* 2025-11-30 02:31:05 UTC */
 

@@ -2,20 +2,20 @@
 /* tests/job/test_repo_config.c - .github/autopatch.yml parsing, errors that quote the line,
  * the test command (from the file, else the shared detector) and the path globs the diff must
  * respect. */
+#include "common/err.h"
+#include "job/repo_config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "job/repo_config.h"
-#include "common/err.h"
+#include <cmocka.h>
 
 static repo_config *parse_ok(const char *text)
 {

@@ -2,17 +2,17 @@
 /* tests/job/test_run_config.c - every setting of .github/autopatch.yml reaches the setup
  * phase's and the fixer's options through the one function both front ends use, and fix's
  * flags override exactly the settings they name. */
+#include "common/err.h"
+#include "job/run_config.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "job/run_config.h"
+#include <cmocka.h>
 
 static const char full[] = "setup:\n"
 			   "  - pip install -e .\n"

@@ -3,22 +3,22 @@
  * every way GitHub closes, links or back-references an issue, mentions someone, links or embeds
  * is dead in the output, also when obfuscated; what a reader sees is unchanged; ordinary prose,
  * code and paths come through byte for byte; autopatch's own `Fixes #N` stays live. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <regex.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "common/buf.h"
 #include "common/redact.h"
 #include "job/progress.h"
 #include "job/sanitize.h"
+
+#include <regex.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
 
 #define ZW SANITIZE_ZWSP
 

@@ -4,24 +4,24 @@
  * certificate, a private key in the bundle and a certificate that does not parse are refused
  * with a sentence naming the file; a real bundle (made here with OpenSSL, comments between
  * the blocks) is counted and re-encoded with nothing but its certificates. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "common/buf.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "sandbox/egress.h"
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "common/buf.h"
-#include "common/config.h"
-#include "common/err.h"
-#include "sandbox/egress.h"
+#include <cmocka.h>
 
 static char path[64];
 

@@ -9,14 +9,14 @@
  * tears down and prints {"down": rc, "denials": N}. Log lines go to stderr. Exit 1 when up
  * fails (the sentence on stderr).
  */
+#include "common/config.h"
+#include "common/err.h"
+#include "sandbox/egress.h"
+
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "common/config.h"
-#include "common/err.h"
-#include "sandbox/egress.h"
 
 static void print_json(cJSON *j)
 {

@@ -1,18 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/sandbox/test_egress_policy.c - the egress allow-list policy: entries, host:port
  * matching, IP literals in every spelling, address classes, request lines. */
+#include "common/err.h"
+#include "sandbox/egress_policy.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <string.h>
 
-#include "sandbox/egress_policy.h"
-#include "common/err.h"
+#include <cmocka.h>
 
 static struct sockaddr_storage addr(const char *text)
 {

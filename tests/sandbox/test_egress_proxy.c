@@ -9,12 +9,6 @@
  * naming it allowed.example and other.example, and an upstream server listening there. It
  * checks the TLS ClientHello rule of CONNECT tunnels: SNI = CONNECT host is forwarded byte
  * for byte; another name, none, or not TLS at all is refused before anything is forwarded. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -22,10 +16,14 @@
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +32,8 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 struct proxy {
 	pid_t pid;

@@ -3,19 +3,19 @@
  * egress proxy checks against the CONNECT host (sandbox/egress_policy.c): ClientHellos built
  * byte by byte here (with and without SNI, other names, every truncation, lying lengths, two
  * names, huge extensions, fragments across records, ECH) and real ones from OpenSSL. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "sandbox/egress_policy.h"
 
 #include <openssl/ssl.h>
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/egress_policy.h"
+#include <cmocka.h>
 
 /* A growing byte string; lengths are written as placeholders and filled in afterwards. */
 struct bytes {

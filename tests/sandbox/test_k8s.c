@@ -2,21 +2,21 @@
 /* tests/sandbox/test_k8s.c - the Kubernetes backend's parsers of outside input: the kubeconfig
  * reader and the exec channel demultiplexer with its Status reader; and the size rule its
  * memory-backed emptyDirs (and Docker's tmpfs mounts) follow. */
+#include "common/err.h"
+#include "sandbox/internal.h"
+#include "sandbox/k8s_api.h"
+#include "sandbox/k8s_exec.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "common/err.h"
-#include "sandbox/k8s_api.h"
-#include "sandbox/internal.h"
-#include "sandbox/k8s_exec.h"
+#include <cmocka.h>
 
 /* --- kubeconfig ------------------------------------------------------------------------ */
 

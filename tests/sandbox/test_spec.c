@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/sandbox/test_spec.c - a box spec becomes a create body with every hardening field. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "common/err.h"
 #include "sandbox/backend.h"
 #include "sandbox/docker_api.h"
 #include "sandbox/internal.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
 
 static sbx_spec full_spec(void)
 {
@@ -64,7 +64,9 @@ static const cJSON *ulimit(const cJSON *hc, const char *name)
 {
 	const cJSON *u;
 
-	cJSON_ArrayForEach(u, get(hc, "Ulimits")) if (strcmp(str(u, "Name"), name) == 0) return u;
+	cJSON_ArrayForEach (u, get(hc, "Ulimits"))
+		if (strcmp(str(u, "Name"), name) == 0)
+			return u;
 	fail_msg("ulimit %s missing", name);
 	return NULL;
 }
@@ -94,8 +96,7 @@ static void test_spec_every_hardening_field(void **state)
 
 	/* The environment holds only fixed values: nothing from the host. */
 	env = get(b, "Env");
-	cJSON_ArrayForEach(e, env)
-	{
+	cJSON_ArrayForEach (e, env) {
 		assert_true(cJSON_IsString(e));
 		assert_true(strncmp(e->valuestring, "HOME=", 5) == 0 ||
 			    strncmp(e->valuestring, "CI=", 3) == 0 ||

@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/sandbox/test_stream.c - the frame demultiplexer and the head+tail capture. */
+#include "common/err.h"
+#include "sandbox/stream.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
-#include "sandbox/stream.h"
+#include <cmocka.h>
 
 /* Collects demultiplexed payload per stream, and counts callback calls. */
 struct got {

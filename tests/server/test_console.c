@@ -2,21 +2,21 @@
 /* tests/server/test_console.c - what the console parses and keeps: form bodies, query strings
  * and cookies (server/form.c), the one-time state store (server/nonce.c) and the session
  * table with its CSRF tokens and permission cache (server/session.c). */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "common/buf.h"
 #include "common/err.h"
 #include "server/form.h"
 #include "server/nonce.h"
 #include "server/session.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
 
 #define T0 1700000000000LL
 

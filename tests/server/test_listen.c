@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/server/test_listen.c - listener settings and unix sockets (server/listen.c), and the
  * connection deadline watcher (server/deadline.c) on socket pairs. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "common/err.h"
+#include "server/deadline.h"
+#include "server/listen.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "common/err.h"
-#include "server/deadline.h"
-#include "server/listen.h"
+#include <cmocka.h>
 
 static void test_parse_listen_forms(void **state)
 {

@@ -7,16 +7,23 @@
  * `test_queue` runs every case on a SQLite file; `test_queue pg` runs them on the PostgreSQL
  * server named by AP_TEST_PG_URI (tests/e2e/pg_util.py starts one for meson) and fails when
  * it is not set or not reachable. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/stats.h"
+#include "server/ingest.h"
+#include "server/queue.h"
+#include "server/queue_db.h"
+#include "server/queue_view.h"
+#include "server/workers.h"
 
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,14 +31,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "common/clock.h"
-#include "common/err.h"
-#include "common/stats.h"
-#include "server/ingest.h"
-#include "server/queue.h"
-#include "server/queue_view.h"
-#include "server/queue_db.h"
-#include "server/workers.h"
+#include <cmocka.h>
 
 struct fixture {
 	char dir[64];
@@ -598,8 +598,7 @@ static void test_jobs_page_titles_filters_and_pages(void **state)
 		}
 		slowest = took > slowest ? took : slowest;
 		before = 0;
-		cJSON_ArrayForEach(j, arr)
-		{
+		cJSON_ArrayForEach (j, arr) {
 			int64_t id = (int64_t)cJSON_GetObjectItem(j, "id")->valuedouble;
 
 			assert_true(id < prev);
@@ -635,8 +634,7 @@ static void test_jobs_page_titles_filters_and_pages(void **state)
 						   "state='failed' AND repo='acme/a'"));
 		assert_true(total > 100);
 		assert_int_equal(cJSON_GetArraySize(arr), 100);
-		cJSON_ArrayForEach(j, arr)
-		{
+		cJSON_ArrayForEach (j, arr) {
 			assert_string_equal(cJSON_GetObjectItem(j, "state")->valuestring, "failed");
 			assert_string_equal(cJSON_GetObjectItem(j, "repo")->valuestring, "acme/a");
 		}
@@ -704,8 +702,7 @@ static void test_fencing_epoch_grows_and_stale_lease_is_refused(void **state)
 	events = cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 0), "events");
 	bool saw_current = false;
 	cJSON *e;
-	cJSON_ArrayForEach(e, events)
-	{
+	cJSON_ArrayForEach (e, events) {
 		const char *m = cJSON_GetObjectItem(e, "message")->valuestring;
 
 		assert_string_not_equal(m, "stale write");

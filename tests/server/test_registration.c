@@ -3,22 +3,22 @@
  * refuses before starting, the manifest it posts (this server's URLs, deploy/app.yml's
  * permissions with Members read for the console's org: entries), and the callback over a
  * fake code conversion: one-time state, credentials file, the App put in use. */
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/fs.h"
+#include "server/registration.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cmocka.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/buf.h"
-#include "common/err.h"
-#include "common/fs.h"
-#include "server/registration.h"
+#include <cmocka.h>
 
 static int converted, registered;
 static char got_id[32], got_client[64];

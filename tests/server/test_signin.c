@@ -3,23 +3,23 @@
  * binds a pending sign-in to its browser (signed, short-lived, checked against GitHub's
  * state), its key (HKDF-SHA256 of the client secret, checked against OpenSSL's own HKDF), and
  * the whole flow over fake GitHub calls: 10,000 anonymous starts evict nobody. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <openssl/core_names.h>
-#include <openssl/kdf.h>
-#include <openssl/params.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "common/clock.h"
 #include "common/err.h"
 #include "server/session.h"
 #include "server/signin.h"
+
+#include <openssl/core_names.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
 
 #define T0 1700000000000LL
 

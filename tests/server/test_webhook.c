@@ -1,20 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/server/test_webhook.c - signature verification and routing (server/sig.c,
  * server/webhook.c), driven through the same pure function the server and the fuzzer use. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <cmocka.h>
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "common/err.h"
 #include "server/payload.h"
 #include "server/sig.h"
 #include "server/webhook.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
 
 static const char vector_secret[] = "It's a Secret to Everybody";
 static const char vector_body[] = "Hello, World!";
