@@ -292,7 +292,7 @@ static const char *find_str(const char *p, const char *end, const char *needle)
 {
 	size_t n = strlen(needle);
 
-	if ((size_t)(end - p) < n)
+	if (!p || (size_t)(end - p) < n)
 		return NULL;
 	return memmem(p, (size_t)(end - p), needle, n);
 }
@@ -763,21 +763,79 @@ static bool starts(const char *p, const char *end, const char *s)
 	return (size_t)(end - p) >= n && memcmp(p, s, n) == 0;
 }
 
+#define CARGO_TARGET_MAX 512
+
+/* The test target a cargo line names, into tgt (cleaned later with the id): "Running
+ * unittests src/lib.rs (target/debug/deps/calc-0f1e)" is "src/lib.rs", "Running tests/two.rs
+ * (...)" is "tests/two.rs", an older "Running target/debug/deps/two-0f1e" is "two",
+ * "Doc-tests calc" is "doc". False when the line names no target. */
+static bool cargo_target(const char *line, const char *le, ap_buf *tgt)
+{
+	while (line < le && (*line == ' ' || *line == '\t'))
+		line++;
+	if (starts(line, le, "Doc-tests ")) {
+		ap_buf_reset(tgt);
+		ap_buf_adds(tgt, "doc");
+		return true;
+	}
+	if (!starts(line, le, "Running "))
+		return false;
+	line += 8;
+	if (starts(line, le, "unittests "))
+		line += 10;
+	const char *paren = find_str(line, le, " (");
+	const char *e = paren && le[-1] == ')' ? paren : le;
+
+	if (e == le) { /* a bare path: its file name without cargo's "-HASH" */
+		for (const char *q = line; q < le; q++)
+			if (*q == '/')
+				line = q + 1;
+		const char *dash = NULL;
+		for (const char *q = line; q < le; q++)
+			if (*q == '-')
+				dash = q;
+		e = dash ? dash : le;
+	}
+	if (e <= line || (size_t)(e - line) > CARGO_TARGET_MAX)
+		return false;
+	ap_buf_reset(tgt);
+	ap_buf_add(tgt, line, (size_t)(e - line));
+	return true;
+}
+
+/* "TARGET::NAME" (NAME alone before any target line) into id, capped at REPORT_MAX_ID. */
+static void cargo_id(ap_buf *id, const ap_buf *tgt, const char *name, size_t n)
+{
+	ap_buf_reset(id);
+	if (tgt->len) {
+		ap_buf_add(id, tgt->data, tgt->len);
+		ap_buf_adds(id, "::");
+	}
+	buf_add_capped(id, name, n);
+}
+
 int report_parse_cargo(report *r, const char *text, size_t len)
 {
 	const char *p = text, *end = text + len;
 	report local = {.share = r->share};
 	ap_buf block = AP_BUF_INIT(REPORT_MAX_MESSAGE + 1);
+	ap_buf tgt = AP_BUF_INIT(CARGO_TARGET_MAX + 1), id = AP_BUF_INIT(2 * REPORT_MAX_ID + 1);
 	char block_name[REPORT_MAX_ID + 1]; /* the open block's test, cleaned as its id is */
 	bool in_block = false;
 	int rc = 0;
 
 	if ((rc = check_input(len)))
 		return rc;
-	/* Pass 1: the per-test lines. */
+	/* Pass 1: the per-test lines, each under the target of the last "Running" line; a
+	 * target that did not compile is one collection error. */
 	const char *line, *le;
 	while (!rc && next_line(&p, end, &line, &le)) {
-		if (starts(line, le, "test ") && !starts(line, le, "test result:")) {
+		if (cargo_target(line, le, &tgt))
+			continue;
+		if (starts(line, le, "error: could not compile ")) {
+			rc = report_add(&local, "cargo::build", 12, REPORT_ERROR, line,
+					(size_t)(le - line), true);
+		} else if (starts(line, le, "test ") && !starts(line, le, "test result:")) {
 			const char *dots = find_str(line + 5, le, " ... ");
 
 			if (dots) {
@@ -793,10 +851,9 @@ int report_parse_cargo(report *r, const char *text, size_t len)
 					o = REPORT_SKIPPED;
 				else
 					known = false;
-				if (known)
-					rc = report_add(&local, line + 5,
-							(size_t)(dots - (line + 5)), o, NULL, 0,
-							false);
+				cargo_id(&id, &tgt, line + 5, (size_t)(dots - (line + 5)));
+				if (known && id.len)
+					rc = report_add(&local, id.data, id.len, o, NULL, 0, false);
 			}
 		}
 	}
@@ -804,11 +861,13 @@ int report_parse_cargo(report *r, const char *text, size_t len)
 		goto out;
 	report_finish(&local);
 	/* Pass 2: "---- NAME stdout ----" blocks become the failure messages. */
+	ap_buf_reset(&tgt);
 	for (p = text; !rc && next_line(&p, end, &line, &le);) {
 		bool header = starts(line, le, "---- ") && le - line > 17 &&
 			      memcmp(le - 12, " stdout ----", 12) == 0;
-		bool stop =
-		    header || starts(line, le, "failures:") || starts(line, le, "test result:");
+		bool target = !header && cargo_target(line, le, &tgt);
+		bool stop = header || target || starts(line, le, "failures:") ||
+			    starts(line, le, "test result:");
 
 		if (stop && in_block) {
 			long i = find_index(&local, block_name);
@@ -819,7 +878,8 @@ int report_parse_cargo(report *r, const char *text, size_t len)
 			in_block = false;
 		}
 		if (header) {
-			clean_id(block_name, line + 5, (size_t)(le - 12 - (line + 5)));
+			cargo_id(&id, &tgt, line + 5, (size_t)(le - 12 - (line + 5)));
+			clean_id(block_name, id.len ? id.data : "", id.len);
 			in_block = true;
 		} else if (in_block) {
 			buf_add_capped(&block, line, (size_t)(le - line));
@@ -830,8 +890,263 @@ int report_parse_cargo(report *r, const char *text, size_t len)
 		rc = report_move(r, &local);
 out:
 	ap_buf_release(&block);
+	ap_buf_release(&tgt);
+	ap_buf_release(&id);
 	report_release(&local);
 	return rc;
+}
+
+/* ---- jest --json ------------------------------------------------------------------------ */
+
+/* A path jest reports (absolute, in the run's tree /tmp/trees/SIDE/repo/...) as the
+ * repository names it: the part after the tree's "/repo/", so the pristine and the patched
+ * run name a test alike. */
+static const char *tree_relative(const char *path)
+{
+	if (strncmp(path, "/tmp/trees/", 11) == 0) {
+		const char *q = strstr(path + 11, "/repo/");
+
+		if (q)
+			return q + 6;
+	}
+	return path;
+}
+
+static int jest_file(report *r, const cJSON *file, ap_buf *id)
+{
+	const char *name = json_str(file, "name"), *msg = json_str(file, "message");
+	const cJSON *tests = cJSON_GetObjectItemCaseSensitive(file, "assertionResults"), *t;
+	bool any = false;
+	int rc = 0;
+
+	if (!name || !*name)
+		return 0;
+	name = tree_relative(name);
+	cJSON_ArrayForEach(t, tests)
+	{
+		const char *full = json_str(t, "fullName"), *st = json_str(t, "status");
+		const cJSON *fails = cJSON_GetObjectItemCaseSensitive(t, "failureMessages");
+		const char *fm = cJSON_IsArray(fails) && cJSON_GetArraySize(fails) > 0 &&
+					 cJSON_IsString(cJSON_GetArrayItem(fails, 0))
+				     ? cJSON_GetArrayItem(fails, 0)->valuestring
+				     : NULL;
+		enum report_outcome o;
+
+		if (!full || !st)
+			continue;
+		if (strcmp(st, "passed") == 0)
+			o = REPORT_PASSED;
+		else if (strcmp(st, "failed") == 0)
+			o = REPORT_FAILED;
+		else if (strcmp(st, "pending") == 0 || strcmp(st, "skipped") == 0 ||
+			 strcmp(st, "todo") == 0 || strcmp(st, "disabled") == 0)
+			o = REPORT_SKIPPED;
+		else
+			continue;
+		ap_buf_reset(id);
+		buf_add_capped(id, name, strlen(name));
+		buf_add_capped(id, "::", 2);
+		buf_add_capped(id, full, strlen(full));
+		any = true;
+		if ((rc = report_add(r, id->data, id->len, o, fm, fm ? strlen(fm) : 0, false)))
+			return rc;
+	}
+	/* A file that failed without any test result did not load: a collection error. */
+	const char *fst = json_str(file, "status");
+	if (!any && fst && strcmp(fst, "failed") == 0)
+		rc = report_add(r, name, strlen(name), REPORT_ERROR, msg, msg ? strlen(msg) : 0,
+				true);
+	return rc;
+}
+
+int report_parse_jest(report *r, const char *text, size_t len)
+{
+	ap_buf id = AP_BUF_INIT(2 * REPORT_MAX_ID + 1);
+	cJSON *doc, *files, *f;
+	int rc = 0;
+
+	if (len > REPORT_JSON_CAP)
+		return ap_error_set(AP_ETOOBIG, "the JSON report is larger than %u bytes",
+				    REPORT_JSON_CAP);
+	if (!(doc = cJSON_ParseWithLength(text, len)))
+		return 0; /* malformed: nothing can be read */
+	files = cJSON_GetObjectItemCaseSensitive(doc, "testResults");
+	cJSON_ArrayForEach(f, files)
+	{
+		if ((rc = jest_file(r, f, &id)))
+			break;
+	}
+	cJSON_Delete(doc);
+	ap_buf_release(&id);
+	return rc;
+}
+
+/* ---- report files ------------------------------------------------------------------------- */
+
+static bool has_suffix(const char *name, size_t n, const char *sfx)
+{
+	size_t k = strlen(sfx);
+
+	return n > k && memcmp(name + n - k, sfx, k) == 0;
+}
+
+enum report_format report_format_of(const char *name, size_t n)
+{
+	if (has_suffix(name, n, ".xml"))
+		return REPORT_FORMAT_JUNIT;
+	if (has_suffix(name, n, ".gojson"))
+		return REPORT_FORMAT_GO_JSON;
+	if (has_suffix(name, n, ".cargo"))
+		return REPORT_FORMAT_CARGO;
+	if (has_suffix(name, n, ".jestjson"))
+		return REPORT_FORMAT_JEST;
+	return REPORT_FORMAT_NONE;
+}
+
+const char *report_format_name(enum report_format f)
+{
+	switch (f) {
+	case REPORT_FORMAT_JUNIT:
+		return "JUnit XML";
+	case REPORT_FORMAT_GO_JSON:
+		return "`go test -json`";
+	case REPORT_FORMAT_CARGO:
+		return "cargo's per-test lines";
+	case REPORT_FORMAT_JEST:
+		return "jest's JSON report";
+	default:
+		return "no report";
+	}
+}
+
+int report_parse_as(report *r, enum report_format f, const char *text, size_t len)
+{
+	switch (f) {
+	case REPORT_FORMAT_JUNIT:
+		return report_parse_junit(r, text, len);
+	case REPORT_FORMAT_GO_JSON:
+		return report_parse_go_json(r, text, len);
+	case REPORT_FORMAT_CARGO:
+		return report_parse_cargo(r, text, len);
+	case REPORT_FORMAT_JEST:
+		return report_parse_jest(r, text, len);
+	default:
+		return 0;
+	}
+}
+
+/* ---- stopping early ----------------------------------------------------------------------- */
+
+/* Whether line [p, le) holds needle. */
+static bool line_has(const char *p, const char *le, const char *needle)
+{
+	return find_str(p, le, needle) != NULL;
+}
+
+const char *report_stopped_early(const char *text, size_t len, bool cargo_whole)
+{
+	const char *p = text, *end = text + len, *line, *le;
+	bool reactor = false, failed = false;
+
+	while (next_line(&p, end, &line, &le)) {
+		if (!cargo_whole && starts(line, le, "error: test failed, to rerun pass"))
+			return "cargo stopped at the first failing test target (it ran without "
+			       "`--no-fail-fast`)";
+		if (starts(line, le, "!!!") && line_has(line, le, "stopping after ") &&
+		    line_has(line, le, " failure"))
+			return "pytest stopped after the first failures (`-x`, `--exitfirst` or "
+			       "`--maxfail`)";
+		if (line_has(line, le, "Reactor Summary"))
+			reactor = true;
+		else if (reactor && line_has(line, le, " FAILURE ["))
+			failed = true;
+		else if (reactor && failed && le - line > 8 && memcmp(le - 8, " SKIPPED", 8) == 0)
+			return "Maven skipped the modules after a failing one (it ran without "
+			       "`-fae`, or they depend on the failing module)";
+	}
+	return NULL;
+}
+
+/* ---- naming a test ------------------------------------------------------------------------ */
+
+/* s normalised into out (at most max - 1 bytes): "::", "/", "#", " " and "." are all one
+ * separator ".", a ".py" or ".rs" before a separator or the end is dropped, leading "./" and
+ * separators are dropped. So a pytest node id and its JUnit id, a Go package path and
+ * "pkg.TestX", Maven's Class#method and its JUnit id compare equal. */
+static size_t norm_name(char *out, size_t max, const char *s)
+{
+	size_t n = 0;
+
+	while (*s == '.' || *s == '/' || *s == ' ')
+		s++;
+	while (*s && n + 1 < max) {
+		size_t sep = strncmp(s, "::", 2) == 0				  ? 2
+			     : (*s == '/' || *s == '#' || *s == ' ' || *s == '.') ? 1
+										  : 0;
+
+		if ((strncmp(s, ".py", 3) == 0 || strncmp(s, ".rs", 3) == 0) &&
+		    (!s[3] || s[3] == ':' || s[3] == '/' || s[3] == ' ' || s[3] == '#')) {
+			s += 3;
+			continue;
+		}
+		if (sep) {
+			if (n && out[n - 1] != '.')
+				out[n++] = '.';
+			s += sep;
+			continue;
+		}
+		out[n++] = *s++;
+	}
+	while (n && out[n - 1] == '.')
+		n--;
+	out[n] = '\0';
+	return n;
+}
+
+/* The id without a parameter suffix "[...]" (pytest's parametrised tests), its length. */
+static size_t base_len(const char *id)
+{
+	const char *b = strchr(id, '[');
+
+	return b ? (size_t)(b - id) : strlen(id);
+}
+
+size_t report_match(const report *r, const char *name, const report_test **out, size_t max,
+		    bool *ambiguous)
+{
+	char want[REPORT_MAX_ID + 1], have[REPORT_MAX_ID + 1];
+	size_t wl, n = 0;
+	const char *first = NULL;
+
+	*ambiguous = false;
+	if (!name || !(wl = norm_name(want, sizeof(want), name)))
+		return 0;
+	/* Two passes: the exact name (with any parameters) first, else a suffix of ids. */
+	for (int pass = 0; pass < 2 && n == 0; pass++) {
+		for (size_t i = 0; i < r->n; i++) {
+			const char *id = r->tests[i].id;
+			size_t hl = norm_name(have, sizeof(have), id);
+			bool hit;
+
+			if (pass == 0)
+				hit = hl >= wl && memcmp(have, want, wl) == 0 &&
+				      (hl == wl || have[wl] == '[');
+			else
+				hit = hl > wl && have[hl - wl - 1] == '.' &&
+				      memcmp(have + hl - wl, want, wl) == 0;
+			if (!hit)
+				continue;
+			if (!first)
+				first = id;
+			else if (base_len(id) != base_len(first) ||
+				 strncmp(id, first, base_len(first)) != 0)
+				*ambiguous = true;
+			if (n < max)
+				out[n] = &r->tests[i];
+			n++;
+		}
+	}
+	return n;
 }
 
 /* ---- sorting, lookup, counts ------------------------------------------------------------ */
@@ -1061,18 +1376,11 @@ char *report_instrument(const char *cmd, const char *report_dir)
 	char flags[1024];
 
 	switch (runner_at(cmd, &after)) {
-	case REPORT_RUNNER_GO:
-		ins = " -json";
-		break;
 	case REPORT_RUNNER_NODE:
 		snprintf(flags, sizeof(flags),
 			 " --test-reporter=spec --test-reporter-destination=stdout "
 			 "--test-reporter=junit --test-reporter-destination=%s/node.xml",
 			 report_dir);
-		ins = flags;
-		break;
-	case REPORT_RUNNER_CTEST:
-		snprintf(flags, sizeof(flags), " --output-junit %s/ctest.xml", report_dir);
 		ins = flags;
 		break;
 	default:

@@ -108,9 +108,56 @@ int report_parse_junit(report *r, const char *xml, size_t len);
  * not JSON are ignored. */
 int report_parse_go_json(report *r, const char *text, size_t len);
 
-/* cargo test / libtest stdout: "test NAME ... ok|FAILED|ignored", with the "---- NAME stdout
- * ----" blocks as failure messages. */
+/* cargo test / libtest output: "test NAME ... ok|FAILED|ignored", with the "---- NAME stdout
+ * ----" blocks as failure messages. With cargo's own lines in the text (its stderr), each test
+ * is "TARGET::NAME" under the last "Running" line's target ("src/lib.rs", "tests/two.rs",
+ * "doc" for doc-tests), and "error: could not compile" is a collection error
+ * ("cargo::build"). */
 int report_parse_cargo(report *r, const char *text, size_t len);
+
+/* jest's `--json` report: "FILE::full name" per test (FILE relative to the run's tree, so both
+ * runs name a test alike); passed, failed, skipped (pending, todo, disabled); a file that
+ * failed without any test result (it did not load) is one collection error. At most
+ * REPORT_JSON_CAP bytes (one document, parsed whole), else AP_ETOOBIG. */
+#define REPORT_JSON_CAP (16u << 20)
+int report_parse_jest(report *r, const char *text, size_t len);
+
+/* The report files a run writes into its report directory (agents/shims.h), by name. */
+enum report_format {
+	REPORT_FORMAT_NONE,    /* not a report */
+	REPORT_FORMAT_JUNIT,   /* *.xml */
+	REPORT_FORMAT_GO_JSON, /* *.gojson: `go test -json` */
+	REPORT_FORMAT_CARGO,   /* *.cargo: cargo test's output, stderr included */
+	REPORT_FORMAT_JEST     /* *.jestjson: jest --json */
+};
+
+/* The format of a report file named name[0..n) (not NUL-terminated). */
+enum report_format report_format_of(const char *name, size_t n);
+
+/* "JUnit XML", "`go test -json`", ... (static text). */
+const char *report_format_name(enum report_format f);
+
+/* The parser of f (nothing for REPORT_FORMAT_NONE), as the parsers above. */
+int report_parse_as(report *r, enum report_format f, const char *text, size_t len);
+
+/* Whether a run's output shows that its runner stopped at a first failure, leaving later
+ * tests unrun: cargo without --no-fail-fast ("error: test failed, to rerun pass"; cargo up to
+ * 1.67 prints it with --no-fail-fast too when one target failed, so cargo_whole - cargo ran
+ * with --no-fail-fast, through the shim - turns that one off), pytest's "!!! stopping after N
+ * failures !!!", a Maven reactor summary with SKIPPED modules after a FAILURE. A sentence
+ * (static text) or NULL. Such a suite run is never evidence. */
+const char *report_stopped_early(const char *text, size_t len, bool cargo_whole);
+
+/* The tests of the finished report r that name (a test as its runner names it: a pytest node
+ * id, "pkg::TestX" or "example.com/m/pkg::TestX" for Go, "tests/two.rs::name" for cargo,
+ * "FILE::full name" for jest, "suite::title" for mocha, "Class#method" or "Class::method" for
+ * JUnit, a ctest name) stands for. Ids and name are compared normalised: "::", "/", "#", "." and
+ * spaces are one separator, ".py"/".rs" before one are dropped. The exact name matches, with any
+ * "[...]" parameters of a parametrised test; only when nothing matches exactly, ids that end in the
+ * name at a separator do. Up to max matches go to out; the count is returned; *ambiguous is
+ * set when they are more than one test (not merely parameters of one). */
+size_t report_match(const report *r, const char *name, const report_test **out, size_t max,
+		    bool *ambiguous);
 
 /* Sort by id and merge duplicates (the worst outcome wins: failed, error, skipped, passed;
  * among equals the first one added). Needed before report_find(). Cannot fail: when the few

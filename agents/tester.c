@@ -3,6 +3,7 @@
  * results, the verdict and its evidence. */
 #include "agents/tester.h"
 #include "agents/run_output.h"
+#include "agents/shims.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/redact.h"
@@ -79,17 +80,26 @@ static const char SCRIPT_TREE[] =
 static const char SCRIPT_SETUP[] = "cd \"$1/repo\" && env HOME=\"$1/home\" TMPDIR=\"$1/tmp\" "
 				   "sh -c \"$2\" < /dev/null && " LINK_HOME_PRODUCTS;
 
-/* $1 side dir, $2 report dir, $3 command. The report dir is made fresh, outside the tree;
- * stdout and stderr go to files there; pytest writes JUnit XML to it whatever the
- * repository's addopts say (colour off, no cache). The environment is the fresh box's (the
- * image's and the host's settings; nothing of the Builder's) plus the run's own: HOME and
- * TMPDIR of the run, no PYTHONSTARTUP, and no Python user site unless the setup products put
- * one in HOME. Exit 125 before the command started; .started marks that it did. */
+/* $1 side dir, $2 report dir, $3 command, $4 the shim script, $5 the unittest runner. The
+ * report dir is made fresh, outside the tree; stdout and stderr go to files there. The
+ * host's runner shims (agents/shims.h) are written afresh to SHIMS_DIR, read-only, and put
+ * first on PATH with AP_REPORT_DIR, so a runner anywhere inside the command writes its
+ * per-test results there and runs its whole suite; pytest writes JUnit XML to it whatever
+ * the repository's addopts say (colour off, no cache). The environment is the fresh box's
+ * (the image's and the host's settings; nothing of the Builder's) plus the run's own: HOME
+ * and TMPDIR of the run, no PYTHONSTARTUP, and no Python user site unless the setup products
+ * put one in HOME. Exit 125 before the command started; .started marks that it did. */
 static const char SCRIPT_RUN[] =
-    "rm -rf \"$2\" && mkdir -p \"$2\" && cd \"$1/repo\" || exit 125; "
+    "{ [ ! -e " SHIMS_DIR " ] || chmod -R u+w " SHIMS_DIR "; } && rm -rf \"$2\" " SHIMS_DIR
+    " && mkdir -p \"$2\" " SHIMS_DIR " && cd \"$1/repo\" || exit 125; "
+    "printf '%s' \"$4\" > " SHIMS_DIR "/ap-shim && printf '%s' \"$5\" > " SHIMS_DIR
+    "/ap_unittest.py && chmod 0555 " SHIMS_DIR "/ap-shim && chmod 0444 " SHIMS_DIR
+    "/ap_unittest.py && for n in " SHIMS_NAMES "; do ln -s ap-shim " SHIMS_DIR
+    "/$n || exit 125; done && chmod 0555 " SHIMS_DIR " || exit 125; "
     ": > \"$2/.started\" || exit 125; "
     "[ -e \"$1/home/.local\" ] || export PYTHONNOUSERSITE=1; "
     "exec env -u PYTHONSTARTUP HOME=\"$1/home\" TMPDIR=\"$1/tmp\" "
+    "PATH=\"" SHIMS_DIR ":$PATH\" AP_REPORT_DIR=\"$2\" "
     "PYTEST_ADDOPTS=\"--junitxml=$2/pytest.xml -p no:cacheprovider --color=no\" "
     "sh -c \"$3\" > \"$2/out\" 2> \"$2/err\" < /dev/null";
 
@@ -98,7 +108,8 @@ static const char SCRIPT_COLLECT[] =
     "printf '\\n@@ap:%s:%s:%s\\n' \"$N\" \"$s\" \"$1\"; head -c \"$2\" -- \"$3\" 2>/dev/null; }; "
     "if [ ! -e \"$1/.started\" ]; then printf '\\n@@ap:%s:0:nostart\\n' \"$N\"; exit 0; fi; "
     "sec out \"$4\" \"$1/out\"; sec err \"$5\" \"$1/err\"; "
-    "for f in \"$1\"/*.xml; do if [ -L \"$f\" ]; then printf '\\n@@ap:%s:0:link:%s\\n' \"$N\" "
+    "for f in \"$1\"/*; do case ${f##*/} in out|err) continue;; esac; if [ -L \"$f\" ]; then "
+    "printf '\\n@@ap:%s:0:link:%s\\n' \"$N\" "
     "\"${f##*/}\"; elif [ -f \"$f\" ]; then sec \"report:${f##*/}\" \"$6\" \"$f\"; fi; done; "
     "if cd \"$2\" 2>/dev/null; then printf '\\n@@ap:%s:-1:tree\\n' \"$N\"; "
     "find . -type f -name '*.xml' -newer \"$1/.started\" \\( -path '*TEST-*' -o "
@@ -121,8 +132,9 @@ struct run_out {
 	const char *deadline_key; /* "repro_timeout", "suite_timeout" */
 	enum report_runner runner;
 	bool have_report;
-	const char *source; /* where the per-test results came from */
-	report rep;	    /* finished */
+	const char *source;  /* where the per-test results came from (static text) */
+	const char *stopped; /* the runner stopped at a first failure (static text), or NULL */
+	report rep;	     /* finished */
 	enum report_class cls;
 	char *problem; /* the results could not be read (then nothing is decided from them) */
 	char *out;     /* stdout, head and tail, for showing */
@@ -378,6 +390,9 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 	report_section sec[REPORT_MAX_SECTIONS];
 	size_t n = 0;
 	bool have_files = false;
+	const char *src;
+	const report_section *out = NULL, *err = NULL;
+	bool cargo_whole = false; /* cargo ran through its shim, with --no-fail-fast */
 	int rc;
 
 	if (r->truncated) {
@@ -389,6 +404,12 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 	if ((rc = report_sections(r->out ? r->out : "", r->out_len, nonce, sec, REPORT_MAX_SECTIONS,
 				  &n)))
 		return rc;
+	if (n >= REPORT_MAX_SECTIONS) { /* reports beyond the count would go unread */
+		ro->problem = tools_asprintf("it wrote more than %d report files; the results "
+					     "cannot be read in full",
+					     REPORT_MAX_SECTIONS - 8);
+		return ro->problem ? 0 : AP_ENOMEM;
+	}
 	for (size_t i = 0; i < n; i++) {
 		const report_section *s = &sec[i];
 		bool cut = s->size >= 0 && (size_t)s->size > s->len;
@@ -409,38 +430,33 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 			note_oom_count(t, s->size);
 		} else if (IS("out")) {
 			ro->out = tools_head_tail(s->data, s->len, SHOW_CAP);
-			if (ro->runner == REPORT_RUNNER_GO || ro->runner == REPORT_RUNNER_CARGO) {
-				if (cut) {
-					ro->problem = tools_asprintf("its output, which holds the "
-								     "per-test results, is larger "
-								     "than %u MiB",
-								     OUT_SECTION_CAP >> 20);
-					return ro->problem ? 0 : AP_ENOMEM;
-				}
-				rc = ro->runner == REPORT_RUNNER_GO
-					 ? report_parse_go_json(&ro->rep, s->data, s->len)
-					 : report_parse_cargo(&ro->rep, s->data, s->len);
-				if (rc)
-					return rc;
-				ro->have_report = true;
-				ro->source = ro->runner == REPORT_RUNNER_GO
-						 ? "`go test -json`"
-						 : "cargo's per-test lines";
-			}
+			out = s;
 		} else if (IS("err")) {
 			ro->err = tools_head_tail(s->data, s->len, SHOW_CAP);
+			err = s;
 		} else if (s->name_len > 7 && memcmp(s->name, "report:", 7) == 0) {
+			const char *name = s->name + 7;
+			size_t nl = s->name_len - 7;
+			enum report_format fmt = report_format_of(name, nl);
+
+			if (fmt == REPORT_FORMAT_NONE)
+				continue; /* not a report (a shim's status file) */
 			if (cut) {
-				ro->problem = tools_asprintf(
-				    "its report %.*s is larger than %u MiB", (int)(s->name_len - 7),
-				    s->name + 7, REPORT_READ_CAP >> 20);
+				ro->problem =
+				    tools_asprintf("its report %.*s is larger than %u MiB", (int)nl,
+						   name, REPORT_READ_CAP >> 20);
 				return ro->problem ? 0 : AP_ENOMEM;
 			}
-			if ((rc = report_parse_junit(&ro->rep, s->data, s->len)))
+			if ((rc = report_parse_as(&ro->rep, fmt, s->data, s->len)))
 				return rc;
+			cargo_whole = cargo_whole || fmt == REPORT_FORMAT_CARGO;
 			have_files = ro->have_report = true;
-			ro->source =
-			    ro->rep.pytest ? "JUnit XML (pytest `--junitxml`)" : "JUnit XML";
+			src = fmt == REPORT_FORMAT_JUNIT && ro->rep.pytest
+				  ? "JUnit XML (pytest `--junitxml`)"
+				  : report_format_name(fmt);
+			ro->source = !ro->source || strcmp(ro->source, src) == 0
+					 ? src
+					 : "the reports of several runners";
 		} else if (IS("tree") && !have_files && s->len) {
 			if (s->len >= REPORT_READ_CAP) {
 				ro->problem =
@@ -458,6 +474,11 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 		}
 #undef IS
 	}
+	/* Read once every report is known: cargo through its shim ran with --no-fail-fast. */
+	if (out)
+		ro->stopped = report_stopped_early(out->data, out->len, cargo_whole);
+	if (err && !ro->stopped)
+		ro->stopped = report_stopped_early(err->data, err->len, cargo_whole);
 	return 0;
 }
 
@@ -479,7 +500,8 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 	if (!(ro->cmd = report_instrument(cmd, rdir)))
 		return AP_ENOMEM;
 	{
-		const char *argv[] = {"sh", "-c", SCRIPT_RUN, "sh", dir, rdir, ro->cmd, NULL};
+		const char *argv[] = {"sh",    "-c",	     SCRIPT_RUN,       "sh", dir, rdir,
+				      ro->cmd, shim_ap_shim, shim_ap_unittest, NULL};
 
 		if ((rc = exec_argv(t, "/tmp", argv, timeout_s, NULL, 0, 64u << 10, &r)))
 			goto out;
@@ -551,6 +573,16 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 				    .report = &ro->rep};
 
 		ro->cls = report_classify(&facts);
+	}
+	/* A suite run that stopped at its first failure ran only part of the suite: a test after
+	 * that point could break unseen, so such a run is never evidence (fail closed). */
+	if (ro->stopped && !ro->problem && strcmp(deadline_key, "suite_timeout") == 0 &&
+	    !(ro->problem = tools_asprintf(
+		  "%s, so the tests after that point never ran: the suite's evidence is "
+		  "incomplete and cannot show that no test that passed before fails",
+		  ro->stopped))) {
+		rc = AP_ENOMEM;
+		goto out;
 	}
 	traj_run(t, strcmp(deadline_key, "repro_timeout") == 0 ? "repro" : "suite", dir, ro->cmd,
 		 ro, NULL);
@@ -755,6 +787,11 @@ static const char *what_to_change(const struct run_out *ro)
 		return "Something killed the suite; check the pids limit (AUTOPATCH_SANDBOX_PIDS) "
 		       "and `test:`.";
 	default:
+		if (ro->stopped)
+			return "Make `test:` run the whole suite: no `-x`/`--maxfail` (pytest), "
+			       "`cargo test --no-fail-fast`, `mvn -fae`, no `--stop-on-failure` "
+			       "(ctest), no `--bail` (jest, mocha), and no `&&` chain that stops "
+			       "at the first failing runner.";
 		return "Make the suite write per-test results (pytest, `go test`, cargo, ctest "
 		       "--output-junit, Maven/Gradle/jest JUnit reports), make it pass on the "
 		       "unchanged code, or set `allow_weak_evidence: true` in "
@@ -1224,6 +1261,99 @@ static char *diff_section(const char *diff, const char *path)
 	return s;
 }
 
+/* Up to max ids of rep, comma-separated inline code, into b. */
+static void add_ids(ap_buf *b, const report *rep, size_t max)
+{
+	for (size_t i = 0; i < rep->n && i < max; i++) {
+		ap_buf_adds(b, i ? ", " : "");
+		add_code(b, rep->tests[i].id);
+	}
+	if (rep->n > max)
+		ap_buf_addf(b, " and %zu more", rep->n - max);
+}
+
+static const char *outcome_word(const report_test *x)
+{
+	return x->collection		      ? "could not be collected"
+	       : x->outcome == REPORT_PASSED  ? "passed"
+	       : x->outcome == REPORT_SKIPPED ? "was skipped"
+	       : x->outcome == REPORT_ERROR   ? "errored"
+					      : "failed";
+}
+
+/* The reproduction test is named by test and checked by results, never by the command's text.
+ * With fin->test_id: the tests it names in ro's per-test results (report_match) must be one
+ * test that failed in the test on the pristine run (patched: passed). Without it, the results
+ * already judged stand (the tests new to the run that failed on pristine must pass). A repro
+ * run with no per-test results (exit-status evidence) cannot show which test ran: then the
+ * command must at least name the file given as test_path. *why (malloc'd) when refused. */
+static int check_named(const tool_finish *fin, const char *test_path, enum repro_kind kind,
+		       const struct run_out *ro, bool patched, char **why)
+{
+	const char *id = fin->test_id, *side = patched ? "patched" : "pristine";
+	const report_test *m[32];
+	bool ambiguous = false;
+	ap_buf b = AP_BUF_INIT(64u << 10);
+	size_t n;
+
+	*why = NULL;
+	if (kind == REPRO_HANGS)
+		return 0; /* a hang: the deadline is the evidence on pristine */
+	if (ro->cls != REPORT_RAN) {
+		if (strstr(fin->test_command, basename_of(test_path)))
+			return 0;
+		*why = tools_asprintf(
+		    "the reproduction run gave no per-test results (%s), so the host cannot see "
+		    "which test ran: use a runner that reports per test (pytest, `go test`, cargo, "
+		    "ctest, unittest, jest, mocha, Maven, Gradle), or a test_command that names "
+		    "the file given as test_path",
+		    report_class_name(ro->cls));
+		return *why ? 0 : AP_ENOMEM;
+	}
+	if (!id)
+		return 0;
+	n = report_match(&ro->rep, id, m, sizeof(m) / sizeof(m[0]), &ambiguous);
+	if (n == 0) {
+		ap_buf_addf(&b, "the reproduction test ");
+		add_code(&b, id);
+		ap_buf_addf(&b, " is not among the %zu tests the run on the %s code reported (",
+			    ro->rep.n, side);
+		add_ids(&b, &ro->rep, 10);
+		ap_buf_adds(&b, "): name it in test_id as the runner does, and make test_command "
+				"run it");
+	} else if (ambiguous) {
+		ap_buf_addf(&b, "test_id ");
+		add_code(&b, id);
+		ap_buf_adds(&b, " names more than one test (");
+		for (size_t i = 0; i < n && i < 32; i++) {
+			ap_buf_adds(&b, i ? ", " : "");
+			add_code(&b, m[i]->id);
+		}
+		ap_buf_adds(&b, "): give the full name of the one reproduction test");
+	} else {
+		for (size_t i = 0; i < n && i < 32; i++) {
+			bool ok = patched ? m[i]->outcome == REPORT_PASSED
+					  : m[i]->outcome == REPORT_FAILED ||
+						(m[i]->outcome == REPORT_ERROR && !ro->rep.pytest &&
+						 !m[i]->collection);
+			if (ok)
+				continue;
+			ap_buf_adds(&b, "the reproduction test ");
+			add_code(&b, m[i]->id);
+			ap_buf_addf(&b, " %s on the %s code: it must %s", outcome_word(m[i]), side,
+				    patched ? "pass after the fix"
+					    : "fail in the test before the fix");
+			break;
+		}
+	}
+	if (b.len && !(*why = ap_buf_take(&b))) {
+		ap_buf_release(&b);
+		return AP_ENOMEM;
+	}
+	ap_buf_release(&b);
+	return 0;
+}
+
 /* ---- the diff ------------------------------------------------------------------------------ */
 
 static int fetch_diff(tester *t, tester_verdict *v, bool *too_big)
@@ -1540,13 +1670,6 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 	int rc = 0;
 
 	memset(v, 0, sizeof(*v));
-	if (!strstr(fin->test_command, basename_of(test_path))) {
-		rc = reject(v,
-			    "test_command must run the reproduction test: it does not name the "
-			    "file given as test_path",
-			    fin->test_command, WORKSPACE, NULL, NULL);
-		goto out;
-	}
 	if ((rc = fetch_diff(t, v, &too_big)))
 		goto out;
 	if (too_big) {
@@ -1633,6 +1756,12 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 		rc = reject(v, why, fin->test_command, PRISTINE "/repo", &t->prepro, detail);
 		goto out;
 	}
+	if ((rc = check_named(fin, test_path, kind, &t->prepro, false, &why)))
+		goto out;
+	if (why) {
+		rc = reject(v, why, fin->test_command, PRISTINE "/repo", &t->prepro, NULL);
+		goto out;
+	}
 
 	/* 2. ... and pass on the patched code: the exact bytes applied to a fresh copy, in a box
 	 * of its own, then setup. */
@@ -1648,6 +1777,12 @@ int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 		goto out;
 	if (why) {
 		rc = reject(v, why, fin->test_command, PATCHED "/repo", &post, detail);
+		goto out;
+	}
+	if ((rc = check_named(fin, test_path, kind, &post, true, &why)))
+		goto out;
+	if (why) {
+		rc = reject(v, why, fin->test_command, PATCHED "/repo", &post, NULL);
 		goto out;
 	}
 

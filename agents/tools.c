@@ -100,14 +100,20 @@ static const tool_def DEFS[] = {
 	  {"timeout_s", P_INT, false, false, 1, 600}}},
 	{"finish", true,
 	 "Declare the work done: the reproduction test file you wrote (fails before the fix, passes "
-	 "after), the command that runs just that test from the repository root, and a short "
-	 "summary of the fix. The Tester then checks it; you get its verdict.",
+	 "after), the test in it as the runner names it (test_id: a pytest node id "
+	 "`tests/test_x.py::test_y`, Go `pkg/path::TestX`, cargo `tests/two.rs::name` or "
+	 "`src/lib.rs::tests::name`, jest `FILE::full name`, mocha `suite::title`, Maven "
+	 "`Class#method`, unittest `pkg.tests.test_x.TestX.test_y`, a ctest name), the command that runs just that test "
+	 "from the repository root, and a short summary of the fix. The Tester then checks it "
+	 "from the per-test results; you get its verdict.",
 	 "{\"type\":\"object\",\"properties\":{"
 	 "\"test_path\":{\"type\":\"string\"},"
+	 "\"test_id\":{\"type\":\"string\"},"
 	 "\"test_command\":{\"type\":\"string\"},"
 	 "\"summary\":{\"type\":\"string\"}},"
 	 "\"required\":[\"test_path\",\"test_command\",\"summary\"],\"additionalProperties\":false}",
 	 {{"test_path", P_STR, true, true, 1, MAX_PATH_LEN},
+	  {"test_id", P_STR, false, false, 1, 4096},
 	  {"test_command", P_STR, true, false, 1, MAX_COMMAND_LEN},
 	  {"summary", P_STR, true, false, 1, 20000}}},
 };
@@ -482,6 +488,7 @@ void tool_finish_release(tool_finish *f)
 		return;
 	free(f->test_path);
 	free(f->test_command);
+	free(f->test_id);
 	free(f->summary);
 	memset(f, 0, sizeof(*f));
 }
@@ -672,6 +679,11 @@ int tools_call(const tool_ctx *ctx, enum tool_set set, const char *name, const c
 		free(*out);
 		fin->test_path = strdup(str_arg(o, "test_path", ""));
 		fin->test_command = strdup(str_arg(o, "test_command", ""));
+		if (*str_arg(o, "test_id", "") &&
+		    !(fin->test_id = strdup(str_arg(o, "test_id", "")))) {
+			rc = AP_ENOMEM;
+			goto out;
+		}
 		fin->summary = strdup(str_arg(o, "summary", ""));
 		*out = strdup("submitted to the Tester");
 		if (!fin->test_path || !fin->test_command || !fin->summary || !*out) {

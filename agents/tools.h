@@ -47,6 +47,7 @@ typedef struct tool_ctx {
 typedef struct tool_finish {
 	char *test_path;    /* reproduction test file, workspace-relative */
 	char *test_command; /* shell command that runs just that test, from the workspace root */
+	char *test_id;	    /* the test as its runner names it, or NULL (not given) */
 	char *summary;
 } tool_finish;
 

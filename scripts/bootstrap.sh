@@ -58,7 +58,8 @@ docker_up || { log "dockerd did not start; see /var/log/autopatch-dockerd.log"; 
 deploy/sandbox-image/build.sh
 
 # Real GitHub webhook payloads for the tests, at a pinned version.
-if [[ ! -d tests/fixtures/node_modules/@octokit/webhooks-examples ]]; then
+if [[ ! -d tests/fixtures/node_modules/@octokit/webhooks-examples ||
+      ! -d tests/fixtures/node_modules/mocha ]]; then
   log "installing npm test fixtures"
   (cd tests/fixtures && npm install --no-package-lock --no-audit --no-fund --loglevel=error)
 fi

@@ -94,9 +94,10 @@ phase "fuzzing" fuzz/fuzz.json
 step "sandbox flavours the end-to-end tests run in"
 # Every flavour a test runs a box of: python (the default, also built by bootstrap.sh) and node
 # in tests/e2e/test_environments.py, test_proof.py and test_doctor.py, c for the Makefile
-# projects of test_proof.py. Each build is skipped when its content-hash tag exists, so this is
-# a no-op on a machine that has them; a first build takes a minute or two (mmdebstrap).
-for flavor in python node c; do
+# projects of test_proof.py and the CMake fixture of test_runners.py, go and rust for the Go and
+# Rust fixtures of test_runners.py. Each build is skipped when its content-hash tag exists, so
+# this is a no-op on a machine that has them; a first build takes a minute or two (mmdebstrap).
+for flavor in python node c go rust; do
   deploy/sandbox-image/build.sh --flavor "$flavor" || fail_setup=$((fail_setup + 1))
 done
 phase "sandbox flavours"

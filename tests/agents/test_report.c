@@ -322,6 +322,194 @@ static void test_cargo(void **state)
 	report_release(&r);
 }
 
+static void test_cargo_targets(void **state)
+{
+	(void)state;
+	/* cargo 1.65's stderr and the test binaries' stdout in one stream (the shim's file): each
+	 * test under its target, the same name in two targets two tests, the failure message
+	 * found under the right target */
+	static const char out[] =
+	    "   Compiling units v0.1.0 (/tmp/trees/pristine/repo)\n"
+	    "    Finished test [unoptimized + debuginfo] target(s) in 1.20s\n"
+	    "     Running unittests src/lib.rs (target/debug/deps/units-0f1e2d3c)\n"
+	    "\nrunning 1 test\ntest tests::plain_number ... ok\n"
+	    "test result: ok. 1 passed; 0 failed\n"
+	    "     Running tests/known.rs (target/debug/deps/known-aa11)\n"
+	    "\nrunning 1 test\ntest fractions ... FAILED\n\nfailures:\n\n"
+	    "---- fractions stdout ----\nthread 'fractions' panicked at 'left: None'\n\n"
+	    "failures:\n    fractions\n\ntest result: FAILED. 0 passed; 1 failed\n\n"
+	    "     Running tests/render.rs (target/debug/deps/render-bb22)\n"
+	    "\nrunning 2 tests\ntest fractions ... ok\ntest human_sizes ... ok\n"
+	    "test result: ok. 2 passed; 0 failed\n"
+	    "     Running target/debug/deps/old-cc33\n"
+	    "\nrunning 1 test\ntest t ... ignored\n"
+	    "   Doc-tests units\n\nrunning 1 test\ntest src/lib.rs - parse (line 5) ... ok\n"
+	    "error: 1 target failed:\n    `--test known`\n";
+	report r = REPORT_INIT;
+	report_counts c;
+
+	assert_int_equal(report_parse_cargo(&r, out, strlen(out)), 0);
+	report_count(&r, &c);
+	assert_int_equal(c.passed, 4);
+	assert_int_equal(c.failed, 1);
+	assert_int_equal(c.skipped, 1);
+	assert_int_equal(find(&r, "src/lib.rs::tests::plain_number")->outcome, REPORT_PASSED);
+	const report_test *t = find(&r, "tests/known.rs::fractions");
+	assert_int_equal(t->outcome, REPORT_FAILED);
+	assert_non_null(strstr(t->message, "panicked at 'left: None'"));
+	assert_int_equal(find(&r, "tests/render.rs::fractions")->outcome, REPORT_PASSED);
+	assert_non_null(find(&r, "old::t"));
+	assert_non_null(find(&r, "doc::src/lib.rs - parse (line 5)"));
+	assert_null(report_stopped_early(out, strlen(out), false)); /* --no-fail-fast: all ran */
+	report_release(&r);
+	/* a target that does not compile is a collection error, not "no tests" */
+	static const char err[] = "error[E0425]: cannot find function `parse2`\n"
+				  "error: could not compile `units` due to previous error\n";
+	assert_int_equal(report_parse_cargo(&r, err, strlen(err)), 0);
+	assert_int_equal(r.n, 1);
+	assert_true(r.tests[0].collection);
+	assert_string_equal(r.tests[0].id, "cargo::build");
+	report_release(&r);
+}
+
+static void test_stopped_early(void **state)
+{
+	(void)state;
+	static const char *const stopped[] = {
+	    "test result: FAILED. 0 passed; 1 failed\n"
+	    "error: test failed, to rerun pass `--test known`\n",
+	    "error: test failed, to rerun pass '--test known'\n",
+	    "F\n!!!!!!!!!!!!!!!!!!!!!!!!!! stopping after 1 failures !!!!!!!!!!!!!!!!!!!!!!!!!!\n",
+	    "[INFO] Reactor Summary for app 1.0:\n[INFO] core ............. FAILURE [  1.2 s]\n"
+	    "[INFO] web .............................................. SKIPPED\n",
+	};
+	static const char *const whole[] = {
+	    "error: 2 targets failed:\n    `--test known`\n    `--test render`\n",
+	    "1 failed, 3 passed in 0.1s\n",
+	    "[INFO] Reactor Summary for app 1.0:\n[INFO] core ............. FAILURE [  1.2 s]\n"
+	    "[INFO] web ............................................. FAILURE [ 0.3 s]\n",
+	    "test stopping after 1 failures ... ok\n", /* a test's name, not pytest's banner */
+	    "",
+	};
+	for (size_t i = 0; i < sizeof(stopped) / sizeof(stopped[0]); i++)
+		assert_non_null(report_stopped_early(stopped[i], strlen(stopped[i]), false));
+	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++)
+		assert_null(report_stopped_early(whole[i], strlen(whole[i]), false));
+	assert_non_null(
+	    strstr(report_stopped_early(stopped[0], strlen(stopped[0]), false), "--no-fail-fast"));
+	/* cargo <= 1.67 says the same with --no-fail-fast when one target failed: through the
+	 * shim (cargo_whole) that is no stop; the other runners' markers still are */
+	assert_null(report_stopped_early(stopped[0], strlen(stopped[0]), true));
+	assert_non_null(report_stopped_early(stopped[2], strlen(stopped[2]), true));
+}
+
+static void test_jest(void **state)
+{
+	(void)state;
+	static const char json[] =
+	    "{\"numFailedTests\":1,\"testResults\":["
+	    "{\"name\":\"/tmp/trees/pristine/repo/test/units.test.js\",\"status\":\"failed\","
+	    "\"assertionResults\":["
+	    "{\"fullName\":\"parse upper units\",\"status\":\"passed\",\"failureMessages\":[]},"
+	    "{\"fullName\":\"parse lowercase units\",\"status\":\"failed\","
+	    "\"failureMessages\":[\"expected 4096, received NaN\"]},"
+	    "{\"fullName\":\"parse later\",\"status\":\"todo\"},"
+	    "{\"fullName\":7,\"status\":\"passed\"}]},"
+	    "{\"name\":\"/tmp/trees/patched/repo/test/broken.test.js\",\"status\":\"failed\","
+	    "\"message\":\"SyntaxError: Unexpected token\",\"assertionResults\":[]},"
+	    "{\"status\":\"passed\"}]}";
+	report r = REPORT_INIT;
+	report_counts c;
+
+	assert_int_equal(report_parse_jest(&r, json, strlen(json)), 0);
+	report_count(&r, &c);
+	assert_int_equal(c.passed, 1);
+	assert_int_equal(c.failed, 1);
+	assert_int_equal(c.skipped, 1);
+	assert_int_equal(c.collection, 1);
+	const report_test *t = find(&r, "test/units.test.js::parse lowercase units");
+	assert_int_equal(t->outcome, REPORT_FAILED);
+	assert_string_equal(t->message, "expected 4096, received NaN");
+	/* the tree's path is cut off, so both sides name a file alike */
+	assert_true(find(&r, "test/broken.test.js")->collection);
+	report_release(&r);
+	/* malformed: nothing, no error; over the cap: AP_ETOOBIG */
+	assert_int_equal(report_parse_jest(&r, "{\"testResults\":[", 16), 0);
+	assert_int_equal(r.n, 0);
+	assert_int_equal(report_parse_jest(&r, json, REPORT_JSON_CAP + 1), AP_ETOOBIG);
+	report_release(&r);
+}
+
+static void test_formats(void **state)
+{
+	(void)state;
+	assert_int_equal(report_format_of("go.12.34.gojson", 15), REPORT_FORMAT_GO_JSON);
+	assert_int_equal(report_format_of("cargo.1.2.cargo", 15), REPORT_FORMAT_CARGO);
+	assert_int_equal(report_format_of("pytest.xml", 10), REPORT_FORMAT_JUNIT);
+	assert_int_equal(report_format_of("jest.1.jestjson", 15), REPORT_FORMAT_JEST);
+	assert_int_equal(report_format_of("go.1.gojson.rc", 14), REPORT_FORMAT_NONE);
+	assert_int_equal(report_format_of(".xml", 4), REPORT_FORMAT_NONE);
+	assert_int_equal(report_format_of("x.xml", 3), REPORT_FORMAT_NONE); /* the length counts */
+}
+
+static void test_match(void **state)
+{
+	(void)state;
+	static const char *const ids[] = {
+	    "tests.test_a::test_x",			/* pytest JUnit */
+	    "tests.test_a.TestK::test_y",		/* pytest class */
+	    "tests.test_p::test_p[1]",			/* parametrised */
+	    "tests.test_p::test_p[2]",			/* */
+	    "example.com/units/size::TestParse",	/* go */
+	    "example.com/units/format::TestParse",	/* the same name in another package */
+	    "tests/lower.rs::lowercase_units",		/* cargo */
+	    "com.acme.CalcTest::testAdd",		/* surefire */
+	    "test_lower::test_lower",			/* ctest */
+	    "units.tests.test_l.TestL::test_lowercase", /* unittest */
+	};
+	static const struct {
+		const char *name, *want;
+		size_t n;
+		bool ambiguous;
+	} cases[] = {
+	    {"tests/test_a.py::test_x", "tests.test_a::test_x", 1, false},
+	    {"tests/test_a.py::TestK::test_y", "tests.test_a.TestK::test_y", 1, false},
+	    {"tests/test_p.py::test_p", "tests.test_p::test_p[1]", 2, false},
+	    {"size::TestParse", "example.com/units/size::TestParse", 1, false},
+	    {"./size::TestParse", "example.com/units/size::TestParse", 1, false},
+	    {"TestParse", NULL, 2, true},
+	    {"lower::lowercase_units", "tests/lower.rs::lowercase_units", 1, false},
+	    {"tests/lower.rs::lowercase_units", "tests/lower.rs::lowercase_units", 1, false},
+	    {"com.acme.CalcTest#testAdd", "com.acme.CalcTest::testAdd", 1, false},
+	    {"CalcTest#testAdd", "com.acme.CalcTest::testAdd", 1, false},
+	    {"test_lower", "test_lower::test_lower", 1, false},
+	    {"units.tests.test_l.TestL.test_lowercase", "units.tests.test_l.TestL::test_lowercase",
+	     1, false},
+	    {"lower", NULL, 0, false}, /* not at a separator: "test_lower" is not "lower" */
+	    {"owercase_units", NULL, 0, false},
+	    {"", NULL, 0, false},
+	    {"::", NULL, 0, false},
+	};
+	report r = REPORT_INIT;
+	const report_test *m[4];
+	bool amb;
+
+	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+		assert_int_equal(
+		    report_add(&r, ids[i], strlen(ids[i]), REPORT_PASSED, NULL, 0, false), 0);
+	report_finish(&r);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = report_match(&r, cases[i].name, m, 4, &amb);
+
+		print_message("%s\n", cases[i].name);
+		assert_int_equal(n, cases[i].n);
+		assert_int_equal(amb, cases[i].ambiguous);
+		if (cases[i].want)
+			assert_string_equal(m[0]->id, cases[i].want);
+	}
+	report_release(&r);
+}
+
 static void test_finish_merges_duplicates(void **state)
 {
 	(void)state;
@@ -562,16 +750,16 @@ static void test_runners(void **state)
 	    {"PYTHONPATH=src pytest tests/", REPORT_RUNNER_PYTEST, NULL},
 	    {"py.test", REPORT_RUNNER_PYTEST, NULL},
 	    {"pytestx", REPORT_RUNNER_OTHER, NULL},
-	    {"go test ./...", REPORT_RUNNER_GO, "go test -json ./..."},
+	    /* go and ctest get their report options from the shims (agents/shims.h) */
+	    {"go test ./...", REPORT_RUNNER_GO, "go test ./..."},
 	    {"CGO_ENABLED=0 go test -run TestX ./calc", REPORT_RUNNER_GO,
-	     "CGO_ENABLED=0 go test -json -run TestX ./calc"},
+	     "CGO_ENABLED=0 go test -run TestX ./calc"},
 	    {"go vet ./...", REPORT_RUNNER_OTHER, "go vet ./..."},
 	    {"cargo test", REPORT_RUNNER_CARGO, "cargo test"},
 	    {"node --test test/", REPORT_RUNNER_NODE,
 	     "node --test --test-reporter=spec --test-reporter-destination=stdout "
 	     "--test-reporter=junit --test-reporter-destination=/r/node.xml test/"},
-	    {"ctest --test-dir build", REPORT_RUNNER_CTEST,
-	     "ctest --output-junit /r/ctest.xml --test-dir build"},
+	    {"ctest --test-dir build", REPORT_RUNNER_CTEST, "ctest --test-dir build"},
 	    {"make test", REPORT_RUNNER_OTHER, "make test"},
 	    {"npm test", REPORT_RUNNER_OTHER, NULL},
 	    {"", REPORT_RUNNER_OTHER, ""},
@@ -623,6 +811,11 @@ int main(void)
 	    cmocka_unit_test(test_junit_hostile),
 	    cmocka_unit_test(test_go_json),
 	    cmocka_unit_test(test_cargo),
+	    cmocka_unit_test(test_cargo_targets),
+	    cmocka_unit_test(test_stopped_early),
+	    cmocka_unit_test(test_jest),
+	    cmocka_unit_test(test_formats),
+	    cmocka_unit_test(test_match),
 	    cmocka_unit_test(test_finish_merges_duplicates),
 	    cmocka_unit_test(test_untrusted_bytes_become_text),
 	    cmocka_unit_test(test_untrusted_bytes_keep_tests_apart),

@@ -96,10 +96,25 @@ static void test_strict_argument_checks(void **state)
 	expect_refused(TOOLS_BUILDER, "nope", "{}", "unknown tool 'nope'");
 	expect_refused(TOOLS_BUILDER, "finish", "{\"test_path\":\"t.py\"}",
 		       "missing required argument");
+	/* test_id: optional, a string (the test as its runner names it) */
+	expect_refused(TOOLS_BUILDER, "finish",
+		       "{\"test_path\":\"t.py\",\"test_command\":\"x\",\"summary\":\"s\","
+		       "\"test_id\":7}",
+		       "must be a string");
+	expect_refused(TOOLS_BUILDER, "finish",
+		       "{\"test_path\":\"t.py\",\"test_command\":\"x\",\"summary\":\"s\","
+		       "\"test_id\":\"\"}",
+		       "bytes long");
 
 	char *why = NULL;
-	cJSON *o =
-	    tools_check_args(TOOLS_BUILDER, "read_file",
+	cJSON *o = tools_check_args(TOOLS_BUILDER, "finish",
+				    "{\"test_path\":\"t.go\",\"test_command\":\"go test ./size\","
+				    "\"summary\":\"s\",\"test_id\":\"size::TestX\"}",
+				    &why);
+	assert_non_null(o);
+	assert_null(why);
+	cJSON_Delete(o);
+	o = tools_check_args(TOOLS_BUILDER, "read_file",
 			     "{\"path\":\"src/a.c\",\"start_line\":3,\"max_lines\":10}", &why);
 	assert_non_null(o);
 	assert_null(why);

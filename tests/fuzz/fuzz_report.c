@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz_report.c - everything the Tester reads back from a box is outside data: the
- * first byte picks a parser (JUnit XML, go test -json, cargo's per-test lines, the read-back
+ * first byte picks a parser (JUnit XML, go test -json, cargo's per-test lines, jest's JSON, the
+ * stop-at-first-failure markers with a test name matched against a JUnit report, the read-back
  * sections), the rest is its input. No crash, no leak, no read past the end; every entry has
  * a non-empty id within REPORT_MAX_ID and a message within REPORT_MAX_MESSAGE (+ "..."), and
  * the merged report is sorted and free of duplicates. */
@@ -53,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(buf, data + 1, len);
 	text = buf;
-	switch (data[0] % 4) {
+	switch (data[0] % 6) {
 	case 0:
 		report_parse_junit(&r, text, len);
 		break;
@@ -63,6 +64,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 2:
 		report_parse_cargo(&r, text, len);
 		break;
+	case 4:
+		report_parse_jest(&r, text, len);
+		break;
+	case 5: { /* a JUnit report, then every line of the input as a test name */
+		const char *nl = memchr(text, '\n', len);
+		size_t head = nl ? (size_t)(nl - text) : len;
+		const report_test *m[4];
+		bool amb;
+
+		(void)report_stopped_early(text, len, head & 1);
+		report_parse_junit(&r, text, len);
+		report_finish(&r);
+		char *name = strndup(text, head);
+		if (name) {
+			size_t n = report_match(&r, name, m, 4, &amb);
+			for (size_t i = 0; i < n && i < 4; i++)
+				if (!report_find(&r, m[i]->id))
+					abort();
+			if (amb && n < 2)
+				abort();
+			free(name);
+		}
+		break;
+	}
 	default: {
 		report_section s[8];
 		size_t n = 0;

@@ -1,0 +1,142 @@
+#!/bin/sh
+# autopatch's runner shim, written by the host first on PATH for one Tester run. It runs the
+# real program of its name (the next one on PATH) so that a test runner, whatever wraps it,
+# runs its whole suite and writes per-test results into $AP_REPORT_DIR.
+n=${0##*/}
+me=${0%/*}
+real=
+o=$IFS
+IFS=:
+for p in $PATH; do
+	if [ -n "$p" ] && [ "$p" != "$me" ] && [ -f "$p/$n" ] && [ -x "$p/$n" ]; then
+		real=$p/$n
+		break
+	fi
+done
+IFS=$o
+if [ -z "$real" ]; then
+	echo "$n: command not found" >&2
+	exit 127
+fi
+R=${AP_REPORT_DIR:-}
+if [ -z "$R" ] || [ ! -d "$R" ]; then
+	exec "$real" "$@"
+fi
+f=$R/$n.$$.$(date +%s%N)
+# Run "$@" with its output (stderr too when $1 is 2) copied into file $2; keep its status.
+tee_run() {
+	if [ "$1" = 2 ]; then
+		shift
+		t=$1
+		shift
+		{ "$@" 2>&1; echo $? > "$t.rc"; } | tee "$t"
+	else
+		shift
+		t=$1
+		shift
+		{ "$@"; echo $? > "$t.rc"; } | tee "$t"
+	fi
+	s=$(cat "$t.rc" 2>/dev/null)
+	rm -f "$t.rc"
+	exit "${s:-1}"
+}
+case $n in
+go)
+	[ "${1:-}" = test ] || exec "$real" "$@"
+	shift
+	for a do case $a in -c|-list|-list=*|-bench|-bench=*) exec "$real" test "$@";; esac; done
+	k=0
+	for a do
+		[ $k = 0 ] && set --
+		k=1
+		case $a in -failfast|-failfast=*|--failfast|-json|--json) continue;; esac
+		set -- "$@" "$a"
+	done
+	tee_run 1 "$f.gojson" "$real" test -json "$@"
+	;;
+cargo)
+	[ "${1:-}" = test ] || exec "$real" "$@"
+	shift
+	k=0
+	for a do
+		[ $k = 0 ] && set --
+		k=1
+		[ "$a" = --no-fail-fast ] && continue
+		set -- "$@" "$a"
+	done
+	tee_run 2 "$f.cargo" "$real" test --no-fail-fast "$@"
+	;;
+ctest)
+	k=0
+	skip=0
+	for a do
+		[ $k = 0 ] && set --
+		k=1
+		if [ $skip = 1 ]; then skip=0; continue; fi
+		case $a in
+		--stop-on-failure|--output-junit=*) continue;;
+		--output-junit) skip=1; continue;;
+		esac
+		set -- "$@" "$a"
+	done
+	exec "$real" --output-junit "$f.xml" "$@"
+	;;
+mvn)
+	k=0
+	for a do
+		[ $k = 0 ] && set --
+		k=1
+		case $a in -ff|--fail-fast) continue;; esac
+		set -- "$@" "$a"
+	done
+	exec "$real" -fae -Dsurefire.skipAfterFailureCount=0 "$@"
+	;;
+gradle)
+	k=0
+	for a do
+		[ $k = 0 ] && set --
+		k=1
+		[ "$a" = --fail-fast ] && continue
+		set -- "$@" "$a"
+	done
+	exec "$real" --continue "$@"
+	;;
+python|python3|python3.*)
+	if [ "${1:-}" = -m ] && [ "${2:-}" = unittest ]; then
+		shift 2
+		AP_UNITTEST_XML=$f.xml exec "$real" -c \
+			"import runpy; runpy.run_path('$me/ap_unittest.py', run_name='__main__')" "$@"
+	fi
+	exec "$real" "$@"
+	;;
+node|nodejs)
+	case ${1:-} in
+	*/jest|*/jest/bin/jest.js|*/jest-cli/bin/jest.js)
+		s=$1
+		shift
+		k=0
+		for a do
+			[ $k = 0 ] && set --
+			k=1
+			case $a in --bail|--bail=*|-b|--json|--outputFile=*) continue;; esac
+			set -- "$@" "$a"
+		done
+		exec "$real" "$s" --json "--outputFile=$f.jestjson" "$@"
+		;;
+	*/mocha|*/_mocha|*/mocha/bin/mocha.js|*/mocha/bin/_mocha)
+		s=$1
+		shift
+		k=0
+		for a do
+			[ $k = 0 ] && set --
+			k=1
+			case $a in --bail|-b) continue;; esac
+			set -- "$@" "$a"
+		done
+		exec "$real" "$s" "$@" --reporter xunit --reporter-option "output=$f.xml"
+		;;
+	esac
+	exec "$real" "$@"
+	;;
+esac
+exec "$real" "$@"

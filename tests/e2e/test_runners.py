@@ -1,0 +1,346 @@
+"""Every runner gives the Tester per-test results, whatever wraps it; reproductions are named by
+test and checked by those results; every suite runs whole (issue 27). `autopatch fix` through
+the real binary, the real Docker sandbox (one flavour image per language) and the real Tester,
+with the scripted model stand-in. The fixtures are tests/fixtures/runners/<language>: the same
+small "units" library in each language (parse "4K", print 4096 as "4K"), whose parser refuses
+lowercase units (the real bug), with a real fix and a planted regression in the last test
+target / package / module. Each fixture's test command wraps its runner (`make test`, a shell
+script around cmake and ctest), so the per-test results come from the host's runner shims."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from agents_util import call, tool_results
+from proof_util import fix, make_repo, replace, script, write
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "runners"
+ISSUE = """
+    Lowercase units are refused
+
+    Parsing "4k" fails; it should give 4096, like "4K".
+    """
+
+
+def fixture_repo(tmp_path, name, extra=None):
+    """tests/fixtures/runners/NAME (autopatch.yml as .github/autopatch.yml) in a fresh git
+    repository, plus extra {path: text}."""
+    root = FIXTURES / name
+    files = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            rel = p.relative_to(root).as_posix()
+            files[".github/autopatch.yml" if rel == "autopatch.yml" else rel] = p.read_text()
+    files.update(extra or {})
+    return make_repo(tmp_path, files)
+
+
+def finish(test_path, test_command, test_id):
+    return call("finish", test_path=test_path, test_command=test_command, test_id=test_id,
+                summary="accept lowercase units")
+
+
+def events(r):
+    return [json.loads(x) for x in r.traj_path.read_text().splitlines()]
+
+
+def runs(r, kind):
+    return [e for e in events(r) if e["type"] == "tester_run" and e["kind"] == kind]
+
+
+def feedback(r, n):
+    """The Tester's answer to the Builder's n-th finish (1-based)."""
+    answers = [t for t in tool_results(r.by_role("builder")[-1]) if t.startswith("Tester: ")]
+    return answers[n - 1]
+
+
+def need_image(flavour):
+    if subprocess.run(["docker", "image", "inspect", "autopatch-sandbox:" + flavour],
+                      capture_output=True).returncode != 0:
+        pytest.fail("the %s sandbox image is missing: deploy/sandbox-image/build.sh --flavor %s"
+                    % (flavour, flavour))
+
+
+# ---- Go: two packages behind `make test` --------------------------------------------------
+
+GO_REPRO = "size/size_lower_test.go"
+GO_TEST = """
+    package size
+
+    import "testing"
+
+    func TestParseLowercase(t *testing.T) {
+    \tif n, err := Parse("4k"); err != nil || n != 4096 {
+    \t\tt.Fatalf("Parse(\\"4k\\") = %d, %v; want 4096", n, err)
+    \t}
+    }
+    """
+GO_FIX = replace("size/size.go",
+                 "\t\tif strings.HasSuffix(s, Units[i]) {\n\t\t\ts = strings.TrimSuffix(s, Units[i])\n",
+                 "\t\tif strings.HasSuffix(strings.ToUpper(s), Units[i]) {\n"
+                 "\t\t\ts = s[:len(s)-len(Units[i])]\n")
+GO_BREAK = replace("format/format.go", "n%1024 == 0", "n%1000 == 0")
+GO_UNBREAK = replace("format/format.go", "n%1000 == 0", "n%1024 == 0")
+GO_CMD = "GOCACHE=$PWD/.gocache go test -run '^TestParseLowercase$' ./size"
+
+
+def test_go_regression_in_the_last_package_is_named_and_real_fix_proven(autopatch_bin,
+                                                                       tmp_path):
+    """`make test` runs `go test ./...`: the shim makes it `go test -json` into the run's
+    report directory. A repro named by package and test (`go test -run '^TestX$' ./size`
+    names no file) is checked by results; the planted regression in the second package is
+    refused by name; the real fix is proven."""
+    need_image("go")
+    repo = fixture_repo(tmp_path, "go")
+    s = script(write(GO_REPRO, GO_TEST), GO_FIX, GO_BREAK,
+               finish(GO_REPRO, GO_CMD, "size::TestParseLowercase"),
+               GO_UNBREAK, finish(GO_REPRO, GO_CMD, "size::TestParseLowercase"))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert "(from `go test -json`)" in r.out, r.out  # the baseline, behind make
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`example.com/units/format::TestHuman`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`example.com/units/size::TestParseLowercase` failed" in ev, ev
+    assert "per-test results from `go test -json`" in ev
+    base = runs(r, "suite")[0]
+    assert base["passed"] == 3 and base["command"] == "make test", base
+
+
+def test_go_repro_that_does_not_name_a_reported_test_is_refused(autopatch_bin, tmp_path):
+    """test_id must be a test the run reported: a name that is not is refused with the names
+    the runner gave, whatever the command says."""
+    need_image("go")
+    repo = fixture_repo(tmp_path, "go")
+    s = script(write(GO_REPRO, GO_TEST), GO_FIX,
+               finish(GO_REPRO, GO_CMD, "size::TestParseLowercaseUnits"))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "1"])
+    assert r.code != 0, r
+    assert ("round 1: rejected - the reproduction test `size::TestParseLowercaseUnits` is not among the 1 tests "
+            "the run on the pristine code reported (`example.com/units/size::"
+            "TestParseLowercase`)") in r.out, r.out
+
+
+# ---- Rust: a crate with test targets, one of them already failing ------------------------
+
+RUST_REPRO = "tests/lower.rs"
+RUST_TEST = """
+    #[test]
+    fn lowercase_units() {
+        assert_eq!(units::parse("4k"), Some(4096));
+    }
+    """
+RUST_FIX = replace("src/lib.rs", "        if let Some(num) = s.strip_suffix(u) {\n",
+                   "        if s.to_ascii_uppercase().ends_with(u) {\n"
+                   "            let num = &s[..s.len() - u.len()];\n")
+RUST_BREAK = replace("src/lib.rs", "n % 1024 == 0", "n % 1000 == 0")
+RUST_UNBREAK = replace("src/lib.rs", "n % 1000 == 0", "n % 1024 == 0")
+# An earlier target with a test that already fails: `cargo test` alone stops there and never
+# runs tests/render.rs, where the regression shows.
+KNOWN = {"tests/known.rs": """
+    #[test]
+    fn fractions_known_bug() {
+        assert_eq!(units::parse("1.5K"), Some(1536));
+    }
+    """}
+
+
+def test_rust_regression_in_the_last_target_is_found_past_a_failing_target(autopatch_bin,
+                                                                          tmp_path):
+    """`make test` runs `cargo test`; the shim adds --no-fail-fast, so the target after the
+    already-failing one runs on both sides and the planted regression there is refused by
+    name (target and test); the real fix is proven with the repro named by target + test."""
+    need_image("rust")
+    repo = fixture_repo(tmp_path, "rust", KNOWN)
+    s = script(write(RUST_REPRO, RUST_TEST), RUST_FIX, RUST_BREAK,
+               finish(RUST_REPRO, "cargo test --test lower", "lower::lowercase_units"),
+               RUST_UNBREAK,
+               finish(RUST_REPRO, "cargo test --test lower", "lower::lowercase_units"))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    base = runs(r, "suite")[0]
+    # src/lib.rs 1, tests/known.rs 1 (failing), tests/parse.rs 2, tests/render.rs 1
+    assert base["passed"] == 4 and base["failed"] == 1, base
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`tests/render.rs::human_sizes`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`tests/lower.rs::lowercase_units` failed" in ev, ev
+    assert "already failing before the patch (1): `tests/known.rs::fractions_known_bug`" in ev
+
+
+def test_cargo_stopping_at_the_first_failing_target_is_never_trusted(autopatch_bin, tmp_path):
+    """cargo run past the shims (by its path) stops at the first failing target: the suite's
+    evidence is incomplete, and the job says so before any model call."""
+    need_image("rust")
+    repo = fixture_repo(tmp_path, "rust", dict(KNOWN, **{
+        ".github/autopatch.yml": "image: rust\ntest: /usr/bin/cargo test\n"}))
+    s = script(write(RUST_REPRO, RUST_TEST), RUST_FIX,
+               finish(RUST_REPRO, "cargo test --test lower", "lower::lowercase_units"))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s)
+    assert r.code == 3, r
+    assert len(r.requests) == 0
+    assert ("cargo stopped at the first failing test target (it ran without "
+            "`--no-fail-fast`), so the tests after that point never ran") in r.out, r.out
+    assert "cargo test --no-fail-fast" in r.out
+
+
+# ---- C: CMake + ctest behind a shell script ------------------------------------------------
+
+C_REPRO = "tests/test_lower.c"
+C_TEST = """
+    #include "check.h"
+    #include "units.h"
+
+    int main(void)
+    {
+    \tlong long n = 0;
+
+    \tCHECK(units_parse("4k", &n) == 0 && n == 4096);
+    \treturn failures != 0;
+    }
+    """
+C_FIX = [replace("src/units.c", "#include <stdio.h>\n", "#include <ctype.h>\n#include <stdio.h>\n"),
+         replace("src/units.c", "\tu = strchr(UNITS, *end);\n",
+                 "\tu = strchr(UNITS, toupper((unsigned char)*end));\n")]
+C_BREAK = replace("src/units.c", "n % 1024 == 0", "n % 1000 == 0")
+C_UNBREAK = replace("src/units.c", "n % 1000 == 0", "n % 1024 == 0")
+C_CMD = "sh ci/test.sh -R '^test_lower$'"
+
+
+def test_ctest_inside_a_script_gives_per_test_results(autopatch_bin, tmp_path):
+    """`sh ci/test.sh` configures, builds and runs ctest: the shim adds --output-junit, so
+    the planted regression is refused naming the ctest test, and the fix is proven with the
+    repro named by its ctest name."""
+    need_image("c")
+    repo = fixture_repo(tmp_path, "cmake")
+    s = script(write(C_REPRO, C_TEST), *C_FIX, C_BREAK,
+               finish(C_REPRO, C_CMD, "test_lower"),
+               C_UNBREAK, finish(C_REPRO, C_CMD, "test_lower"))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert "2 passed, 0 failed, 0 skipped, 0 errors (from JUnit XML)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`test_render::test_render`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`test_lower::test_lower` failed" in ev, ev
+
+
+# ---- Python: unittest, tests inside the package, behind `make test` ----------------------
+
+PY_REPRO = "units/tests/test_lower.py"
+PY_TEST = """
+    import unittest
+
+    import units
+
+
+    class TestLower(unittest.TestCase):
+        def test_lowercase_units(self):
+            self.assertEqual(units.parse("4k"), 4096)
+    """
+PY_FIX = replace("units/__init__.py", "        if s.endswith(UNITS[i]):\n",
+                 "        if s.upper().endswith(UNITS[i]):\n")
+PY_BREAK = replace("units/__init__.py", "n % 1024 == 0", "n % 1000 == 0")
+PY_UNBREAK = replace("units/__init__.py", "n % 1000 == 0", "n % 1024 == 0")
+PY_CMD = "python3 -m unittest units.tests.test_lower"
+PY_ID = "units.tests.test_lower.TestLower.test_lowercase_units"
+
+
+def test_unittest_behind_make_is_read_per_test(autopatch_bin, tmp_path):
+    """`make test` runs `python3 -m unittest` (tests inside the package): the shim runs it
+    through the host's JUnit-writing runner, so the planted regression is named and the fix
+    proven with the repro named by its unittest id."""
+    repo = fixture_repo(tmp_path, "unittest")
+    s = script(write(PY_REPRO, PY_TEST), PY_FIX, PY_BREAK, finish(PY_REPRO, PY_CMD, PY_ID),
+               PY_UNBREAK, finish(PY_REPRO, PY_CMD, PY_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert "3 passed, 0 failed, 0 skipped, 0 errors (from JUnit XML)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "`units.tests.test_render.TestRender::test_human`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`units.tests.test_lower.TestLower::test_lowercase_units` failed" in ev, ev
+
+
+def test_pytest_stopping_at_the_first_failure_is_never_trusted(autopatch_bin, tmp_path):
+    """`pytest -x` on a suite with a failing test stops there: never evidence."""
+    repo = fixture_repo(tmp_path, "unittest", {
+        ".github/autopatch.yml": "image: python\ntest: python3 -m pytest -x -q units\n",
+        "units/tests/test_known.py": """
+            import units
+
+
+            def test_fraction_known_bug():
+                assert units.parse("1.5K") == 1536
+            """})
+    s = script(write(PY_REPRO, PY_TEST), PY_FIX, finish(PY_REPRO, PY_CMD, PY_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s)
+    assert r.code == 3, r
+    assert len(r.requests) == 0
+    assert "pytest stopped after the first failures (`-x`, `--exitfirst` or `--maxfail`)" in r.out
+
+
+# ---- JavaScript: mocha behind `npm test` ----------------------------------------------------
+
+NODE_MODULES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "node_modules"
+JS_REPRO = "test/lower.test.js"
+JS_TEST = """
+    "use strict";
+    const assert = require("node:assert");
+    const { parse } = require("..");
+
+    describe("parse lowercase", () => {
+      it("reads lowercase units", () => {
+        assert.strictEqual(parse("4k"), 4096);
+      });
+    });
+    """
+JS_FIX = replace("index.js", "    if (s.endsWith(UNITS[i])) {\n",
+                 "    if (s.toUpperCase().endsWith(UNITS[i])) {\n")
+JS_BREAK = replace("index.js", "n % 1024 === 0", "n % 1000 === 0")
+JS_UNBREAK = replace("index.js", "n % 1000 === 0", "n % 1024 === 0")
+JS_CMD = "npx mocha test/lower.test.js"
+JS_ID = "parse lowercase::reads lowercase units"
+
+
+def mocha_repo(tmp_path):
+    """The mocha fixture with mocha's node_modules (tests/fixtures, installed by
+    scripts/bootstrap.sh from the npm registry) committed in, as a vendored project has it."""
+    if not (NODE_MODULES / "mocha").is_dir():
+        pytest.fail("tests/fixtures/node_modules/mocha is missing: run scripts/bootstrap.sh")
+    repo = fixture_repo(tmp_path, "mocha")
+    shutil.copytree(NODE_MODULES, repo / "node_modules", symlinks=True,
+                    ignore=shutil.ignore_patterns("@octokit"))
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    for args in (["add", "-A"], ["commit", "-qm", "vendor mocha"]):
+        subprocess.run(["git", "-C", str(repo)] + args, check=True, env=env)
+    return repo
+
+
+def test_mocha_behind_npm_test_is_read_per_test(autopatch_bin, tmp_path):
+    """`npm test` runs mocha from node_modules/.bin, which starts node through PATH: the node
+    shim adds mocha's xunit reporter, so the planted regression is named (suite :: title) and
+    the fix proven with the repro named by test."""
+    need_image("node")
+    repo = mocha_repo(tmp_path)
+    s = script(write(JS_REPRO, JS_TEST), JS_FIX, JS_BREAK, finish(JS_REPRO, JS_CMD, JS_ID),
+               JS_UNBREAK, finish(JS_REPRO, JS_CMD, JS_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert "3 passed, 0 failed, 0 skipped, 0 errors (from JUnit XML)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "`human::writes the largest exact unit`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`parse lowercase::reads lowercase units` failed" in ev, ev
