@@ -259,6 +259,8 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 		tester_set_patch_check(a.tester, opts->patch_check, opts->patch_check_ud);
 	tester_set_files_check(a.tester, opts->files_check, opts->files_check_ud,
 			       opts->allow_harness_changes);
+	tester_set_baseline_cache(a.tester, opts->baseline_get, opts->baseline_put,
+				  opts->baseline_ud);
 	if (!(issue = issue_text(opts))) {
 		rc = AP_ENOMEM;
 		goto out;

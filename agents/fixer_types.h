@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 struct tester_files; /* agents/tester.h */
+struct report;	     /* agents/report.h */
 
 /* Progress callback: called at every step with a short line ("planning", "tester: repro fails on
  * pristine as expected"). stage is one of "preparing" (setup and the Tester's baseline),
@@ -80,6 +81,14 @@ typedef struct fixer_opts {
 	void *files_check_ud;
 	bool allow_harness_changes; /* `allow_harness_changes: true`: a patch that changes the
 				     * harness may still be published, marked not proven */
+	/* Optional: the pristine suite's per-test results kept by the host across jobs
+	 * (job/baseline_cache.h; tester.h's tester_baseline_get_fn / _put_fn). Both NULL: the
+	 * baseline always runs. */
+	int (*baseline_get)(void *ud, const char *test_cmd, struct report *rep, int *exit_code,
+			    int64_t *millis);
+	int (*baseline_put)(void *ud, const char *test_cmd, const struct report *rep, int exit_code,
+			    int64_t millis);
+	void *baseline_ud;
 } fixer_opts;
 
 #define FIXER_OPTS_VERSION 1

@@ -171,6 +171,10 @@ struct tester {
 	char *baseline_summary;
 	struct run_out base; /* the suite on pristine */
 	char *repro_key;     /* command + the test's diff section of the cached pristine run */
+	tester_baseline_get_fn baseline_get; /* the host's kept pristine results (or NULL) */
+	tester_baseline_put_fn baseline_put;
+	void *baseline_ud;
+	bool baseline_reused; /* t->base came from baseline_get, not from a run */
 	struct run_out prepro;
 };
 
@@ -860,6 +864,63 @@ static char *counts_line(const struct run_out *ro)
 			      c.skipped, c.errors);
 }
 
+/* The kept results of an earlier job as t->base: 1 when they stand in for the run (they
+ * classify as a suite that ran with per-test results), 0 when the suite must run. */
+static int reuse_baseline(tester *t)
+{
+	report rep = REPORT_INIT;
+	int64_t millis = 0;
+	int code = 0, rc;
+
+	if (!t->baseline_get)
+		return 0;
+	if ((rc = t->baseline_get(t->baseline_ud, t->test_cmd, &rep, &code, &millis)) <= 0) {
+		report_release(&rep);
+		return rc;
+	}
+	report_finish(&rep);
+	report_run facts = {.exit_code = code,
+			    .runner = report_runner_of(t->test_cmd),
+			    .have_report = true,
+			    .report = &rep};
+	if (!rep.n || report_classify(&facts) != REPORT_RAN) { /* fail closed: run it */
+		report_release(&rep);
+		return 0;
+	}
+	t->base.side = "pristine";
+	t->base.deadline_s = t->suite_s;
+	t->base.deadline_key = "suite_timeout";
+	t->base.runner = facts.runner;
+	t->base.have_report = true;
+	t->base.source = "the same suite's run on the same commit, environment and image in an "
+			 "earlier job";
+	t->base.rep = rep;
+	t->base.cls = REPORT_RAN;
+	t->base.exit_code = code;
+	t->base.millis = millis;
+	t->baseline_reused = true;
+	return 1;
+}
+
+/* Hand a baseline with per-test results to the host's cache (a failure is only a note). */
+static void keep_baseline(tester *t)
+{
+	if (!t->baseline_put || t->baseline_reused || t->base.problem || !t->base.have_report ||
+	    t->base.cls != REPORT_RAN)
+		return;
+	if (t->baseline_put(t->baseline_ud, t->test_cmd, &t->base.rep, t->base.exit_code,
+			    t->base.millis))
+		ap_error_clear();
+}
+
+void tester_set_baseline_cache(tester *t, tester_baseline_get_fn get, tester_baseline_put_fn put,
+			       void *ud)
+{
+	t->baseline_get = get;
+	t->baseline_put = put;
+	t->baseline_ud = ud;
+}
+
 int tester_baseline(tester *t, char **env_failure, char **summary)
 {
 	enum run_stop stop;
@@ -871,8 +932,10 @@ int tester_baseline(tester *t, char **env_failure, char **summary)
 		*summary = NULL;
 	if (t->have_baseline)
 		goto answer;
-	if ((rc = fresh_run(t, "pristine", NULL, t->test_cmd, t->suite_s, "suite_timeout", &t->base,
-			    &stop, &why)))
+	if ((rc = reuse_baseline(t)) < 0)
+		return rc;
+	if (rc == 0 && (rc = fresh_run(t, "pristine", NULL, t->test_cmd, t->suite_s,
+				       "suite_timeout", &t->base, &stop, &why)))
 		return rc;
 	if (why) {
 		t->env_failure = tools_asprintf("%s\nFix `setup:` in .github/autopatch.yml or use "
@@ -892,8 +955,13 @@ int tester_baseline(tester *t, char **env_failure, char **summary)
 	} else {
 		char *c = counts_line(&t->base);
 
+		keep_baseline(t);
 		t->baseline_summary = tools_asprintf(
-		    "baseline: the suite ran on the unchanged code in %.1f s: %s%s%s",
+		    t->baseline_reused
+			? "baseline: reused from an earlier job (the suite took %.1f "
+			  "s there): %s%s%s"
+			: "baseline: the suite ran on the unchanged code in %.1f s: "
+			  "%s%s%s",
 		    (double)t->base.millis / 1000.0, c ? c : "", t->base.source ? " (from " : "",
 		    t->base.source ? t->base.source : "");
 		if (t->base.source && t->baseline_summary) {
@@ -906,6 +974,7 @@ int tester_baseline(tester *t, char **env_failure, char **summary)
 	if (t->traj) {
 		cJSON *o = cJSON_CreateObject();
 		cJSON_AddBoolToObject(o, "usable", t->env_failure == NULL);
+		cJSON_AddBoolToObject(o, "reused", t->baseline_reused);
 		if (t->env_failure)
 			cJSON_AddStringToObject(o, "env_failure", t->env_failure);
 		if (t->baseline_summary)

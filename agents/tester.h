@@ -112,6 +112,20 @@ void tester_set_weak_evidence(tester *t, bool allow);
 /* The issue is about a hang: a repro that hits the deadline on pristine reproduces it. */
 void tester_set_hang_issue(tester *t, bool about_hang);
 
+/* The pristine suite's per-test results kept across jobs by the host (fixer_opts.baseline_get /
+ * _put; job/baseline_cache.h). get: 1 with rep filled (report_add; the Tester finishes it),
+ * *exit_code and *millis set when results of the same suite on the same inputs are kept; 0
+ * when none (rep left empty); negative only for AP_ENOMEM. The Tester checks the results
+ * again (they must classify as a suite that ran, with per-test results) and runs the suite
+ * when they do not. put: after a baseline that gave per-test results; its answer is only a
+ * note. Either may be NULL. Borrowed; must outlive the tester. */
+typedef int (*tester_baseline_get_fn)(void *ud, const char *test_cmd, report *rep, int *exit_code,
+				      int64_t *millis);
+typedef int (*tester_baseline_put_fn)(void *ud, const char *test_cmd, const report *rep,
+				      int exit_code, int64_t millis);
+void tester_set_baseline_cache(tester *t, tester_baseline_get_fn get, tester_baseline_put_fn put,
+			       void *ud);
+
 /* The baseline: the pristine tree, setup there, one suite run. Returns 0 with *env_failure
  * NULL when the suite can serve as the baseline, or 0 with *env_failure set (malloc'd: the
  * class, the first error lines, what to change) when it cannot run - no patch can fix that.

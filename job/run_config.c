@@ -77,4 +77,11 @@ void run_config_tester(run_config *rc, const env_setup_result *er, const env_sna
 	tb->snapshot = snapshot;
 	fo->tester_box = tester_box_make;
 	fo->tester_box_ud = tb;
+	/* The pristine suite's results of an earlier job on the same inputs stand in for the
+	 * baseline run. */
+	baseline_cache_init(&rc->baseline, rc->cfg, rc->repo_id, rc->repo_dir, er->key,
+			    rc->choice->image_id);
+	fo->baseline_get = baseline_cache_get;
+	fo->baseline_put = baseline_cache_put;
+	fo->baseline_ud = &rc->baseline;
 }

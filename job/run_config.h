@@ -12,6 +12,7 @@
 #define AP_RUN_CONFIG_H
 
 #include "agents/fixer.h"
+#include "job/baseline_cache.h"
 #include "job/environment.h"
 #include "job/patch_policy.h"
 #include "job/repo_config.h"
@@ -33,6 +34,7 @@ typedef struct run_config {
 	int max_iterations;	  /* override of rc->max_iterations */
 	int64_t cost_cap_micro;	  /* the budget the caller holds (0: none) */
 	const char *one_step[2];  /* scratch for setup_cmd as a step list */
+	baseline_cache baseline;  /* the pristine results kept across jobs (run_config_tester) */
 } run_config;
 
 #define RUN_CONFIG_INIT                                                                            \
@@ -56,7 +58,9 @@ void run_config_options(run_config *rc, env_setup_opts *eo, fixer_opts *fo);
 /* After setup, before the fixer: wire the Tester. The policy (patch_policy_init done by the
  * caller) learns the repository's own test and setup commands; tb is reset and filled to make
  * fresh Tester boxes of the job's image from the snapshot; fo gets the policy's hooks, the
- * Tester box maker and the tree-preparing command when setup made products. */
+ * Tester box maker, the tree-preparing command when setup made products, and the baseline
+ * cache (rc->baseline, keyed by the checkout's commit, er->key, the image id and the test
+ * command; job/baseline_cache.h). */
 void run_config_tester(run_config *rc, const env_setup_result *er, const env_snapshot *snapshot,
 		       sbx_engine *engine, const char *job_label, patch_policy *policy,
 		       tester_boxes *tb, fixer_opts *fo);
