@@ -38,6 +38,7 @@ static void sh(const char *fmt, ...)
 
 static int setup(void **state)
 {
+	(void)state;
 	if (!mkdtemp(root) || cfg_new_empty(&cfg))
 		return -1;
 	snprintf(repo, sizeof(repo), "%s/repo", root);
@@ -50,6 +51,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+	(void)state;
 	fs_rm_rf(root);
 	cfg_free(cfg);
 	return 0;
@@ -87,6 +89,7 @@ static void test_round_trip_and_key(void **state)
 	baseline_cache c, other;
 	report r, back;
 
+	(void)state;
 	baseline_cache_init(&c, cfg, "owner/name", repo, "envkey", "sha256:img");
 	assert_true(c.enabled);
 	assert_int_equal(strlen(c.commit), 40);
@@ -131,6 +134,7 @@ static void test_damaged_entries_are_ignored(void **state)
 	report r, back;
 	ap_buf b = AP_BUF_INIT(1u << 20);
 
+	(void)state;
 	baseline_cache_init(&c, cfg, "owner/damaged", repo, "", "sha256:img");
 	sample(&r);
 	assert_int_equal(baseline_cache_put(&c, "make test", &r, 1, 4321), 0);
@@ -167,6 +171,7 @@ static void test_a_checkout_that_is_not_its_commit_keeps_nothing(void **state)
 {
 	baseline_cache c;
 
+	(void)state;
 	sh("touch %s/untracked.txt", repo);
 	baseline_cache_init(&c, cfg, "owner/name", repo, "", "sha256:img");
 	assert_false(c.enabled);
