@@ -4,6 +4,7 @@
  * first; clear removes all entries or one repository's. */
 #include "cli/commands.h"
 #include "common/err.h"
+#include "job/env_cache.h"
 #include "job/environment.h"
 
 #include <stdio.h>

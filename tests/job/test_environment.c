@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "common/fs.h"
+#include "job/env_cache.h"
 #include "job/environment.h"
 #include "job/repo_config.h"
 
