@@ -28,6 +28,20 @@ int64_t ap_json_int_or(const cJSON *obj, const char *key, int64_t def)
 	return n;
 }
 
+const char *ap_json_str(const cJSON *obj, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	return cJSON_IsString(v) && v->valuestring ? v->valuestring : "";
+}
+
+double ap_json_num(const cJSON *obj, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
 bool ap_json_add_int(cJSON *obj, const char *key, int64_t v)
 {
 	char num[24];

@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
+#include "common/jsonnum.h"
 #include "common/log.h"
 #include "common/redact.h"
 #include "server/assets.h"
@@ -133,20 +134,6 @@ static void escf(ap_buf *b, const char *fmt, ...)
 	vsnprintf(tmp, sizeof(tmp), fmt, ap);
 	va_end(ap);
 	esc(b, tmp);
-}
-
-static const char *jstr(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-
-	return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static double jnum(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
 static bool jhas(const cJSON *o, const char *k)
@@ -374,17 +361,18 @@ static bool is_live(const char *state)
 /* How long the job has run: until its last update once finished, else until now. */
 static int64_t duration_ms(const cJSON *j, int64_t now)
 {
-	int64_t from = (int64_t)jnum(j, "created_ms");
+	int64_t from = (int64_t)ap_json_num(j, "created_ms");
 
-	return (is_live(jstr(j, "state")) ? now : (int64_t)jnum(j, "updated_ms")) - from;
+	return (is_live(ap_json_str(j, "state")) ? now : (int64_t)ap_json_num(j, "updated_ms")) -
+	       from;
 }
 
 /* The stage as shown: a finished job's says where it ended. */
 static void stage_text(ap_buf *b, const cJSON *j)
 {
-	const char *stage = jstr(j, "stage");
+	const char *stage = ap_json_str(j, "stage");
 
-	if (is_live(jstr(j, "state"))) {
+	if (is_live(ap_json_str(j, "state"))) {
 		esc(b, *stage ? stage : "-");
 		return;
 	}
@@ -401,34 +389,34 @@ static void issue_url(console *c, ap_buf *b, const cJSON *j)
 {
 	esc(b, c->cfg.web_url);
 	ap_buf_adds(b, "/");
-	esc(b, jstr(j, "repo"));
-	ap_buf_addf(b, "/issues/%.0f", jnum(j, "issue"));
+	esc(b, ap_json_str(j, "repo"));
+	ap_buf_addf(b, "/issues/%.0f", ap_json_num(j, "issue"));
 }
 
 static const char *pr_of(const cJSON *j)
 {
-	if (*jstr(j, "pr_url"))
-		return jstr(j, "pr_url");
-	return strncmp(jstr(j, "result"), "http", 4) == 0 ? jstr(j, "result") : "";
+	if (*ap_json_str(j, "pr_url"))
+		return ap_json_str(j, "pr_url");
+	return strncmp(ap_json_str(j, "result"), "http", 4) == 0 ? ap_json_str(j, "result") : "";
 }
 
 /* One row of the list (the page and the live stream render it alike). */
 static void list_row(console *c, ap_buf *b, const cJSON *j, int64_t now)
 {
-	const char *state = jstr(j, "state"), *pr = pr_of(j);
-	double id = jnum(j, "id");
+	const char *state = ap_json_str(j, "state"), *pr = pr_of(j);
+	double id = ap_json_num(j, "id");
 
 	ap_buf_addf(b, "<tr id=\"job-%.0f\"><td><a href=\"/jobs/%.0f\">#%.0f</a></td>", id, id, id);
 	ap_buf_addf(b, "<td class=\"title\"><a href=\"/jobs/%.0f\">", id);
-	if (*jstr(j, "title"))
-		esc(b, jstr(j, "title"));
+	if (*ap_json_str(j, "title"))
+		esc(b, ap_json_str(j, "title"));
 	else
-		ap_buf_addf(b, "Issue %.0f", jnum(j, "issue"));
+		ap_buf_addf(b, "Issue %.0f", ap_json_num(j, "issue"));
 	ap_buf_adds(b, "</a></td><td>");
-	esc(b, jstr(j, "repo"));
+	esc(b, ap_json_str(j, "repo"));
 	ap_buf_adds(b, "</td><td><a class=\"issue-link\" href=\"");
 	issue_url(c, b, j);
-	ap_buf_addf(b, "\">issue #%.0f</a>", jnum(j, "issue"));
+	ap_buf_addf(b, "\">issue #%.0f</a>", ap_json_num(j, "issue"));
 	if (*pr) {
 		ap_buf_adds(b, "<br><a class=\"pr-link\" href=\"");
 		esc(b, pr);
@@ -438,19 +426,19 @@ static void list_row(console *c, ap_buf *b, const cJSON *j, int64_t now)
 	esc(b, state);
 	ap_buf_adds(b, "\">");
 	esc(b, state);
-	if (*jstr(j, "error") && !is_live(state)) {
+	if (*ap_json_str(j, "error") && !is_live(state)) {
 		ap_buf_adds(b, "<span class=\"reason\">: ");
-		esc(b, jstr(j, "error"));
+		esc(b, ap_json_str(j, "error"));
 		ap_buf_adds(b, "</span>");
 	}
 	ap_buf_adds(b, "</td><td class=\"stage\">");
 	stage_text(b, j);
 	ap_buf_adds(b, "</td><td>");
-	age(b, now - (int64_t)jnum(j, "created_ms"));
+	age(b, now - (int64_t)ap_json_num(j, "created_ms"));
 	ap_buf_adds(b, "</td><td>");
 	age(b, duration_ms(j, now));
 	ap_buf_adds(b, "</td><td>");
-	esc(b, *jstr(j, "cost") ? jstr(j, "cost") : "-");
+	esc(b, *ap_json_str(j, "cost") ? ap_json_str(j, "cost") : "-");
 	ap_buf_adds(b, "</td></tr>");
 }
 
@@ -540,8 +528,8 @@ static void job_list(console *c, struct MHD_Connection *conn, queue *q, struct p
 	ap_buf_adds(&p->body, "\">");
 	cJSON_ArrayForEach (j, jobs) {
 		rows++;
-		oldest = (int64_t)jnum(j, "id");
-		if (!can_see(c, v, jstr(j, "repo")))
+		oldest = (int64_t)ap_json_num(j, "id");
+		if (!can_see(c, v, ap_json_str(j, "repo")))
 			continue;
 		shown++;
 		list_row(c, &p->body, j, now);
@@ -641,9 +629,9 @@ static void view_call(struct traj_view *t, const cJSON *e)
 	t->ncalls++;
 	ap_buf_addf(&t->calls,
 		    "<tr><td>%d</td><td>%.0f</td><td>%.0f</td><td>%.0f ms</td><td>%.0f</td><td>",
-		    t->ncalls, jnum(e, "tokens_in"), jnum(e, "tokens_out"), jnum(e, "millis"),
-		    jnum(e, "attempts"));
-	esc(&t->calls, jstr(e, "stop"));
+		    t->ncalls, ap_json_num(e, "tokens_in"), ap_json_num(e, "tokens_out"),
+		    ap_json_num(e, "millis"), ap_json_num(e, "attempts"));
+	esc(&t->calls, ap_json_str(e, "stop"));
 	ap_buf_adds(&t->calls, "</td></tr>");
 }
 
@@ -651,12 +639,13 @@ static void view_tool(struct traj_view *t, const cJSON *e, int64_t id, int line)
 {
 	t->ntools++;
 	ap_buf_addf(&t->tools, "<details class=\"item\"><summary>%d. <code>", t->ntools);
-	esc(&t->tools, jstr(e, "name"));
-	ap_buf_addf(&t->tools, "</code> (%.0f ms)%s</summary><h4>Arguments</h4>", jnum(e, "millis"),
+	esc(&t->tools, ap_json_str(e, "name"));
+	ap_buf_addf(&t->tools, "</code> (%.0f ms)%s</summary><h4>Arguments</h4>",
+		    ap_json_num(e, "millis"),
 		    cJSON_IsTrue(cJSON_GetObjectItem(e, "is_error")) ? ", error" : "");
-	capped(&t->tools, id, line, "arguments", jstr(e, "arguments"));
+	capped(&t->tools, id, line, "arguments", ap_json_str(e, "arguments"));
 	ap_buf_adds(&t->tools, "<h4>Result (redacted)</h4>");
-	capped(&t->tools, id, line, "result", jstr(e, "result"));
+	capped(&t->tools, id, line, "result", ap_json_str(e, "result"));
 	ap_buf_adds(&t->tools, "</details>");
 }
 
@@ -664,17 +653,17 @@ static void view_cmd(struct traj_view *t, const cJSON *e, int64_t id, int line)
 {
 	t->ncmds++;
 	ap_buf_addf(&t->cmds, "<details class=\"item\"><summary>%d. <code>", t->ncmds);
-	esc(&t->cmds, jstr(e, "command"));
+	esc(&t->cmds, ap_json_str(e, "command"));
 	ap_buf_addf(&t->cmds, "</code>: exit %.0f%s, %.0f ms</summary><p>in <code>",
-		    jnum(e, "exit"),
+		    ap_json_num(e, "exit"),
 		    cJSON_IsTrue(cJSON_GetObjectItem(e, "timed_out")) ? " (timed out)" : "",
-		    jnum(e, "millis"));
-	esc(&t->cmds, jstr(e, "dir"));
+		    ap_json_num(e, "millis"));
+	esc(&t->cmds, ap_json_str(e, "dir"));
 	ap_buf_adds(&t->cmds, "</code></p><h4>Output</h4>");
-	capped(&t->cmds, id, line, "stdout", jstr(e, "stdout"));
-	if (*jstr(e, "stderr")) {
+	capped(&t->cmds, id, line, "stdout", ap_json_str(e, "stdout"));
+	if (*ap_json_str(e, "stderr")) {
 		ap_buf_adds(&t->cmds, "<h4>Errors</h4>");
-		capped(&t->cmds, id, line, "stderr", jstr(e, "stderr"));
+		capped(&t->cmds, id, line, "stderr", ap_json_str(e, "stderr"));
 	}
 	ap_buf_adds(&t->cmds, "</details>");
 }
@@ -685,24 +674,24 @@ static void view_tests(struct traj_view *t, const cJSON *e)
 	int passed = 0, other = 0;
 
 	cJSON_ArrayForEach (x, cJSON_GetObjectItem(e, "tests")) {
-		if (strcmp(jstr(x, "status"), "passed") == 0)
+		if (strcmp(ap_json_str(x, "status"), "passed") == 0)
 			passed++;
 		else
 			other++;
 	}
 	t->ntests++;
 	ap_buf_addf(&t->tests, "<details class=\"item\"><summary>Run %d, in <code>", t->ntests);
-	esc(&t->tests, jstr(e, "dir"));
+	esc(&t->tests, ap_json_str(e, "dir"));
 	ap_buf_addf(&t->tests,
 		    "</code>: %d passed, %d not</summary><table class=\"tests\"><thead><tr><th "
 		    "scope=\"col\">Test</th><th scope=\"col\">Result</th></tr></thead><tbody>",
 		    passed, other);
 	cJSON_ArrayForEach (x, cJSON_GetObjectItem(e, "tests")) {
 		ap_buf_adds(&t->tests, "<tr><td>");
-		esc(&t->tests, jstr(x, "name"));
+		esc(&t->tests, ap_json_str(x, "name"));
 		ap_buf_addf(&t->tests, "</td><td class=\"%s\">",
-			    strcmp(jstr(x, "status"), "passed") == 0 ? "passed" : "failed");
-		esc(&t->tests, jstr(x, "status"));
+			    strcmp(ap_json_str(x, "status"), "passed") == 0 ? "passed" : "failed");
+		esc(&t->tests, ap_json_str(x, "status"));
 		ap_buf_adds(&t->tests, "</td></tr>");
 	}
 	ap_buf_adds(&t->tests, "</tbody></table></details>");
@@ -735,20 +724,22 @@ static void traj_view_load(struct traj_view *t, const char *path, int64_t id)
 			*next++ = '\0';
 		if (!(e = cJSON_Parse(line)))
 			continue;
-		type = jstr(e, "type");
+		type = ap_json_str(e, "type");
 		if (strcmp(type, "llm_usage") == 0) {
 			view_call(t, e);
 		} else if (strcmp(type, "tool_result") == 0) {
 			view_tool(t, e, id, n);
 		} else if (strcmp(type, "tester_run") == 0 || strcmp(type, "sandbox_exec") == 0) {
-			int kind = strcmp(jstr(e, "kind"), "repro") == 0   ? 0
-				   : strcmp(jstr(e, "kind"), "suite") == 0 ? 1
-									   : -1;
+			int kind = strcmp(ap_json_str(e, "kind"), "repro") == 0	  ? 0
+				   : strcmp(ap_json_str(e, "kind"), "suite") == 0 ? 1
+										  : -1;
 
 			view_cmd(t, e, id, n);
 			if (kind >= 0) {
 				keep_json(
-				    &t->runs[kind][strstr(jstr(e, "dir"), "/pristine") ? 0 : 1], e);
+				    &t->runs[kind]
+					    [strstr(ap_json_str(e, "dir"), "/pristine") ? 0 : 1],
+				    e);
 				continue;
 			}
 		} else if (strcmp(type, "tester_tests") == 0) {
@@ -769,8 +760,8 @@ out:
 /* The outcome in one sentence (with the PR's link when there is one). */
 static void outcome(ap_buf *b, const cJSON *j, const struct traj_view *t)
 {
-	const char *state = jstr(j, "state"), *pr = pr_of(j), *err = jstr(j, "error");
-	const char *why = t->verdict ? jstr(t->verdict, "reason") : "";
+	const char *state = ap_json_str(j, "state"), *pr = pr_of(j), *err = ap_json_str(j, "error");
+	const char *why = t->verdict ? ap_json_str(t->verdict, "reason") : "";
 
 	if (strcmp(state, "queued") == 0) {
 		ap_buf_adds(b, "<p id=\"outcome\" class=\"outcome\">Waiting in the queue for a "
@@ -779,7 +770,7 @@ static void outcome(ap_buf *b, const cJSON *j, const struct traj_view *t)
 	}
 	if (strcmp(state, "running") == 0) {
 		ap_buf_adds(b, "<p id=\"outcome\" class=\"outcome\">Working on it: ");
-		esc(b, *jstr(j, "stage") ? jstr(j, "stage") : "starting");
+		esc(b, *ap_json_str(j, "stage") ? ap_json_str(j, "stage") : "starting");
 		ap_buf_adds(b, ".</p>");
 		return;
 	}
@@ -803,13 +794,14 @@ static void outcome(ap_buf *b, const cJSON *j, const struct traj_view *t)
 	}
 	if (strcmp(state, "succeeded") == 0) {
 		ap_buf_adds(b, "Finished: ");
-		esc(b, *jstr(j, "result") ? jstr(j, "result") : "no pull request was needed");
+		esc(b, *ap_json_str(j, "result") ? ap_json_str(j, "result")
+						 : "no pull request was needed");
 	} else if (strcmp(state, "cancelled") == 0) {
 		ap_buf_adds(b, "Cancelled: ");
 		esc(b, *err ? err : "stopped before it finished");
 	} else if (t->end && cJSON_IsTrue(cJSON_GetObjectItem(t->end, "env_failure"))) {
 		ap_buf_adds(b, "Environment failure (not the patch's fault): ");
-		esc(b, *jstr(t->end, "failure") ? jstr(t->end, "failure") : err);
+		esc(b, *ap_json_str(t->end, "failure") ? ap_json_str(t->end, "failure") : err);
 		ap_buf_adds(b, ". What to change: the repository's set-up or test command "
 			       "(.autopatch.yml) or the sandbox image, then retry.");
 	} else {
@@ -823,7 +815,7 @@ static void outcome(ap_buf *b, const cJSON *j, const struct traj_view *t)
 /* The summary list; the live script updates the fields with an id. */
 static void summary(ap_buf *b, const cJSON *j, const struct traj_view *t, int64_t now)
 {
-	const char *state = jstr(j, "state");
+	const char *state = ap_json_str(j, "state");
 
 	ap_buf_adds(b, "<dl class=\"summary\"><dt>State</dt><dd id=\"job-state\" class=\"state-");
 	esc(b, state);
@@ -834,23 +826,24 @@ static void summary(ap_buf *b, const cJSON *j, const struct traj_view *t, int64_
 	ap_buf_adds(b, "</dd><dt>Stage</dt><dd id=\"job-stage\">");
 	stage_text(b, j);
 	ap_buf_adds(b, "</dd><dt>Cost</dt><dd id=\"job-cost\">");
-	esc(b, *jstr(j, "cost") ? jstr(j, "cost") : "-");
+	esc(b, *ap_json_str(j, "cost") ? ap_json_str(j, "cost") : "-");
 	ap_buf_adds(b, "</dd><dt>Tokens</dt><dd id=\"job-tokens\">");
 	if (jhas(j, "tokens"))
-		ap_buf_addf(b, "%.0f", jnum(j, "tokens"));
+		ap_buf_addf(b, "%.0f", ap_json_num(j, "tokens"));
 	else
 		ap_buf_adds(b, "-");
 	ap_buf_adds(b, "</dd><dt>Duration</dt><dd id=\"job-duration\">");
 	age(b, duration_ms(j, now));
 	ap_buf_adds(b, "</dd><dt>Rounds</dt><dd id=\"job-rounds\">");
 	if (t->end)
-		ap_buf_addf(b, "%.0f", jnum(t->end, "iterations"));
+		ap_buf_addf(b, "%.0f", ap_json_num(t->end, "iterations"));
 	else
 		ap_buf_adds(b, "-");
 	ap_buf_addf(b, "</dd><dt>Model calls</dt><dd id=\"job-calls\">%.0f</dd>",
-		    jnum(j, "model_calls"));
-	ap_buf_addf(b, "<dt>Attempts</dt><dd>%.0f</dd><dt>Trigger</dt><dd>", jnum(j, "attempts"));
-	esc(b, jstr(j, "trigger"));
+		    ap_json_num(j, "model_calls"));
+	ap_buf_addf(b, "<dt>Attempts</dt><dd>%.0f</dd><dt>Trigger</dt><dd>",
+		    ap_json_num(j, "attempts"));
+	esc(b, ap_json_str(j, "trigger"));
 	ap_buf_adds(b, "</dd></dl>");
 }
 
@@ -861,12 +854,12 @@ static void run_cell(ap_buf *b, const cJSON *run)
 		ap_buf_adds(b, "not run</td>");
 		return;
 	}
-	ap_buf_addf(b, "exit %.0f%s", jnum(run, "exit"),
+	ap_buf_addf(b, "exit %.0f%s", ap_json_num(run, "exit"),
 		    cJSON_IsTrue(cJSON_GetObjectItem(run, "timed_out")) ? " (timed out)" : "");
 	if (jhas(run, "passed"))
 		ap_buf_addf(b, ": %.0f passed, %.0f failed, %.0f skipped, %.0f errors",
-			    jnum(run, "passed"), jnum(run, "failed"), jnum(run, "skipped"),
-			    jnum(run, "errors"));
+			    ap_json_num(run, "passed"), ap_json_num(run, "failed"),
+			    ap_json_num(run, "skipped"), ap_json_num(run, "errors"));
 	ap_buf_adds(b, "</td>");
 }
 
@@ -889,10 +882,10 @@ static void evidence_table(ap_buf *b, const struct traj_view *t, int64_t id)
 		}
 		ap_buf_adds(b, "</tbody></table>");
 	}
-	if (t->end && *jstr(t->end, "evidence")) {
+	if (t->end && *ap_json_str(t->end, "evidence")) {
 		ap_buf_adds(b, "<details id=\"evidence-text\"><summary>The evidence as the pull "
 			       "request states it</summary>");
-		capped(b, id, 0, "evidence", jstr(t->end, "evidence"));
+		capped(b, id, 0, "evidence", ap_json_str(t->end, "evidence"));
 		ap_buf_adds(b, "</details>");
 	}
 }
@@ -974,7 +967,7 @@ static cJSON *visible_job(console *c, queue *q, int64_t id, struct page *p, cons
 			"go back to the job list", v);
 		return NULL;
 	}
-	if (!can_see(c, v, jstr(j, "repo"))) {
+	if (!can_see(c, v, ap_json_str(j, "repo"))) {
 		cJSON_Delete(j);
 		problem(p, 403, "Not your job",
 			"This job belongs to a repository you cannot push to.",
@@ -991,8 +984,8 @@ static void timeline(ap_buf *b, const cJSON *j, int64_t id, bool live)
 
 	/* The last event rendered: the live stream resumes after it (each event once). */
 	cJSON_ArrayForEach (e, cJSON_GetObjectItem(j, "events")) {
-		if (jnum(e, "id") > last)
-			last = (int64_t)jnum(e, "id");
+		if (ap_json_num(e, "id") > last)
+			last = (int64_t)ap_json_num(e, "id");
 	}
 	ap_buf_adds(b, "<h2>Timeline</h2><p id=\"live-status\" aria-live=\"polite\"></p><table "
 		       "class=\"timeline\"><thead><tr><th scope=\"col\">Time</th><th "
@@ -1001,16 +994,17 @@ static void timeline(ap_buf *b, const cJSON *j, int64_t id, bool live)
 		    "<tbody id=\"events\" data-job=\"%lld\" data-live=\"%d\" data-last=\"%lld\">",
 		    (long long)id, live ? 1 : 0, (long long)last);
 	cJSON_ArrayForEach (e, cJSON_GetObjectItem(j, "events")) {
-		ap_buf_addf(b, "<tr data-event=\"%.0f\"><td><time datetime=\"", jnum(e, "id"));
-		esc(b, jstr(e, "time"));
+		ap_buf_addf(b, "<tr data-event=\"%.0f\"><td><time datetime=\"",
+			    ap_json_num(e, "id"));
+		esc(b, ap_json_str(e, "time"));
 		ap_buf_adds(b, "\">");
 		/* HH:MM:SS of 2026-01-02T03:04:05.678Z (the date is in the attribute) */
-		if (strlen(jstr(e, "time")) >= 19)
-			ap_buf_add(b, jstr(e, "time") + 11, 8);
+		if (strlen(ap_json_str(e, "time")) >= 19)
+			ap_buf_add(b, ap_json_str(e, "time") + 11, 8);
 		ap_buf_adds(b, "</time></td><td>");
-		esc(b, jstr(e, "stage"));
+		esc(b, ap_json_str(e, "stage"));
 		ap_buf_adds(b, "</td><td>");
-		esc(b, jstr(e, "message"));
+		esc(b, ap_json_str(e, "message"));
 		ap_buf_adds(b, "</td></tr>");
 	}
 	ap_buf_adds(b, "</tbody></table>");
@@ -1026,25 +1020,26 @@ static void job_page(console *c, queue *q, int64_t id, struct page *p, const str
 
 	if (!j)
 		return;
-	state = jstr(j, "state");
+	state = ap_json_str(j, "state");
 	live = is_live(state);
 	if (q_state_get(q, id, "trajectory", &traj) != 0)
 		ap_error_clear();
 	traj_view_load(&t, traj, id);
 	free(traj);
 	page_init(p, 200);
-	if (*jstr(j, "title"))
-		snprintf(title, sizeof(title), "%s", jstr(j, "title"));
+	if (*ap_json_str(j, "title"))
+		snprintf(title, sizeof(title), "%s", ap_json_str(j, "title"));
 	else
-		snprintf(title, sizeof(title), "Issue %.0f", jnum(j, "issue"));
+		snprintf(title, sizeof(title), "Issue %.0f", ap_json_num(j, "issue"));
 	head(p, title, v);
 	ap_buf_adds(&p->body, "<h1 id=\"issue-title\">");
 	esc(&p->body, title);
 	ap_buf_adds(&p->body, "</h1><p class=\"issue-ref\"><a id=\"issue-link\" href=\"");
 	issue_url(c, &p->body, j);
 	ap_buf_adds(&p->body, "\">");
-	esc(&p->body, jstr(j, "repo"));
-	ap_buf_addf(&p->body, "#%.0f</a> &middot; job %lld</p>", jnum(j, "issue"), (long long)id);
+	esc(&p->body, ap_json_str(j, "repo"));
+	ap_buf_addf(&p->body, "#%.0f</a> &middot; job %lld</p>", ap_json_num(j, "issue"),
+		    (long long)id);
 	outcome(&p->body, j, &t);
 	summary(&p->body, j, &t, ap_wall_ms());
 	ap_buf_adds(&p->body, "<p>");
@@ -1056,8 +1051,8 @@ static void job_page(console *c, queue *q, int64_t id, struct page *p, const str
 	timeline(&p->body, j, id, live);
 	evidence_table(&p->body, &t, id);
 	ap_buf_adds(&p->body, "<h2>Diff</h2>");
-	if (t.end && *jstr(t.end, "diff"))
-		capped(&p->body, id, 0, "diff", jstr(t.end, "diff"));
+	if (t.end && *ap_json_str(t.end, "diff"))
+		capped(&p->body, id, 0, "diff", ap_json_str(t.end, "diff"));
 	else
 		ap_buf_adds(&p->body, "<p>No diff (yet).</p>");
 	if (t.read)
@@ -1112,7 +1107,7 @@ static void job_output(console *c, struct MHD_Connection *conn, queue *q, int64_
 			*next++ = '\0';
 		if ((line && n != line) || !(e = cJSON_Parse(l)))
 			continue;
-		if (line || strcmp(jstr(e, "type"), "end") == 0) {
+		if (line || strcmp(ap_json_str(e, "type"), "end") == 0) {
 			cJSON_Delete(found);
 			found = e;
 		} else {
@@ -1130,7 +1125,7 @@ static void job_output(console *c, struct MHD_Connection *conn, queue *q, int64_
 	}
 	page_init(p, 200);
 	p->type = "text/plain; charset=utf-8";
-	ap_buf_adds(&p->body, jstr(found, field));
+	ap_buf_adds(&p->body, ap_json_str(found, field));
 	cJSON_Delete(found);
 }
 
@@ -1202,16 +1197,16 @@ static void sse_job_fields(struct sse *s, int64_t now)
 		return;
 	}
 	o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "state", jstr(j, "state"));
+	cJSON_AddStringToObject(o, "state", ap_json_str(j, "state"));
 	stage_text(&b, j);
 	cJSON_AddStringToObject(o, "stage", ap_buf_str(&b));
 	ap_buf_reset(&b);
-	cJSON_AddStringToObject(o, "cost", *jstr(j, "cost") ? jstr(j, "cost") : "-");
+	cJSON_AddStringToObject(o, "cost", *ap_json_str(j, "cost") ? ap_json_str(j, "cost") : "-");
 	if (jhas(j, "tokens"))
-		cJSON_AddNumberToObject(o, "tokens", jnum(j, "tokens"));
+		cJSON_AddNumberToObject(o, "tokens", ap_json_num(j, "tokens"));
 	else
 		cJSON_AddStringToObject(o, "tokens", "-");
-	cJSON_AddNumberToObject(o, "calls", jnum(j, "model_calls"));
+	cJSON_AddNumberToObject(o, "calls", ap_json_num(j, "model_calls"));
 	age(&b, duration_ms(j, now));
 	cJSON_AddStringToObject(o, "duration", ap_buf_str(&b));
 	ap_buf_release(&b);
@@ -1236,7 +1231,8 @@ static void sse_refill_job(struct sse *s, int64_t now)
 
 	if (q_events_since(s->q, s->job, s->last, SSE_BATCH, &events, &s->last) == 0) {
 		cJSON_ArrayForEach (e, events) {
-			sse_message(s, (int64_t)jnum(e, "id"), NULL, cJSON_Duplicate(e, true));
+			sse_message(s, (int64_t)ap_json_num(e, "id"), NULL,
+				    cJSON_Duplicate(e, true));
 			fresh = true;
 		}
 		cJSON_Delete(events);
@@ -1256,8 +1252,8 @@ static void sse_refill_job(struct sse *s, int64_t now)
 
 static bool list_match(const struct sse *s, const cJSON *j)
 {
-	return (!s->state[0] || strcmp(s->state, jstr(j, "state")) == 0) &&
-	       (!s->repo[0] || strcmp(s->repo, jstr(j, "repo")) == 0);
+	return (!s->state[0] || strcmp(s->state, ap_json_str(j, "state")) == 0) &&
+	       (!s->repo[0] || strcmp(s->repo, ap_json_str(j, "repo")) == 0);
 }
 
 /* The list's stream: each job with an event after the last one seen, as its row's HTML
@@ -1282,12 +1278,12 @@ static void sse_refill_list(struct sse *s, int64_t now)
 	for (int i = n - 1; i >= 0; i--) {
 		cJSON *j = cJSON_GetArrayItem(jobs, i);
 
-		if (!can_see(s->c, &s->v, jstr(j, "repo")))
+		if (!can_see(s->c, &s->v, ap_json_str(j, "repo")))
 			continue;
 		ap_buf_reset(&row);
 		list_row(s->c, &row, j, now);
 		o = cJSON_CreateObject();
-		cJSON_AddNumberToObject(o, "id", jnum(j, "id"));
+		cJSON_AddNumberToObject(o, "id", ap_json_num(j, "id"));
 		cJSON_AddBoolToObject(o, "match", list_match(s, j));
 		cJSON_AddStringToObject(o, "html", ap_buf_str(&row));
 		sse_message(s, 0, "job", o);
@@ -1512,8 +1508,8 @@ static void job_action(console *c, queue *q, int64_t id, const char *what, struc
 	snprintf(why, sizeof(why), "%s from the console by %s",
 		 strcmp(what, "cancel") == 0 ? "cancel requested" : "retried", v->info.login);
 	if (strcmp(what, "cancel") == 0) {
-		rc = q_cancel(q, jstr(j, "repo"), (int64_t)jnum(j, "issue"), why, ap_wall_ms(),
-			      NULL);
+		rc = q_cancel(q, ap_json_str(j, "repo"), (int64_t)ap_json_num(j, "issue"), why,
+			      ap_wall_ms(), NULL);
 	} else {
 		rc = q_retry(q, id, why, ap_wall_ms());
 		if (!rc && c->cfg.queued)

@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
+#include "common/jsonnum.h"
 #include "common/log.h"
 #include "common/redact.h"
 #include "server/assets.h"
@@ -21,20 +22,6 @@ struct reg {
 	reg_config cfg;
 	nonce_store *states;
 };
-
-static const char *jstr(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-
-	return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static double jnum(const cJSON *o, const char *k)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
 
 int reg_new(reg **out, const reg_config *cfg)
 {
@@ -193,13 +180,13 @@ static int store_credentials(const reg *r, const cJSON *app)
 	char id[32];
 	int rc;
 
-	snprintf(id, sizeof(id), "%.0f", jnum(app, "id"));
+	snprintf(id, sizeof(id), "%.0f", ap_json_num(app, "id"));
 	ap_buf_adds(&b, "# Written by autopatch's App registration (/setup). Keep it secret.\n");
 	env_line(&b, "APP_ID", id);
-	env_line(&b, "PRIVATE_KEY", jstr(app, "pem"));
-	env_line(&b, "WEBHOOK_SECRET", jstr(app, "webhook_secret"));
-	env_line(&b, "GITHUB_CLIENT_ID", jstr(app, "client_id"));
-	env_line(&b, "GITHUB_CLIENT_SECRET", jstr(app, "client_secret"));
+	env_line(&b, "PRIVATE_KEY", ap_json_str(app, "pem"));
+	env_line(&b, "WEBHOOK_SECRET", ap_json_str(app, "webhook_secret"));
+	env_line(&b, "GITHUB_CLIENT_ID", ap_json_str(app, "client_id"));
+	env_line(&b, "GITHUB_CLIENT_SECRET", ap_json_str(app, "client_secret"));
 	rc = fs_write_atomic(r->cfg.credentials_file, ap_buf_str(&b), b.len, 0600);
 	OPENSSL_cleanse(b.data, b.len);
 	ap_buf_release(&b);
@@ -237,10 +224,10 @@ static void keep_app(reg *r, const cJSON *app, flow_answer *a)
 {
 	char where[FLOW_URL_MAX], id[32];
 
-	snprintf(id, sizeof(id), "%.0f", jnum(app, "id"));
-	redact_add_secret(jstr(app, "pem"));
-	redact_add_secret(jstr(app, "webhook_secret"));
-	redact_add_secret(jstr(app, "client_secret"));
+	snprintf(id, sizeof(id), "%.0f", ap_json_num(app, "id"));
+	redact_add_secret(ap_json_str(app, "pem"));
+	redact_add_secret(ap_json_str(app, "webhook_secret"));
+	redact_add_secret(ap_json_str(app, "client_secret"));
 	if (store_credentials(r, app)) {
 		flow_problem(a, 500, "Cannot store the App's credentials", ap_error_last(),
 			     "make AUTOPATCH_CREDENTIALS_FILE a writable path, then register again "
@@ -248,15 +235,16 @@ static void keep_app(reg *r, const cJSON *app, flow_answer *a)
 		return;
 	}
 	{
-		reg_app got = {id, jstr(app, "pem"), jstr(app, "webhook_secret"),
-			       jstr(app, "client_id"), jstr(app, "client_secret")};
+		reg_app got = {id, ap_json_str(app, "pem"), ap_json_str(app, "webhook_secret"),
+			       ap_json_str(app, "client_id"), ap_json_str(app, "client_secret")};
 
 		r->cfg.registered(r->cfg.ud, &got);
 	}
-	ap_info("registration: App %s (id %s) stored in %s and in use", jstr(app, "slug"), id,
-		r->cfg.credentials_file);
-	if (*jstr(app, "html_url"))
-		snprintf(where, sizeof(where), "%s/installations/new", jstr(app, "html_url"));
+	ap_info("registration: App %s (id %s) stored in %s and in use", ap_json_str(app, "slug"),
+		id, r->cfg.credentials_file);
+	if (*ap_json_str(app, "html_url"))
+		snprintf(where, sizeof(where), "%s/installations/new",
+			 ap_json_str(app, "html_url"));
 	else
 		snprintf(where, sizeof(where), "%s/settings/apps", r->cfg.web_url);
 	flow_redirect(a, where);

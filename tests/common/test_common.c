@@ -454,6 +454,23 @@ static void test_json_int_refuses_what_int64_cannot_hold(void **state)
 }
 
 /* An integer added as written: exact past 2^53, where a double would round it. */
+static void test_json_str_and_num_default_on_another_type(void **state)
+{
+	cJSON *o = cJSON_Parse("{\"s\":\"x\",\"n\":2.5,\"z\":null,\"a\":[1]}");
+
+	(void)state;
+	assert_non_null(o);
+	assert_string_equal(ap_json_str(o, "s"), "x");
+	assert_string_equal(ap_json_str(o, "n"), "");
+	assert_string_equal(ap_json_str(o, "missing"), "");
+	assert_string_equal(ap_json_str(NULL, "s"), "");
+	assert_true(ap_json_num(o, "n") == 2.5);
+	assert_true(ap_json_num(o, "s") == 0);
+	assert_true(ap_json_num(o, "z") == 0);
+	assert_true(ap_json_num(o, "a") == 0);
+	cJSON_Delete(o);
+}
+
 static void test_json_add_int_is_exact(void **state)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -640,6 +657,7 @@ int main(void)
 	    cmocka_unit_test(test_config_malformed_line_names_line),
 	    cmocka_unit_test(test_json_int_refuses_what_int64_cannot_hold),
 	    cmocka_unit_test(test_slots_new_zeroed_entries_and_refusal),
+	    cmocka_unit_test(test_json_str_and_num_default_on_another_type),
 	    cmocka_unit_test(test_json_add_int_is_exact),
 	    cmocka_unit_test(test_clock_deadline_in),
 	    cmocka_unit_test(test_clock_fake),
