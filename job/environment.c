@@ -1375,11 +1375,6 @@ int env_snapshot_restore(const env_snapshot *s, sbx_box *box, const volatile sig
 	return archive_exec_in(box, cancel, &cmd, "restoring the setup snapshot");
 }
 
-int64_t env_snapshot_bytes(const env_snapshot *s)
-{
-	return s && s->fd >= 0 ? s->bytes : 0;
-}
-
 void env_snapshot_free(env_snapshot *s)
 {
 	if (!s)

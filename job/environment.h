@@ -213,9 +213,6 @@ int env_snapshot_take(const env_setup_opts *o, const env_setup_result *res, env_
  * can be restored into any number of boxes, one at a time. */
 int env_snapshot_restore(const env_snapshot *s, sbx_box *box, const volatile sig_atomic_t *cancel);
 
-/* The archive's size in bytes (0: no products). */
-int64_t env_snapshot_bytes(const env_snapshot *s);
-
 /* Accepts NULL. */
 void env_snapshot_free(env_snapshot *s);
 

@@ -51,7 +51,7 @@ static const char *const dotted[PL_NFIELDS] = {
     "pull_request.title",
 };
 
-const char *pl_field_path(enum pl_field f)
+const char *pl__field_path(enum pl_field f)
 {
 	return (unsigned)f < PL_NFIELDS ? dotted[f] : "?";
 }

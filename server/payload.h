@@ -51,7 +51,7 @@ int pl_scan(const char *body, size_t len, pl_fields *out);
 
 void pl_fields_release(pl_fields *f);
 
-/* The dotted path of a field ("comment.body"), for tests and the fuzzer. */
-const char *pl_field_path(enum pl_field f);
+/* For tests only (and the fuzzer). The dotted path of a field ("comment.body"). */
+const char *pl__field_path(enum pl_field f);
 
 #endif

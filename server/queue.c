@@ -1068,7 +1068,7 @@ out_unlock:
 	return rc;
 }
 
-int q_heartbeat(queue *q, int64_t id, const char *owner, int64_t lease_ms, int64_t now)
+int q__heartbeat(queue *q, int64_t id, const char *owner, int64_t lease_ms, int64_t now)
 {
 	int64_t changed = 0;
 	int rc;
@@ -1279,7 +1279,7 @@ int q_cancel_requested(queue *q, int64_t id, bool *yes)
 	return rc;
 }
 
-int q_event(queue *q, int64_t id, const char *stage, const char *msg, int64_t now)
+int q__event(queue *q, int64_t id, const char *stage, const char *msg, int64_t now)
 {
 	int rc;
 

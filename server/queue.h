@@ -130,8 +130,9 @@ void q_encoded_release(q_delivery *d);
 int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info **out);
 void q_job_free(job_info *job);
 
-/* Extend the lease. AP_ENOTFOUND when owner no longer holds it (expired and re-queued). */
-int q_heartbeat(queue *q, int64_t id, const char *owner, int64_t lease_ms, int64_t now);
+/* For tests only (the workers extend leases with q_fence). Extend the lease. AP_ENOTFOUND when
+ * owner no longer holds it (expired and re-queued). */
+int q__heartbeat(queue *q, int64_t id, const char *owner, int64_t lease_ms, int64_t now);
 
 /* A lease as its holder knows it: the job, the owner it was leased to and its epoch. */
 typedef struct q_lease_ref {
@@ -177,8 +178,9 @@ int q_cancel(queue *q, const char *repo, int64_t issue, const char *why, int64_t
 /* *yes = the job's cancel_requested flag. */
 int q_cancel_requested(queue *q, int64_t id, bool *yes);
 
-/* Append an event; stage (may be NULL) also becomes the job's stage. */
-int q_event(queue *q, int64_t id, const char *stage, const char *msg, int64_t now);
+/* For tests only (jobs write events through q_fence). Append an event; stage (may be NULL)
+ * also becomes the job's stage. */
+int q__event(queue *q, int64_t id, const char *stage, const char *msg, int64_t now);
 
 int q_state_set(queue *q, int64_t id, const char *key, const char *value);
 /* *value is malloc'd (caller frees) or NULL when unset. */
@@ -197,9 +199,9 @@ int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *r
 /* Set the row's usage (absolute values for the run); close releases its hold. */
 int q_spend_record(queue *q, int64_t row, const job_usage *u, bool close);
 
-/* What the UTC day of now carries (micro-dollars, as q_spend_open counts it), for repo or,
- * with repo NULL, for all repositories. */
-int q_spend_day(queue *q, const char *repo, int64_t now, int64_t *micro);
+/* For tests only. What the UTC day of now carries (micro-dollars, as q_spend_open counts it), for
+ * repo or, with repo NULL, for all repositories. */
+int q__spend_day(queue *q, const char *repo, int64_t now, int64_t *micro);
 
 /* --- coordination between replicas ---------------------------------------------------- */
 

@@ -109,7 +109,7 @@ int q_spend_record(queue *q, int64_t row, const job_usage *u, bool close)
 	return rc;
 }
 
-int q_spend_day(queue *q, const char *repo, int64_t now, int64_t *micro)
+int q__spend_day(queue *q, const char *repo, int64_t now, int64_t *micro)
 {
 	char day[32];
 	int rc;

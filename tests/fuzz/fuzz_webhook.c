@@ -53,13 +53,13 @@ static void cross_check(const char *body, size_t len)
 		return;
 	}
 	for (int i = 0; i < PL_NFIELDS; i++) {
-		const cJSON *v = lookup(root, pl_field_path((enum pl_field)i));
+		const cJSON *v = lookup(root, pl__field_path((enum pl_field)i));
 
 		if ((f.str[i] && (!cJSON_IsString(v) || strcmp(v->valuestring, f.str[i]) != 0)) ||
 		    (f.id[i] && (!cJSON_IsNumber(v) || v->valuedouble != (double)f.id[i])) ||
 		    (f.object[i] && !cJSON_IsObject(v))) {
 			fprintf(stderr, "payload scanner and cJSON disagree on %s\n",
-				pl_field_path((enum pl_field)i));
+				pl__field_path((enum pl_field)i));
 			abort();
 		}
 	}

@@ -438,11 +438,11 @@ static void test_heartbeat_extends_lease(void **state)
 
 	ingest1(f->q, &a, 1000);
 	assert_int_equal(q_lease(f->q, "w", 5000, 1000, &job), 0);
-	assert_int_equal(q_heartbeat(f->q, job->id, "w", 5000, 5000), 0);
+	assert_int_equal(q__heartbeat(f->q, job->id, "w", 5000, 5000), 0);
 	assert_int_equal(q_requeue_expired(f->q, 3, 8000, &n), 0);
 	assert_int_equal(n, 0);
 	assert_string_equal(job_state(f->q, a.job_id, s, sizeof(s)), "running");
-	assert_int_equal(q_heartbeat(f->q, job->id, "other", 5000, 5000), AP_ENOTFOUND);
+	assert_int_equal(q__heartbeat(f->q, job->id, "other", 5000, 5000), AP_ENOTFOUND);
 	q_job_free(job);
 }
 
@@ -527,7 +527,7 @@ static void test_state_and_events(void **state)
 	assert_int_equal(q_state_get(f->q, a.job_id, "comment", &v), 0);
 	assert_string_equal(v, "456");
 	free(v);
-	assert_int_equal(q_event(f->q, a.job_id, "planning", "reading code", 1100), 0);
+	assert_int_equal(q__event(f->q, a.job_id, "planning", "reading code", 1100), 0);
 	assert_int_equal(q_jobs_json(f->q, a.job_id, 0, &arr), 0);
 	assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(arr, 0), "stage")->valuestring,
 			    "planning");
@@ -645,7 +645,7 @@ static void test_jobs_page_titles_filters_and_pages(void **state)
 		q_job_filter changed = {.changed_after = mark};
 		int64_t mark2 = 0;
 
-		assert_int_equal(q_event(f->q, d[41].job_id, "planning", "reading", 9000), 0);
+		assert_int_equal(q__event(f->q, d[41].job_id, "planning", "reading", 9000), 0);
 		assert_int_equal(q_jobs_page(f->q, &changed, &arr, NULL, &mark2), 0);
 		assert_int_equal(cJSON_GetArraySize(arr), 1);
 		assert_int_equal(
@@ -1867,14 +1867,14 @@ static void test_spend_ledger_day_totals(void **state)
 	assert_int_equal(q_spend_open(f->q, 1, "o/a", &req, T0, &a, &v), 0);
 	assert_false(v.refused);
 	assert_true(a > 0);
-	assert_int_equal(q_spend_day(f->q, "o/a", T0, &total), 0);
+	assert_int_equal(q__spend_day(f->q, "o/a", T0, &total), 0);
 	assert_int_equal(total, 300);
 	/* spending below the hold: still the hold; closing: only what was spent */
 	assert_int_equal(q_spend_record(f->q, a, &u, false), 0);
-	assert_int_equal(q_spend_day(f->q, "o/a", T0, &total), 0);
+	assert_int_equal(q__spend_day(f->q, "o/a", T0, &total), 0);
 	assert_int_equal(total, 300);
 	assert_int_equal(q_spend_record(f->q, a, &u, true), 0);
-	assert_int_equal(q_spend_day(f->q, "o/a", T0, &total), 0);
+	assert_int_equal(q__spend_day(f->q, "o/a", T0, &total), 0);
 	assert_int_equal(total, 120);
 	/* 120 + 300 <= 500: allowed; then 120 + 300 + 300 > 500: refused by the repository */
 	assert_int_equal(q_spend_open(f->q, 2, "o/a", &req, T0 + 1000, &b, &v), 0);
@@ -1888,12 +1888,12 @@ static void test_spend_ledger_day_totals(void **state)
 	/* another repository: its own cap is free, the global one (1000) holds 420 */
 	assert_int_equal(q_spend_open(f->q, 4, "o/b", &req, T0, &c, &v), 0);
 	assert_false(v.refused);
-	assert_int_equal(q_spend_day(f->q, NULL, T0, &total), 0);
+	assert_int_equal(q__spend_day(f->q, NULL, T0, &total), 0);
 	assert_int_equal(total, 720);
 	/* spending above the hold (a provider that reported more) counts in full */
 	u.cost_micro = 900;
 	assert_int_equal(q_spend_record(f->q, c, &u, false), 0);
-	assert_int_equal(q_spend_day(f->q, NULL, T0, &total), 0);
+	assert_int_equal(q__spend_day(f->q, NULL, T0, &total), 0);
 	assert_int_equal(total, 1320);
 	assert_int_equal(q_spend_open(f->q, 5, "o/c", &req, T0, &a, &v), 0);
 	assert_true(v.refused);
