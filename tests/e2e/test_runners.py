@@ -436,6 +436,9 @@ SHIM = pathlib.Path(__file__).resolve().parents[2] / "agents" / "shims" / "ap_sh
 FAKE_MVN = """#!/bin/sh
 # stands in for Maven: says its arguments, writes one Surefire report, fails like a failing test
 echo "args: $*"
+# Maven starts a JVM first: its reports are written well after the shim's start marker (a
+# file written within the same tick of the file system's clock is not -newer)
+sleep 0.1
 mkdir -p target/surefire-reports
 cd target/surefire-reports
 echo '<testsuite name="units.render.RenderTest"/>' > TEST-units.render.RenderTest.xml
