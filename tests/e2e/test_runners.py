@@ -374,3 +374,103 @@ def test_jest_behind_npm_test_is_read_per_test(autopatch_bin, tmp_path):
     assert "round 2: proven" in r.out
     ev = r.out.split("=== Tester evidence ===")[1]
     assert "`test/lower.test.js::parse lowercase reads lowercase units` failed" in ev, ev
+
+
+# ---- Java: Maven Surefire behind a shell script --------------------------------------------
+
+MVN_REPRO = "src/test/java/units/parse/LowerTest.java"
+MVN_TEST = """
+    package units.parse;
+
+    import static org.junit.Assert.assertEquals;
+
+    import org.junit.Test;
+    import units.Units;
+
+    public class LowerTest {
+        @Test
+        public void lowercaseUnits() {
+            assertEquals(4096, Units.parse("4k"));
+        }
+    }
+    """
+MVN_SRC = "src/main/java/units/Units.java"
+MVN_FIX = replace(MVN_SRC, "            if (s.endsWith(UNITS[i])) {\n",
+                  "            if (s.toUpperCase().endsWith(UNITS[i])) {\n")
+MVN_BREAK = replace(MVN_SRC, "n % 1024 == 0", "n % 1000 == 0")
+MVN_UNBREAK = replace(MVN_SRC, "n % 1000 == 0", "n % 1024 == 0")
+MVN_CMD = "mvn -B -q test -Dtest=LowerTest"
+MVN_ID = "units.parse.LowerTest#lowercaseUnits"
+
+
+def test_maven_surefire_behind_a_script_is_read_per_test(autopatch_bin, tmp_path):
+    """`sh ci/test.sh` runs `mvn -B -q test`: the shim adds `-fae` and runs every test class,
+    and Surefire's JUnit XML gives per-test results, so the planted regression in the last
+    test class (another package) is refused naming that test, and the real fix is proven with
+    the repro named as Maven names it (`Class#method`). (One job for both rounds: a Maven run
+    offline takes most of a minute.)"""
+    need_image("java")
+    repo = fixture_repo(tmp_path, "maven")
+    s = script(write(MVN_REPRO, MVN_TEST), MVN_FIX, MVN_BREAK,
+               finish(MVN_REPRO, MVN_CMD, MVN_ID),
+               MVN_UNBREAK, finish(MVN_REPRO, MVN_CMD, MVN_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"],
+            timeout=1200)
+    assert r.code == 0, r
+    # the baseline, from the reports the shim copied into the run's report directory (not
+    # "the JUnit XML files the run wrote in the tree")
+    assert "3 passed, 0 failed, 0 skipped, 0 errors (from JUnit XML)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`units.render.RenderTest::largestExactUnit`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`units.parse.LowerTest::lowercaseUnits` failed" in ev, ev
+    assert ("test `%s` (found in the per-test results of both runs), run with `%s`"
+            % (MVN_ID, MVN_CMD)) in ev, ev
+    base = runs(r, "suite")[0]
+    assert base["passed"] == 3 and base["command"] == "sh ci/test.sh", base
+
+
+SHIM = pathlib.Path(__file__).resolve().parents[2] / "agents" / "shims" / "ap_shim.sh"
+FAKE_MVN = """#!/bin/sh
+# stands in for Maven: says its arguments, writes one Surefire report, fails like a failing test
+echo "args: $*"
+# Maven starts a JVM first: its reports are written well after the shim's start marker (a
+# file written within the same tick of the file system's clock is not -newer)
+sleep 0.1
+mkdir -p target/surefire-reports
+cd target/surefire-reports
+echo '<testsuite name="units.render.RenderTest"/>' > TEST-units.render.RenderTest.xml
+exit 1
+"""
+
+
+def test_mvn_shim_copies_only_this_runs_surefire_reports_into_the_report_dir(tmp_path):
+    """The `mvn` shim (no Docker: Maven stood in by a script) adds -fae, keeps Maven's exit
+    status, and copies the Surefire reports this run wrote into AP_REPORT_DIR; a report older
+    than the run (committed, or left by an earlier run) and a symbolic link are not copied."""
+    shims, real, tree, rdir = (tmp_path / d for d in ("shims", "bin", "tree", "reports"))
+    for d in (shims, real, rdir):
+        d.mkdir()
+    (shims / "ap-shim").write_text(SHIM.read_text())  # as the Tester writes it
+    (shims / "ap-shim").chmod(0o555)
+    (shims / "mvn").symlink_to("ap-shim")
+    (real / "mvn").write_text(FAKE_MVN)
+    (real / "mvn").chmod(0o755)
+    old = tree / "sub" / "target" / "surefire-reports"
+    old.mkdir(parents=True)
+    (old / "TEST-stale.OldTest.xml").write_text("<testsuite/>")
+    os.utime(old / "TEST-stale.OldTest.xml", (1, 1))
+    (old / "TEST-link.xml").symlink_to(tmp_path / "elsewhere.xml")
+    (tmp_path / "elsewhere.xml").write_text("<testsuite/>")
+    p = subprocess.run(["sh", "-c", "mvn -B -ff test"], cwd=tree, capture_output=True,
+                       text=True, env=dict(os.environ, AP_REPORT_DIR=str(rdir),
+                                           PATH="%s:%s:/usr/bin:/bin" % (shims, real)))
+    assert p.returncode == 1, p
+    assert p.stdout == "args: -fae -Dsurefire.skipAfterFailureCount=0 -B test\n", p
+    copied = sorted(rdir.iterdir())
+    assert [c.suffix for c in copied] == [".xml"], copied
+    assert copied[0].name.startswith("mvn."), copied
+    assert "units.render.RenderTest" in copied[0].read_text()
+    assert not copied[0].is_symlink()
