@@ -43,6 +43,26 @@ setup() { # dir, meson args...
   fi
 }
 
+# The sandbox flavours are built while the C phases run: a build is mostly downloading and
+# unpacking Debian packages, so on a fresh machine (5-6 builds of about a minute) most of it
+# hides behind the compile, the unit tests and the fuzzing.
+# Every flavour a test runs a box of: python (the default, also built by bootstrap.sh) and node
+# in tests/e2e/test_environments.py, test_proof.py and test_doctor.py, c for the Makefile
+# projects of test_proof.py and the CMake fixture of test_runners.py, go and rust for the Go and
+# Rust fixtures of test_runners.py, java for the Maven projects of test_toolchains.py (whose
+# first-use test builds go and node again under a flavour repository of its own; build.sh finds
+# the content-hash tag and only re-tags). Each build is skipped when its content-hash tag
+# exists, so this is a no-op on a machine that has them; a first build takes about a minute
+# on a quiet machine, 3-7 minutes on a loaded one (mmdebstrap, Debian 13).
+build_flavours() {
+  local flavor
+  for flavor in python node c go rust java; do
+    deploy/sandbox-image/build.sh --flavor "$flavor" || echo "$flavor" >>"$results/flavours.failed"
+  done
+}
+build_flavours >"$results/flavours.log" 2>&1 &
+flavours_pid=$!
+
 step "style (clang-format) and layout"
 # Every C file is formatted (.clang-format), and the folder layering holds
 # (docs/internals/layout.md). Each is one test in the summary.
@@ -92,17 +112,12 @@ scripts/fuzz.sh --seconds "${AP_FUZZ_SECONDS:-8}" --jobs "$jobs" --results "$res
 phase "fuzzing" fuzz/fuzz.json
 
 step "sandbox flavours the end-to-end tests run in"
-# Every flavour a test runs a box of: python (the default, also built by bootstrap.sh) and node
-# in tests/e2e/test_environments.py, test_proof.py and test_doctor.py, c for the Makefile
-# projects of test_proof.py and the CMake fixture of test_runners.py, go and rust for the Go and
-# Rust fixtures of test_runners.py, java for the Maven projects of test_toolchains.py (whose
-# first-use test builds go and node again under a flavour repository of its own; build.sh finds
-# the content-hash tag and only re-tags). Each build is skipped when its content-hash tag
-# exists, so this is a no-op on a machine that has them; a first build takes about a minute
-# on a quiet machine, 3-7 minutes on a loaded one (mmdebstrap, Debian 13).
-for flavor in python node c go rust java; do
-  deploy/sandbox-image/build.sh --flavor "$flavor" || fail_setup=$((fail_setup + 1))
-done
+# Started in the background after set-up (below); here the run waits for what is left.
+wait "$flavours_pid" || true
+cat "$results/flavours.log"
+if [[ -s $results/flavours.failed ]]; then
+  fail_setup=$((fail_setup + $(wc -l <"$results/flavours.failed")))
+fi
 phase "sandbox flavours"
 
 # pytest's exit 5 (nothing collected) and a missing report are failures, not silent passes.
