@@ -157,6 +157,9 @@ static const cfg_setting settings[] = {
      "imagePullPolicy of the box pods: IfNotPresent, Always or Never"},
     {"AUTOPATCH_K8S_START_SECONDS", CFG_INT, "120", 0,
      "how long a box pod may take to be scheduled and started"},
+    {"AUTOPATCH_K8S_REMOVE_SECONDS", CFG_INT, "30", 0,
+     "how long a box's removal waits for its pod to be gone before it leaves the deny-all "
+     "policy to the reaper"},
     {"AUTOPATCH_K8S_PROTOCOLS", CFG_STR, "v5.channel.k8s.io,v4.channel.k8s.io", 0,
      "exec WebSocket subprotocols offered, in order of preference"},
     {"AUTOPATCH_K8S_EGRESS_ADDRESS", CFG_STR, NULL, 0,

@@ -50,7 +50,6 @@
  * container exits on SIGTERM). Not 0: the API server removes a pod deleted with grace 0 at
  * once, before the kubelet has stopped anything (docs/kubernetes.md, "Removal"). */
 #define K8S_GRACE_SECONDS 1
-#define K8S_GONE_MS	  30000LL /* how long a removal waits for the pod object to go */
 #define K8S_REAP_GONE_MS  10000LL /* how long a reap waits, for all pods together */
 /* Every write asks the API server to refuse a field it does not know rather than drop it
  * with a Warning (its default, fieldValidation=Warn): a misspelt hardening field fails. */
@@ -70,6 +69,7 @@ struct k8s_backend {
 	int64_t ephemeral;
 	char *pull_policy;
 	int start_seconds;
+	int remove_seconds; /* how long a removal waits for the pod object to go */
 	char *protocols;
 	atomic_int proto;	/* 0 unknown, 4, 5: what the server chose last */
 	char *egress_addr;	/* AUTOPATCH_K8S_EGRESS_ADDRESS, or NULL: no allow-lists */
@@ -251,6 +251,9 @@ static int k8s_open(sbx_engine *e, const ap_config *cfg)
 	    (rc = cfg_int(cfg, "AUTOPATCH_K8S_START_SECONDS", 1, 3600, &v)))
 		goto err_close;
 	be->start_seconds = (int)v;
+	if ((rc = cfg_int(cfg, "AUTOPATCH_K8S_REMOVE_SECONDS", 1, 3600, &v)))
+		goto err_close;
+	be->remove_seconds = (int)v;
 	if ((rc = sbx_egress_opts_load(&be->egress, cfg)))
 		goto err_close;
 	{
@@ -884,10 +887,11 @@ static int egress_listen(sbx_engine *e, const sbx_spec *s, const sbx_box *b, sbx
 /* Remove a box's objects in the order that never leaves a running container without its
  * deny-all policy: the allow policy and the proxy first (less access is always safe), the pod
  * (gracefully), and only once the API server no longer has the pod object, the deny-all
- * policy. A pod still there after K8S_GONE_MS keeps its policy; the reaper deletes the policy
+ * policy. A pod still there after remove_seconds keeps its policy; the reaper deletes the policy
  * once the pod is gone. Each failure is logged; the first is returned. */
 static int teardown(sbx_engine *e, sbx_box *b, sbx_egress *eg)
 {
+	const struct k8s_backend *be = be_of(e);
 	int rc = 0, r;
 
 	if (eg) {
@@ -902,13 +906,14 @@ static int teardown(sbx_engine *e, sbx_box *b, sbx_egress *eg)
 	}
 	r = delete_pod(e, b->name);
 	if (!r)
-		r = wait_pod_gone(e, b->name, ap_mono_ms() + K8S_GONE_MS);
+		r = wait_pod_gone(e, b->name, ap_mono_ms() + be->remove_seconds * 1000LL);
 	if (r == AP_ETIMEOUT) {
 		/* Deleted, not yet stopped (a slow or unreachable node): nothing failed, the
 		 * policy is kept on purpose. */
-		ap_warn("sandbox: pod %s is still terminating after %lld s; its deny-all "
-			"NetworkPolicy stays until the reaper finds the pod gone",
-			b->name, K8S_GONE_MS / 1000);
+		ap_warn("sandbox: pod %s is still terminating after %d s "
+			"(AUTOPATCH_K8S_REMOVE_SECONDS); its deny-all NetworkPolicy stays until "
+			"the reaper finds the pod gone",
+			b->name, be->remove_seconds);
 		return rc;
 	}
 	if (r) {

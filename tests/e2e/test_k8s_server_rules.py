@@ -136,11 +136,15 @@ def test_a_pod_still_terminating_keeps_its_policy_until_a_later_reap(tmp_path, a
     deny-all policy (the command still succeeds); a reap while the pod is there keeps it too."""
     stub = k8s_util.K8sStub(tmp_path / "s", extra=("--kubelet-delay-ms", "60000"))
     try:
-        sb = Sandbox(autopatch_bin, tmp_path, backend="kubernetes", stub=stub)
+        # A shorter wait than the default 30 s, and the setting is honoured.
+        sb = Sandbox(autopatch_bin, tmp_path, backend="kubernetes", stub=stub,
+                     extra_env={"AUTOPATCH_K8S_REMOVE_SECONDS": "3"})
+        t0 = time.monotonic()
         r = sb.run("true", text=True, wall=180)
         assert r.returncode == 0, r.stderr
-        assert "its deny-all NetworkPolicy stays until the reaper finds the pod gone" in \
-            r.stderr, r.stderr
+        assert "is still terminating after 3 s (AUTOPATCH_K8S_REMOVE_SECONDS); its deny-all " \
+            "NetworkPolicy stays until the reaper finds the pod gone" in r.stderr, r.stderr
+        assert time.monotonic() - t0 < 25
         left = stub.owned_objects(sb.owner)
         assert sorted(x.split("/")[0] for x in left) == ["networkpolicy", "pod"], left
         r = sb.reap("--all")
