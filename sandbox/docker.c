@@ -8,6 +8,7 @@
  * deadline passes anyway, because the Engine API cannot kill a single exec. The settings, the
  * pool and the output handling are backend-neutral (sandbox.c); this file talks to the daemon.
  */
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
@@ -409,6 +410,10 @@ int sbx__check_mounts(const cJSON *container, const char *name)
 	return 0;
 }
 
+/* Request paths in this file are built from ids and names checked where they were read (a
+ * box's name and id, an exec id: at most 95 label-safe bytes, see sbx__label_safe()), so they
+ * fit their 160-byte buffers and stay unchecked snprintf calls. */
+
 /* Remove the container (force kills it); 404 and "already in progress" count as done. */
 static int remove_container(sbx_engine *e, const char *id)
 {
@@ -498,7 +503,7 @@ static int dk_create(sbx_engine *e, const sbx_spec *spec, sbx_box *b, bool pool)
 	sbx_spec s = *spec;
 	sbx_egress *eg = NULL;
 	cJSON *body = NULL, *resp = NULL, *id;
-	char path[256], why[1024], image_id[80];
+	char path[256], why[AP_ERROR_MSG_MAX], image_id[80];
 	char **volumes = NULL;
 	size_t n_vol;
 	int rc;
@@ -566,7 +571,7 @@ out_free:
 /* backend op: remove the container, then its egress network and proxy. */
 static int dk_remove(sbx_box *b)
 {
-	char why[1024];
+	char why[AP_ERROR_MSG_MAX];
 	int rc;
 
 	rc = remove_container(b->e, b->id);
@@ -851,6 +856,8 @@ static const char *reapable_id(const cJSON *it, bool all)
 	return id->valuestring;
 }
 
+/* The paths below fit: the owner is at most 64 label-safe bytes, so the escaped filter is
+ * under 300; ids come from reapable_id() (at most 80 label-safe bytes). */
 static int dk_reap(sbx_engine *e, bool all)
 {
 	char *filters = NULL, path[512];
@@ -958,11 +965,16 @@ static int dk_image_label(sbx_engine *e, const char *image, const char *key, cha
 		cfg = cJSON_GetObjectItemCaseSensitive(info, "Config");
 		labels = cJSON_GetObjectItemCaseSensitive(cfg, "Labels");
 		v = cJSON_GetObjectItemCaseSensitive(labels, key);
-		if (cJSON_IsString(v))
-			snprintf(out, n, "%s", v->valuestring);
-		else
+		if (cJSON_IsString(v)) {
+			if (ap_fmt(out, n, "%s", v->valuestring))
+				rc = ap_error_set(
+				    AP_ETOOBIG,
+				    "the image %.200s has a label %.100s over %zu bytes", image,
+				    key, n - 1);
+		} else {
 			rc = ap_error_set(AP_ENOTFOUND, "the image %.200s has no label %.100s",
 					  image, key);
+		}
 	}
 	cJSON_Delete(info);
 	return rc;
@@ -991,7 +1003,7 @@ static int disconnect_box(sbx_box *b)
 /* backend op: lock the proxy; else disconnect the box; else kill it. */
 static int dk_network_off(sbx_box *b)
 {
-	char why[512];
+	char why[AP_ERROR_MSG_MAX];
 	int rc;
 
 	if (!box_eg(b))

@@ -80,6 +80,7 @@ int sbx_egress_local_listen(const sbx_egress_opts *opts, const char *job, const 
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	eg->local = true;
 	eg->listen_fd = -1;
+	/* The job is a box's label (under 64 bytes); log_path's length is checked above. */
 	snprintf(eg->job, sizeof(eg->job), "%s", job ? job : "");
 	snprintf(eg->log_path, sizeof(eg->log_path), "%s", log_path);
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -102,6 +103,7 @@ int sbx_egress_local_listen(const sbx_egress_opts *opts, const char *job, const 
 	}
 	eg->listen_fd = fd;
 	eg->port = ntohs(ss.ss_family == AF_INET ? s4->sin_port : s6->sin6_port);
+	/* addr is a parsed IP address (under INET6_ADDRSTRLEN bytes): fits the 96. */
 	snprintf(eg->proxy_url, sizeof(eg->proxy_url),
 		 ss.ss_family == AF_INET ? "http://%s:%d" : "http://[%s]:%d", addr, eg->port);
 	sbx__eg_fill_env(eg);
