@@ -8,6 +8,7 @@
 
 #include "server/queue_db.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +43,26 @@ struct queue {
 	void (*precommit)(void *ud); /* see q_set_precommit */
 	void *precommit_ud;
 };
+
+/* ---- invariants (debug builds; nothing under NDEBUG) -------------------------------------
+ *
+ * Programmer errors only: what a caller of queue.h must pass and what the queue's own SQL
+ * guarantees. Rows read back from the database are data and get an error, not an assert. */
+
+/* A lease is named by a job id and a non-empty owner. */
+static inline void q__assert_lease(int64_t id, const char *owner)
+{
+	(void)id;
+	(void)owner;
+	assert(id > 0 && owner && owner[0]);
+}
+
+/* An UPDATE by primary key changed no row (the guard did not match) or one. */
+static inline void q__assert_by_id(int64_t changed)
+{
+	(void)changed;
+	assert(changed == 0 || changed == 1);
+}
 
 #define ARGS(...)                                                                                  \
 	(const q__val[]){__VA_ARGS__}, (int)(sizeof((q__val[]){__VA_ARGS__}) / sizeof(q__val))

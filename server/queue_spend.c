@@ -6,6 +6,7 @@
 #include "server/queue_db.h"
 #include "server/queue_internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -45,6 +46,7 @@ int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *r
 	char day[32];
 	int rc;
 
+	assert(job > 0 && repo && req);
 	*row = 0;
 	memset(out, 0, sizeof(*out));
 	utc_day(now, day);
@@ -79,6 +81,7 @@ int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *r
 		goto out_rollback;
 	}
 	*row = q->drv->res_int(r, 0, 0);
+	assert(*row > 0); /* a held run names its ledger row: q_spend_record needs it */
 	if ((rc = q__sx(q, "COMMIT")))
 		goto out_rollback;
 	goto out;
@@ -103,6 +106,7 @@ int q_spend_record(queue *q, int64_t row, const job_usage *u, bool close)
 		  ARGS(QI(u->cost_micro), QI(u->tokens_in), QI(u->tokens_out), QI(u->calls),
 		       QI(close ? 1 : 0), QI(row)),
 		  NULL, &changed);
+	q__assert_by_id(changed);
 	if (rc == 0 && changed == 0)
 		rc = ap_error_set(AP_ENOTFOUND, "no spending row %lld", (long long)row);
 	pthread_mutex_unlock(&q->lock);
