@@ -6,7 +6,7 @@
  * A box is a container whose PID 1 (docker-init) runs `sleep`; every command is an exec as uid
  * 10001 wrapped in `timeout -s KILL N`, and the host kills the whole container when the
  * deadline passes anyway, because the Engine API cannot kill a single exec. The settings, the
- * pool and the output handling are backend-neutral (sandbox.c); this file talks to the daemon.
+ * pool and the output handling are backend-neutral (core.c); this file talks to the daemon.
  */
 #include "common/buf.h"
 #include "common/clock.h"
@@ -496,7 +496,7 @@ static int verify_mounts(sbx_engine *e, const sbx_box *b, const char *image)
 
 /* Create and start a box from a resolved spec. job names the label; pool boxes sleep forever
  * (the pool destroys them), others live wall_seconds. */
-/* backend op: create and start the container of b (sandbox.c filled name, job, repo dir). */
+/* backend op: create and start the container of b (core.c filled name, job, repo dir). */
 static int dk_create(sbx_engine *e, const sbx_spec *spec, sbx_box *b, bool pool)
 {
 	struct dk_backend *be = e->be;
