@@ -359,6 +359,35 @@ static long long eg_proxy_memory(const sbx_egress_opts *o)
 	return want > EG_PROXY_MEMORY ? want : EG_PROXY_MEMORY;
 }
 
+size_t sbx__eg_policy_argc(const sbx_egress_opts *opts, const char *const *allow)
+{
+	size_t n_allow = 0;
+
+	while (allow[n_allow])
+		n_allow++;
+	return 4 + 2 * n_allow + 2 * opts->n_allow_nets;
+}
+
+size_t sbx__eg_policy_args(const sbx_egress_opts *opts, const char *const *allow, const char **argv,
+			   size_t k, char conns[16], char queue[16])
+{
+	snprintf(conns, 16, "%d", opts->max_conns); /* ints: they fit */
+	snprintf(queue, 16, "%d", opts->queue_s * 1000);
+	argv[k++] = "--max-conns";
+	argv[k++] = conns;
+	argv[k++] = "--queue-ms";
+	argv[k++] = queue;
+	for (size_t i = 0; allow[i]; i++) {
+		argv[k++] = "--allow";
+		argv[k++] = allow[i];
+	}
+	for (size_t i = 0; i < opts->n_allow_nets; i++) {
+		argv[k++] = "--allow-net";
+		argv[k++] = opts->allow_nets[i];
+	}
+	return k;
+}
+
 /* The proxy container: the sandbox's hardening (read-only root, no capabilities, no new
  * privileges, non-root, memory/pids limits) with the program bound read-only. Its argv is the
  * whole policy; it gets no environment from the host. */
@@ -368,7 +397,7 @@ static cJSON *proxy_body(const sbx_egress *eg, const sbx_egress_opts *o, const c
 	cJSON *b = NULL, *hc, *labels, *lc, *lcc;
 	char bind[PATH_MAX + 64], conns[16], queue[16];
 	const char **argv;
-	size_t n_allow = 0, k = 0;
+	size_t k = 0;
 	const char *entry[] = {EG_PROXY_PATH, NULL};
 	const char *binds[] = {bind, NULL};
 	const char *caps[] = {"ALL", NULL};
@@ -376,29 +405,14 @@ static cJSON *proxy_body(const sbx_egress *eg, const sbx_egress_opts *o, const c
 	const char *no_env[] = {NULL};
 
 	/* The proxy's whole policy is its argv (no config file, no environment). */
-	while (allow[n_allow])
-		n_allow++;
-	argv = calloc(9 + 2 * n_allow + 2 * o->n_allow_nets, sizeof(*argv));
+	argv = calloc(5 + sbx__eg_policy_argc(o, allow), sizeof(*argv));
 	if (!argv)
 		return NULL;
-	snprintf(conns, sizeof(conns), "%d", o->max_conns);
-	snprintf(queue, sizeof(queue), "%d", o->queue_s * 1000);
 	argv[k++] = "--listen-net";
 	argv[k++] = subnet;
 	argv[k++] = "--port";
 	argv[k++] = "3128";
-	argv[k++] = "--max-conns";
-	argv[k++] = conns;
-	argv[k++] = "--queue-ms";
-	argv[k++] = queue;
-	for (size_t i = 0; i < n_allow; i++) {
-		argv[k++] = "--allow";
-		argv[k++] = allow[i];
-	}
-	for (size_t i = 0; i < o->n_allow_nets; i++) {
-		argv[k++] = "--allow-net";
-		argv[k++] = o->allow_nets[i];
-	}
+	sbx__eg_policy_args(o, allow, argv, k, conns, queue);
 	/* proxy_bin is under PATH_MAX bytes (sbx_egress_opts): it fits. */
 	snprintf(bind, sizeof(bind), "%s:" EG_PROXY_PATH ":ro", o->proxy_bin);
 	b = cJSON_CreateObject();
