@@ -146,6 +146,19 @@ int q__x(queue *q, const char *sql, const q__val *args, int nargs, q__res **rows
 }
 
 /* A statement without parameters or rows (BEGIN, COMMIT, SAVEPOINT ...). */
+int q__int(queue *q, const char *sql, const q__val *args, int nargs, int64_t *out)
+{
+	q__res *r = NULL;
+	int rc;
+
+	*out = 0;
+	rc = q__x(q, sql, args, nargs, &r, NULL);
+	if (rc == 0 && q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0))
+		*out = q->drv->res_int(r, 0, 0);
+	q->drv->res_free(r);
+	return rc;
+}
+
 int q__sx(queue *q, const char *sql)
 {
 	return q->drv->exec(q->db, sql, NULL, 0, NULL, NULL);
@@ -182,14 +195,10 @@ const char *q_backend(const queue *q)
 
 static int read_version(queue *q, int *out)
 {
-	q__res *r = NULL;
-	int rc;
+	int64_t v;
+	int rc = q__int(q, "SELECT max(version) FROM schema_migrations", NULL, 0, &v);
 
-	*out = 0;
-	rc = q__x(q, "SELECT max(version) FROM schema_migrations", NULL, 0, &r, NULL);
-	if (rc == 0 && q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0))
-		*out = (int)q->drv->res_int(r, 0, 0);
-	q->drv->res_free(r);
+	*out = (int)v;
 	return rc;
 }
 
@@ -314,18 +323,10 @@ static int add_event(queue *q, int64_t job, const char *stage, const char *msg, 
 
 static int find_active(queue *q, const char *repo, int64_t issue, int64_t *id)
 {
-	q__res *r = NULL;
-	int rc;
-
-	*id = 0;
-	rc = q__x(q,
-		  "SELECT id FROM jobs WHERE repo=?1 AND issue=?2 AND "
-		  "state IN ('queued','running') LIMIT 1",
-		  ARGS(QT(repo), QI(issue)), &r, NULL);
-	if (rc == 0 && q->drv->res_rows(r) > 0)
-		*id = q->drv->res_int(r, 0, 0);
-	q->drv->res_free(r);
-	return rc;
+	return q__int(q,
+		      "SELECT id FROM jobs WHERE repo=?1 AND issue=?2 AND "
+		      "state IN ('queued','running') LIMIT 1",
+		      ARGS(QT(repo), QI(issue)), id);
 }
 
 /* The UPDATE of each branch names the state it saw, so a job another replica leased or

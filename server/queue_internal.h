@@ -71,6 +71,10 @@ static inline void q__assert_by_id(int64_t changed)
 int q__x(struct queue *q, const char *sql, const q__val *args, int nargs, q__res **rows,
 	 int64_t *changes);
 
+/* One statement whose answer is one integer (count, max, an id): the first column of the
+ * first row in *out, 0 when there is no row or it is NULL. */
+int q__int(struct queue *q, const char *sql, const q__val *args, int nargs, int64_t *out);
+
 /* A statement without parameters or rows (BEGIN, COMMIT, SAVEPOINT ...). */
 int q__sx(struct queue *q, const char *sql);
 

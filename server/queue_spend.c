@@ -23,19 +23,11 @@ static void utc_day(int64_t now, char buf[32])
 /* What day carries for repo (NULL = every repository). Inside the caller's lock. */
 static int day_total(queue *q, const char *day, const char *repo, int64_t *micro)
 {
-	q__res *r = NULL;
-	int rc;
-
-	*micro = 0;
-	rc = q__x(q,
-		  "SELECT CAST(coalesce(sum(CASE WHEN open <> 0 AND reserved > spent THEN reserved "
-		  "ELSE spent END), 0) AS BIGINT) FROM spend WHERE day=?1 AND (?2 IS NULL OR "
-		  "repo=?2)",
-		  ARGS(QT(day), QT(repo)), &r, NULL);
-	if (rc == 0 && q->drv->res_rows(r) > 0)
-		*micro = q->drv->res_int(r, 0, 0);
-	q->drv->res_free(r);
-	return rc;
+	return q__int(q,
+		      "SELECT CAST(coalesce(sum(CASE WHEN open <> 0 AND reserved > spent THEN "
+		      "reserved ELSE spent END), 0) AS BIGINT) FROM spend WHERE day=?1 AND (?2 IS "
+		      "NULL OR repo=?2)",
+		      ARGS(QT(day), QT(repo)), micro);
 }
 
 int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *req, int64_t now,
