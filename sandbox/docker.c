@@ -68,6 +68,14 @@ static cJSON *ulimit(const char *name, int64_t v)
 	return u;
 }
 
+/* A tmpfs's options when it belongs to the sandbox user (uid 10001, mode 0755): Podman maps
+ * it with U, Docker names the ids. Numbers and fixed words: fits out's PATH_MAX bytes. */
+static void user_tmpfs(char *out, size_t n, bool podman, bool exec, int64_t bytes)
+{
+	snprintf(out, n, "rw,nosuid,nodev,%s,size=%lld,mode=0755,%s", exec ? "exec" : "noexec",
+		 (long long)bytes, podman ? "U" : "uid=10001,gid=10001");
+}
+
 int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 		     const char *network_mode, const char *const *extra_env,
 		     const char *const *volumes, bool podman, cJSON **out)
@@ -172,27 +180,18 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	if (!cJSON_AddStringToObject(obj, "/tmp", tmp))
 		goto err_nomem;
 	/* Owned by the sandbox user, or git refuses the workspace as "dubious ownership". */
-	snprintf(tmp, sizeof(tmp),
-		 podman ? "rw,nosuid,nodev,exec,size=%lld,mode=0755,U"
-			: "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
-		 (long long)s->workspace_bytes);
+	user_tmpfs(tmp, sizeof(tmp), podman, true, s->workspace_bytes);
 	if (!cJSON_AddStringToObject(obj, "/tmp/workspace", tmp))
 		goto err_nomem;
 	/* The image's VOLUMEs: a tmpfs at the same path makes the daemon skip the anonymous
 	 * volume it would otherwise create on host disk, uncapped. */
-	snprintf(tmp, sizeof(tmp),
-		 podman ? "rw,nosuid,nodev,noexec,size=%lld,mode=0755,U"
-			: "rw,nosuid,nodev,noexec,size=%lld,mode=0755,uid=10001,gid=10001",
-		 (long long)s->volume_bytes);
+	user_tmpfs(tmp, sizeof(tmp), podman, false, s->volume_bytes);
 	for (const char *const *v = volumes; v && *v; v++)
 		if (!cJSON_AddStringToObject(obj, *v, tmp))
 			goto err_nomem;
 	/* HOME and the Tester's trees: built test binaries must run there (see docs/sandbox.md,
 	 * "where noexec is dropped"). */
-	snprintf(tmp, sizeof(tmp),
-		 podman ? "rw,nosuid,nodev,exec,size=%lld,mode=0755,U"
-			: "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
-		 (long long)(s->trees_bytes > 0 ? s->trees_bytes : 2LL << 30));
+	user_tmpfs(tmp, sizeof(tmp), podman, true, s->trees_bytes > 0 ? s->trees_bytes : 2LL << 30);
 	if (!cJSON_AddStringToObject(obj, "/tmp/trees", tmp))
 		goto err_nomem;
 	obj = cJSON_AddObjectToObject(hc, "LogConfig");

@@ -179,6 +179,12 @@ static void test_spec_podman_spelling(void **state)
 	ws = str(get(get(b, "HostConfig"), "Tmpfs"), "/tmp/workspace");
 	assert_non_null(strstr(ws, ",U"));
 	assert_null(strstr(ws, "uid="));
+	assert_string_equal(ws, "rw,nosuid,nodev,exec,size=536870912,mode=0755,U");
+	cJSON_Delete(b);
+	/* Docker's spelling of the same mount, whole. */
+	assert_int_equal(sbx__create_body(&s, "o", 5, "none", NULL, NULL, false, &b), 0);
+	assert_string_equal(str(get(get(b, "HostConfig"), "Tmpfs"), "/tmp/workspace"),
+			    "rw,nosuid,nodev,exec,size=536870912,mode=0755,uid=10001,gid=10001");
 	cJSON_Delete(b);
 }
 
