@@ -165,13 +165,11 @@ int sbx_engine_capacity(const sbx_engine *e, char *out, size_t n)
 	size_text(d->volume_bytes, v);
 	size_text(d->memory_bytes - files, p);
 	size_text(d->memory_bytes - sbx__files_max(d->memory_bytes), pv);
-	return snprintf(out, n,
-			"memory %s per box holds files up to %s (/tmp %s, workspace %s, trees "
-			"%s) and processes the rest (%s when the files are full); each image "
-			"VOLUME takes %s of that rest, and at least %s stays the processes'",
-			m, f, t, w, r, p, v, pv) >= (int)n
-		   ? AP_ETOOBIG
-		   : 0;
+	return ap_fmt(out, n,
+		      "memory %s per box holds files up to %s (/tmp %s, workspace %s, trees "
+		      "%s) and processes the rest (%s when the files are full); each image "
+		      "VOLUME takes %s of that rest, and at least %s stays the processes'",
+		      m, f, t, w, r, p, v, pv);
 }
 
 static int read_settings(sbx_engine *e, const ap_config *cfg)
