@@ -11,7 +11,6 @@
 #include "common/redact.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -498,14 +497,10 @@ int llm_parse_response(const char *provider, const char *body, size_t len, llm_r
 
 int llm_backoff_seconds(int attempt, const char *retry_after)
 {
-	if (retry_after) {
-		char *end;
-		long v = strtol(retry_after, &end, 10);
-		while (*end && isspace((unsigned char)*end))
-			end++;
-		if (end != retry_after && *end == '\0' && v >= 0)
-			return v > 60 ? 60 : (int)v;
-	}
+	long long v;
+
+	if (httpc_retry_after_seconds(retry_after, &v))
+		return v > 60 ? 60 : (int)v;
 	int s = 1 << (attempt > 5 ? 5 : attempt - 1);
 	return s > 30 ? 30 : s;
 }

@@ -1379,10 +1379,12 @@ char *report_instrument(const char *cmd, const char *report_dir)
 
 	switch (runner_at(cmd, &after)) {
 	case REPORT_RUNNER_NODE:
-		snprintf(flags, sizeof(flags),
-			 " --test-reporter=spec --test-reporter-destination=stdout "
-			 "--test-reporter=junit --test-reporter-destination=%s/node.xml",
-			 report_dir);
+		/* A cut destination would send the report elsewhere: NULL instead. */
+		if (ap_fmt(flags, sizeof(flags),
+			   " --test-reporter=spec --test-reporter-destination=stdout "
+			   "--test-reporter=junit --test-reporter-destination=%s/node.xml",
+			   report_dir))
+			return NULL;
 		ins = flags;
 		break;
 	default:
@@ -1474,7 +1476,7 @@ int report_sections(const char *text, size_t len, const char *nonce, report_sect
 	*n = 0;
 	if (!nonce || !*nonce || strlen(nonce) > 64)
 		return ap_error_set(AP_EINVAL, "report_sections: bad nonce");
-	ml = (size_t)snprintf(marker, sizeof(marker), "\n@@ap:%s:", nonce);
+	ml = (size_t)snprintf(marker, sizeof(marker), "\n@@ap:%s:", nonce); /* 7 + 64 < 96 */
 	p = memmem(p, (size_t)(end - p), marker, ml);
 	while (p && *n < max) {
 		const char *h = p + ml, *nl, *next, *q;

@@ -198,7 +198,8 @@ enum report_runner report_runner_of(const char *cmd);
 /* The command with the flags that make its runner write a report into report_dir (an
  * absolute path without shell metacharacters): `go test -json`, node's junit reporter to
  * report_dir/node.xml, `ctest --output-junit report_dir/ctest.xml`. pytest needs no change
- * (PYTEST_ADDOPTS does it, see the Tester), cargo neither. malloc'd, NULL on ENOMEM. */
+ * (PYTEST_ADDOPTS does it, see the Tester), cargo neither. malloc'd, NULL on ENOMEM or for a
+ * report_dir too long to fit the flags (AP_ETOOBIG; never cut). */
 char *report_instrument(const char *cmd, const char *report_dir);
 
 /* ---- classification ----------------------------------------------------------------------- */

@@ -192,6 +192,22 @@ static int gh_member(void *ud, const char *token, const char *org, bool *yes)
 	return gh_user_in_org(ud, token, org, yes);
 }
 
+static int gh_new_app_url(void *ud, const char *org, char *buf, size_t n)
+{
+	gh_urls u;
+	int rc = gh_urls_get(ud, &u);
+
+	return rc ? rc : gh_urls_new_app(&u, org, buf, n);
+}
+
+static int gh_install_url(void *ud, const char *slug, char *buf, size_t n)
+{
+	gh_urls u;
+	int rc = gh_urls_get(ud, &u);
+
+	return rc ? rc : gh_urls_install(&u, slug, buf, n);
+}
+
 /* Every connection is a descriptor: raise the soft limit as far as the connection caps need,
  * or say which limit to change. */
 static int ensure_fds(const struct serve_opts *o)
@@ -382,7 +398,8 @@ static int start_http(http_server **http, struct serve_ctx *ctx, ap_config *cfg,
 		    .operators = cfg_str(cfg, "AUTOPATCH_CONSOLE_USERS"),
 		    .sign_in = console_signs_in(o),
 		    .session_ms = o->session_h * 3600 * 1000,
-		    .gh = {cfg, gh_convert, gh_exchange, gh_login, gh_push, gh_member},
+		    .gh = {cfg, gh_convert, gh_exchange, gh_login, gh_push, gh_member,
+			   gh_new_app_url, gh_install_url},
 		},
 	    .registered = on_registered,
 	    .ud = ctx,

@@ -120,6 +120,21 @@ int ap_fmt(char *dst, size_t cap, const char *fmt, ...)
 	return 0;
 }
 
+bool ap_excerpt(char *dst, size_t cap, const char *s)
+{
+	size_t n = strlen(s), keep;
+
+	assert(dst && cap >= 4);
+	if (n < cap) {
+		memmove(dst, s, n + 1);
+		return false;
+	}
+	keep = ap_utf8_prefix(s, n, cap - 4);
+	memmove(dst, s, keep);
+	memcpy(dst + keep, "...", 4);
+	return true;
+}
+
 void ap_buf_reset(ap_buf *b)
 {
 	ap_buf_truncate(b, 0);

@@ -47,6 +47,12 @@ int ap_buf_vaddf(ap_buf *b, const char *fmt, va_list ap) __attribute__((format(p
  * says something else. */
 int ap_fmt(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Copy s into dst[0..cap) (cap >= 4): whole when it fits, else its longest prefix that leaves
+ * room for "..." without cutting a UTF-8 sequence, then "...", so the cut shows. For text from
+ * outside that is only shown (a denial's command, a server's message), where failing would
+ * lose what there is to show; paths and names use ap_fmt(). True when s was cut. */
+bool ap_excerpt(char *dst, size_t cap, const char *s);
+
 /* Empty the buffer, keeping its allocation. */
 void ap_buf_reset(ap_buf *b);
 

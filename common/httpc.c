@@ -5,6 +5,7 @@
 
 #include "common/err.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,4 +110,21 @@ const char *httpc_header(const httpc_headers *h, const char *name)
 		if (strcasecmp(h->names[i], name) == 0)
 			return h->values[i];
 	return NULL;
+}
+
+bool httpc_retry_after_seconds(const char *value, long long *seconds)
+{
+	char *end;
+	long long v;
+
+	if (!value)
+		return false;
+	errno = 0;
+	v = strtoll(value, &end, 10);
+	while (*end == ' ' || *end == '\t')
+		end++;
+	if (end == value || *end || v < 0)
+		return false;
+	*seconds = errno == ERANGE || v > HTTPC_RETRY_AFTER_MAX ? HTTPC_RETRY_AFTER_MAX : v;
+	return true;
 }

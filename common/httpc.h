@@ -12,6 +12,7 @@
 #include "common/buf.h"
 
 #include <curl/curl.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* curl_global_init(CURL_GLOBAL_DEFAULT) once per process (pthread_once); every later call
@@ -69,5 +70,14 @@ const char *httpc_header(const httpc_headers *h, const char *name);
 
 /* Free the collected values and forget them; h may collect again. Accepts NULL. */
 void httpc_headers_clear(httpc_headers *h);
+
+/* Longest delay httpc_retry_after_seconds() gives (about 31 years): ms of it fit int64_t. */
+#define HTTPC_RETRY_AFTER_MAX 1000000000LL
+
+/* A Retry-After value in its delay-seconds form (a non-negative integer, blanks around it
+ * allowed): true with *seconds (at most HTTPC_RETRY_AFTER_MAX). False for NULL, an HTTP-date
+ * or anything else; what a date means is the caller's choice. The one reader of the header's
+ * number for GitHub (github/rest.c) and the model servers (agents/llm.c). */
+bool httpc_retry_after_seconds(const char *value, long long *seconds);
 
 #endif

@@ -377,12 +377,10 @@ static int64_t rate_limit_wait(gh_rest *r, struct inst_state *st, ap_buf *body)
 {
 	const char *ra = gh_rest_last_header(r, "retry-after");
 	int64_t reset = primary_reset_ms(r), w;
-	char *end;
+	long long s;
 
 	if (ra && *ra) {
-		long long s = strtoll(ra, &end, 10);
-
-		if (end != ra && !*end && s >= 0)
+		if (httpc_retry_after_seconds(ra, &s))
 			return s * 1000;
 		/* An HTTP-date retry-after. */
 		time_t t = curl_getdate(ra, NULL);

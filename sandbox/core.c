@@ -3,6 +3,7 @@
  * the warm pool, a command's output plumbing and what follows a command (deadline, sweep, a
  * box that died); every call dispatches through the engine's backend ops (backend.h).
  */
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
@@ -14,6 +15,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/stream.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <limits.h>
 #include <openssl/evp.h>
@@ -44,17 +46,24 @@ int sbx__default_owner(const char *db_path, char *out, size_t outlen)
 	char host[256] = "", cwd[PATH_MAX], path[PATH_MAX * 2];
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
+	int rc;
 
 	if (outlen < 17)
 		return ap_error_set(AP_EINVAL, "owner id buffer too small");
 	gethostname(host, sizeof(host) - 1);
+	/* A cut path would give two databases the same owner id: too long is an error. */
 	if (db_path[0] == '/') {
-		snprintf(path, sizeof(path), "%s\n%s", host, db_path);
+		rc = ap_fmt(path, sizeof(path), "%s\n%s", host, db_path);
 	} else {
 		if (!getcwd(cwd, sizeof(cwd)))
 			return ap_error_set(AP_EIO, "getcwd: %s", strerror(errno));
-		snprintf(path, sizeof(path), "%s\n%s/%s", host, cwd, db_path);
+		rc = ap_fmt(path, sizeof(path), "%s\n%s/%s", host, cwd, db_path);
 	}
+	if (rc)
+		return ap_error_set(AP_ETOOBIG,
+				    "AUTOPATCH_DB=\"%.60s...\" is too long to derive the owner id "
+				    "from: set AUTOPATCH_OWNER_ID or use a shorter path",
+				    db_path);
 	if (!EVP_Digest(path, strlen(path), md, &mdlen, EVP_sha256(), NULL))
 		return ap_error_set(AP_ENOMEM, "sha256 failed");
 	for (int i = 0; i < 8; i++)
@@ -156,13 +165,11 @@ int sbx_engine_capacity(const sbx_engine *e, char *out, size_t n)
 	size_text(d->volume_bytes, v);
 	size_text(d->memory_bytes - files, p);
 	size_text(d->memory_bytes - sbx__files_max(d->memory_bytes), pv);
-	return snprintf(out, n,
-			"memory %s per box holds files up to %s (/tmp %s, workspace %s, trees "
-			"%s) and processes the rest (%s when the files are full); each image "
-			"VOLUME takes %s of that rest, and at least %s stays the processes'",
-			m, f, t, w, r, p, v, pv) >= (int)n
-		   ? AP_ETOOBIG
-		   : 0;
+	return ap_fmt(out, n,
+		      "memory %s per box holds files up to %s (/tmp %s, workspace %s, trees "
+		      "%s) and processes the rest (%s when the files are full); each image "
+		      "VOLUME takes %s of that rest, and at least %s stays the processes'",
+		      m, f, t, w, r, p, v, pv);
 }
 
 static int read_settings(sbx_engine *e, const ap_config *cfg)
@@ -201,7 +208,7 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 		    "AUTOPATCH_OWNER_ID=\"%s\" must be 1-40 letters, digits, '-', '_' "
 		    "or '.'",
 		    owner);
-	if (owner)
+	if (owner) /* label-safe and at most 40 bytes (checked above): fits e->owner */
 		snprintf(e->owner, sizeof(e->owner), "%s", owner);
 	else if ((rc =
 		      sbx__default_owner(cfg_str(cfg, "AUTOPATCH_DB"), e->owner, sizeof(e->owner))))
@@ -335,7 +342,7 @@ static int make_repo_dir(sbx_box *b)
 /* Also called on error paths: a failure is logged and the caller's message kept. */
 void sbx__remove_box_dir(const sbx_engine *e, const char *name)
 {
-	char path[PATH_MAX], kept[1024];
+	char path[PATH_MAX], kept[AP_ERROR_MSG_MAX];
 
 	if (!sbx__label_safe(name, 90))
 		return;
@@ -346,6 +353,18 @@ void sbx__remove_box_dir(const sbx_engine *e, const char *name)
 		ap_warn("sandbox: %s", ap_error_last());
 		ap_error_set(0, "%s", kept);
 	}
+}
+
+/* The job label is the box's label and annotation: a cut one would name another job, so a
+ * label that does not fit sbx_box.job is refused before any box is made or taken. */
+static int job_label_check(const char *job_label)
+{
+	size_t max = sizeof(((sbx_box *)0)->job) - 1;
+
+	if (job_label && strlen(job_label) > max)
+		return ap_error_set(AP_ETOOBIG, "the job label \"%.60s...\" is over %zu bytes",
+				    job_label, max);
+	return 0;
 }
 
 static void box_free(sbx_box *b)
@@ -369,11 +388,15 @@ static int box_create(sbx_engine *e, const sbx_spec *spec, bool make_repo, bool 
 	if (!b)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	b->e = e;
+	rc = job_label_check(spec->job_label);
+	if (rc)
+		goto err_free_box;
 	snprintf(b->job, sizeof(b->job), "%s", spec->job_label ? spec->job_label : "");
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
 		rc = ap_error_set(AP_EIO, "getrandom: %s", strerror(errno));
 		goto err_free_box;
 	}
+	/* 10 + owner (at most 40, or 16 hex digits by default) + 13 bytes: fits the 96. */
 	snprintf(b->name, sizeof(b->name), "autopatch-%s-%02x%02x%02x%02x%02x%02x", e->owner,
 		 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 	if (make_repo) {
@@ -426,6 +449,9 @@ const char *sbx_box_id(const sbx_box *b)
 
 void sbx_box_set_phase(sbx_box *b, const char *phase)
 {
+	/* Phases are the program's own short words ("setup", "agent", "test"), never outside
+	 * text: a longer one is a programmer's error. */
+	assert(!phase || strlen(phase) < sizeof(b->phase));
 	snprintf(b->phase, sizeof(b->phase), "%s", phase ? phase : "");
 }
 
@@ -707,7 +733,7 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 		rc = 0;
 	} else if (rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
 		/* No endpoint kills one exec: the whole box goes. */
-		char why[256];
+		char why[AP_ERROR_MSG_MAX];
 
 		snprintf(why, sizeof(why), "%s", ap_error_last());
 		b->e->ops->kill(b);
@@ -876,8 +902,7 @@ int sbx_acquire(sbx_engine *e, const char *job_label, sbx_box **out)
 	int rc;
 
 	*out = NULL;
-	rc = sbx_pool_start(e);
-	if (rc)
+	if ((rc = job_label_check(job_label)) || (rc = sbx_pool_start(e)))
 		return rc;
 	pthread_mutex_lock(&e->lock);
 	if (e->pool_n > 0) {
@@ -889,7 +914,7 @@ int sbx_acquire(sbx_engine *e, const char *job_label, sbx_box **out)
 	}
 	pthread_mutex_unlock(&e->lock);
 	if (b) {
-		snprintf(b->job, sizeof(b->job), "%s", job_label ? job_label : "");
+		snprintf(b->job, sizeof(b->job), "%s", job_label ? job_label : ""); /* checked */
 		b->deadline_ms = ap_mono_ms() + (long long)e->defaults.wall_seconds * 1000;
 		ap_debug("sandbox: job %s got warm box %s", b->job, b->name);
 		*out = b;

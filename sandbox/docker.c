@@ -6,8 +6,9 @@
  * A box is a container whose PID 1 (docker-init) runs `sleep`; every command is an exec as uid
  * 10001 wrapped in `timeout -s KILL N`, and the host kills the whole container when the
  * deadline passes anyway, because the Engine API cannot kill a single exec. The settings, the
- * pool and the output handling are backend-neutral (sandbox.c); this file talks to the daemon.
+ * pool and the output handling are backend-neutral (core.c); this file talks to the daemon.
  */
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
@@ -65,6 +66,14 @@ static cJSON *ulimit(const char *name, int64_t v)
 		return NULL;
 	}
 	return u;
+}
+
+/* A tmpfs's options when it belongs to the sandbox user (uid 10001, mode 0755): Podman maps
+ * it with U, Docker names the ids. Numbers and fixed words: fits out's PATH_MAX bytes. */
+static void user_tmpfs(char *out, size_t n, bool podman, bool exec, int64_t bytes)
+{
+	snprintf(out, n, "rw,nosuid,nodev,%s,size=%lld,mode=0755,%s", exec ? "exec" : "noexec",
+		 (long long)bytes, podman ? "U" : "uid=10001,gid=10001");
 }
 
 int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
@@ -171,27 +180,18 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	if (!cJSON_AddStringToObject(obj, "/tmp", tmp))
 		goto err_nomem;
 	/* Owned by the sandbox user, or git refuses the workspace as "dubious ownership". */
-	snprintf(tmp, sizeof(tmp),
-		 podman ? "rw,nosuid,nodev,exec,size=%lld,mode=0755,U"
-			: "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
-		 (long long)s->workspace_bytes);
+	user_tmpfs(tmp, sizeof(tmp), podman, true, s->workspace_bytes);
 	if (!cJSON_AddStringToObject(obj, "/tmp/workspace", tmp))
 		goto err_nomem;
 	/* The image's VOLUMEs: a tmpfs at the same path makes the daemon skip the anonymous
 	 * volume it would otherwise create on host disk, uncapped. */
-	snprintf(tmp, sizeof(tmp),
-		 podman ? "rw,nosuid,nodev,noexec,size=%lld,mode=0755,U"
-			: "rw,nosuid,nodev,noexec,size=%lld,mode=0755,uid=10001,gid=10001",
-		 (long long)s->volume_bytes);
+	user_tmpfs(tmp, sizeof(tmp), podman, false, s->volume_bytes);
 	for (const char *const *v = volumes; v && *v; v++)
 		if (!cJSON_AddStringToObject(obj, *v, tmp))
 			goto err_nomem;
 	/* HOME and the Tester's trees: built test binaries must run there (see docs/sandbox.md,
 	 * "where noexec is dropped"). */
-	snprintf(tmp, sizeof(tmp),
-		 podman ? "rw,nosuid,nodev,exec,size=%lld,mode=0755,U"
-			: "rw,nosuid,nodev,exec,size=%lld,mode=0755,uid=10001,gid=10001",
-		 (long long)(s->trees_bytes > 0 ? s->trees_bytes : 2LL << 30));
+	user_tmpfs(tmp, sizeof(tmp), podman, true, s->trees_bytes > 0 ? s->trees_bytes : 2LL << 30);
 	if (!cJSON_AddStringToObject(obj, "/tmp/trees", tmp))
 		goto err_nomem;
 	obj = cJSON_AddObjectToObject(hc, "LogConfig");
@@ -409,6 +409,10 @@ int sbx__check_mounts(const cJSON *container, const char *name)
 	return 0;
 }
 
+/* Request paths in this file are built from ids and names checked where they were read (a
+ * box's name and id, an exec id: at most 95 label-safe bytes, see sbx__label_safe()), so they
+ * fit their 160-byte buffers and stay unchecked snprintf calls. */
+
 /* Remove the container (force kills it); 404 and "already in progress" count as done. */
 static int remove_container(sbx_engine *e, const char *id)
 {
@@ -491,14 +495,14 @@ static int verify_mounts(sbx_engine *e, const sbx_box *b, const char *image)
 
 /* Create and start a box from a resolved spec. job names the label; pool boxes sleep forever
  * (the pool destroys them), others live wall_seconds. */
-/* backend op: create and start the container of b (sandbox.c filled name, job, repo dir). */
+/* backend op: create and start the container of b (core.c filled name, job, repo dir). */
 static int dk_create(sbx_engine *e, const sbx_spec *spec, sbx_box *b, bool pool)
 {
 	struct dk_backend *be = e->be;
 	sbx_spec s = *spec;
 	sbx_egress *eg = NULL;
 	cJSON *body = NULL, *resp = NULL, *id;
-	char path[256], why[1024], image_id[80];
+	char path[256], why[AP_ERROR_MSG_MAX], image_id[80];
 	char **volumes = NULL;
 	size_t n_vol;
 	int rc;
@@ -566,7 +570,7 @@ out_free:
 /* backend op: remove the container, then its egress network and proxy. */
 static int dk_remove(sbx_box *b)
 {
-	char why[1024];
+	char why[AP_ERROR_MSG_MAX];
 	int rc;
 
 	rc = remove_container(b->e, b->id);
@@ -851,6 +855,8 @@ static const char *reapable_id(const cJSON *it, bool all)
 	return id->valuestring;
 }
 
+/* The paths below fit: the owner is at most 64 label-safe bytes, so the escaped filter is
+ * under 300; ids come from reapable_id() (at most 80 label-safe bytes). */
 static int dk_reap(sbx_engine *e, bool all)
 {
 	char *filters = NULL, path[512];
@@ -958,11 +964,16 @@ static int dk_image_label(sbx_engine *e, const char *image, const char *key, cha
 		cfg = cJSON_GetObjectItemCaseSensitive(info, "Config");
 		labels = cJSON_GetObjectItemCaseSensitive(cfg, "Labels");
 		v = cJSON_GetObjectItemCaseSensitive(labels, key);
-		if (cJSON_IsString(v))
-			snprintf(out, n, "%s", v->valuestring);
-		else
+		if (cJSON_IsString(v)) {
+			if (ap_fmt(out, n, "%s", v->valuestring))
+				rc = ap_error_set(
+				    AP_ETOOBIG,
+				    "the image %.200s has a label %.100s over %zu bytes", image,
+				    key, n - 1);
+		} else {
 			rc = ap_error_set(AP_ENOTFOUND, "the image %.200s has no label %.100s",
 					  image, key);
+		}
 	}
 	cJSON_Delete(info);
 	return rc;
@@ -991,7 +1002,7 @@ static int disconnect_box(sbx_box *b)
 /* backend op: lock the proxy; else disconnect the box; else kill it. */
 static int dk_network_off(sbx_box *b)
 {
-	char why[512];
+	char why[AP_ERROR_MSG_MAX];
 	int rc;
 
 	if (!box_eg(b))

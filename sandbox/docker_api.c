@@ -173,7 +173,7 @@ int dk_request(dk_client *c, const char *method, const char *path, const cJSON *
 
 int dk_image_inspect(dk_client *c, const char *name, long timeout_ms, cJSON **out)
 {
-	char path[300], why[1024];
+	char path[300], why[AP_ERROR_MSG_MAX];
 	size_t n = strlen(name);
 	int rc;
 
@@ -182,7 +182,7 @@ int dk_image_inspect(dk_client *c, const char *name, long timeout_ms, cJSON **ou
 	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:@") !=
 		n)
 		return ap_error_set(AP_EINVAL, "\"%.80s\" is not an image name", name);
-	snprintf(path, sizeof(path), "/images/%s/json", name);
+	snprintf(path, sizeof(path), "/images/%s/json", name); /* name: at most 255, checked */
 	rc = dk_request(c, "GET", path, NULL, timeout_ms, NULL, out);
 	if (rc == AP_ENOTFOUND) {
 		snprintf(why, sizeof(why), "%s", ap_error_last());
@@ -216,7 +216,7 @@ int dk_client_new(dk_client **out, const char *docker_host)
 	httpc_headers hdrs;
 	dk_client *c;
 	const char *path, *api;
-	char why[512];
+	char why[AP_ERROR_MSG_MAX];
 	int rc, v;
 
 	*out = NULL;

@@ -213,7 +213,7 @@ int sbx_setup_ca_read(const ap_config *cfg, ap_buf *pem, int *n_certs)
 {
 	const char *path = cfg_str(cfg, "AUTOPATCH_SETUP_CA_FILE");
 	ap_buf text = AP_BUF_INIT(EG_CA_CAP);
-	char why[600];
+	char why[AP_ERROR_MSG_MAX];
 	int rc;
 
 	if (n_certs)
@@ -359,6 +359,35 @@ static long long eg_proxy_memory(const sbx_egress_opts *o)
 	return want > EG_PROXY_MEMORY ? want : EG_PROXY_MEMORY;
 }
 
+size_t sbx__eg_policy_argc(const sbx_egress_opts *opts, const char *const *allow)
+{
+	size_t n_allow = 0;
+
+	while (allow[n_allow])
+		n_allow++;
+	return 4 + 2 * n_allow + 2 * opts->n_allow_nets;
+}
+
+size_t sbx__eg_policy_args(const sbx_egress_opts *opts, const char *const *allow, const char **argv,
+			   size_t k, char conns[16], char queue[16])
+{
+	snprintf(conns, 16, "%d", opts->max_conns); /* ints: they fit */
+	snprintf(queue, 16, "%d", opts->queue_s * 1000);
+	argv[k++] = "--max-conns";
+	argv[k++] = conns;
+	argv[k++] = "--queue-ms";
+	argv[k++] = queue;
+	for (size_t i = 0; allow[i]; i++) {
+		argv[k++] = "--allow";
+		argv[k++] = allow[i];
+	}
+	for (size_t i = 0; i < opts->n_allow_nets; i++) {
+		argv[k++] = "--allow-net";
+		argv[k++] = opts->allow_nets[i];
+	}
+	return k;
+}
+
 /* The proxy container: the sandbox's hardening (read-only root, no capabilities, no new
  * privileges, non-root, memory/pids limits) with the program bound read-only. Its argv is the
  * whole policy; it gets no environment from the host. */
@@ -368,7 +397,7 @@ static cJSON *proxy_body(const sbx_egress *eg, const sbx_egress_opts *o, const c
 	cJSON *b = NULL, *hc, *labels, *lc, *lcc;
 	char bind[PATH_MAX + 64], conns[16], queue[16];
 	const char **argv;
-	size_t n_allow = 0, k = 0;
+	size_t k = 0;
 	const char *entry[] = {EG_PROXY_PATH, NULL};
 	const char *binds[] = {bind, NULL};
 	const char *caps[] = {"ALL", NULL};
@@ -376,29 +405,15 @@ static cJSON *proxy_body(const sbx_egress *eg, const sbx_egress_opts *o, const c
 	const char *no_env[] = {NULL};
 
 	/* The proxy's whole policy is its argv (no config file, no environment). */
-	while (allow[n_allow])
-		n_allow++;
-	argv = calloc(9 + 2 * n_allow + 2 * o->n_allow_nets, sizeof(*argv));
+	argv = calloc(5 + sbx__eg_policy_argc(o, allow), sizeof(*argv));
 	if (!argv)
 		return NULL;
-	snprintf(conns, sizeof(conns), "%d", o->max_conns);
-	snprintf(queue, sizeof(queue), "%d", o->queue_s * 1000);
 	argv[k++] = "--listen-net";
 	argv[k++] = subnet;
 	argv[k++] = "--port";
 	argv[k++] = "3128";
-	argv[k++] = "--max-conns";
-	argv[k++] = conns;
-	argv[k++] = "--queue-ms";
-	argv[k++] = queue;
-	for (size_t i = 0; i < n_allow; i++) {
-		argv[k++] = "--allow";
-		argv[k++] = allow[i];
-	}
-	for (size_t i = 0; i < o->n_allow_nets; i++) {
-		argv[k++] = "--allow-net";
-		argv[k++] = o->allow_nets[i];
-	}
+	sbx__eg_policy_args(o, allow, argv, k, conns, queue);
+	/* proxy_bin is under PATH_MAX bytes (sbx_egress_opts): it fits. */
 	snprintf(bind, sizeof(bind), "%s:" EG_PROXY_PATH ":ro", o->proxy_bin);
 	b = cJSON_CreateObject();
 	if (!b || !cJSON_AddStringToObject(b, "Image", o->image) ||
@@ -461,6 +476,7 @@ static int logs_fetch(sbx_egress *eg, ap_buf *raw)
 
 	if (!h)
 		return ap_error_set(AP_ENOMEM, "out of memory");
+	/* A version of at most 15 bytes and a checked id under 80: fits. */
 	snprintf(url, sizeof(url),
 		 "http://docker/v%s/containers/%s/logs?stdout=1&stderr=1&timestamps=1&since=%lld",
 		 dk_api_version(eg->dk), eg->proxy_id, since_seconds(eg->last_ts));
@@ -529,7 +545,11 @@ static void split_target(const char *t, char *host, size_t n, int *port)
 		*port = atoi(colon + 1);
 		end = colon;
 	}
-	snprintf(host, n, "%.*s", (int)(end - h), h);
+	/* Only shown (a denial's host): a host too long for it is cut visibly. */
+	if ((size_t)(end - h) < n)
+		snprintf(host, n, "%.*s", (int)(end - h), h);
+	else
+		ap_excerpt(host, n, h);
 }
 
 /* The proxy's "kind" of a refusal (sandbox/egress_proxy.c) as an sbx_denial_kind. */
@@ -572,12 +592,13 @@ static void record_denial(sbx_egress *eg, const char *kind, const char *target, 
 		return;
 	d = &eg->seen[eg->n_seen++];
 	d->kind = k;
-	snprintf(d->host, sizeof(d->host), "%s", host);
+	/* A denial is only shown: what does not fit is cut visibly, never dropped. */
+	ap_excerpt(d->host, sizeof(d->host), host);
 	d->port = port;
 	d->count = 1;
-	snprintf(d->phase, sizeof(d->phase), "%s", eg->phase);
-	snprintf(d->command, sizeof(d->command), "%s", eg->command);
-	snprintf(d->reason, sizeof(d->reason), "%s", reason);
+	ap_excerpt(d->phase, sizeof(d->phase), eg->phase);
+	ap_excerpt(d->command, sizeof(d->command), eg->command);
+	ap_excerpt(d->reason, sizeof(d->reason), reason);
 }
 
 static const char *jstr(const cJSON *o, const char *k)
@@ -655,17 +676,15 @@ int sbx_egress_drain_log(sbx_egress *eg)
 
 void sbx_egress_set_context(sbx_egress *eg, const char *phase, const char *command)
 {
-	snprintf(eg->phase, sizeof(eg->phase), "%s", phase ? phase : "");
-	snprintf(eg->command, sizeof(eg->command), "%s", command ? command : "");
+	ap_excerpt(eg->phase, sizeof(eg->phase), phase ? phase : "");
+	ap_excerpt(eg->command, sizeof(eg->command), command ? command : "");
 }
 
 void sbx_egress_set_command(sbx_egress *eg, const char *phase, const char *const *argv)
 {
-	char text[SBX_DENIAL_CMD_MAX];
+	ap_buf text = AP_BUF_INIT(4 * SBX_DENIAL_CMD_MAX);
 	const char *const *a = argv;
-	size_t pos = 0;
 
-	text[0] = '\0';
 	/* `env NAME=value... sh -c STEP` (a setup step with the CA variables) is its STEP. */
 	if (a[0] && strcmp(a[0], "env") == 0) {
 		const char *const *b = a + 1;
@@ -677,12 +696,17 @@ void sbx_egress_set_command(sbx_egress *eg, const char *phase, const char *const
 	}
 	if (a[0] && a[1] && a[2] && strcmp(a[0], "sh") == 0 && strcmp(a[1], "-c") == 0)
 		a += 2;
-	for (; *a && pos + 1 < sizeof(text); a++)
-		pos += (size_t)snprintf(text + pos, sizeof(text) - pos, "%s%s", pos ? " " : "", *a);
-	for (char *c = text; *c; c++)
+	/* Enough of the words to fill what is shown; sbx_egress_set_context() marks the cut. */
+	for (; *a && text.len < SBX_DENIAL_CMD_MAX; a++)
+		if ((text.len && ap_buf_add(&text, " ", 1)) ||
+		    ap_buf_add(&text, *a, strnlen(*a, SBX_DENIAL_CMD_MAX)))
+			break; /* out of memory: show what there is */
+	ap_error_clear();
+	for (char *c = text.data; c && *c; c++)
 		if (*c == '\n' || *c == '\r' || *c == '\t')
 			*c = ' ';
-	sbx_egress_set_context(eg, phase, text);
+	sbx_egress_set_context(eg, phase, ap_buf_str(&text));
+	ap_buf_release(&text);
 }
 
 int sbx_egress_copy_denials(sbx_egress *eg, sbx_denial *out, size_t max, size_t *n)
@@ -732,8 +756,12 @@ static void find_listen(sbx_egress *eg, char *line)
 	char *sp = strchr(line, ' ');
 	cJSON *j = sp ? cJSON_Parse(sp + 1) : NULL;
 
-	if (j && strcmp(jstr(j, "msg"), "egress proxy listening") == 0 && !eg->proxy_url[0])
-		snprintf(eg->proxy_url, sizeof(eg->proxy_url), "http://%s", jstr(j, "addr"));
+	if (j && strcmp(jstr(j, "msg"), "egress proxy listening") == 0 && !eg->proxy_url[0] &&
+	    ap_fmt(eg->proxy_url, sizeof(eg->proxy_url), "http://%s", jstr(j, "addr"))) {
+		/* A cut address would send the box elsewhere: no URL, and wait_ready() fails. */
+		ap_warn("egress: %s", ap_error_last());
+		eg->proxy_url[0] = '\0';
+	}
 	cJSON_Delete(j);
 }
 
@@ -741,7 +769,7 @@ static void last_line(sbx_egress *eg, char *line)
 {
 	char *sp = strchr(line, ' ');
 
-	snprintf(eg->env_store[0], sizeof(eg->env_store[0]), "%s", sp ? sp + 1 : line);
+	ap_excerpt(eg->env_store[0], sizeof(eg->env_store[0]), sp ? sp + 1 : line);
 }
 
 /* Wait until the proxy printed its listening line; fail early if it exited. */
@@ -925,6 +953,8 @@ int sbx_egress_up(dk_client *dk, const sbx_egress_opts *opts, const char *owner,
 	if (!eg)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	eg->dk = dk;
+	/* job is a box's label (under 64 bytes, see sbx_box.job), base at most 40 + 13 bytes: the
+	 * names below fit their 128 bytes. */
 	snprintf(eg->job, sizeof(eg->job), "%s", job ? job : "");
 	safe_name(base, 40, owner);
 	snprintf(base + strlen(base), sizeof(base) - strlen(base), "-%02x%02x%02x%02x%02x%02x",
@@ -943,7 +973,7 @@ int sbx_egress_up(dk_client *dk, const sbx_egress_opts *opts, const char *owner,
 	*out = eg;
 	return 0;
 err_remove : {
-	char why[1024];
+	char why[AP_ERROR_MSG_MAX];
 
 	snprintf(why, sizeof(why), "%s", ap_error_last());
 	if (eg->proxy_id[0])

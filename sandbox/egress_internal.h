@@ -53,6 +53,15 @@ void sbx__eg_relay_json(sbx_egress *eg, const char *text);
 /* Check the allow-list and that the proxy program exists, before anything starts. */
 int sbx__eg_check_list_and_program(const struct sbx_egress_opts *opts, const char *const *allow);
 
+/* The proxy's policy as arguments, the same in both homes: --max-conns, --queue-ms, one
+ * --allow per entry of allow, one --allow-net per opts->allow_nets. sbx__eg_policy_argc() is
+ * how many slots they take; sbx__eg_policy_args() writes them to argv from k (room checked by
+ * the caller) and returns the new count. conns and queue receive the numbers' text and must
+ * outlive argv. */
+size_t sbx__eg_policy_argc(const struct sbx_egress_opts *opts, const char *const *allow);
+size_t sbx__eg_policy_args(const struct sbx_egress_opts *opts, const char *const *allow,
+			   const char **argv, size_t k, char conns[16], char queue[16]);
+
 /* Fill eg's environment for the box (HTTP(S)_PROXY, NO_PROXY ...) from its proxy URL. */
 void sbx__eg_fill_env(sbx_egress *eg);
 

@@ -80,6 +80,7 @@ int sbx_egress_local_listen(const sbx_egress_opts *opts, const char *job, const 
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	eg->local = true;
 	eg->listen_fd = -1;
+	/* The job is a box's label (under 64 bytes); log_path's length is checked above. */
 	snprintf(eg->job, sizeof(eg->job), "%s", job ? job : "");
 	snprintf(eg->log_path, sizeof(eg->log_path), "%s", log_path);
 	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -102,6 +103,7 @@ int sbx_egress_local_listen(const sbx_egress_opts *opts, const char *job, const 
 	}
 	eg->listen_fd = fd;
 	eg->port = ntohs(ss.ss_family == AF_INET ? s4->sin_port : s6->sin6_port);
+	/* addr is a parsed IP address (under INET6_ADDRSTRLEN bytes): fits the 96. */
 	snprintf(eg->proxy_url, sizeof(eg->proxy_url),
 		 ss.ss_family == AF_INET ? "http://%s:%d" : "http://[%s]:%d", addr, eg->port);
 	sbx__eg_fill_env(eg);
@@ -120,7 +122,7 @@ int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const ch
 	posix_spawn_file_actions_t fa;
 	char cidr[80], parent[24], conns[16], queue[16], **argv;
 	char *const no_env[] = {NULL};
-	size_t n_allow = 0, k = 0;
+	size_t k = 0;
 	long long until = ap_mono_ms() + opts->ready_timeout_ms;
 	int logfd, rc = 0, st;
 
@@ -128,9 +130,7 @@ int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const ch
 		return ap_error_set(AP_EINVAL, "egress: no local proxy to start");
 	snprintf(cidr, sizeof(cidr), "%s/%s", client, strchr(client, ':') ? "128" : "32");
 	snprintf(parent, sizeof(parent), "%ld", (long)getpid());
-	while (allow[n_allow])
-		n_allow++;
-	argv = calloc(16 + 2 * n_allow + 2 * opts->n_allow_nets, sizeof(*argv));
+	argv = calloc(8 + sbx__eg_policy_argc(opts, allow), sizeof(*argv));
 	if (!argv)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	argv[k++] = (char *)opts->proxy_bin;
@@ -140,20 +140,7 @@ int sbx_egress_local_start(sbx_egress *eg, const sbx_egress_opts *opts, const ch
 	argv[k++] = cidr;
 	argv[k++] = "--parent";
 	argv[k++] = parent;
-	snprintf(conns, sizeof(conns), "%d", opts->max_conns);
-	snprintf(queue, sizeof(queue), "%d", opts->queue_s * 1000);
-	argv[k++] = "--max-conns";
-	argv[k++] = conns;
-	argv[k++] = "--queue-ms";
-	argv[k++] = queue;
-	for (size_t i = 0; i < n_allow; i++) {
-		argv[k++] = "--allow";
-		argv[k++] = (char *)allow[i];
-	}
-	for (size_t i = 0; i < opts->n_allow_nets; i++) {
-		argv[k++] = "--allow-net";
-		argv[k++] = (char *)opts->allow_nets[i];
-	}
+	sbx__eg_policy_args(opts, allow, (const char **)argv, k, conns, queue);
 	logfd = open(eg->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
 		     0600);
 	if (logfd < 0) {

@@ -126,6 +126,9 @@ static size_t json_put(char *out, size_t pos, size_t cap, const char *s, size_t 
 	return pos;
 }
 
+/* Bytes log_event() keeps free after a value: a key, its quotes and the line's end. */
+#define LOG_KEY_ROOM 32
+
 /* One JSON line on stderr per decision; sandbox/egress.c relays them to autopatch's log. */
 static void log_event(const char *level, const char *msg, const char *kind, const char *client,
 		      const char *method, const char *target, const char *detail_key,
@@ -139,6 +142,9 @@ static void log_event(const char *level, const char *msg, const char *kind, cons
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+	/* level, msg and the keys are this file's own words (under LOG_KEY_ROOM bytes); the
+	 * values, outside data, go through json_put(), which stops LOG_KEY_ROOM short of the end,
+	 * so every snprintf here fits and the closing '"', '}' and '\n' always have room. */
 	pos += (size_t)snprintf(line, sizeof(line),
 				"{\"time\":\"%s.%03dZ\",\"level\":\"%s\","
 				"\"msg\":\"%s\"",
@@ -148,8 +154,10 @@ static void log_event(const char *level, const char *msg, const char *kind, cons
 	for (size_t i = 0; i < 5; i++) {
 		if (!keys[i] || !vals[i])
 			continue;
+		if (pos + LOG_KEY_ROOM > sizeof(line))
+			break;
 		pos += (size_t)snprintf(line + pos, sizeof(line) - pos, ",\"%s\":\"", keys[i]);
-		pos = json_put(line, pos, sizeof(line) - 4, vals[i], 512);
+		pos = json_put(line, pos, sizeof(line) - LOG_KEY_ROOM, vals[i], 512);
 		line[pos++] = '"';
 	}
 	line[pos++] = '}';
@@ -181,6 +189,7 @@ static void reply(int fd, int status, const char *phrase, const char *reason)
 	char msg[1024];
 	int n;
 
+	/* reason is one of the why buffers here (at most EGP_HOST_MAX + 128 bytes): fits. */
 	n = snprintf(
 	    msg, sizeof(msg),
 	    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
@@ -528,6 +537,9 @@ static void forward_http(struct conn *c, const egp_target *t, const char *target
 	out = malloc(cap);
 	if (!out)
 		goto out_close;
+	/* The request line and Host come from the head's own first line (method, path, host
+	 * and port), plus "/", "Host: " and "Connection: close": under the 512 bytes cap keeps
+	 * above head_len, so these snprintf calls fit; headers are copied only while they do. */
 	pos += (size_t)snprintf(out, cap, "%s %s%.*s HTTP/1.1\r\nHost: %s", t->method,
 				(t->path_len == 0 || path[0] != '/') ? "/" : "", (int)t->path_len,
 				path, t->host);
@@ -672,8 +684,12 @@ static void *serve(void *arg)
 		const char *sp = memchr(head, ' ', (size_t)(eol - head));
 		const char *sp2 = sp ? memchr(sp + 1, ' ', (size_t)(eol - sp - 1)) : NULL;
 
-		if (sp && sp2)
+		/* Only logged: a longer target is cut and marked "...", never cut silently. */
+		if (sp && sp2 && (size_t)(sp2 - sp - 1) < sizeof(target))
 			snprintf(target, sizeof(target), "%.*s", (int)(sp2 - sp - 1), sp + 1);
+		else if (sp && sp2)
+			snprintf(target, sizeof(target), "%.*s...", (int)sizeof(target) - 4,
+				 sp + 1);
 	}
 	rc = egp_parse_request_line(&t, head, (size_t)(eol - head), &reason);
 	if (rc < 0) {

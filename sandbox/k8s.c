@@ -12,6 +12,7 @@
  * extract the tar sbx_prepare sends it. The settings, the pool and the output handling are
  * backend-neutral (core.c).
  */
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/fs.h"
@@ -357,6 +358,8 @@ static cJSON *policy_body(const sbx_engine *e, const sbx_box *b, const sbx_egres
 	char name[128], cidr[80];
 	const char *addr = eg ? be_of(e)->egress_addr : NULL;
 
+	/* A box name (under 96 bytes) and a checked IP address (AUTOPATCH_K8S_EGRESS_ADDRESS): both
+	 * fit. */
 	snprintf(name, sizeof(name), "%s%s", b->name, eg ? K8S_EGRESS_SUFFIX : "");
 	if (addr)
 		snprintf(cidr, sizeof(cidr), "%s/%s", addr, strchr(addr, ':') ? "128" : "32");
@@ -616,6 +619,9 @@ err_nomem:
 
 /* --- create / remove -------------------------------------------------------------------- */
 
+/* API paths: a checked namespace (at most 63 bytes), a box name (under 96) and this file's
+ * own words: with the query strings added by the callers they fit the 512-byte buffers used
+ * throughout this file, so these snprintf calls are not checked. */
 static void pods_path(const sbx_engine *e, char *out, size_t len, const char *name, const char *sub)
 {
 	snprintf(out, len, "/api/v1/namespaces/%s/pods%s%s%s%s", k8s_namespace(be_of(e)->kc),
@@ -758,6 +764,7 @@ static void log_tail(sbx_engine *e, const char *name, char *out, size_t len)
 	pods_path(e, path, sizeof(path), name, "log");
 	strcat(path, "?container=box&tailLines=3");
 	if (k8s_request_text(be_of(e)->kc, path, "get", "pods/log", 5000, &text) == 0 && text.len) {
+		/* An excerpt by design: at most 200 bytes of the tail (callers give 256). */
 		snprintf(out, len, "; its last output: %.*s",
 			 (int)(text.len > 200 ? 200 : text.len), text.data);
 		for (char *p = out; *p; p++)
@@ -789,10 +796,10 @@ static int wait_running(sbx_engine *e, const char *name, const char *image, char
 		if (phase && strcmp(phase, "Running") == 0 && all_running(pod)) {
 			const char *pip = jstr(pod, "status", "podIP");
 
-			if (ip)
-				snprintf(ip, ipn, "%s", pip ? pip : "");
+			/* A cut address would point the egress policy at another pod. */
+			rc = ip ? ap_fmt(ip, ipn, "%s", pip ? pip : "") : 0;
 			cJSON_Delete(pod);
-			return 0;
+			return rc;
 		}
 		if ((reason = stuck(pod, &msg))) {
 			rc = ap_error_set(AP_ENOTFOUND,
@@ -934,12 +941,13 @@ static int k8s_create(sbx_engine *e, const sbx_spec *s, sbx_box *b, bool pool)
 	struct k8s_backend *be = be_of(e);
 	cJSON *body = NULL;
 	sbx_egress *eg = NULL;
-	char path[512], why[1024], ip[64] = "";
+	char path[512], why[AP_ERROR_MSG_MAX], ip[64] = "";
 	int rc;
 
 	/* Fail closed: an allow-list only with a proxy this replica runs. */
 	if (s->network == SBX_NET_ALLOWLIST && (rc = egress_listen(e, s, b, &eg)))
 		return rc;
+	/* A box name is at most 63 bytes (10 + a 40-byte owner + 13): nothing is cut. */
 	snprintf(b->id, sizeof(b->id), "%.79s", b->name);
 	/* The policies first: the pod never runs a moment without them. */
 	rc = create_policy(e, b, NULL);
@@ -1003,7 +1011,7 @@ static bool k8s_running(sbx_box *b)
 	bool alive = true;
 	int rc;
 
-	char kept[1024];
+	char kept[AP_ERROR_MSG_MAX];
 
 	/* A look that must not change the caller's error sentence. */
 	snprintf(kept, sizeof(kept), "%s", ap_error_last());
@@ -1084,7 +1092,7 @@ static int exec_raw(sbx_box *b, const char *container, const char *const *argv,
 	ap_buf path = AP_BUF_INIT(K8S_EXEC_PATH_MAX - 4096);
 	k8s_endpoint ep;
 	k8s_exec_req r;
-	char tok[16384], proto[24], why[1024];
+	char tok[16384], proto[24], why[AP_ERROR_MSG_MAX];
 	long http = 0;
 	int rc;
 
@@ -1585,14 +1593,15 @@ static int k8s_image_id(sbx_engine *e, const char *image, char *out, size_t n)
 	size_t pos;
 
 	(void)e;
-	if (at && strlen(at + 1) == 71 && strspn(at + 8, "0123456789abcdef") == 64) {
-		snprintf(out, n, "%s", at + 1);
-		return 0;
-	}
+	if (at && strlen(at + 1) == 71 && strspn(at + 8, "0123456789abcdef") == 64)
+		return ap_fmt(out, n, "%s", at + 1);
 	if (!EVP_Digest(image, strlen(image), md, &mdlen, EVP_sha256(), NULL))
 		return ap_error_set(AP_ENOMEM, "sha256 failed");
+	/* A cut id would key caches by part of a hash: the whole "name:<hex>" or an error. */
+	if (n < 5 + 2 * (size_t)mdlen + 1)
+		return ap_error_set(AP_ETOOBIG, "an image id needs %u bytes", 5 + 2 * mdlen + 1);
 	pos = (size_t)snprintf(out, n, "name:");
-	for (unsigned int i = 0; i < mdlen && pos + 3 <= n; i++)
+	for (unsigned int i = 0; i < mdlen; i++)
 		pos += (size_t)snprintf(out + pos, n - pos, "%02x", md[i]);
 	return 0;
 }
@@ -1602,7 +1611,7 @@ static int k8s_image_id(sbx_engine *e, const char *image, char *out, size_t n)
  * deleted: a box never stays online by accident. 0 for a box that never had network. */
 static int k8s_network_off(sbx_box *b)
 {
-	char why[512] = "";
+	char why[AP_ERROR_MSG_MAX] = "";
 	int lrc, prc;
 
 	if (!box_eg(b))

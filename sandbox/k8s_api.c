@@ -3,6 +3,7 @@
  * (see k8s_api.h). */
 #include "sandbox/k8s_api.h"
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
 #include "common/httpc.h"
@@ -372,6 +373,10 @@ static int from_kubeconfig(k8s_client *c, const char *path)
 	const char *slash = strrchr(path, '/');
 	int rc;
 
+	/* The kubeconfig's directory resolves its relative file names: a cut one names another. */
+	if (slash && (size_t)(slash - path) >= sizeof(dir))
+		return ap_error_set(AP_EINVAL, "KUBECONFIG=\"%.60s...\" is longer than %zu bytes",
+				    path, sizeof(dir) - 1);
 	if (slash)
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 	else
@@ -413,16 +418,19 @@ static int from_cluster(k8s_client *c, const ap_config *cfg)
 				 "cluster (KUBERNETES_SERVICE_HOST is not set)");
 	if (strlen(host) > 255 || strlen(port) > 5)
 		return ap_error_set(AP_EINVAL, "KUBERNETES_SERVICE_HOST/_PORT are malformed");
+	/* Lengths checked above: fits the 600. */
 	snprintf(url, sizeof(url), strchr(host, ':') ? "https://[%s]:%s" : "https://%s:%s", host,
 		 port);
 	c->server = strdup(url);
 	if (!c->server)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	snprintf(path, sizeof(path), "%s/ca.crt", sa);
+	if (ap_fmt(path, sizeof(path), "%s/ca.crt", sa))
+		return ap_error_set(
+		    AP_EINVAL, "AUTOPATCH_K8S_SERVICEACCOUNT_DIR=\"%.60s...\" is too long", sa);
 	rc = read_named_file("the service account's ca.crt", "/", path, K8S_PEM_CAP, &c->ca_pem);
 	if (rc)
 		return ap_error_set(AP_EUNAVAIL, "in-cluster configuration: %s", ap_error_last());
-	snprintf(path, sizeof(path), "%s/token", sa);
+	snprintf(path, sizeof(path), "%s/token", sa); /* shorter than ca.crt's: fits */
 	c->token_file = strdup(path);
 	if (!c->token_file)
 		return ap_error_set(AP_ENOMEM, "out of memory");
@@ -549,7 +557,8 @@ char *k8s_escape(const char *s)
 	return copy;
 }
 
-/* The Status message of an error body (sanitised to one line), or its raw start. */
+/* The Status message of an error body (sanitised to one line), or its raw start: an excerpt
+ * by design, whose cut is marked "...". */
 static void status_message(const ap_buf *body, char *out, size_t len)
 {
 	cJSON *j = cJSON_ParseWithLength(body->data ? body->data : "", body->len);

@@ -8,6 +8,7 @@
  */
 #include "sandbox/k8s_exec.h"
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -156,15 +157,15 @@ struct ws_sess {
 	struct lws_context *ctx;
 	struct lws *wsi;
 	k8s_chan ch;
-	int state;	  /* 0 connecting, 1 open, 2 closed, 3 failed to connect */
-	int rc;		  /* a demultiplexer error */
-	bool got_data;	  /* something arrived since the last look */
-	bool ip_host;	  /* the server is an IP address: check it against the IP SANs */
-	long http_status; /* of a refused upgrade */
-	char err[200];	  /* why the connection failed */
-	char proto[24];	  /* the subprotocol the server chose */
-	char host[300];	  /* the Host header: host:port ([v6]:port) */
-	char auth[8192];  /* "Bearer ..." */
+	int state;		    /* 0 connecting, 1 open, 2 closed, 3 failed to connect */
+	int rc;			    /* a demultiplexer error */
+	bool got_data;		    /* something arrived since the last look */
+	bool ip_host;		    /* the server is an IP address: check it against the IP SANs */
+	long http_status;	    /* of a refused upgrade */
+	char err[AP_ERROR_MSG_MAX]; /* why the connection failed */
+	char proto[24];		    /* the subprotocol the server chose */
+	char host[300];		    /* the Host header: host:port ([v6]:port) */
+	char auth[8192];	    /* "Bearer ..." */
 	const unsigned char *in;
 	size_t in_left;
 	bool close_sent;		      /* v5 [255, 0] went out */
@@ -282,7 +283,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
 		s->http_status = lws_http_client_http_response(wsi);
 		if (!s->err[0])
-			snprintf(s->err, sizeof(s->err), "%s", in ? (const char *)in : "no detail");
+			ap_excerpt(s->err, sizeof(s->err), in ? (const char *)in : "no detail");
 		s->state = 3;
 		s->wsi = NULL;
 		return 0;
@@ -380,6 +381,7 @@ static void connect_exec(struct ws_sess *s, const char *path)
 	/* Host with the port, as any HTTP client sends it (lws drops the port itself for SNI and
 	 * the certificate check); no Origin: this is no browser (lws would send http:// even
 	 * over TLS). */
+	/* The host is at most 253 bytes (checked when the server URL was read): fits the 300. */
 	snprintf(s->host, sizeof(s->host), strchr(ep->host, ':') ? "[%s]:%d" : "%s:%d", ep->host,
 		 ep->port);
 	ci.host = s->host;

@@ -1770,7 +1770,9 @@ int console_new(console **out, const console_config *cfg)
 			      .webhook_path = c->cfg.webhook_path,
 			      .credentials_file = c->cfg.credentials_file,
 			      .convert = c->cfg.gh.manifest_convert,
-			      .convert_ud = c->cfg.gh.ud,
+			      .new_app_url = c->cfg.gh.new_app_url,
+			      .install_url = c->cfg.gh.install_url,
+			      .gh_ud = c->cfg.gh.ud,
 			      .registered = on_registered,
 			      .ud = c,
 			  })) ||

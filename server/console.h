@@ -68,6 +68,9 @@ typedef struct console_github {
 	int (*can_push)(void *ud, const char *token, const char *repo, bool *yes);
 	/* Whether the token's user is an active member of the organization org. */
 	int (*in_org)(void *ud, const char *token, const char *org, bool *yes);
+	/* GitHub's new-App and installation pages (reg_config, server/registration.h). */
+	int (*new_app_url)(void *ud, const char *org, char *buf, size_t n);
+	int (*install_url)(void *ud, const char *slug, char *buf, size_t n);
 } console_github;
 
 /* What a registration handed over (server/registration.h). */

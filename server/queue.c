@@ -14,6 +14,7 @@
 #include "server/queue_internal.h"
 #include "server/webhook.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ int64_t q_backoff_ms(int64_t base_ms, int attempts)
 {
 	int64_t d = base_ms;
 
+	assert(base_ms >= 0 && attempts >= 0);
 	for (int i = 1; i < attempts && d < 3600000; i++)
 		d *= 2;
 	return d > 3600000 ? 3600000 : d;
@@ -94,6 +96,7 @@ int q__lru_add(q__stmt_lru *c, const char *sql, const void *key, size_t key_len,
 	struct q__lru_entry *slot = &c->e[0];
 	size_t len = strlen(sql);
 
+	assert(stmt);
 	if (len > Q_LRU_TEXT_MAX)
 		return AP_EINVAL;
 	for (int i = 0; i < Q_LRU_SIZE; i++) {
@@ -143,6 +146,19 @@ int q__x(queue *q, const char *sql, const q__val *args, int nargs, q__res **rows
 }
 
 /* A statement without parameters or rows (BEGIN, COMMIT, SAVEPOINT ...). */
+int q__int(queue *q, const char *sql, const q__val *args, int nargs, int64_t *out)
+{
+	q__res *r = NULL;
+	int rc;
+
+	*out = 0;
+	rc = q__x(q, sql, args, nargs, &r, NULL);
+	if (rc == 0 && q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0))
+		*out = q->drv->res_int(r, 0, 0);
+	q->drv->res_free(r);
+	return rc;
+}
+
 int q__sx(queue *q, const char *sql)
 {
 	return q->drv->exec(q->db, sql, NULL, 0, NULL, NULL);
@@ -179,14 +195,10 @@ const char *q_backend(const queue *q)
 
 static int read_version(queue *q, int *out)
 {
-	q__res *r = NULL;
-	int rc;
+	int64_t v;
+	int rc = q__int(q, "SELECT max(version) FROM schema_migrations", NULL, 0, &v);
 
-	*out = 0;
-	rc = q__x(q, "SELECT max(version) FROM schema_migrations", NULL, 0, &r, NULL);
-	if (rc == 0 && q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0))
-		*out = (int)q->drv->res_int(r, 0, 0);
-	q->drv->res_free(r);
+	*out = (int)v;
 	return rc;
 }
 
@@ -311,18 +323,10 @@ static int add_event(queue *q, int64_t job, const char *stage, const char *msg, 
 
 static int find_active(queue *q, const char *repo, int64_t issue, int64_t *id)
 {
-	q__res *r = NULL;
-	int rc;
-
-	*id = 0;
-	rc = q__x(q,
-		  "SELECT id FROM jobs WHERE repo=?1 AND issue=?2 AND "
-		  "state IN ('queued','running') LIMIT 1",
-		  ARGS(QT(repo), QI(issue)), &r, NULL);
-	if (rc == 0 && q->drv->res_rows(r) > 0)
-		*id = q->drv->res_int(r, 0, 0);
-	q->drv->res_free(r);
-	return rc;
+	return q__int(q,
+		      "SELECT id FROM jobs WHERE repo=?1 AND issue=?2 AND "
+		      "state IN ('queued','running') LIMIT 1",
+		      ARGS(QT(repo), QI(issue)), id);
 }
 
 /* The UPDATE of each branch names the state it saw, so a job another replica leased or
@@ -546,6 +550,7 @@ static size_t mark_new(struct ing_ctx *c, size_t n, const char *id)
 /* The new trigger with delivery id stored job job_id: Q_QUEUED. */
 static void mark_queued(struct ing_ctx *c, size_t n, const char *id, int64_t job_id)
 {
+	assert(job_id > 0); /* a queued delivery names its job */
 	for (size_t i = 0; i < n; i++)
 		if (c[i].d->result == Q_FAILED && same(c[i].d->delivery, id)) {
 			c[i].d->result = Q_QUEUED;
@@ -1034,6 +1039,7 @@ int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info
 	char msg[160];
 	int rc;
 
+	assert(owner && owner[0] && lease_ms > 0);
 	*out = NULL;
 	job = calloc(1, sizeof(*job));
 	if (!job)
@@ -1047,6 +1053,7 @@ int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info
 		rc = AP_ENOTFOUND;
 		goto out_rollback;
 	}
+	assert(q->drv->res_rows(r) == 1); /* one id: the sub-select's LIMIT 1 */
 	job->id = q->drv->res_int(r, 0, 0);
 	job->attempts = (int)q->drv->res_int(r, 0, 1);
 	job->epoch = q->drv->res_int(r, 0, 2);
@@ -1073,11 +1080,14 @@ int q__heartbeat(queue *q, int64_t id, const char *owner, int64_t lease_ms, int6
 	int64_t changed = 0;
 	int rc;
 
+	q__assert_lease(id, owner);
+	assert(lease_ms > 0);
 	pthread_mutex_lock(&q->lock);
 	rc = q__x(q,
 		  "UPDATE jobs SET lease_until=?1 WHERE id=?2 AND lease_owner=?3 AND "
 		  "state='running'",
 		  ARGS(QI(now + lease_ms), QI(id), QT(owner)), NULL, &changed);
+	q__assert_by_id(changed);
 	if (rc == 0 && changed == 0)
 		rc = ap_error_set(AP_ENOTFOUND, "job %lld: lease lost", (long long)id);
 	pthread_mutex_unlock(&q->lock);
@@ -1090,6 +1100,8 @@ int q_fence(queue *q, const q_lease_ref *l, int64_t lease_ms, const char *stage,
 	int64_t changed = 0;
 	int rc;
 
+	q__assert_lease(l->id, l->owner);
+	assert(l->epoch > 0 && lease_ms > 0); /* a lease's epoch starts at 1 (q_lease) */
 	pthread_mutex_lock(&q->lock);
 	if (msg && (rc = q__sx(q, q->drv->begin_write)))
 		goto out;
@@ -1100,6 +1112,7 @@ int q_fence(queue *q, const q_lease_ref *l, int64_t lease_ms, const char *stage,
 	    "lease_owner=?3 AND lease_epoch=?4 AND state='running' AND lease_until>=?6",
 	    ARGS(QI(now + lease_ms), QI(l->id), QT(l->owner), QI(l->epoch), QT(stage), QI(now)),
 	    NULL, &changed);
+	q__assert_by_id(changed);
 	if (rc == 0 && changed == 0)
 		rc = ap_error_set(AP_ESTALE,
 				  "job %lld: lease epoch %lld is no longer current (the job was "
@@ -1127,6 +1140,7 @@ static int commit_leased_update(queue *q, const char *sql, const q__val *args, i
 
 	if ((rc = q__x(q, sql, args, nargs, NULL, &changed)))
 		return rc;
+	q__assert_by_id(changed);
 	if (changed == 0)
 		return ap_error_set(AP_ENOTFOUND, "job %lld: lease lost", (long long)id);
 	if ((rc = add_event(q, id, NULL, msg, now)))
@@ -1141,6 +1155,9 @@ int q_finish(queue *q, int64_t id, const char *owner, const char *state, const c
 	char msg[200];
 	int rc;
 
+	/* running -> a terminal state, and nothing else: q_release re-queues. */
+	assert(ok || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0);
+	q__assert_lease(id, owner);
 	snprintf(msg, sizeof(msg), "%s: %.180s", state, text ? text : "");
 	pthread_mutex_lock(&q->lock);
 	if ((rc = q__sx(q, q->drv->begin_write)))
@@ -1165,6 +1182,8 @@ int q_release(queue *q, int64_t id, const char *owner, int64_t not_before, const
 	char msg[200];
 	int rc;
 
+	q__assert_lease(id, owner);
+	assert(not_before >= 0);
 	snprintf(msg, sizeof(msg), "re-queued%s: %.160s", refund ? " (shutdown)" : "",
 		 error ? error : "");
 	pthread_mutex_lock(&q->lock);
@@ -1192,6 +1211,7 @@ int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 	q__res *r = NULL;
 	int rc, n = 0;
 
+	assert(max_attempts >= 1); /* checked when the pool starts (workers.c) */
 	if (count)
 		*count = 0;
 	pthread_mutex_lock(&q->lock);
@@ -1225,6 +1245,7 @@ int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 			      "AND lease_until<?2",
 			      ARGS(QT(state), QI(now), QT(msg), QI(id)), NULL, &changed)))
 			goto out_rollback;
+		q__assert_by_id(changed);
 		if (changed == 0)
 			continue;
 		if ((rc = add_event(q, id, NULL, msg, now)))
@@ -1233,6 +1254,7 @@ int q_requeue_expired(queue *q, int max_attempts, int64_t now, int *count)
 	}
 	if ((rc = q__sx(q, "COMMIT")))
 		goto out_rollback;
+	assert(n >= 0 && n <= q->drv->res_rows(r));
 	if (n && q->drv->notify)
 		q->drv->notify(q->db);
 	if (count)
@@ -1335,6 +1357,7 @@ int q_pace(queue *q, int64_t installation, int64_t spacing_ms, int64_t now, int6
 	q__res *r = NULL;
 	int rc;
 
+	assert(spacing_ms >= 0);
 	*wait_ms = 0;
 	pthread_mutex_lock(&q->lock);
 	rc = q__x(q,
@@ -1409,6 +1432,7 @@ int q_retry(queue *q, int64_t id, const char *why, int64_t now)
 		       "updated=?1 WHERE id=?2 AND state IN ('failed','cancelled')",
 		       ARGS(QI(now), QI(id)), NULL, &changed)))
 		goto out_rollback;
+	q__assert_by_id(changed);
 	if (changed == 0) {
 		rc = ap_error_set(AP_EINVAL, "job %lld is not failed or cancelled", (long long)id);
 		goto out_rollback;

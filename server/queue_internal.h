@@ -8,6 +8,7 @@
 
 #include "server/queue_db.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,12 +44,36 @@ struct queue {
 	void *precommit_ud;
 };
 
+/* ---- invariants (debug builds; nothing under NDEBUG) -------------------------------------
+ *
+ * Programmer errors only: what a caller of queue.h must pass and what the queue's own SQL
+ * guarantees. Rows read back from the database are data and get an error, not an assert. */
+
+/* A lease is named by a job id and a non-empty owner. */
+static inline void q__assert_lease(int64_t id, const char *owner)
+{
+	(void)id;
+	(void)owner;
+	assert(id > 0 && owner && owner[0]);
+}
+
+/* An UPDATE by primary key changed no row (the guard did not match) or one. */
+static inline void q__assert_by_id(int64_t changed)
+{
+	(void)changed;
+	assert(changed == 0 || changed == 1);
+}
+
 #define ARGS(...)                                                                                  \
 	(const q__val[]){__VA_ARGS__}, (int)(sizeof((q__val[]){__VA_ARGS__}) / sizeof(q__val))
 
 /* One statement; rows and changes may be NULL. */
 int q__x(struct queue *q, const char *sql, const q__val *args, int nargs, q__res **rows,
 	 int64_t *changes);
+
+/* One statement whose answer is one integer (count, max, an id): the first column of the
+ * first row in *out, 0 when there is no row or it is NULL. */
+int q__int(struct queue *q, const char *sql, const q__val *args, int nargs, int64_t *out);
 
 /* A statement without parameters or rows (BEGIN, COMMIT, SAVEPOINT ...). */
 int q__sx(struct queue *q, const char *sql);

@@ -6,6 +6,7 @@
 #include "server/queue_db.h"
 #include "server/queue_internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -22,19 +23,11 @@ static void utc_day(int64_t now, char buf[32])
 /* What day carries for repo (NULL = every repository). Inside the caller's lock. */
 static int day_total(queue *q, const char *day, const char *repo, int64_t *micro)
 {
-	q__res *r = NULL;
-	int rc;
-
-	*micro = 0;
-	rc = q__x(q,
-		  "SELECT CAST(coalesce(sum(CASE WHEN open <> 0 AND reserved > spent THEN reserved "
-		  "ELSE spent END), 0) AS BIGINT) FROM spend WHERE day=?1 AND (?2 IS NULL OR "
-		  "repo=?2)",
-		  ARGS(QT(day), QT(repo)), &r, NULL);
-	if (rc == 0 && q->drv->res_rows(r) > 0)
-		*micro = q->drv->res_int(r, 0, 0);
-	q->drv->res_free(r);
-	return rc;
+	return q__int(q,
+		      "SELECT CAST(coalesce(sum(CASE WHEN open <> 0 AND reserved > spent THEN "
+		      "reserved ELSE spent END), 0) AS BIGINT) FROM spend WHERE day=?1 AND (?2 IS "
+		      "NULL OR repo=?2)",
+		      ARGS(QT(day), QT(repo)), micro);
 }
 
 int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *req, int64_t now,
@@ -45,6 +38,7 @@ int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *r
 	char day[32];
 	int rc;
 
+	assert(job > 0 && repo && req);
 	*row = 0;
 	memset(out, 0, sizeof(*out));
 	utc_day(now, day);
@@ -79,6 +73,7 @@ int q_spend_open(queue *q, int64_t job, const char *repo, const job_spend_req *r
 		goto out_rollback;
 	}
 	*row = q->drv->res_int(r, 0, 0);
+	assert(*row > 0); /* a held run names its ledger row: q_spend_record needs it */
 	if ((rc = q__sx(q, "COMMIT")))
 		goto out_rollback;
 	goto out;
@@ -103,6 +98,7 @@ int q_spend_record(queue *q, int64_t row, const job_usage *u, bool close)
 		  ARGS(QI(u->cost_micro), QI(u->tokens_in), QI(u->tokens_out), QI(u->calls),
 		       QI(close ? 1 : 0), QI(row)),
 		  NULL, &changed);
+	q__assert_by_id(changed);
 	if (rc == 0 && changed == 0)
 		rc = ap_error_set(AP_ENOTFOUND, "no spending row %lld", (long long)row);
 	pthread_mutex_unlock(&q->lock);

@@ -41,10 +41,7 @@ int q_get_stats(queue *q, q_stats *out)
 	}
 	q->drv->res_free(r);
 	r = NULL;
-	if ((rc = q__x(q, "SELECT max(id) FROM deliveries", NULL, 0, &r, NULL)))
-		goto out;
-	if (q->drv->res_rows(r) > 0 && !q->drv->res_null(r, 0, 0))
-		out->deliveries = q->drv->res_int(r, 0, 0);
+	rc = q__int(q, "SELECT max(id) FROM deliveries", NULL, 0, &out->deliveries);
 out:
 	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
@@ -219,7 +216,6 @@ static int jobs_json(queue *q, int64_t id, const q_job_filter *f, bool events, c
 		     int64_t *total, int64_t *last_event)
 {
 	cJSON *arr = cJSON_CreateArray();
-	q__res *r = NULL;
 	int rc;
 
 	*out = NULL;
@@ -229,14 +225,13 @@ static int jobs_json(queue *q, int64_t id, const q_job_filter *f, bool events, c
 	if ((rc = q__sx(q, q->drv->begin_read)))
 		goto out;
 	rc = jobs_select(q, id, f, events, arr, last_event);
-	if (rc == 0 && total &&
-	    (rc = q__x(q,
-		       "SELECT count(*) FROM jobs WHERE (?1 = '' OR state = ?1) AND "
-		       "(?2 = '' OR repo = ?2)",
-		       ARGS(QT(f && f->state ? f->state : ""), QT(f && f->repo ? f->repo : "")), &r,
-		       NULL)) == 0)
-		*total = q->drv->res_rows(r) > 0 ? q->drv->res_int(r, 0, 0) : 0;
-	q->drv->res_free(r);
+	if (rc == 0 && total)
+		rc =
+		    q__int(q,
+			   "SELECT count(*) FROM jobs WHERE (?1 = '' OR state = ?1) AND "
+			   "(?2 = '' OR repo = ?2)",
+			   ARGS(QT(f && f->state ? f->state : ""), QT(f && f->repo ? f->repo : "")),
+			   total);
 	q__sx(q, rc ? "ROLLBACK" : "COMMIT");
 out:
 	pthread_mutex_unlock(&q->lock);

@@ -61,13 +61,18 @@ bool reg_org_ok(const char *org)
 	return n > 0;
 }
 
-static void set_url(cJSON *o, const char *key, const char *base, const char *path)
+/* A cut URL would send GitHub (webhooks, the browser) elsewhere: too long is an error. */
+static int set_url(cJSON *o, const char *key, const char *base, const char *path)
 {
 	char url[FLOW_URL_MAX];
+	int rc;
 
-	snprintf(url, sizeof(url), "%s%s", base, path);
+	if ((rc = ap_fmt(url, sizeof(url), "%s%s", base, path)))
+		return rc;
 	cJSON_DeleteItemFromObjectCaseSensitive(o, key);
-	cJSON_AddStringToObject(o, key, url);
+	if (!cJSON_AddStringToObject(o, key, url))
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return 0;
 }
 
 /* deploy/app.yml with this server's URLs (malloc'd JSON text), or NULL. */
@@ -81,21 +86,23 @@ static char *manifest(const reg *r)
 		ap_error_set(AP_EINVAL, "the compiled-in App manifest is not JSON");
 		return NULL;
 	}
-	set_url(m, "url", r->cfg.public_url, "");
 	hook = cJSON_GetObjectItemCaseSensitive(m, "hook_attributes");
-	if (cJSON_IsObject(hook))
-		set_url(hook, "url", r->cfg.public_url, r->cfg.webhook_path);
-	set_url(m, "redirect_url", r->cfg.console_url, "/setup/callback");
-	set_url(m, "setup_url", r->cfg.console_url, "/");
 	cJSON_DeleteItemFromObjectCaseSensitive(m, "callback_urls");
+	if (set_url(m, "url", r->cfg.public_url, "") ||
+	    (cJSON_IsObject(hook) &&
+	     set_url(hook, "url", r->cfg.public_url, r->cfg.webhook_path)) ||
+	    set_url(m, "redirect_url", r->cfg.console_url, "/setup/callback") ||
+	    set_url(m, "setup_url", r->cfg.console_url, "/") ||
+	    ap_fmt(url, sizeof(url), "%s/login/callback", r->cfg.console_url))
+		goto out;
 	cb = cJSON_AddArrayToObject(m, "callback_urls");
-	snprintf(url, sizeof(url), "%s/login/callback", r->cfg.console_url);
 	if (cb)
 		cJSON_AddItemToArray(cb, cJSON_CreateString(url));
 	text = cJSON_PrintUnformatted(m);
-	cJSON_Delete(m);
 	if (!text)
 		ap_error_set(AP_ENOMEM, "out of memory");
+out:
+	cJSON_Delete(m);
 	return text;
 }
 
@@ -142,20 +149,17 @@ int reg_begin(reg *r, const char *org, reg_form *f, flow_answer *a)
 	if (refused(r, org, a))
 		return ap_error_set(AP_EINVAL, "%s", a->what);
 	if ((rc = nonce_issue(r->states, "setup", REG_TTL_MS, ap_wall_ms(), state)) ||
+	    (rc = ap_fmt(f->hook, sizeof(f->hook), "%s%s", r->cfg.public_url,
+			 r->cfg.webhook_path)) ||
+	    (rc = r->cfg.new_app_url(r->cfg.gh_ud, org, f->action, sizeof(f->action))) ||
+	    (rc = ap_fmt(f->action + strlen(f->action), sizeof(f->action) - strlen(f->action),
+			 "?state=%s", state)) ||
 	    !(f->manifest = manifest(r))) {
 		rc = rc ? rc : AP_EIO;
 		flow_problem(a, 500, "Cannot start the registration", ap_error_last(),
 			     "check the server's log and try again");
 		return rc;
 	}
-	snprintf(f->hook, sizeof(f->hook), "%s%s", r->cfg.public_url, r->cfg.webhook_path);
-	if (org && *org)
-		snprintf(f->action, sizeof(f->action),
-			 "%s/organizations/%s/settings/apps/new?state=%s", r->cfg.web_url, org,
-			 state);
-	else
-		snprintf(f->action, sizeof(f->action), "%s/settings/apps/new?state=%s",
-			 r->cfg.web_url, state);
 	return 0;
 }
 
@@ -174,13 +178,11 @@ static void env_line(ap_buf *b, const char *key, const char *value)
 	ap_buf_adds(b, "\"\n");
 }
 
-static int store_credentials(const reg *r, const cJSON *app)
+static int store_credentials(const reg *r, const cJSON *app, const char *id)
 {
 	ap_buf b = AP_BUF_INIT(256 * 1024);
-	char id[32];
 	int rc;
 
-	snprintf(id, sizeof(id), "%.0f", ap_json_num(app, "id"));
 	ap_buf_adds(&b, "# Written by autopatch's App registration (/setup). Keep it secret.\n");
 	env_line(&b, "APP_ID", id);
 	env_line(&b, "PRIVATE_KEY", ap_json_str(app, "pem"));
@@ -224,11 +226,15 @@ static void keep_app(reg *r, const cJSON *app, flow_answer *a)
 {
 	char where[FLOW_URL_MAX], id[32];
 
-	snprintf(id, sizeof(id), "%.0f", ap_json_num(app, "id"));
+	if (ap_fmt(id, sizeof(id), "%.0f", ap_json_num(app, "id"))) {
+		flow_problem(a, 502, "GitHub did not hand over the App", ap_error_last(),
+			     "register again at /setup");
+		return;
+	}
 	redact_add_secret(ap_json_str(app, "pem"));
 	redact_add_secret(ap_json_str(app, "webhook_secret"));
 	redact_add_secret(ap_json_str(app, "client_secret"));
-	if (store_credentials(r, app)) {
+	if (store_credentials(r, app, id)) {
 		flow_problem(a, 500, "Cannot store the App's credentials", ap_error_last(),
 			     "make AUTOPATCH_CREDENTIALS_FILE a writable path, then register again "
 			     "at /setup (delete the App GitHub just made in its settings)");
@@ -242,11 +248,12 @@ static void keep_app(reg *r, const cJSON *app, flow_answer *a)
 	}
 	ap_info("registration: App %s (id %s) stored in %s and in use", ap_json_str(app, "slug"),
 		id, r->cfg.credentials_file);
-	if (*ap_json_str(app, "html_url"))
-		snprintf(where, sizeof(where), "%s/installations/new",
-			 ap_json_str(app, "html_url"));
-	else
-		snprintf(where, sizeof(where), "%s/settings/apps", r->cfg.web_url);
+	/* The installation page on the configured host (never a URL from the answer); without
+	 * a usable slug, the list of Apps there. */
+	if (r->cfg.install_url(r->cfg.gh_ud, ap_json_str(app, "slug"), where, sizeof(where)) &&
+	    ap_fmt(where, sizeof(where), "%s/settings/apps", r->cfg.web_url))
+		snprintf(where, sizeof(where), "/"); /* the console itself */
+	ap_error_clear();
 	flow_redirect(a, where);
 }
 
@@ -261,7 +268,7 @@ void reg_finish(reg *r, const char *code, const char *state, flow_answer *a)
 	}
 	if (bad_answer(r, code, state, a))
 		return;
-	rc = r->cfg.convert(r->cfg.convert_ud, code, &app);
+	rc = r->cfg.convert(r->cfg.gh_ud, code, &app);
 	if (rc) {
 		ap_warn("registration: the code exchange failed: %s", ap_error_last());
 		flow_problem(

@@ -45,7 +45,12 @@ typedef struct reg_config {
 	/* POST /app-manifests/{code}/conversions: *out is GitHub's answer (id, slug, html_url,
 	 * pem, webhook_secret, client_id, client_secret), freed by the caller. 0 or AP_E*. */
 	int (*convert)(void *ud, const char *code, cJSON **out);
-	void *convert_ud;
+	/* GitHub's pages, built by github/urls.h (gh_urls_new_app, gh_urls_install), which this
+	 * layer does not include: the page that registers an App from a manifest (for org when
+	 * not NULL or empty) and an App's installation page. 0, or AP_EINVAL / AP_ETOOBIG. */
+	int (*new_app_url)(void *ud, const char *org, char *buf, size_t n);
+	int (*install_url)(void *ud, const char *slug, char *buf, size_t n);
+	void *gh_ud; /* the ud of convert, new_app_url and install_url */
 	/* The new App is stored: put it in use. app is borrowed for the call. */
 	void (*registered)(void *ud, const reg_app *app);
 	void *ud;

@@ -208,45 +208,48 @@ static bool oauth_creds(signin *s, char **id, char **secret)
 	return false;
 }
 
+/* The next entry of the comma-separated list at *cursor (NULL or "" when done), blanks
+ * around it dropped: *item and *len, with *cursor moved past it. The one reader of
+ * AUTOPATCH_OPERATORS for listed() and signin_next_org(). */
+static bool next_entry(const char **cursor, const char **item, size_t *len)
+{
+	const char *p = *cursor, *end;
+
+	if (!p || !*p)
+		return false;
+	end = strchr(p, ',');
+	while (*p == ' ')
+		p++;
+	*len = end ? (size_t)(end - p) : strlen(p);
+	while (*len && p[*len - 1] == ' ')
+		(*len)--;
+	*item = p;
+	*cursor = end ? end + 1 : p + strlen(p);
+	return true;
+}
+
 static bool listed(const char *list, const char *login)
 {
-	size_t n = strlen(login);
+	size_t n = strlen(login), len;
+	const char *item;
 
-	for (const char *p = list; p && *p;) {
-		const char *end = strchr(p, ',');
-		size_t len;
-
-		while (*p == ' ')
-			p++;
-		len = end ? (size_t)(end - p) : strlen(p);
-		while (len && p[len - 1] == ' ')
-			len--;
-		if (len == n && strncasecmp(p, login, n) == 0)
+	for (const char *cursor = list; next_entry(&cursor, &item, &len);)
+		if (len == n && strncasecmp(item, login, n) == 0)
 			return true;
-		p = end ? end + 1 : NULL;
-	}
 	return false;
 }
 
 bool signin_next_org(const char **cursor, char *org, size_t cap)
 {
-	for (const char *p = *cursor; p && *p;) {
-		const char *end = strchr(p, ',');
-		size_t len;
+	const char *item;
+	size_t len;
 
-		while (*p == ' ')
-			p++;
-		len = end ? (size_t)(end - p) : strlen(p);
-		while (len && p[len - 1] == ' ')
-			len--;
-		*cursor = end ? end + 1 : p + strlen(p);
-		if (len > 4 && len - 4 < cap && strncasecmp(p, "org:", 4) == 0) {
-			memcpy(org, p + 4, len - 4);
+	while (next_entry(cursor, &item, &len))
+		if (len > 4 && len - 4 < cap && strncasecmp(item, "org:", 4) == 0) {
+			memcpy(org, item + 4, len - 4);
 			org[len - 4] = '\0';
 			return true;
 		}
-		p = *cursor;
-	}
 	return false;
 }
 

@@ -779,6 +779,20 @@ static void test_runners(void **state)
 	}
 }
 
+static void test_instrument_refuses_a_long_report_dir(void **state)
+{
+	char dir[1100];
+
+	(void)state;
+	memset(dir, 'd', sizeof(dir) - 1);
+	dir[0] = '/';
+	dir[sizeof(dir) - 1] = '\0';
+	/* node's junit destination would be cut: no command rather than one writing elsewhere */
+	assert_null(report_instrument("node --test test/", dir));
+	assert_non_null(strstr(ap_error_last(), "would be cut"));
+	ap_error_clear();
+}
+
 static void test_sections(void **state)
 {
 	(void)state;
@@ -827,6 +841,7 @@ int main(void)
 	    cmocka_unit_test(test_traj_tests_line),
 	    cmocka_unit_test(test_classify),
 	    cmocka_unit_test(test_runners),
+	    cmocka_unit_test(test_instrument_refuses_a_long_report_dir),
 	    cmocka_unit_test(test_sections),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -53,6 +53,20 @@ static void test_fmt_fails_instead_of_cutting(void **state)
 	ap_error_clear();
 }
 
+static void test_excerpt_marks_the_cut(void **state)
+{
+	char small[8];
+
+	(void)state;
+	assert_false(ap_excerpt(small, sizeof(small), "1234567")); /* exactly fits */
+	assert_string_equal(small, "1234567");
+	assert_true(ap_excerpt(small, sizeof(small), "12345678"));
+	assert_string_equal(small, "1234...");
+	/* "ab" then a 3-byte character that would straddle the cut: it goes whole. */
+	assert_true(ap_excerpt(small, sizeof(small), "ab\xe2\x82\xac\xe2\x82\xacxyz"));
+	assert_string_equal(small, "ab...");
+}
+
 static void test_buf_take_transfers_ownership(void **state)
 {
 	ap_buf b = AP_BUF_INIT(64);
@@ -642,6 +656,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_buf_cap_refuses_overflow),
 	    cmocka_unit_test(test_fmt_fails_instead_of_cutting),
+	    cmocka_unit_test(test_excerpt_marks_the_cut),
 	    cmocka_unit_test(test_buf_take_transfers_ownership),
 	    cmocka_unit_test(test_buf_truncate_keeps_a_c_string),
 	    cmocka_unit_test(test_buf_invariants_are_asserted),

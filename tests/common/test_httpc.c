@@ -89,6 +89,24 @@ static void test_headers_keep_first_trimmed_capped_value(void **state)
 
 /* Through libcurl: a file:// transfer over the cap fails with CURLE_WRITE_ERROR and the sink
  * says AP_ETOOBIG; under the cap the whole body arrives. */
+static void test_retry_after_seconds(void **state)
+{
+	long long s = -1;
+
+	(void)state;
+	assert_true(httpc_retry_after_seconds("7", &s));
+	assert_int_equal(s, 7);
+	assert_true(httpc_retry_after_seconds("0 ", &s));
+	assert_int_equal(s, 0);
+	assert_true(httpc_retry_after_seconds("99999999999999999999999", &s)); /* overflow */
+	assert_int_equal(s, HTTPC_RETRY_AFTER_MAX);
+	assert_false(httpc_retry_after_seconds(NULL, &s));
+	assert_false(httpc_retry_after_seconds("", &s));
+	assert_false(httpc_retry_after_seconds("-3", &s));
+	assert_false(httpc_retry_after_seconds("5s", &s));
+	assert_false(httpc_retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT", &s));
+}
+
 static void test_real_transfer_stops_at_the_cap(void **state)
 {
 	char path[] = "/tmp/ap-test-httpc-XXXXXX", url[64], block[4096];
@@ -137,6 +155,7 @@ int main(void)
 	    cmocka_unit_test(test_body_sink_caps_and_aborts),
 	    cmocka_unit_test(test_body_sink_without_buffer_discards),
 	    cmocka_unit_test(test_headers_keep_first_trimmed_capped_value),
+	    cmocka_unit_test(test_retry_after_seconds),
 	    cmocka_unit_test(test_real_transfer_stops_at_the_cap),
 	};
 	return cmocka_run_group_tests_name("httpc", tests, NULL, NULL);

@@ -4,7 +4,9 @@
 #include "sandbox/backend.h"
 #include "sandbox/docker_api.h"
 #include "sandbox/internal.h"
+#include "sandbox/sandbox.h"
 
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -177,6 +179,12 @@ static void test_spec_podman_spelling(void **state)
 	ws = str(get(get(b, "HostConfig"), "Tmpfs"), "/tmp/workspace");
 	assert_non_null(strstr(ws, ",U"));
 	assert_null(strstr(ws, "uid="));
+	assert_string_equal(ws, "rw,nosuid,nodev,exec,size=536870912,mode=0755,U");
+	cJSON_Delete(b);
+	/* Docker's spelling of the same mount, whole. */
+	assert_int_equal(sbx__create_body(&s, "o", 5, "none", NULL, NULL, false, &b), 0);
+	assert_string_equal(str(get(get(b, "HostConfig"), "Tmpfs"), "/tmp/workspace"),
+			    "rw,nosuid,nodev,exec,size=536870912,mode=0755,uid=10001,gid=10001");
 	cJSON_Delete(b);
 }
 
@@ -367,6 +375,37 @@ static void test_default_owner_is_stable(void **state)
 	assert_int_equal(strlen(a), 16);
 }
 
+static void test_default_owner_refuses_a_long_db_path(void **state)
+{
+	char out[32], db[PATH_MAX * 2 + 16];
+
+	(void)state;
+	memset(db, 'x', sizeof(db) - 1);
+	db[0] = '/';
+	db[sizeof(db) - 1] = '\0';
+	/* A cut path would give two databases one owner id. */
+	assert_int_equal(sbx__default_owner(db, out, sizeof(out)), AP_ETOOBIG);
+	assert_non_null(strstr(ap_error_last(), "AUTOPATCH_DB"));
+	ap_error_clear();
+}
+
+static void test_long_job_label_is_refused(void **state)
+{
+	sbx_engine e;
+	sbx_box *b = (sbx_box *)&e; /* must be reset to NULL */
+	char label[sizeof(b->job) + 1];
+
+	(void)state;
+	memset(&e, 0, sizeof(e));
+	memset(label, 'j', sizeof(label) - 1);
+	label[sizeof(label) - 1] = '\0';
+	/* Refused before any box is made or taken from the pool (the engine here has none). */
+	assert_int_equal(sbx_acquire(&e, label, &b), AP_ETOOBIG);
+	assert_null(b);
+	assert_non_null(strstr(ap_error_last(), "job label"));
+	ap_error_clear();
+}
+
 static void test_creator_identity(void **state)
 {
 	(void)state;
@@ -388,6 +427,8 @@ int main(void)
 	    cmocka_unit_test(test_image_volumes_refused_with_a_sentence),
 	    cmocka_unit_test(test_created_container_mounts_are_checked),
 	    cmocka_unit_test(test_default_owner_is_stable),
+	    cmocka_unit_test(test_default_owner_refuses_a_long_db_path),
+	    cmocka_unit_test(test_long_job_label_is_refused),
 	    cmocka_unit_test(test_creator_identity),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,6 +6,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
+#include "github/urls.h"
 #include "server/registration.h"
 
 #include <setjmp.h>
@@ -44,6 +45,21 @@ static void fake_registered(void *ud, const reg_app *app)
 	snprintf(got_client, sizeof(got_client), "%s", app->client_id);
 }
 
+/* GitHub's pages as the server builds them (cli/serve.c): github/urls.h over GITHUB_URL. */
+static const gh_urls test_urls = {.web = "https://gh", .api = "https://gh/api/v3"};
+
+static int real_new_app_url(void *ud, const char *org, char *buf, size_t n)
+{
+	(void)ud;
+	return gh_urls_new_app(&test_urls, org, buf, n);
+}
+
+static int real_install_url(void *ud, const char *slug, char *buf, size_t n)
+{
+	(void)ud;
+	return gh_urls_install(&test_urls, slug, buf, n);
+}
+
 static reg *make(bool offered, const char *public_url, const char *creds)
 {
 	reg_config cfg = {
@@ -54,6 +70,8 @@ static reg *make(bool offered, const char *public_url, const char *creds)
 	    .webhook_path = "/hook",
 	    .credentials_file = creds,
 	    .convert = fake_convert,
+	    .new_app_url = real_new_app_url,
+	    .install_url = real_install_url,
 	    .registered = fake_registered,
 	};
 	reg *r = NULL;
@@ -93,6 +111,26 @@ static void test_refusals_before_starting(void **state)
 	reg_free(no_url);
 	reg_free(r);
 	reg_free(NULL);
+}
+
+static void test_long_public_url_is_refused_not_cut(void **state)
+{
+	static char url[FLOW_URL_MAX + 16];
+	reg *r;
+	reg_form f;
+	flow_answer a = {0};
+
+	(void)state;
+	memcpy(url, "https://", 8);
+	memset(url + 8, 'a', sizeof(url) - 9);
+	url[sizeof(url) - 1] = '\0';
+	r = make(true, url, "/tmp/x");
+	/* A cut webhook URL would send GitHub's deliveries elsewhere. */
+	assert_int_equal(reg_begin(r, NULL, &f, &a), AP_ETOOBIG);
+	assert_int_equal(a.status, 500);
+	assert_null(f.manifest);
+	reg_free(r);
+	ap_error_clear();
 }
 
 static void test_manifest_has_urls_and_members_read(void **state)
@@ -192,6 +230,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_refusals_before_starting),
 	    cmocka_unit_test(test_manifest_has_urls_and_members_read),
+	    cmocka_unit_test(test_long_public_url_is_refused_not_cut),
 	    cmocka_unit_test(test_callback),
 	};
 
