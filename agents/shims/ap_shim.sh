@@ -118,7 +118,28 @@ python|python3|python3.*)
 		AP_UNITTEST_XML=$f.xml exec "$real" -c \
 			"import runpy; runpy.run_path('$me/ap_unittest.py', run_name='__main__')" "$@"
 	fi
+	if [ "${1:-}" = -m ] && [ "${2:-}" = tox ]; then
+		shift 2
+		AP_TOX_SHIMS=$me AP_TOX_REAL= AP_TOX_OUT=$f exec "$real" -c \
+			"import runpy; runpy.run_path('$me/ap_tox.py', run_name='__main__')" "$@"
+	fi
 	exec "$real" "$@"
+	;;
+tox)
+	# tox is a Python script: run it through the host's starter (ap_tox.py) with the
+	# interpreter its first line names; anything else runs as it is.
+	l=
+	IFS= read -r l < "$real" 2>/dev/null
+	i=${l#\#!}
+	[ "$i" != "$l" ] || exec "$real" "$@"
+	case $i in /usr/bin/env\ *) i=${i#/usr/bin/env }; esac
+	case $i in
+	*[!A-Za-z0-9/._-]*|*/|"") exec "$real" "$@";;
+	python|python3|python3.*|*/python|*/python3|*/python3.*) ;;
+	*) exec "$real" "$@";;
+	esac
+	AP_TOX_SHIMS=$me AP_TOX_REAL=$real AP_TOX_OUT=$f exec "$i" -c \
+		"import runpy; runpy.run_path('$me/ap_tox.py', run_name='__main__')" "$@"
 	;;
 node|nodejs)
 	case ${1:-} in
