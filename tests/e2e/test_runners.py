@@ -285,6 +285,57 @@ def test_pytest_stopping_at_the_first_failure_is_never_trusted(autopatch_bin, tm
     assert "pytest stopped after the first failures (`-x`, `--exitfirst` or `--maxfail`)" in r.out
 
 
+# ---- Python: tox around unittest and pytest, tests inside the package ---------------------
+
+TOX_CMD = "tox -e py3 -- units.tests.test_lower"
+
+
+def test_tox_ini_commands_are_found_and_the_fix_proven_by_test(autopatch_bin, tmp_path):
+    """No autopatch.yml: tox.ini's [testenv] commands are the test command, and the answer
+    says so; the repro named by its unittest id is proven, the planted regression in the last
+    module (units/tests/test_render.py) is refused naming that test."""
+    repo = fixture_repo(tmp_path, "tox")
+    s = script(write(PY_REPRO, PY_TEST), PY_FIX, PY_BREAK, finish(PY_REPRO, PY_CMD, PY_ID),
+               PY_UNBREAK, finish(PY_REPRO, PY_CMD, PY_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert ("test command: python -m unittest (detected: tox.ini [testenv] commands)"
+            in r.out), r.out
+    assert "3 passed, 0 failed, 0 skipped, 0 errors (from JUnit XML)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`units.tests.test_render.TestRender::test_human`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`units.tests.test_lower.TestLower::test_lowercase_units` failed" in ev, ev
+
+
+def test_tox_around_unittest_and_pytest_gives_per_test_results(autopatch_bin, tmp_path):
+    """`tox` runs two environments offline (tox.ini: skip_install; the pytest one with the
+    image's pytest through sitepackages). tox puts each environment's bin/ first on PATH and
+    passes neither AP_REPORT_DIR nor PYTEST_ADDOPTS: through the tox shim, unittest in one
+    environment and pytest in the other both report per test (so the baseline's results come
+    from two runners), the regression in the last module is refused by name in both, and the
+    repro run through `tox -e py3 -- MODULE` is proven by its unittest id."""
+    repo = fixture_repo(tmp_path, "tox", {".github/autopatch.yml": "image: python\ntest: tox\n"})
+    s = script(write(PY_REPRO, PY_TEST), PY_FIX, PY_BREAK, finish(PY_REPRO, TOX_CMD, PY_ID),
+               PY_UNBREAK, finish(PY_REPRO, TOX_CMD, PY_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert ("3 passed, 0 failed, 0 skipped, 0 errors (from the reports of several runners)"
+            in r.out), r.out
+    base = runs(r, "suite")[0]
+    assert base["passed"] == 3 and base["command"] == "tox", base
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`units.tests.test_render.TestRender::test_human`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`units.tests.test_lower.TestLower::test_lowercase_units` failed" in ev, ev
+    assert ("test `%s` (found in the per-test results of both runs), run with `%s`"
+            % (PY_ID, TOX_CMD)) in ev, ev
+
+
 # ---- JavaScript: mocha behind `npm test` ----------------------------------------------------
 
 NODE_MODULES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "node_modules"
