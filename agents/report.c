@@ -1002,6 +1002,8 @@ enum report_format report_format_of(const char *name, size_t n)
 		return REPORT_FORMAT_CARGO;
 	if (has_suffix(name, n, ".jestjson"))
 		return REPORT_FORMAT_JEST;
+	if (has_suffix(name, n, ".vitestjson"))
+		return REPORT_FORMAT_VITEST;
 	return REPORT_FORMAT_NONE;
 }
 
@@ -1016,6 +1018,8 @@ const char *report_format_name(enum report_format f)
 		return "cargo's per-test lines";
 	case REPORT_FORMAT_JEST:
 		return "jest's JSON report";
+	case REPORT_FORMAT_VITEST:
+		return "vitest's JSON report";
 	default:
 		return "no report";
 	}
@@ -1031,6 +1035,7 @@ int report_parse_as(report *r, enum report_format f, const char *text, size_t le
 	case REPORT_FORMAT_CARGO:
 		return report_parse_cargo(r, text, len);
 	case REPORT_FORMAT_JEST:
+	case REPORT_FORMAT_VITEST: /* vitest's json reporter writes jest's format */
 		return report_parse_jest(r, text, len);
 	default:
 		return 0;

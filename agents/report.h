@@ -128,7 +128,8 @@ enum report_format {
 	REPORT_FORMAT_JUNIT,   /* *.xml */
 	REPORT_FORMAT_GO_JSON, /* *.gojson: `go test -json` */
 	REPORT_FORMAT_CARGO,   /* *.cargo: cargo test's output, stderr included */
-	REPORT_FORMAT_JEST     /* *.jestjson: jest --json */
+	REPORT_FORMAT_JEST,    /* *.jestjson: jest --json */
+	REPORT_FORMAT_VITEST   /* *.vitestjson: vitest's json reporter (jest's format) */
 };
 
 /* The format of a report file named name[0..n) (not NUL-terminated). */

@@ -11,11 +11,12 @@
  *   - write its per-test results into AP_REPORT_DIR, one file per invocation (name.PID.NS.ext):
  *     `go test -json` (.gojson), cargo's libtest lines with its "Running" lines (.cargo),
  *     `ctest --output-junit` (.xml), the unittest runner below (.xml), jest `--json
- *     --outputFile` (.jestjson), mocha's xunit reporter (.xml); Maven Surefire and Gradle
+ *     --outputFile` (.jestjson), vitest's json reporter (.vitestjson), mocha's xunit
+ *     reporter (.xml), pytest inside tox (.xml); Maven Surefire and Gradle
  *     write their JUnit XML in the tree as they always do;
  *   - run the whole suite: `go test` without -failfast, `cargo test --no-fail-fast`, ctest
  *     without --stop-on-failure, `mvn -fae`, `gradle --continue`, unittest without
- *     failfast, jest and mocha without --bail.
+ *     failfast, jest, vitest and mocha without --bail.
  *
  * `python -m unittest ARGS` runs the host's ap_unittest.py: unittest's own main and text
  * output, with every result also written as JUnit XML. `tox ARGS` (and `python -m tox`) runs

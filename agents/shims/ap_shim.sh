@@ -155,6 +155,42 @@ node|nodejs)
 		done
 		exec "$real" "$s" --json "--outputFile=$f.jestjson" "$@"
 		;;
+	*/vitest|*/vitest.mjs)
+		# vitest's JSON reporter writes jest's format; its console reporter is kept (the
+		# default one unless the command names its own). --bail N goes, and a user's
+		# --outputFile (one value for every reporter, which cannot mix with ours).
+		s=$1
+		shift
+		case ${1:-} in bench|list|init) exec "$real" "$s" "$@";; esac
+		k=0
+		skip=0
+		rep=0
+		for a do
+			[ $k = 0 ] && set --
+			k=1
+			if [ $skip != 0 ]; then
+				t=$skip
+				skip=0
+				[ $t = 2 ] && continue
+				case $a in [0-9]*) continue;; esac
+			fi
+			case $a in
+			--bail)
+				skip=1
+				continue
+				;;
+			--outputFile)
+				skip=2
+				continue
+				;;
+			--bail=*|--outputFile=*|--outputFile.*) continue;;
+			--reporter|--reporter=*) rep=1;;
+			esac
+			set -- "$@" "$a"
+		done
+		[ $rep = 1 ] || set -- "$@" --reporter=default
+		exec "$real" "$s" "$@" --reporter=json "--outputFile.json=$f.vitestjson"
+		;;
 	*/mocha|*/_mocha|*/mocha/bin/mocha.js|*/mocha/bin/_mocha)
 		s=$1
 		shift

@@ -525,3 +525,53 @@ def test_mvn_shim_copies_only_this_runs_surefire_reports_into_the_report_dir(tmp
     assert copied[0].name.startswith("mvn."), copied
     assert "units.render.RenderTest" in copied[0].read_text()
     assert not copied[0].is_symlink()
+
+
+FAKE_NODE = """#!/bin/sh
+# stands in for node: says its arguments
+echo "args: $*"
+"""
+
+
+def shim_env(tmp_path, name, real_text):
+    """A shims directory as the Tester writes it (ap-shim linked as name), a directory with
+    the real program stood in by real_text, and a fresh report directory."""
+    shims, real, rdir = (tmp_path / d for d in ("shims", "bin", "reports"))
+    for d in (shims, real, rdir):
+        d.mkdir()
+    (shims / "ap-shim").write_text(SHIM.read_text())
+    (shims / "ap-shim").chmod(0o555)
+    (shims / name).symlink_to("ap-shim")
+    (real / name).write_text(real_text)
+    (real / name).chmod(0o755)
+    return rdir, dict(os.environ, AP_REPORT_DIR=str(rdir),
+                      PATH="%s:%s:/usr/bin:/bin" % (shims, real))
+
+
+def test_node_shim_gives_vitest_its_json_reporter_and_runs_the_whole_suite(tmp_path):
+    """vitest (node_modules/.bin/vitest starts node through PATH): the node shim keeps the
+    command's own arguments, drops `--bail N` and a user's `--outputFile`, adds the default
+    console reporter only when the command names none, and the json reporter into the report
+    directory (node.*.vitestjson, parsed as jest's format); `vitest bench` is left alone."""
+    rdir, env = shim_env(tmp_path, "node", FAKE_NODE)
+    cases = [
+        ("node node_modules/.bin/vitest run --bail 1 --outputFile junit.xml test/a.test.js",
+         "args: node_modules/.bin/vitest run test/a.test.js --reporter=default "
+         "--reporter=json --outputFile.json=%s/node."),
+        ("node /r/node_modules/vitest/vitest.mjs --bail=2 --reporter=verbose "
+         "--outputFile.junit=j.xml -t 'parse lowercase'",
+         "args: /r/node_modules/vitest/vitest.mjs --reporter=verbose -t parse lowercase "
+         "--reporter=json --outputFile.json=%s/node."),
+        ("node node_modules/.bin/vitest --bail run", "args: node_modules/.bin/vitest run "
+         "--reporter=default --reporter=json --outputFile.json=%s/node."),
+        ("node node_modules/.bin/vitest bench --bail 1", "args: node_modules/.bin/vitest "
+         "bench --bail 1\n"),
+    ]
+    for cmd, want in cases:
+        p = subprocess.run(["sh", "-c", cmd], cwd=tmp_path, capture_output=True, text=True,
+                           env=env)
+        assert p.returncode == 0, p
+        want = want.replace("%s", str(rdir))
+        assert p.stdout.startswith(want), (cmd, p.stdout)
+        if "--outputFile.json" in want:
+            assert p.stdout.rstrip().endswith(".vitestjson"), p.stdout
