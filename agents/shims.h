@@ -12,8 +12,9 @@
  *     `go test -json` (.gojson), cargo's libtest lines with its "Running" lines (.cargo),
  *     `ctest --output-junit` (.xml), the unittest runner below (.xml), jest `--json
  *     --outputFile` (.jestjson), vitest's json reporter (.vitestjson), mocha's xunit
- *     reporter (.xml), pytest inside tox (.xml); Maven Surefire and Gradle
- *     write their JUnit XML in the tree as they always do;
+ *     reporter (.xml), pytest inside tox (.xml); Maven Surefire and Gradle (`gradle`, and
+ *     `./gradlew` through the `java` shim, which knows Gradle's wrapper) write their JUnit
+ *     XML in the tree, and the files this run wrote are copied into AP_REPORT_DIR;
  *   - run the whole suite: `go test` without -failfast, `cargo test --no-fail-fast`, ctest
  *     without --stop-on-failure, `mvn -fae`, `gradle --continue`, unittest without
  *     failfast, jest, vitest and mocha without --bail.
@@ -36,7 +37,7 @@
 
 /* The names the shim is linked under in SHIMS_DIR, space-separated. */
 #define SHIMS_NAMES                                                                                \
-	"go cargo ctest mvn gradle tox python python3 python3.9 python3.10 python3.11 python3.12 "     \
+	"go cargo ctest mvn gradle java tox python python3 python3.9 python3.10 python3.11 python3.12 "     \
 	"python3.13 node nodejs"
 
 /* The shim script (POSIX sh), the unittest runner and the tox starter (Python 3):

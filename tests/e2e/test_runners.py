@@ -575,3 +575,58 @@ def test_node_shim_gives_vitest_its_json_reporter_and_runs_the_whole_suite(tmp_p
         assert p.stdout.startswith(want), (cmd, p.stdout)
         if "--outputFile.json" in want:
             assert p.stdout.rstrip().endswith(".vitestjson"), p.stdout
+
+
+FAKE_JAVA = """#!/bin/sh
+# stands in for java: says its arguments; as Gradle's wrapper, writes one test report
+echo "args: $*"
+case " $* " in *" org.gradle.wrapper.GradleWrapperMain "*|*"gradle-wrapper.jar "*) ;; *) exit 0;; esac
+sleep 0.1
+mkdir -p build/test-results/test
+echo '<testsuite name="units.render.RenderTest"/>' > build/test-results/test/TEST-units.render.RenderTest.xml
+exit 1
+"""
+GRADLEW = """#!/bin/sh
+# the shape of Gradle's wrapper script: java from PATH when JAVA_HOME is unset
+APP_HOME=${0%/*}
+exec java -Xmx64m -classpath "$APP_HOME/gradle/wrapper/gradle-wrapper.jar" \\
+    org.gradle.wrapper.GradleWrapperMain "$@"
+"""
+
+
+def test_gradlew_through_the_java_shim_runs_on_and_copies_this_runs_reports(tmp_path):
+    """`./gradlew test` bypasses the gradle shim but starts java through PATH: the java shim
+    sees Gradle's wrapper, adds `--continue` after its main class (or after `-jar
+    gradle-wrapper.jar`), drops `--fail-fast`, keeps the exit status, and copies the JUnit
+    files this run wrote under build/test-results into the report directory; a stale report
+    and a symbolic link are not copied; any other java runs unchanged."""
+    rdir, env = shim_env(tmp_path, "java", FAKE_JAVA)
+    tree = tmp_path / "tree"
+    old = tree / "sub" / "build" / "test-results" / "test"
+    old.mkdir(parents=True)
+    (old / "TEST-stale.OldTest.xml").write_text("<testsuite/>")
+    os.utime(old / "TEST-stale.OldTest.xml", (1, 1))
+    (old / "TEST-link.xml").symlink_to(tmp_path / "elsewhere.xml")
+    (tmp_path / "elsewhere.xml").write_text("<testsuite/>")
+    (tree / "gradlew").write_text(GRADLEW)
+    (tree / "gradlew").chmod(0o755)
+
+    def run(cmd):
+        return subprocess.run(["sh", "-c", cmd], cwd=tree, capture_output=True, text=True,
+                              env=env)
+
+    p = run("./gradlew test --fail-fast -p .")
+    assert p.returncode == 1, p
+    assert p.stdout == ("args: -Xmx64m -classpath ./gradle/wrapper/gradle-wrapper.jar "
+                        "org.gradle.wrapper.GradleWrapperMain --continue test -p .\n"), p
+    copied = sorted(rdir.iterdir())
+    assert [c.name.startswith("java.") and c.suffix == ".xml" for c in copied] == [True], copied
+    assert "units.render.RenderTest" in copied[0].read_text()
+    for c in copied:
+        c.unlink()
+    p = run("java -jar gradle/wrapper/gradle-wrapper.jar test")
+    assert p.returncode == 1, p
+    assert p.stdout == "args: -jar gradle/wrapper/gradle-wrapper.jar --continue test\n", p
+    assert len(list(rdir.iterdir())) == 1
+    p = run("java -cp x.jar Main --fail-fast")
+    assert (p.returncode, p.stdout) == (0, "args: -cp x.jar Main --fail-fast\n"), p
