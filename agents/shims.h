@@ -37,8 +37,8 @@
 
 /* The names the shim is linked under in SHIMS_DIR, space-separated. */
 #define SHIMS_NAMES                                                                                \
-	"go cargo ctest mvn gradle java tox python python3 python3.9 python3.10 python3.11 python3.12 "     \
-	"python3.13 node nodejs"
+	"go cargo ctest mvn gradle java tox python python3 python3.9 python3.10 python3.11 "       \
+	"python3.12 python3.13 node nodejs"
 
 /* The shim script (POSIX sh), the unittest runner and the tox starter (Python 3):
  * agents/shims/ap_shim.sh, ap_unittest.py and ap_tox.py, compiled in at build time

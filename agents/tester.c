@@ -586,6 +586,9 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 
 		ro->cls = report_classify(&facts);
 	}
+	/* A failed chain of test commands joined by && stopped at its first failing one. */
+	if (!ro->stopped && !ro->timed_out && ro->exit_code > 0 && ro->exit_code < 128)
+		ro->stopped = report_chain_stops(cmd);
 	/* A suite run that stopped at its first failure ran only part of the suite: a test after
 	 * that point could break unseen, so such a run is never evidence (fail closed). */
 	if (ro->stopped && !ro->problem && strcmp(deadline_key, "suite_timeout") == 0 &&

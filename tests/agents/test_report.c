@@ -484,6 +484,47 @@ static void test_vitest(void **state)
 	report_release(&r);
 }
 
+/* A command that chains test runs with && stops at the first failing one; other chains and
+ * a single runner behind set-up steps do not. */
+static void test_chain_stops(void **state)
+{
+	static const char *const stops[] = {
+	    "go test ./a && go test ./b",
+	    "GOFLAGS=-mod=mod go test ./size && cd format && go test .",
+	    "python3 -m pytest tests/unit && python3 -m pytest tests/e2e",
+	    "pip install -e . && pytest -q tests/a && tox -e py3",
+	    "npm test && npm run test:e2e",
+	    "make test && sh ci/integration-test.sh",
+	    "python3 -m unittest units.tests.a&&python3 -m unittest units.tests.b",
+	    "(cargo test --no-fail-fast) && (cd sub && cargo test)",
+	    "env CI=1 npx jest && npx vitest run",
+	    "./gradlew test && mvn -fae test",
+	};
+	static const char *const fine[] = {
+	    "go test ./...",
+	    "go vet ./... && go test ./...",
+	    "cmake -S . -B build && cmake --build build && cd build && ctest --output-on-failure",
+	    "pip install -e . && python3 -m pytest -q",
+	    "go test ./a; go test ./b",
+	    "go test ./a || go test ./b",
+	    "npm ci && npm run build && npm test",
+	    "echo 'go test ./a && go test ./b'",
+	    "pytest -k \"a && b\" tests",
+	    "make test",
+	    "",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++)
+		if (!report_chain_stops(stops[i]))
+			fail_msg("not seen to stop: %s", stops[i]);
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++)
+		if (report_chain_stops(fine[i]))
+			fail_msg("seen to stop: %s", fine[i]);
+	assert_null(report_chain_stops(NULL));
+	assert_non_null(strstr(report_chain_stops(stops[0]), "joined by `&&`"));
+}
+
 static void test_formats(void **state)
 {
 	(void)state;
@@ -861,6 +902,7 @@ int main(void)
 	    cmocka_unit_test(test_stopped_early),
 	    cmocka_unit_test(test_jest),
 	    cmocka_unit_test(test_vitest),
+	    cmocka_unit_test(test_chain_stops),
 	    cmocka_unit_test(test_formats),
 	    cmocka_unit_test(test_match),
 	    cmocka_unit_test(test_finish_merges_duplicates),

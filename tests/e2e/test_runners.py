@@ -336,6 +336,33 @@ def test_tox_around_unittest_and_pytest_gives_per_test_results(autopatch_bin, tm
             % (PY_ID, TOX_CMD)) in ev, ev
 
 
+def test_a_chain_of_test_runs_that_stops_at_the_first_failure_is_never_trusted(autopatch_bin,
+                                                                              tmp_path):
+    """`A && B` with A failing never runs B (like `go test ./a && go test ./b`): the baseline
+    has per-test results for A only, so a regression in B could never be seen. Such a failed
+    chain is not evidence: the job says so before any model call, with what to change."""
+    repo = fixture_repo(tmp_path, "unittest", {
+        ".github/autopatch.yml": "image: python\ntest: python3 -m unittest units.tests.test_known"
+                                 " && python3 -m unittest units.tests.test_render\n",
+        "units/tests/test_known.py": """
+            import unittest
+
+            import units
+
+
+            class TestKnown(unittest.TestCase):
+                def test_fraction_known_bug(self):
+                    self.assertEqual(units.parse("1.5K"), 1536)
+            """})
+    s = script(write(PY_REPRO, PY_TEST), PY_FIX, finish(PY_REPRO, PY_CMD, PY_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s)
+    assert r.code == 3, r
+    assert len(r.requests) == 0
+    assert ("the test command runs several test commands joined by `&&`, which stops at the "
+            "first one that fails, so the tests after that point never ran") in r.out, r.out
+    assert "no `&&` chain that stops at the first failing runner" in r.out, r.out
+
+
 # ---- JavaScript: mocha behind `npm test` ----------------------------------------------------
 
 NODE_MODULES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "node_modules"
