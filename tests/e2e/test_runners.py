@@ -510,6 +510,39 @@ def test_maven_surefire_behind_a_script_is_read_per_test(autopatch_bin, tmp_path
     assert base["passed"] == 3 and base["command"] == "sh ci/test.sh", base
 
 
+# ---- Java: Gradle (Debian's, offline) behind a shell script ----------------------------------
+
+GRADLE_CMD = "gradle --offline -q test --tests units.parse.LowerTest"
+
+
+def test_gradle_behind_a_script_is_read_per_test(autopatch_bin, tmp_path):
+    """`sh ci/test.sh` runs Debian's Gradle offline: the gradle shim adds `--continue` and
+    copies the JUnit XML this run wrote under build/test-results into the run's report
+    directory, so the planted regression in the last test class is refused naming that test
+    and the real fix is proven with the repro named as `Class#method`. (One job for both
+    rounds: a Gradle run without a daemon takes about a minute.)"""
+    need_image("java")
+    repo = fixture_repo(tmp_path, "gradle")
+    s = script(write(MVN_REPRO, MVN_TEST), MVN_FIX, MVN_BREAK,
+               finish(MVN_REPRO, GRADLE_CMD, MVN_ID),
+               MVN_UNBREAK, finish(MVN_REPRO, GRADLE_CMD, MVN_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"],
+            timeout=1800)
+    assert r.code == 0, r
+    # from the reports the shim copied (not "the JUnit XML files the run wrote in the tree")
+    assert "3 passed, 0 failed, 0 skipped, 0 errors (from JUnit XML)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`units.render.RenderTest::largestExactUnit`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`units.parse.LowerTest::lowercaseUnits` failed" in ev, ev
+    assert ("test `%s` (found in the per-test results of both runs), run with `%s`"
+            % (MVN_ID, GRADLE_CMD)) in ev, ev
+    base = runs(r, "suite")[0]
+    assert base["passed"] == 3 and base["command"] == "sh ci/test.sh", base
+
+
 SHIM = pathlib.Path(__file__).resolve().parents[2] / "agents" / "shims" / "ap_shim.sh"
 FAKE_MVN = """#!/bin/sh
 # stands in for Maven: says its arguments, writes one Surefire report, fails like a failing test
