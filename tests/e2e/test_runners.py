@@ -336,6 +336,22 @@ def test_tox_around_unittest_and_pytest_gives_per_test_results(autopatch_bin, tm
             % (PY_ID, TOX_CMD)) in ev, ev
 
 
+def test_tox_that_cannot_install_offline_is_told_which_shapes_work(autopatch_bin, tmp_path):
+    """A tox environment with `deps = pytest` and no sitepackages makes pip reach for the
+    index, which the box does not have: the baseline is an environment failure before any
+    model call, and the advice names the tox.ini shapes that work offline."""
+    repo = fixture_repo(tmp_path, "tox", {
+        ".github/autopatch.yml": "image: python\ntest: tox\n",
+        "tox.ini": "[tox]\nenvlist = py3\n\n[testenv]\nskip_install = true\n"
+                   "deps = pytest\ncommands = python -m pytest -q\n"})
+    s = script(write(PY_REPRO, PY_TEST), PY_FIX, finish(PY_REPRO, TOX_CMD, PY_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s)
+    assert r.code == 3, r
+    assert len(r.requests) == 0
+    assert "tox could not install what its environment needs" in r.out, r.out
+    assert "`sitepackages = true`" in r.out and "`skip_install = true`" in r.out, r.out
+
+
 def test_a_chain_of_test_runs_that_stops_at_the_first_failure_is_never_trusted(autopatch_bin,
                                                                               tmp_path):
     """`A && B` with A failing never runs B (like `go test ./a && go test ./b`): the baseline
