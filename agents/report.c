@@ -1002,6 +1002,8 @@ enum report_format report_format_of(const char *name, size_t n)
 		return REPORT_FORMAT_CARGO;
 	if (has_suffix(name, n, ".jestjson"))
 		return REPORT_FORMAT_JEST;
+	if (has_suffix(name, n, ".vitestjson"))
+		return REPORT_FORMAT_VITEST;
 	return REPORT_FORMAT_NONE;
 }
 
@@ -1016,6 +1018,8 @@ const char *report_format_name(enum report_format f)
 		return "cargo's per-test lines";
 	case REPORT_FORMAT_JEST:
 		return "jest's JSON report";
+	case REPORT_FORMAT_VITEST:
+		return "vitest's JSON report";
 	default:
 		return "no report";
 	}
@@ -1031,6 +1035,7 @@ int report_parse_as(report *r, enum report_format f, const char *text, size_t le
 	case REPORT_FORMAT_CARGO:
 		return report_parse_cargo(r, text, len);
 	case REPORT_FORMAT_JEST:
+	case REPORT_FORMAT_VITEST: /* vitest's json reporter writes jest's format */
 		return report_parse_jest(r, text, len);
 	default:
 		return 0;
@@ -1065,6 +1070,161 @@ const char *report_stopped_early(const char *text, size_t len, bool cargo_whole)
 		else if (reactor && failed && le - line > 8 && memcmp(le - 8, " SKIPPED", 8) == 0)
 			return "Maven skipped the modules after a failing one (it ran without "
 			       "`-fae`, or they depend on the failing module)";
+	}
+	return NULL;
+}
+
+/* ---- a chain that stops ------------------------------------------------------------------- */
+
+#define CHAIN_WORD 64 /* bytes of a word kept (the rest is cut: names are short) */
+
+/* One simple command of a command line: its first words, unquoted and cut. */
+struct chain_seg {
+	char w[REPORT_CHAIN_WORDS][CHAIN_WORD];
+	size_t n;
+};
+
+static const char *const chain_runners[] = {
+    "pytest", "py.test", "tox",	      "nox",   "ctest", "jest",	   "mocha",
+    "vitest", "gradle",	 "gradlew",   "mvn",   "mvnw",	"phpunit", "rspec",
+    "ava",    "tap",	 "nosetests", "trial", "prove", "bats",	   NULL};
+
+/* Whether a word of s from from on names tests ("test", "check") or a runner (`npx jest`). */
+static bool has_word_test(const struct chain_seg *s, size_t from)
+{
+	for (size_t i = from; i < s->n; i++) {
+		const char *b = strrchr(s->w[i], '/') ? strrchr(s->w[i], '/') + 1 : s->w[i];
+
+		if (strstr(b, "test") || strstr(b, "check"))
+			return true;
+		for (const char *const *r = chain_runners; *r; r++)
+			if (strcmp(b, *r) == 0)
+				return true;
+	}
+	return false;
+}
+
+/* Whether the simple command s runs tests. */
+static bool chain_seg_tests(const struct chain_seg *s)
+{
+	const char *const *runners = chain_runners;
+	static const char *const wrappers[] = {"npm",	"pnpm", "yarn",	 "npx",	  "bun",    "make",
+					       "gmake", "just", "ninja", "meson", "sh",	    "bash",
+					       "dash",	"zsh",	"rake",	 "deno",  "dotnet", NULL};
+	static const char *const prefixes[] = {"env", "time", "exec", "nice", "command", NULL};
+	size_t i = 0;
+	const char *w, *b;
+
+	for (; i < s->n; i++) { /* VAR=value words and transparent prefixes */
+		const char *eq = strchr(s->w[i], '=');
+		bool pre = false;
+
+		for (const char *const *p = prefixes; *p; p++)
+			pre = pre || strcmp(s->w[i], *p) == 0;
+		if (!pre && !(eq && eq != s->w[i] && !memchr(s->w[i], '/', (size_t)(eq - s->w[i]))))
+			break;
+	}
+	if (i >= s->n)
+		return false;
+	w = s->w[i];
+	b = strrchr(w, '/') ? strrchr(w, '/') + 1 : w;
+	for (const char *const *r = runners; *r; r++)
+		if (strcmp(b, *r) == 0)
+			return true;
+	if (strcmp(b, "go") == 0 || strcmp(b, "cargo") == 0)
+		return i + 1 < s->n &&
+		       (strcmp(s->w[i + 1], "test") == 0 || strcmp(s->w[i + 1], "nextest") == 0);
+	if (strncmp(b, "python", 6) == 0) {
+		for (size_t k = i + 1; k + 1 < s->n; k++)
+			if (strcmp(s->w[k], "-m") == 0)
+				return strcmp(s->w[k + 1], "pytest") == 0 ||
+				       strcmp(s->w[k + 1], "unittest") == 0 ||
+				       strcmp(s->w[k + 1], "tox") == 0 ||
+				       strcmp(s->w[k + 1], "nox") == 0;
+		return has_word_test(s, i + 1); /* python run_tests.py */
+	}
+	if (strcmp(b, "node") == 0 || strncmp(b, "nodejs", 6) == 0)
+		return has_word_test(s, i + 1);
+	for (const char *const *r = wrappers; *r; r++)
+		if (strcmp(b, *r) == 0)
+			return has_word_test(s, i + 1);
+	return strstr(b, "test") != NULL || strstr(b, "check") != NULL; /* ./run-tests.sh */
+}
+
+enum chain_op { CHAIN_END, CHAIN_AND, CHAIN_OTHER };
+
+/* The next simple command of *pp into s, and the operator that ends it. */
+static enum chain_op chain_next(const char **pp, struct chain_seg *s)
+{
+	const char *p = *pp;
+	char q = 0;
+	size_t len = 0;
+	bool in_word = false;
+	enum chain_op op = CHAIN_END;
+
+	s->n = 0;
+	for (;; p++) {
+		char c = *p;
+
+		if (c == '\0') {
+			break;
+		} else if (q) { /* inside quotes */
+			if (c == q) {
+				q = 0;
+				continue;
+			}
+			if (q == '"' && c == '\\' && p[1])
+				c = *++p;
+		} else if (c == '\'' || c == '"') {
+			q = c;
+			in_word = true;
+			continue;
+		} else if (c == '\\' && p[1]) {
+			c = *++p;
+		} else if (c == ' ' || c == '\t') {
+			if (in_word && s->n < REPORT_CHAIN_WORDS)
+				s->w[s->n++][len] = '\0';
+			in_word = false;
+			len = 0;
+			continue;
+		} else if (strchr(";&|\n(){}", c)) {
+			op = c == '&' && p[1] == '&' ? CHAIN_AND : CHAIN_OTHER;
+			p += (c == '&' && p[1] == '&') || (c == '|' && p[1] == '|') ? 2 : 1;
+			break;
+		}
+		if (s->n < REPORT_CHAIN_WORDS) {
+			if (len + 1 < CHAIN_WORD)
+				s->w[s->n][len++] = c;
+			in_word = true;
+		}
+	}
+	if (in_word && s->n < REPORT_CHAIN_WORDS)
+		s->w[s->n++][len] = '\0';
+	*pp = p;
+	return op;
+}
+
+const char *report_chain_stops(const char *cmd)
+{
+	struct chain_seg s;
+	const char *p = cmd;
+	bool armed = false; /* a command that runs tests was followed by && */
+	bool last = false;  /* the last non-empty command ran tests (a group's status is its) */
+
+	if (!cmd)
+		return NULL;
+	for (size_t k = 0; *p && k < REPORT_CHAIN_SEGMENTS; k++) {
+		enum chain_op op = chain_next(&p, &s);
+		bool tests = chain_seg_tests(&s);
+
+		if (armed && tests)
+			return "the test command runs several test commands joined by `&&`, which "
+			       "stops at the first one that fails";
+		if (s.n)
+			last = tests;
+		armed = armed || (last && op == CHAIN_AND);
+		if (op == CHAIN_END)
+			break;
 	}
 	return NULL;
 }

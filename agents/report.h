@@ -128,7 +128,8 @@ enum report_format {
 	REPORT_FORMAT_JUNIT,   /* *.xml */
 	REPORT_FORMAT_GO_JSON, /* *.gojson: `go test -json` */
 	REPORT_FORMAT_CARGO,   /* *.cargo: cargo test's output, stderr included */
-	REPORT_FORMAT_JEST     /* *.jestjson: jest --json */
+	REPORT_FORMAT_JEST,    /* *.jestjson: jest --json */
+	REPORT_FORMAT_VITEST   /* *.vitestjson: vitest's json reporter (jest's format) */
 };
 
 /* The format of a report file named name[0..n) (not NUL-terminated). */
@@ -147,6 +148,16 @@ int report_parse_as(report *r, enum report_format f, const char *text, size_t le
  * failures !!!", a Maven reactor summary with SKIPPED modules after a FAILURE. A sentence
  * (static text) or NULL. Such a suite run is never evidence. */
 const char *report_stopped_early(const char *text, size_t len, bool cargo_whole);
+
+/* Whether the shell command cmd chains test runs with `&&` (`go test ./a && go test ./b`,
+ * `pytest tests/unit && pytest tests/e2e`): a command that runs tests (a runner, `npm test`,
+ * `make check`, a script named like a test) followed by `&&` and, later on, another one. When
+ * such a command fails, the runs after the first failing one never started, so its suite run
+ * is never evidence. A sentence (static text) or NULL. Quotes are honoured; the words are read
+ * bounded (REPORT_CHAIN_WORDS per simple command, REPORT_CHAIN_SEGMENTS commands). */
+#define REPORT_CHAIN_WORDS    8
+#define REPORT_CHAIN_SEGMENTS 256
+const char *report_chain_stops(const char *cmd);
 
 /* The tests of the finished report r that name (a test as its runner names it: a pytest node
  * id, "pkg::TestX" or "example.com/m/pkg::TestX" for Go, "tests/two.rs::name" for cargo,

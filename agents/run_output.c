@@ -370,7 +370,8 @@ static const char *flavour_of(const char *p)
 		const char *flavour;
 		const char *programs[12];
 	} map[] = {
-	    {"python", {"python", "python3", "pytest", "py.test", "pip", "pip3", NULL}},
+	    {"python",
+	     {"python", "python3", "pytest", "py.test", "pip", "pip3", "tox", "nox", NULL}},
 	    {"node", {"node", "nodejs", "npm", "npx", NULL}},
 	    {"go", {"go", "gofmt", NULL}},
 	    {"rust", {"cargo", "rustc", NULL}},
@@ -493,12 +494,40 @@ static char *advise(const char *text)
 	return NULL;
 }
 
+/* tox that could not build an environment offline (pip's error may be on one stream, tox's
+ * own lines on the other): what works without a network, or NULL. */
+static char *advise_tox(const char *e, const char *o)
+{
+	static const char *const tox[] = {"evaluation failed :(", " install_deps> ",
+					  " install_package> ", ".pkg: ", NULL};
+	const char *const *pip = NULL;
+
+	for (size_t i = 0; i < sizeof(fetchers) / sizeof(fetchers[0]); i++)
+		if (strcmp(fetchers[i].tool, "pip") == 0)
+			pip = fetchers[i].needles;
+	if (!pip || !(any(e, tox) || any(o, tox)) || !(any(e, pip) || any(o, pip)))
+		return NULL;
+	return strdup(
+	    "tox could not install what its environment needs: the Tester's box has no "
+	    "network. tox works offline when tox.ini's test environment has "
+	    "`skip_install = true` and needs nothing beyond the image (`sitepackages = "
+	    "true` makes the image's pytest serve `deps = pytest`); a project tox "
+	    "packages needs `PIP_NO_INDEX=1 PIP_FIND_LINKS=/usr/share/python-wheels` "
+	    "before `tox` in the test command (Debian's setuptools wheel). Otherwise list "
+	    "the package index's host under `network:` in .github/autopatch.yml.");
+}
+
 char *run_output_advice(const char *err, const char *out)
 {
 	char *e = run_output_clean(err, err ? strlen(err) : 0);
 	char *o = run_output_clean(out, out ? strlen(out) : 0);
 	char *s = NULL;
 
+	if (e && o && (s = advise_tox(e, o)) != NULL) {
+		free(e);
+		free(o);
+		return s;
+	}
 	if (e && o) {
 		s = advise(e);
 		if (!s)

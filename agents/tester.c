@@ -86,10 +86,10 @@ static const char SCRIPT_TREE[] =
 static const char SCRIPT_SETUP[] = "cd \"$1/repo\" && env HOME=\"$1/home\" TMPDIR=\"$1/tmp\" "
 				   "sh -c \"$2\" < /dev/null && " LINK_HOME_PRODUCTS;
 
-/* $1 side dir, $2 report dir, $3 command, $4 the shim script, $5 the unittest runner. The
- * report dir is made fresh, outside the tree; stdout and stderr go to files there. The
- * host's runner shims (agents/shims.h) are written afresh to SHIMS_DIR, read-only, and put
- * first on PATH with AP_REPORT_DIR, so a runner anywhere inside the command writes its
+/* $1 side dir, $2 report dir, $3 command, $4 the shim script, $5 the unittest runner, $6 the
+ * tox starter. The report dir is made fresh, outside the tree; stdout and stderr go to files
+ * there. The host's runner shims (agents/shims.h) are written afresh to SHIMS_DIR, read-only,
+ * and put first on PATH with AP_REPORT_DIR, so a runner anywhere inside the command writes its
  * per-test results there and runs its whole suite; pytest writes JUnit XML to it whatever
  * the repository's addopts say (colour off, no cache). The environment is the fresh box's
  * (the image's and the host's settings; nothing of the Builder's) plus the run's own: HOME
@@ -99,8 +99,9 @@ static const char SCRIPT_RUN[] =
     "{ [ ! -e " SHIMS_DIR " ] || chmod -R u+w " SHIMS_DIR "; } && rm -rf \"$2\" " SHIMS_DIR
     " && mkdir -p \"$2\" " SHIMS_DIR " && cd \"$1/repo\" || exit 125; "
     "printf '%s' \"$4\" > " SHIMS_DIR "/ap-shim && printf '%s' \"$5\" > " SHIMS_DIR
-    "/ap_unittest.py && chmod 0555 " SHIMS_DIR "/ap-shim && chmod 0444 " SHIMS_DIR
-    "/ap_unittest.py && for n in " SHIMS_NAMES "; do ln -s ap-shim " SHIMS_DIR
+    "/ap_unittest.py && printf '%s' \"$6\" > " SHIMS_DIR "/ap_tox.py && chmod 0555 " SHIMS_DIR
+    "/ap-shim && chmod 0444 " SHIMS_DIR "/ap_unittest.py " SHIMS_DIR
+    "/ap_tox.py && for n in " SHIMS_NAMES "; do ln -s ap-shim " SHIMS_DIR
     "/$n || exit 125; done && chmod 0555 " SHIMS_DIR " || exit 125; "
     ": > \"$2/.started\" || exit 125; "
     "[ -e \"$1/home/.local\" ] || export PYTHONNOUSERSITE=1; "
@@ -510,8 +511,9 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 	if (!(ro->cmd = report_instrument(cmd, rdir)))
 		return AP_ENOMEM;
 	{
-		const char *argv[] = {"sh",    "-c",	     SCRIPT_RUN,       "sh", dir, rdir,
-				      ro->cmd, shim_ap_shim, shim_ap_unittest, NULL};
+		const char *argv[] = {
+		    "sh",    "-c",	   SCRIPT_RUN,	     "sh",	  dir, rdir,
+		    ro->cmd, shim_ap_shim, shim_ap_unittest, shim_ap_tox, NULL};
 
 		if ((rc = exec_argv(t, "/tmp", argv, timeout_s, NULL, 0, 64u << 10, &r)))
 			goto out;
@@ -584,6 +586,9 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 
 		ro->cls = report_classify(&facts);
 	}
+	/* A failed chain of test commands joined by && stopped at its first failing one. */
+	if (!ro->stopped && !ro->timed_out && ro->exit_code > 0 && ro->exit_code < 128)
+		ro->stopped = report_chain_stops(cmd);
 	/* A suite run that stopped at its first failure ran only part of the suite: a test after
 	 * that point could break unseen, so such a run is never evidence (fail closed). */
 	if (ro->stopped && !ro->problem && strcmp(deadline_key, "suite_timeout") == 0 &&

@@ -40,6 +40,23 @@ tee_run() {
 	rm -f "$t.rc"
 	exit "${s:-1}"
 }
+# Run "$@", then copy the JUnit files it wrote in the tree (paths matching the -path patterns
+# in $P, newer than its start; regular files only, never a link) into the report directory;
+# keep its status. Surefire (2.22 as Debian packages it) and Gradle have no property for
+# their reports directory.
+run_copy() {
+	: > "$f.start" || exec "$@"
+	"$@"
+	s=$?
+	set -f
+	# shellcheck disable=SC2086 # $P is the host's own list of find operands
+	find . -name .git -prune -o \( $P \) -type f -newer "$f.start" -exec sh -c \
+		'n=0; for x do n=$((n+1)); cp -- "$x" "$0.$$.$n.xml" || exit 1; done' "$f" {} + \
+		2>/dev/null
+	rm -f "$f.start"
+	exit $s
+}
+GRADLE_XML="-path */build/test-results/*/TEST-*.xml"
 case $n in
 go)
 	[ "${1:-}" = test ] || exec "$real" "$@"
@@ -89,18 +106,9 @@ mvn)
 		case $a in -ff|--fail-fast) continue;; esac
 		set -- "$@" "$a"
 	done
-	# Surefire (2.22 as Debian packages it) has no property for its reports directory: its
-	# TEST-*.xml go to target/surefire-reports in the tree. Those this run wrote (newer than
-	# its start; regular files only, no link) are copied into the report directory.
-	: > "$f.start" || exec "$real" -fae -Dsurefire.skipAfterFailureCount=0 "$@"
-	"$real" -fae -Dsurefire.skipAfterFailureCount=0 "$@"
-	s=$?
-	find . -name .git -prune -o \( -path '*/surefire-reports/TEST-*.xml' -o \
-		-path '*/failsafe-reports/TEST-*.xml' \) -type f -newer "$f.start" -exec sh -c \
-		'n=0; for x do n=$((n+1)); cp -- "$x" "$0.$$.$n.xml" || exit 1; done' "$f" {} + \
-		2>/dev/null
-	rm -f "$f.start"
-	exit $s
+	# Surefire's TEST-*.xml go to target/surefire-reports in the tree.
+	P="-path */surefire-reports/TEST-*.xml -o -path */failsafe-reports/TEST-*.xml"
+	run_copy "$real" -fae -Dsurefire.skipAfterFailureCount=0 "$@"
 	;;
 gradle)
 	k=0
@@ -110,7 +118,42 @@ gradle)
 		[ "$a" = --fail-fast ] && continue
 		set -- "$@" "$a"
 	done
-	exec "$real" --continue "$@"
+	P=$GRADLE_XML
+	run_copy "$real" --continue "$@"
+	;;
+java)
+	# A repository's ./gradlew bypasses the gradle shim, but starts java through PATH (when
+	# JAVA_HOME is unset, as in the sandbox images) with Gradle's wrapper: its arguments
+	# after the wrapper's main class (or -jar gradle-wrapper.jar) are Gradle's.
+	w=
+	p=
+	for a do
+		case $a in org.gradle.wrapper.GradleWrapperMain) w=main;; esac
+		[ "$p" = -jar ] && [ -z "$w" ] && case $a in */gradle-wrapper.jar|gradle-wrapper.jar) w=jar;; esac
+		p=$a
+	done
+	[ -n "$w" ] || exec "$real" "$@"
+	k=0
+	seen=0
+	p=
+	for a do
+		[ $k = 0 ] && set --
+		k=1
+		if [ $seen = 1 ]; then
+			[ "$a" = --fail-fast ] || set -- "$@" "$a"
+			continue
+		fi
+		set -- "$@" "$a"
+		case $w:$p:$a in
+		main:*:org.gradle.wrapper.GradleWrapperMain|jar:-jar:*gradle-wrapper.jar)
+			seen=1
+			set -- "$@" --continue
+			;;
+		esac
+		p=$a
+	done
+	P=$GRADLE_XML
+	run_copy "$real" "$@"
 	;;
 python|python3|python3.*)
 	if [ "${1:-}" = -m ] && [ "${2:-}" = unittest ]; then
@@ -118,7 +161,28 @@ python|python3|python3.*)
 		AP_UNITTEST_XML=$f.xml exec "$real" -c \
 			"import runpy; runpy.run_path('$me/ap_unittest.py', run_name='__main__')" "$@"
 	fi
+	if [ "${1:-}" = -m ] && [ "${2:-}" = tox ]; then
+		shift 2
+		AP_TOX_SHIMS=$me AP_TOX_REAL='' AP_TOX_OUT=$f exec "$real" -c \
+			"import runpy; runpy.run_path('$me/ap_tox.py', run_name='__main__')" "$@"
+	fi
 	exec "$real" "$@"
+	;;
+tox)
+	# tox is a Python script: run it through the host's starter (ap_tox.py) with the
+	# interpreter its first line names; anything else runs as it is.
+	l=
+	IFS= read -r l < "$real" 2>/dev/null
+	i=${l#\#!}
+	[ "$i" != "$l" ] || exec "$real" "$@"
+	case $i in /usr/bin/env\ *) i=${i#/usr/bin/env }; esac
+	case $i in
+	*[!A-Za-z0-9/._-]*|*/|"") exec "$real" "$@";;
+	python|python3|python3.*|*/python|*/python3|*/python3.*) ;;
+	*) exec "$real" "$@";;
+	esac
+	AP_TOX_SHIMS=$me AP_TOX_REAL=$real AP_TOX_OUT=$f exec "$i" -c \
+		"import runpy; runpy.run_path('$me/ap_tox.py', run_name='__main__')" "$@"
 	;;
 node|nodejs)
 	case ${1:-} in
@@ -133,6 +197,42 @@ node|nodejs)
 			set -- "$@" "$a"
 		done
 		exec "$real" "$s" --json "--outputFile=$f.jestjson" "$@"
+		;;
+	*/vitest|*/vitest.mjs)
+		# vitest's JSON reporter writes jest's format; its console reporter is kept (the
+		# default one unless the command names its own). --bail N goes, and a user's
+		# --outputFile (one value for every reporter, which cannot mix with ours).
+		s=$1
+		shift
+		case ${1:-} in bench|list|init) exec "$real" "$s" "$@";; esac
+		k=0
+		skip=0
+		rep=0
+		for a do
+			[ $k = 0 ] && set --
+			k=1
+			if [ $skip != 0 ]; then
+				t=$skip
+				skip=0
+				[ $t = 2 ] && continue
+				case $a in [0-9]*) continue;; esac
+			fi
+			case $a in
+			--bail)
+				skip=1
+				continue
+				;;
+			--outputFile)
+				skip=2
+				continue
+				;;
+			--bail=*|--outputFile=*|--outputFile.*) continue;;
+			--reporter|--reporter=*) rep=1;;
+			esac
+			set -- "$@" "$a"
+		done
+		[ $rep = 1 ] || set -- "$@" --reporter=default
+		exec "$real" "$s" "$@" --reporter=json "--outputFile.json=$f.vitestjson"
 		;;
 	*/mocha|*/_mocha|*/mocha/bin/mocha.js|*/mocha/bin/_mocha)
 		s=$1

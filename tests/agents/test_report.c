@@ -445,6 +445,86 @@ static void test_jest(void **state)
 	report_release(&r);
 }
 
+/* vitest's json reporter (3.2, in the shape it writes: jest's, with "skipped" for a skipped
+ * test and a file that did not load as a failed file without results), parsed as jest's. */
+static void test_vitest(void **state)
+{
+	(void)state;
+	static const char json[] =
+	    "{\"numTotalTests\":4,\"success\":false,\"testResults\":["
+	    "{\"assertionResults\":[],\"status\":\"failed\",\"message\":\"Cannot find module "
+	    "'./gone.mjs' imported from '/tmp/trees/pristine/repo/test/broken.test.mjs'\","
+	    "\"name\":\"/tmp/trees/pristine/repo/test/broken.test.mjs\"},"
+	    "{\"assertionResults\":["
+	    "{\"ancestorTitles\":[\"parse\"],\"fullName\":\"parse reads upper units\","
+	    "\"status\":\"passed\",\"title\":\"reads upper units\",\"failureMessages\":[]},"
+	    "{\"ancestorTitles\":[\"parse\"],\"fullName\":\"parse reads lower units\","
+	    "\"status\":\"failed\",\"title\":\"reads lower units\","
+	    "\"failureMessages\":[\"Error: not a size: 4k\\n    at Object.parse\"]},"
+	    "{\"ancestorTitles\":[\"parse\"],\"fullName\":\"parse skipped one\","
+	    "\"status\":\"skipped\",\"failureMessages\":[]},"
+	    "{\"ancestorTitles\":[],\"fullName\":\"top level\",\"status\":\"passed\","
+	    "\"failureMessages\":[]}],"
+	    "\"status\":\"failed\",\"name\":\"/tmp/trees/pristine/repo/test/parse.test.mjs\"}]}";
+	report r = REPORT_INIT;
+	report_counts c;
+
+	assert_int_equal(report_parse_as(&r, REPORT_FORMAT_VITEST, json, strlen(json)), 0);
+	report_finish(&r);
+	report_count(&r, &c);
+	assert_int_equal(c.passed, 2);
+	assert_int_equal(c.failed, 1);
+	assert_int_equal(c.skipped, 1);
+	assert_int_equal(c.collection, 1);
+	const report_test *t = find(&r, "test/parse.test.mjs::parse reads lower units");
+	assert_int_equal(t->outcome, REPORT_FAILED);
+	assert_non_null(strstr(t->message, "not a size: 4k"));
+	assert_int_equal(find(&r, "test/parse.test.mjs::top level")->outcome, REPORT_PASSED);
+	assert_true(find(&r, "test/broken.test.mjs")->collection);
+	report_release(&r);
+}
+
+/* A command that chains test runs with && stops at the first failing one; other chains and
+ * a single runner behind set-up steps do not. */
+static void test_chain_stops(void **state)
+{
+	static const char *const stops[] = {
+	    "go test ./a && go test ./b",
+	    "GOFLAGS=-mod=mod go test ./size && cd format && go test .",
+	    "python3 -m pytest tests/unit && python3 -m pytest tests/e2e",
+	    "pip install -e . && pytest -q tests/a && tox -e py3",
+	    "npm test && npm run test:e2e",
+	    "make test && sh ci/integration-test.sh",
+	    "python3 -m unittest units.tests.a&&python3 -m unittest units.tests.b",
+	    "(cargo test --no-fail-fast) && (cd sub && cargo test)",
+	    "env CI=1 npx jest && npx vitest run",
+	    "./gradlew test && mvn -fae test",
+	};
+	static const char *const fine[] = {
+	    "go test ./...",
+	    "go vet ./... && go test ./...",
+	    "cmake -S . -B build && cmake --build build && cd build && ctest --output-on-failure",
+	    "pip install -e . && python3 -m pytest -q",
+	    "go test ./a; go test ./b",
+	    "go test ./a || go test ./b",
+	    "npm ci && npm run build && npm test",
+	    "echo 'go test ./a && go test ./b'",
+	    "pytest -k \"a && b\" tests",
+	    "make test",
+	    "",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++)
+		if (!report_chain_stops(stops[i]))
+			fail_msg("not seen to stop: %s", stops[i]);
+	for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++)
+		if (report_chain_stops(fine[i]))
+			fail_msg("seen to stop: %s", fine[i]);
+	assert_null(report_chain_stops(NULL));
+	assert_non_null(strstr(report_chain_stops(stops[0]), "joined by `&&`"));
+}
+
 static void test_formats(void **state)
 {
 	(void)state;
@@ -452,6 +532,8 @@ static void test_formats(void **state)
 	assert_int_equal(report_format_of("cargo.1.2.cargo", 15), REPORT_FORMAT_CARGO);
 	assert_int_equal(report_format_of("pytest.xml", 10), REPORT_FORMAT_JUNIT);
 	assert_int_equal(report_format_of("jest.1.jestjson", 15), REPORT_FORMAT_JEST);
+	assert_int_equal(report_format_of("node.1.2.vitestjson", 19), REPORT_FORMAT_VITEST);
+	assert_string_equal(report_format_name(REPORT_FORMAT_VITEST), "vitest's JSON report");
 	assert_int_equal(report_format_of("go.1.gojson.rc", 14), REPORT_FORMAT_NONE);
 	assert_int_equal(report_format_of(".xml", 4), REPORT_FORMAT_NONE);
 	assert_int_equal(report_format_of("x.xml", 3), REPORT_FORMAT_NONE); /* the length counts */
@@ -833,6 +915,8 @@ int main(void)
 	    cmocka_unit_test(test_cargo_targets),
 	    cmocka_unit_test(test_stopped_early),
 	    cmocka_unit_test(test_jest),
+	    cmocka_unit_test(test_vitest),
+	    cmocka_unit_test(test_chain_stops),
 	    cmocka_unit_test(test_formats),
 	    cmocka_unit_test(test_match),
 	    cmocka_unit_test(test_finish_merges_duplicates),

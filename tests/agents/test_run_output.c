@@ -207,8 +207,9 @@ static void test_advice(void **state)
 					"it. Set `image: java`"},
 	    {"/bin/sh: 1: cargo: not found\n", "the `rust` flavour"},
 	    {"bash: line 1: npx: command not found\n", "the `node` flavour"},
-	    {"sh: 1: tox: not found\n",
-	     "`tox` is not in the sandbox image: install it in `setup:`"},
+	    {"sh: 1: tox: not found\n", "`tox` is not in the sandbox image: the `python` flavour"},
+	    {"sh: 1: rebar3: not found\n",
+	     "`rebar3` is not in the sandbox image: install it in `setup:`"},
 	    {"curl: (6) Could not resolve host: files.example\n", "reach the network"},
 	};
 	char *a;
@@ -229,6 +230,34 @@ static void test_advice(void **state)
 }
 
 /* No error line: the first and last lines, with how many were left out. */
+/* tox that could not install offline: pip's error on stderr, tox's own lines on stdout; the
+ * advice says which tox.ini shapes work without a network. pip alone keeps pip's advice. */
+static void test_advice_tox(void **state)
+{
+	static const char err[] = "ERROR: Could not find a version that satisfies the requirement "
+				  "pytest (from versions: none)\n"
+				  "ERROR: No matching distribution found for pytest\n";
+	static const char out[] = "py3: install_deps> python -I -m pip install pytest\n"
+				  "py3: exit 1 (10.52 seconds) /tmp/w> python -I -m pip install "
+				  "pytest pid=16\n"
+				  "  py3: FAIL code 1 (11.82 seconds)\n"
+				  "  evaluation failed :( (12.00 seconds)\n";
+	char *a = run_output_advice(err, out);
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(strstr(a, "tox could not install what its environment needs"));
+	assert_non_null(strstr(a, "`skip_install = true`"));
+	assert_non_null(strstr(a, "`sitepackages = true`"));
+	assert_non_null(strstr(a, "PIP_NO_INDEX=1 PIP_FIND_LINKS=/usr/share/python-wheels"));
+	free(a);
+	a = run_output_advice(err, "1 failed\n");
+	assert_non_null(a);
+	assert_non_null(strstr(a, "pip could not fetch"));
+	free(a);
+	assert_null(run_output_advice("", out)); /* tox failed, not for want of a download */
+}
+
 static void test_no_error_lines(void **state)
 {
 	char out[4096] = "";
@@ -298,6 +327,7 @@ int main(void)
 	    cmocka_unit_test(test_traceback),
 	    cmocka_unit_test(test_gradle),
 	    cmocka_unit_test(test_advice),
+	    cmocka_unit_test(test_advice_tox),
 	    cmocka_unit_test(test_no_error_lines),
 	    cmocka_unit_test(test_bounds),
 	};

@@ -285,6 +285,100 @@ def test_pytest_stopping_at_the_first_failure_is_never_trusted(autopatch_bin, tm
     assert "pytest stopped after the first failures (`-x`, `--exitfirst` or `--maxfail`)" in r.out
 
 
+# ---- Python: tox around unittest and pytest, tests inside the package ---------------------
+
+TOX_CMD = "tox -e py3 -- units.tests.test_lower"
+
+
+def test_tox_ini_commands_are_found_and_the_fix_proven_by_test(autopatch_bin, tmp_path):
+    """No autopatch.yml: tox.ini's [testenv] commands are the test command, and the answer
+    says so; the repro named by its unittest id is proven, the planted regression in the last
+    module (units/tests/test_render.py) is refused naming that test."""
+    repo = fixture_repo(tmp_path, "tox")
+    s = script(write(PY_REPRO, PY_TEST), PY_FIX, PY_BREAK, finish(PY_REPRO, PY_CMD, PY_ID),
+               PY_UNBREAK, finish(PY_REPRO, PY_CMD, PY_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert ("test command: python -m unittest (detected: tox.ini [testenv] commands)"
+            in r.out), r.out
+    assert "3 passed, 0 failed, 0 skipped, 0 errors (from JUnit XML)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`units.tests.test_render.TestRender::test_human`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`units.tests.test_lower.TestLower::test_lowercase_units` failed" in ev, ev
+
+
+def test_tox_around_unittest_and_pytest_gives_per_test_results(autopatch_bin, tmp_path):
+    """`tox` runs two environments offline (tox.ini: skip_install; the pytest one with the
+    image's pytest through sitepackages). tox puts each environment's bin/ first on PATH and
+    passes neither AP_REPORT_DIR nor PYTEST_ADDOPTS: through the tox shim, unittest in one
+    environment and pytest in the other both report per test (so the baseline's results come
+    from two runners), the regression in the last module is refused by name in both, and the
+    repro run through `tox -e py3 -- MODULE` is proven by its unittest id."""
+    repo = fixture_repo(tmp_path, "tox", {".github/autopatch.yml": "image: python\ntest: tox\n"})
+    s = script(write(PY_REPRO, PY_TEST), PY_FIX, PY_BREAK, finish(PY_REPRO, TOX_CMD, PY_ID),
+               PY_UNBREAK, finish(PY_REPRO, TOX_CMD, PY_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert ("3 passed, 0 failed, 0 skipped, 0 errors (from the reports of several runners)"
+            in r.out), r.out
+    base = runs(r, "suite")[0]
+    assert base["passed"] == 3 and base["command"] == "tox", base
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`units.tests.test_render.TestRender::test_human`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`units.tests.test_lower.TestLower::test_lowercase_units` failed" in ev, ev
+    assert ("test `%s` (found in the per-test results of both runs), run with `%s`"
+            % (PY_ID, TOX_CMD)) in ev, ev
+
+
+def test_tox_that_cannot_install_offline_is_told_which_shapes_work(autopatch_bin, tmp_path):
+    """A tox environment with `deps = pytest` and no sitepackages makes pip reach for the
+    index, which the box does not have: the baseline is an environment failure before any
+    model call, and the advice names the tox.ini shapes that work offline."""
+    repo = fixture_repo(tmp_path, "tox", {
+        ".github/autopatch.yml": "image: python\ntest: tox\n",
+        "tox.ini": "[tox]\nenvlist = py3\n\n[testenv]\nskip_install = true\n"
+                   "deps = pytest\ncommands = python -m pytest -q\n"})
+    s = script(write(PY_REPRO, PY_TEST), PY_FIX, finish(PY_REPRO, TOX_CMD, PY_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s)
+    assert r.code == 3, r
+    assert len(r.requests) == 0
+    assert "tox could not install what its environment needs" in r.out, r.out
+    assert "`sitepackages = true`" in r.out and "`skip_install = true`" in r.out, r.out
+
+
+def test_a_chain_of_test_runs_that_stops_at_the_first_failure_is_never_trusted(autopatch_bin,
+                                                                              tmp_path):
+    """`A && B` with A failing never runs B (like `go test ./a && go test ./b`): the baseline
+    has per-test results for A only, so a regression in B could never be seen. Such a failed
+    chain is not evidence: the job says so before any model call, with what to change."""
+    repo = fixture_repo(tmp_path, "unittest", {
+        ".github/autopatch.yml": "image: python\ntest: python3 -m unittest units.tests.test_known"
+                                 " && python3 -m unittest units.tests.test_render\n",
+        "units/tests/test_known.py": """
+            import unittest
+
+            import units
+
+
+            class TestKnown(unittest.TestCase):
+                def test_fraction_known_bug(self):
+                    self.assertEqual(units.parse("1.5K"), 1536)
+            """})
+    s = script(write(PY_REPRO, PY_TEST), PY_FIX, finish(PY_REPRO, PY_CMD, PY_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s)
+    assert r.code == 3, r
+    assert len(r.requests) == 0
+    assert ("the test command runs several test commands joined by `&&`, which stops at the "
+            "first one that fails, so the tests after that point never ran") in r.out, r.out
+    assert "no `&&` chain that stops at the first failing runner" in r.out, r.out
+
+
 # ---- JavaScript: mocha behind `npm test` ----------------------------------------------------
 
 NODE_MODULES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "node_modules"
@@ -432,6 +526,39 @@ def test_maven_surefire_behind_a_script_is_read_per_test(autopatch_bin, tmp_path
     assert base["passed"] == 3 and base["command"] == "sh ci/test.sh", base
 
 
+# ---- Java: Gradle (Debian's, offline) behind a shell script ----------------------------------
+
+GRADLE_CMD = "gradle --offline -q test --tests units.parse.LowerTest"
+
+
+def test_gradle_behind_a_script_is_read_per_test(autopatch_bin, tmp_path):
+    """`sh ci/test.sh` runs Debian's Gradle offline: the gradle shim adds `--continue` and
+    copies the JUnit XML this run wrote under build/test-results into the run's report
+    directory, so the planted regression in the last test class is refused naming that test
+    and the real fix is proven with the repro named as `Class#method`. (One job for both
+    rounds: a Gradle run without a daemon takes about a minute.)"""
+    need_image("java")
+    repo = fixture_repo(tmp_path, "gradle")
+    s = script(write(MVN_REPRO, MVN_TEST), MVN_FIX, MVN_BREAK,
+               finish(MVN_REPRO, GRADLE_CMD, MVN_ID),
+               MVN_UNBREAK, finish(MVN_REPRO, GRADLE_CMD, MVN_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"],
+            timeout=1800)
+    assert r.code == 0, r
+    # from the reports the shim copied (not "the JUnit XML files the run wrote in the tree")
+    assert "3 passed, 0 failed, 0 skipped, 0 errors (from JUnit XML)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`units.render.RenderTest::largestExactUnit`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`units.parse.LowerTest::lowercaseUnits` failed" in ev, ev
+    assert ("test `%s` (found in the per-test results of both runs), run with `%s`"
+            % (MVN_ID, GRADLE_CMD)) in ev, ev
+    base = runs(r, "suite")[0]
+    assert base["passed"] == 3 and base["command"] == "sh ci/test.sh", base
+
+
 SHIM = pathlib.Path(__file__).resolve().parents[2] / "agents" / "shims" / "ap_shim.sh"
 FAKE_MVN = """#!/bin/sh
 # stands in for Maven: says its arguments, writes one Surefire report, fails like a failing test
@@ -474,3 +601,108 @@ def test_mvn_shim_copies_only_this_runs_surefire_reports_into_the_report_dir(tmp
     assert copied[0].name.startswith("mvn."), copied
     assert "units.render.RenderTest" in copied[0].read_text()
     assert not copied[0].is_symlink()
+
+
+FAKE_NODE = """#!/bin/sh
+# stands in for node: says its arguments
+echo "args: $*"
+"""
+
+
+def shim_env(tmp_path, name, real_text):
+    """A shims directory as the Tester writes it (ap-shim linked as name), a directory with
+    the real program stood in by real_text, and a fresh report directory."""
+    shims, real, rdir = (tmp_path / d for d in ("shims", "bin", "reports"))
+    for d in (shims, real, rdir):
+        d.mkdir()
+    (shims / "ap-shim").write_text(SHIM.read_text())
+    (shims / "ap-shim").chmod(0o555)
+    (shims / name).symlink_to("ap-shim")
+    (real / name).write_text(real_text)
+    (real / name).chmod(0o755)
+    return rdir, dict(os.environ, AP_REPORT_DIR=str(rdir),
+                      PATH="%s:%s:/usr/bin:/bin" % (shims, real))
+
+
+def test_node_shim_gives_vitest_its_json_reporter_and_runs_the_whole_suite(tmp_path):
+    """vitest (node_modules/.bin/vitest starts node through PATH): the node shim keeps the
+    command's own arguments, drops `--bail N` and a user's `--outputFile`, adds the default
+    console reporter only when the command names none, and the json reporter into the report
+    directory (node.*.vitestjson, parsed as jest's format); `vitest bench` is left alone."""
+    rdir, env = shim_env(tmp_path, "node", FAKE_NODE)
+    cases = [
+        ("node node_modules/.bin/vitest run --bail 1 --outputFile junit.xml test/a.test.js",
+         "args: node_modules/.bin/vitest run test/a.test.js --reporter=default "
+         "--reporter=json --outputFile.json=%s/node."),
+        ("node /r/node_modules/vitest/vitest.mjs --bail=2 --reporter=verbose "
+         "--outputFile.junit=j.xml -t 'parse lowercase'",
+         "args: /r/node_modules/vitest/vitest.mjs --reporter=verbose -t parse lowercase "
+         "--reporter=json --outputFile.json=%s/node."),
+        ("node node_modules/.bin/vitest --bail run", "args: node_modules/.bin/vitest run "
+         "--reporter=default --reporter=json --outputFile.json=%s/node."),
+        ("node node_modules/.bin/vitest bench --bail 1", "args: node_modules/.bin/vitest "
+         "bench --bail 1\n"),
+    ]
+    for cmd, want in cases:
+        p = subprocess.run(["sh", "-c", cmd], cwd=tmp_path, capture_output=True, text=True,
+                           env=env)
+        assert p.returncode == 0, p
+        want = want.replace("%s", str(rdir))
+        assert p.stdout.startswith(want), (cmd, p.stdout)
+        if "--outputFile.json" in want:
+            assert p.stdout.rstrip().endswith(".vitestjson"), p.stdout
+
+
+FAKE_JAVA = """#!/bin/sh
+# stands in for java: says its arguments; as Gradle's wrapper, writes one test report
+echo "args: $*"
+case " $* " in *" org.gradle.wrapper.GradleWrapperMain "*|*"gradle-wrapper.jar "*) ;; *) exit 0;; esac
+sleep 0.1
+mkdir -p build/test-results/test
+echo '<testsuite name="units.render.RenderTest"/>' > build/test-results/test/TEST-units.render.RenderTest.xml
+exit 1
+"""
+GRADLEW = """#!/bin/sh
+# the shape of Gradle's wrapper script: java from PATH when JAVA_HOME is unset
+APP_HOME=${0%/*}
+exec java -Xmx64m -classpath "$APP_HOME/gradle/wrapper/gradle-wrapper.jar" \\
+    org.gradle.wrapper.GradleWrapperMain "$@"
+"""
+
+
+def test_gradlew_through_the_java_shim_runs_on_and_copies_this_runs_reports(tmp_path):
+    """`./gradlew test` bypasses the gradle shim but starts java through PATH: the java shim
+    sees Gradle's wrapper, adds `--continue` after its main class (or after `-jar
+    gradle-wrapper.jar`), drops `--fail-fast`, keeps the exit status, and copies the JUnit
+    files this run wrote under build/test-results into the report directory; a stale report
+    and a symbolic link are not copied; any other java runs unchanged."""
+    rdir, env = shim_env(tmp_path, "java", FAKE_JAVA)
+    tree = tmp_path / "tree"
+    old = tree / "sub" / "build" / "test-results" / "test"
+    old.mkdir(parents=True)
+    (old / "TEST-stale.OldTest.xml").write_text("<testsuite/>")
+    os.utime(old / "TEST-stale.OldTest.xml", (1, 1))
+    (old / "TEST-link.xml").symlink_to(tmp_path / "elsewhere.xml")
+    (tmp_path / "elsewhere.xml").write_text("<testsuite/>")
+    (tree / "gradlew").write_text(GRADLEW)
+    (tree / "gradlew").chmod(0o755)
+
+    def run(cmd):
+        return subprocess.run(["sh", "-c", cmd], cwd=tree, capture_output=True, text=True,
+                              env=env)
+
+    p = run("./gradlew test --fail-fast -p .")
+    assert p.returncode == 1, p
+    assert p.stdout == ("args: -Xmx64m -classpath ./gradle/wrapper/gradle-wrapper.jar "
+                        "org.gradle.wrapper.GradleWrapperMain --continue test -p .\n"), p
+    copied = sorted(rdir.iterdir())
+    assert [c.name.startswith("java.") and c.suffix == ".xml" for c in copied] == [True], copied
+    assert "units.render.RenderTest" in copied[0].read_text()
+    for c in copied:
+        c.unlink()
+    p = run("java -jar gradle/wrapper/gradle-wrapper.jar test")
+    assert p.returncode == 1, p
+    assert p.stdout == "args: -jar gradle/wrapper/gradle-wrapper.jar --continue test\n", p
+    assert len(list(rdir.iterdir())) == 1
+    p = run("java -cp x.jar Main --fail-fast")
+    assert (p.returncode, p.stdout) == (0, "args: -cp x.jar Main --fail-fast\n"), p

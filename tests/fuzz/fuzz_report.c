@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/fuzz/fuzz_report.c - everything the Tester reads back from a box is outside data: the
  * first byte picks a parser (JUnit XML, go test -json, cargo's per-test lines, jest's JSON, the
- * stop-at-first-failure markers with a test name matched against a JUnit report, the read-back
- * sections), the rest is its input. No crash, no leak, no read past the end; every entry has
- * a non-empty id within REPORT_MAX_ID and a message within REPORT_MAX_MESSAGE (+ "..."), and
- * the merged report is sorted and free of duplicates. */
+ * stop-at-first-failure markers and a `&&` chain of test commands with a test name matched
+ * against a JUnit report, the read-back sections), the rest is its input. No crash, no leak,
+ * no read past the end; every entry has a non-empty id within REPORT_MAX_ID and a message
+ * within REPORT_MAX_MESSAGE (+ "..."), and the merged report is sorted and free of
+ * duplicates. */
 #include "agents/report.h"
 
 #include <stdint.h>
@@ -78,6 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		report_finish(&r);
 		char *name = strndup(text, head);
 		if (name) {
+			(void)report_chain_stops(name); /* the line as a test command */
 			size_t n = report_match(&r, name, m, 4, &amb);
 			for (size_t i = 0; i < n && i < 4; i++)
 				if (!report_find(&r, m[i]->id))
