@@ -85,7 +85,7 @@ GO_FIX = replace("size/size.go",
                  "\t\t\ts = s[:len(s)-len(Units[i])]\n")
 GO_BREAK = replace("format/format.go", "n%1024 == 0", "n%1000 == 0")
 GO_UNBREAK = replace("format/format.go", "n%1000 == 0", "n%1024 == 0")
-GO_CMD = "GOCACHE=$PWD/.gocache go test -run '^TestParseLowercase$' ./size"
+GO_CMD = "go test -run '^TestParseLowercase$' ./size"
 
 
 def test_go_regression_in_the_last_package_is_named_and_real_fix_proven(autopatch_bin,
@@ -94,8 +94,8 @@ def test_go_regression_in_the_last_package_is_named_and_real_fix_proven(autopatc
     report directory. A repro named by package and test (`go test -run '^TestX$' ./size`
     names no file) is checked by results: a name the run did not report is refused with the
     names it did; the planted regression in the second package is refused by name; the real
-    fix is proven. (One job for the three rounds: the Go fixture's setup compiles the
-    standard library once, which is most of the time.)"""
+    fix is proven. (One job for the three rounds; the go image's compiled standard library
+    spares each run's fresh box from compiling it.)"""
     need_image("go")
     repo = fixture_repo(tmp_path, "go")
     s = script(write(GO_REPRO, GO_TEST), GO_FIX, GO_BREAK,
