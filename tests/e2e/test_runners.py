@@ -9,6 +9,7 @@ script around cmake and ctest), so the per-test results come from the host's run
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 
@@ -84,7 +85,7 @@ GO_FIX = replace("size/size.go",
                  "\t\t\ts = s[:len(s)-len(Units[i])]\n")
 GO_BREAK = replace("format/format.go", "n%1024 == 0", "n%1000 == 0")
 GO_UNBREAK = replace("format/format.go", "n%1000 == 0", "n%1024 == 0")
-GO_CMD = "GOCACHE=$PWD/.gocache go test -run '^TestParseLowercase$' ./size"
+GO_CMD = "go test -run '^TestParseLowercase$' ./size"
 
 
 def test_go_regression_in_the_last_package_is_named_and_real_fix_proven(autopatch_bin,
@@ -93,8 +94,8 @@ def test_go_regression_in_the_last_package_is_named_and_real_fix_proven(autopatc
     report directory. A repro named by package and test (`go test -run '^TestX$' ./size`
     names no file) is checked by results: a name the run did not report is refused with the
     names it did; the planted regression in the second package is refused by name; the real
-    fix is proven. (One job for the three rounds: the Go fixture's setup compiles the
-    standard library once, which is most of the time.)"""
+    fix is proven. (One job for the three rounds; the go image's compiled standard library
+    spares each run's fresh box from compiling it.)"""
     need_image("go")
     repo = fixture_repo(tmp_path, "go")
     s = script(write(GO_REPRO, GO_TEST), GO_FIX, GO_BREAK,
@@ -501,8 +502,11 @@ def test_maven_surefire_behind_a_script_is_read_per_test(autopatch_bin, tmp_path
     """`sh ci/test.sh` runs `mvn -B -q test`: the shim adds `-fae` and runs every test class,
     and Surefire's JUnit XML gives per-test results, so the planted regression in the last
     test class (another package) is refused naming that test, and the real fix is proven with
-    the repro named as Maven names it (`Class#method`). (One job for both rounds: a Maven run
-    offline takes most of a minute.)"""
+    the repro named as Maven names it (`Class#method`). The same job is the proof that a Maven
+    project runs offline from Debian's packaged repository (issue 28; it was its own job in
+    test_toolchains.py): no `image:` and no `network:`, the java flavour chosen from pom.xml,
+    plugins unpinned, proven, and the patch free of `.m2/` and `target/`. (One job for all of
+    it: every Maven run is a JVM start, a compile and a forked test JVM.)"""
     need_image("java")
     repo = fixture_repo(tmp_path, "maven")
     s = script(write(MVN_REPRO, MVN_TEST), MVN_FIX, MVN_BREAK,
@@ -511,6 +515,11 @@ def test_maven_surefire_behind_a_script_is_read_per_test(autopatch_bin, tmp_path
     r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"],
             timeout=1200)
     assert r.code == 0, r
+    assert "flavour java: pom.xml in the checkout" in r.out, r.out
+    assert re.search(r"toolchain: java \d+.*maven 3\.", r.out), r.out
+    assert "PROVEN" in r.out, r.out
+    diff = r.out_path.read_text()
+    assert "Units.java" in diff and ".m2" not in diff and "target/" not in diff, diff
     # the baseline, from the reports the shim copied into the run's report directory (not
     # "the JUnit XML files the run wrote in the tree")
     assert "3 passed, 0 failed, 0 skipped, 0 errors (from JUnit XML)" in r.out, r.out
