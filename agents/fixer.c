@@ -248,6 +248,11 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 	if ((rc = cfg_int(opts->cfg, "AUTOPATCH_MAX_DIFF_LINES", 0, 1000000, &max_diff)))
 		goto out;
 	tester_set_max_diff_lines(a.tester, max_diff);
+	bool side_by_side;
+	if ((rc = cfg_bool(opts->cfg, "AUTOPATCH_TESTER_SIDE_BY_SIDE", &side_by_side)))
+		goto out;
+	if (!side_by_side) /* on: the Tester's own choice (two or more CPUs) */
+		tester_set_side_by_side(a.tester, false);
 	tester_set_cancel(a.tester, a.tools.cancel);
 	tester_set_setup(a.tester, opts->setup_cmd);
 	tester_set_limits(a.tester, opts->setup_timeout_s, opts->repro_timeout_s,
