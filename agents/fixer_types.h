@@ -85,7 +85,7 @@ typedef struct fixer_opts {
 	 * (job/baseline_cache.h; tester.h's tester_baseline_get_fn / _put_fn). Both NULL: the
 	 * baseline always runs. */
 	int (*baseline_get)(void *ud, const char *test_cmd, struct report *rep, int *exit_code,
-			    int64_t *millis);
+			    int64_t *millis, char **miss);
 	int (*baseline_put)(void *ud, const char *test_cmd, const struct report *rep, int exit_code,
 			    int64_t millis);
 	void *baseline_ud;

@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,13 +148,13 @@ struct run_out {
 	char *out;     /* stdout, head and tail, for showing */
 	char *err;     /* stderr, likewise */
 	int64_t millis;
+	int64_t started, ended; /* ms since the trajectory began: box asked for, results read */
 };
 
 struct tester {
 	sbx_box *box; /* the Builder's: only the diff is read from it */
 	tester_box_fn make_box;
 	void *make_box_ud;
-	sbx_box *run; /* the fresh box of the run under way, else NULL */
 	const char *test_cmd;
 	const char *setup_cmd;
 	traj *traj;
@@ -166,7 +167,8 @@ struct tester {
 	tester_files_fn files_check;
 	void *files_check_ud;
 	bool allow_harness;
-	long long oom_seen; /* the box's OOM-kill count after the last command; -1 unknown */
+	bool side_by_side; /* a round's repro and suite lanes run at once (tester_set_side_by_side)
+			    */
 	bool have_baseline;
 	char *env_failure;
 	char *baseline_summary;
@@ -176,8 +178,80 @@ struct tester {
 	tester_baseline_put_fn baseline_put;
 	void *baseline_ud;
 	bool baseline_reused; /* t->base came from baseline_get, not from a run */
+	char *baseline_miss;  /* why the kept results were not used (NULL: reused, or none asked) */
 	struct run_out prepro;
 };
+
+/* ---- lanes: where the runs happen ---------------------------------------------------------- */
+
+#define LANE_EVENTS 12 /* a lane's runs write at most 4 events each (tree, setup, run, tests) */
+
+/* A trajectory event a lane keeps until lane_flush(). */
+struct lane_event {
+	cJSON *obj;	   /* a "tester_run" event */
+	const char *dir;   /* with rep: the "tester_tests" line of rep follows it */
+	const report *rep; /* borrowed: its run_out outlives the flush */
+};
+
+/* Runs one after the other, each in a fresh box of its own. A round has two lanes (the repro:
+ * pristine, then patched; the suite on patched) that run side by side in threads of their own
+ * (run_lanes). Everything a run changes is its lane's (the box, that box's OOM count, the
+ * events) or the run_out it was given; the tester is only read, except t->prepro and
+ * t->repro_key, which only the repro lane touches. */
+struct lane {
+	tester *t;
+	int id;				     /* 1 repro, 2 suite; 0 the baseline */
+	sbx_box *box;			     /* the box of the run under way, else NULL */
+	long long oom_seen;		     /* that box's OOM-kill count after the last command;
+					      * -1 unknown */
+	int64_t run_started;		     /* when the run under way asked for its box */
+	const volatile sig_atomic_t *cancel; /* every command's cancel hook (sbx_cmd.cancel) */
+	volatile sig_atomic_t stop;	     /* side by side: its work is no longer needed (the
+					      * user cancelled, or the other lane decided) */
+	bool defer;			     /* events wait in ev[] for lane_flush() */
+	struct lane_event ev[LANE_EVENTS];
+	int nev;
+};
+
+static void lane_init(struct lane *l, tester *t, int id, bool side_by_side)
+{
+	memset(l, 0, sizeof(*l));
+	l->t = t;
+	l->id = id;
+	l->oom_seen = -1;
+	l->defer = side_by_side;
+	/* Side by side, the lane's own flag: run_lanes() sets it on the user's cancel too. */
+	l->cancel = side_by_side ? &l->stop : t->cancel;
+}
+
+/* A "tester_run" event (and the per-test line of rep), now or, side by side, at the flush. */
+static void lane_emit(struct lane *l, cJSON *obj, const char *dir, const report *rep)
+{
+	if (!l->defer || l->nev >= LANE_EVENTS) {
+		traj_event(l->t->traj, "tester_run", obj);
+		if (rep && rep->n) /* one test a line of its own: a million tests is no tree */
+			report_traj_tests(l->t->traj, dir, rep);
+		return;
+	}
+	l->ev[l->nev++] = (struct lane_event){obj, dir, rep};
+}
+
+/* Write the kept events in the order they were made (write false: drop them). */
+static void lane_flush(struct lane *l, bool write)
+{
+	for (int i = 0; i < l->nev; i++) {
+		struct lane_event *e = &l->ev[i];
+
+		if (!write) {
+			cJSON_Delete(e->obj);
+			continue;
+		}
+		traj_event(l->t->traj, "tester_run", e->obj);
+		if (e->rep && e->rep->n)
+			report_traj_tests(l->t->traj, e->dir, e->rep);
+	}
+	l->nev = 0;
+}
 
 static void run_out_release(struct run_out *ro)
 {
@@ -191,8 +265,8 @@ static void run_out_release(struct run_out *ro)
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-/* Run argv in the box of the run under way; fetch_diff alone reads the Builder's. */
-static int exec_argv(tester *t, const char *workdir, const char *const *argv, int timeout_s,
+/* Run argv in the lane's box of the run under way; fetch_diff alone reads the Builder's. */
+static int exec_argv(struct lane *l, const char *workdir, const char *const *argv, int timeout_s,
 		     const char *in, size_t in_len, size_t cap, sbx_result *r)
 {
 	sbx_cmd cmd = SBX_CMD_INIT;
@@ -201,12 +275,12 @@ static int exec_argv(tester *t, const char *workdir, const char *const *argv, in
 	cmd.workdir = workdir;
 	cmd.timeout_s = timeout_s;
 	cmd.output_cap = cap;
-	cmd.cancel = t->cancel;
+	cmd.cancel = l->cancel;
 	cmd.stdin_data = in;
 	cmd.stdin_len = in_len;
-	if (!t->run)
+	if (!l->box)
 		return ap_error_set(AP_EINVAL, "the Tester ran a command outside a run's box");
-	return sbx_exec(t->run, &cmd, r);
+	return sbx_exec(l->box, &cmd, r);
 }
 
 static const char *basename_of(const char *p)
@@ -337,23 +411,25 @@ static long long parse_ll(const char *s, size_t n)
 	return i == n ? v : -1;
 }
 
-static void note_oom_count(tester *t, long long n)
+static void note_oom_count(struct lane *l, long long n)
 {
 	if (n >= 0)
-		t->oom_seen = n;
+		l->oom_seen = n;
 }
 
 /* ---- runs --------------------------------------------------------------------------------- */
 
-static void traj_run(tester *t, const char *kind, const char *dir, const char *cmd,
+static void traj_run(struct lane *l, const char *kind, const char *dir, const char *cmd,
 		     const struct run_out *ro, const sbx_result *r)
 {
-	if (!t->traj)
+	if (!l->t->traj)
 		return;
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "kind", kind);
 	cJSON_AddStringToObject(o, "dir", dir);
 	cJSON_AddStringToObject(o, "command", cmd);
+	if (l->id)
+		cJSON_AddNumberToObject(o, "lane", l->id);
 	if (ro) {
 		report_counts c;
 
@@ -368,6 +444,8 @@ static void traj_run(tester *t, const char *kind, const char *dir, const char *c
 		cJSON_AddNumberToObject(o, "skipped", (double)c.skipped);
 		cJSON_AddNumberToObject(o, "errors", (double)c.errors);
 		cJSON_AddNumberToObject(o, "millis", (double)ro->millis);
+		cJSON_AddNumberToObject(o, "started_t", (double)ro->started);
+		cJSON_AddNumberToObject(o, "ended_t", (double)ro->ended);
 		char *s =
 		    tools_head_tail(ro->out ? ro->out : "", ro->out ? strlen(ro->out) : 0, 4000);
 		if (s)
@@ -390,13 +468,11 @@ static void traj_run(tester *t, const char *kind, const char *dir, const char *c
 			cJSON_AddStringToObject(o, "stderr", s);
 		free(s);
 	}
-	traj_event(t->traj, "tester_run", o);
-	if (ro && ro->rep.n) /* one test a line of its own: a million tests is no tree */
-		report_traj_tests(t->traj, dir, &ro->rep);
+	lane_emit(l, o, dir, ro ? &ro->rep : NULL);
 }
 
 /* Take the sections of a collect command apart into ro. */
-static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const char *nonce)
+static int read_back(struct lane *l, struct run_out *ro, const sbx_result *r, const char *nonce)
 {
 	report_section sec[REPORT_MAX_SECTIONS];
 	size_t n = 0;
@@ -436,9 +512,9 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 			return ro->problem ? 0 : AP_ENOMEM;
 		}
 		if (IS("oom")) { /* the size field carries the count */
-			if (s->size >= 0 && t->oom_seen >= 0 && s->size > t->oom_seen)
+			if (s->size >= 0 && l->oom_seen >= 0 && s->size > l->oom_seen)
 				ro->oom = ro->exit_code == 128 + 9 && !ro->timed_out;
-			note_oom_count(t, s->size);
+			note_oom_count(l, s->size);
 		} else if (IS("out")) {
 			ro->out = tools_head_tail(s->data, s->len, SHOW_CAP);
 			out = s;
@@ -494,20 +570,23 @@ static int read_back(tester *t, struct run_out *ro, const sbx_result *r, const c
 }
 
 /* Run cmd in side's tree with the report instrumentation, read everything back, classify. */
-static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s,
+static int run_tests(struct lane *l, const char *side, const char *cmd, int timeout_s,
 		     const char *deadline_key, struct run_out *ro)
 {
 	char rdir[128], nonce[33], caps[3][24], prep_err[300];
 	sbx_result r = SBX_RESULT_INIT;
 	const char *dir = strcmp(side, "pristine") == 0 ? PRISTINE : PATCHED;
+	tester *t = l->t;
 	int rc;
 
 	memset(ro, 0, sizeof(*ro));
+	ro->started = l->run_started;
 	ro->side = side;
 	ro->deadline_s = timeout_s;
 	ro->deadline_key = deadline_key;
 	ro->runner = report_runner_of(cmd);
-	snprintf(rdir, sizeof(rdir), REPORTS "/%s", side);
+	if ((rc = ap_fmt(rdir, sizeof(rdir), REPORTS "/%s", side)))
+		return rc;
 	if (!(ro->cmd = report_instrument(cmd, rdir)))
 		return AP_ENOMEM;
 	{
@@ -515,18 +594,20 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 		    "sh",    "-c",	   SCRIPT_RUN,	     "sh",	  dir, rdir,
 		    ro->cmd, shim_ap_shim, shim_ap_unittest, shim_ap_tox, NULL};
 
-		if ((rc = exec_argv(t, "/tmp", argv, timeout_s, NULL, 0, 64u << 10, &r)))
+		if ((rc = exec_argv(l, "/tmp", argv, timeout_s, NULL, 0, 64u << 10, &r)))
 			goto out;
 	}
 	ro->exit_code = r.exit_code;
 	ro->timed_out = r.timed_out;
 	ro->millis = r.millis;
+	/* An excerpt of the box's stderr for a message, cut on purpose (invalid UTF-8 at the cut
+	 * is replaced wherever the message is shown: traj.h, common/buf.h). */
 	snprintf(prep_err, sizeof(prep_err), "%s", r.err ? r.err : "");
 	sbx_result_release(&r);
 	/* Nothing the run started may outlive it: a background process could rewrite its report
 	 * or output before they are read. A box that cannot be cleared is killed: the run gave
 	 * no evidence, which is a rejection (or an environment failure), not a broken job. */
-	if (sbx_box_sweep(t->run) != 0) {
+	if (sbx_box_sweep(l->box) != 0) {
 		ap_error_clear();
 		ro->problem = tools_asprintf("it left processes running that could not be stopped "
 					     "after it ended (its sandbox was killed), so its "
@@ -541,11 +622,12 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 	{
 		char tree[96];
 
-		snprintf(tree, sizeof(tree), "%s/repo", dir);
+		if ((rc = ap_fmt(tree, sizeof(tree), "%s/repo", dir)))
+			goto out;
 		const char *argv[] = {"sh",  "-c",    SCRIPT_COLLECT, "sh",    rdir, tree,
 				      nonce, caps[0], caps[1],	      caps[2], NULL};
 
-		if ((rc = exec_argv(t, "/tmp", argv, 300, NULL, 0, COLLECT_CAP, &r)))
+		if ((rc = exec_argv(l, "/tmp", argv, 300, NULL, 0, COLLECT_CAP, &r)))
 			goto out;
 	}
 	if (r.exit_code != 0 || r.timed_out) { /* cut short: what it printed is no evidence */
@@ -558,7 +640,7 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 	/* Ids the baseline has too are not stored again; t->base outlives every other run. */
 	if (ro != &t->base)
 		report_share_ids(&ro->rep, &t->base.rep);
-	if ((rc = read_back(t, ro, &r, nonce))) {
+	if ((rc = read_back(l, ro, &r, nonce))) {
 		if (rc == AP_EIO)
 			ap_error_set(AP_EIO, "the Tester could not start a run in %s: %s", dir,
 				     prep_err);
@@ -599,7 +681,8 @@ static int run_tests(tester *t, const char *side, const char *cmd, int timeout_s
 		rc = AP_ENOMEM;
 		goto out;
 	}
-	traj_run(t, strcmp(deadline_key, "repro_timeout") == 0 ? "repro" : "suite", dir, ro->cmd,
+	ro->ended = traj_millis(t->traj);
+	traj_run(l, strcmp(deadline_key, "repro_timeout") == 0 ? "repro" : "suite", dir, ro->cmd,
 		 ro, NULL);
 out:
 	sbx_result_release(&r);
@@ -608,17 +691,17 @@ out:
 
 /* A fresh tree for side (with the diff applied for patched). *why: a rejection sentence
  * when the diff does not apply. */
-static int prepare_tree(tester *t, const char *dir, const char *diff, char **why)
+static int prepare_tree(struct lane *l, const char *dir, const char *diff, char **why)
 {
 	const char *argv[] = {"sh", "-c", SCRIPT_TREE, "sh", dir, diff ? "apply" : "", NULL};
 	sbx_result r = SBX_RESULT_INIT;
 	int rc;
 
 	*why = NULL;
-	rc = exec_argv(t, "/tmp", argv, 600, diff, diff ? strlen(diff) : 0, 64u << 10, &r);
+	rc = exec_argv(l, "/tmp", argv, 600, diff, diff ? strlen(diff) : 0, 64u << 10, &r);
 	if (rc)
 		return rc;
-	traj_run(t, "tree", dir, diff ? "copy /repo, git apply the diff" : "copy /repo", NULL, &r);
+	traj_run(l, "tree", dir, diff ? "copy /repo, git apply the diff" : "copy /repo", NULL, &r);
 	if (r.exit_code == 71) {
 		char *e = first_lines(r.err, 8, 2000);
 
@@ -631,15 +714,16 @@ static int prepare_tree(tester *t, const char *dir, const char *diff, char **why
 		rc = ap_error_set(AP_EIO, "cannot copy /repo to %s in the box (exit %d): %.300s",
 				  dir, r.exit_code, r.err ? r.err : "");
 	} else {
-		note_oom_count(t, parse_ll(r.out ? r.out : "", r.out ? strcspn(r.out, "\n") : 0));
+		note_oom_count(l, parse_ll(r.out ? r.out : "", r.out ? strcspn(r.out, "\n") : 0));
 	}
 	sbx_result_release(&r);
 	return rc;
 }
 
 /* Run the setup command in side's tree. *why: a sentence when it failed. */
-static int run_setup(tester *t, const char *side, const char *dir, char **why)
+static int run_setup(struct lane *l, const char *side, const char *dir, char **why)
 {
+	tester *t = l->t;
 	const char *argv[] = {"sh", "-c", SCRIPT_SETUP, "sh", dir, t->setup_cmd, NULL};
 	sbx_result r = SBX_RESULT_INIT;
 	int rc;
@@ -647,9 +731,9 @@ static int run_setup(tester *t, const char *side, const char *dir, char **why)
 	*why = NULL;
 	if (!t->setup_cmd || !*t->setup_cmd)
 		return 0;
-	if ((rc = exec_argv(t, "/tmp", argv, t->setup_s, NULL, 0, 1u << 20, &r)))
+	if ((rc = exec_argv(l, "/tmp", argv, t->setup_s, NULL, 0, 1u << 20, &r)))
 		return rc;
-	traj_run(t, "setup", dir, t->setup_cmd, NULL, &r);
+	traj_run(l, "setup", dir, t->setup_cmd, NULL, &r);
 	if (r.exit_code != 0 || r.timed_out) {
 		ap_buf o = AP_BUF_INIT(2 * SHOW_CAP);
 		char *shown;
@@ -684,36 +768,42 @@ static int run_setup(tester *t, const char *side, const char *dir, char **why)
 /* Where a fresh run stopped before its command ran (fresh_run). */
 enum run_stop { RUN_RAN, RUN_NO_APPLY, RUN_NO_SETUP };
 
-/* One test run in a box of its own (t->make_box): the tree of side built there anew (a copy
- * of /repo, with diff applied when given), setup_cmd in it, the command, the results read back
- * into ro; then the box is destroyed, so nothing of this run reaches another. *why and *stop
- * say why the command did not run (the diff does not apply, setup failed; *why malloc'd). */
-static int fresh_run(tester *t, const char *side, const char *diff, const char *cmd, int timeout_s,
-		     const char *deadline_key, struct run_out *ro, enum run_stop *stop, char **why)
+/* One test run in a box of its own (t->make_box), in lane l: the tree of side built there anew
+ * (a copy of /repo, with diff applied when given), setup_cmd in it, the command, the results
+ * read back into ro; then the box is destroyed, so nothing of this run reaches another. *why
+ * and *stop say why the command did not run (the diff does not apply, setup failed; *why
+ * malloc'd). AP_ECANCELLED when the lane was stopped. */
+static int fresh_run(struct lane *l, const char *side, const char *diff, const char *cmd,
+		     int timeout_s, const char *deadline_key, struct run_out *ro,
+		     enum run_stop *stop, char **why)
 {
 	const char *dir = strcmp(side, "pristine") == 0 ? PRISTINE : PATCHED;
-	char msg[600];
+	tester *t = l->t;
+	char msg[AP_ERROR_MSG_MAX];
 	int rc, drc;
 
 	*why = NULL;
 	*stop = RUN_RAN;
 	memset(ro, 0, sizeof(*ro));
-	if ((rc = t->make_box(t->make_box_ud, &t->run)))
+	if (l->stop || (l->cancel && *l->cancel))
+		return ap_error_set(AP_ECANCELLED, "the Tester's run was stopped");
+	l->run_started = traj_millis(t->traj);
+	if ((rc = t->make_box(t->make_box_ud, &l->box)))
 		return rc;
-	t->oom_seen = -1;
-	if ((rc = prepare_tree(t, dir, diff, why)) || *why) {
+	l->oom_seen = -1;
+	if ((rc = prepare_tree(l, dir, diff, why)) || *why) {
 		*stop = RUN_NO_APPLY;
 		goto out_destroy;
 	}
-	if ((rc = run_setup(t, diff ? side : "unchanged", dir, why)) || *why) {
+	if ((rc = run_setup(l, diff ? side : "unchanged", dir, why)) || *why) {
 		*stop = RUN_NO_SETUP;
 		goto out_destroy;
 	}
-	rc = run_tests(t, side, cmd, timeout_s, deadline_key, ro);
+	rc = run_tests(l, side, cmd, timeout_s, deadline_key, ro);
 out_destroy:
-	snprintf(msg, sizeof(msg), "%s", rc ? ap_error_last() : "");
-	drc = sbx_destroy(t->run);
-	t->run = NULL;
+	snprintf(msg, sizeof(msg), "%s", rc ? ap_error_last() : ""); /* same size: never cut */
+	drc = sbx_destroy(l->box);
+	l->box = NULL;
 	if (rc)
 		return ap_error_set(rc, "%s", msg);
 	return drc;
@@ -879,7 +969,8 @@ static int reuse_baseline(tester *t)
 
 	if (!t->baseline_get)
 		return 0;
-	if ((rc = t->baseline_get(t->baseline_ud, t->test_cmd, &rep, &code, &millis)) <= 0) {
+	if ((rc = t->baseline_get(t->baseline_ud, t->test_cmd, &rep, &code, &millis,
+				  &t->baseline_miss)) <= 0) {
 		report_release(&rep);
 		return rc;
 	}
@@ -890,6 +981,8 @@ static int reuse_baseline(tester *t)
 			    .report = &rep};
 	if (!rep.n || report_classify(&facts) != REPORT_RAN) { /* fail closed: run it */
 		report_release(&rep);
+		t->baseline_miss = strdup("the kept results are not those of a suite that ran with "
+					  "per-test results");
 		return 0;
 	}
 	t->base.side = "pristine";
@@ -929,6 +1022,7 @@ void tester_set_baseline_cache(tester *t, tester_baseline_get_fn get, tester_bas
 int tester_baseline(tester *t, char **env_failure, char **summary)
 {
 	enum run_stop stop;
+	struct lane l;
 	char *why = NULL;
 	int rc;
 
@@ -939,7 +1033,8 @@ int tester_baseline(tester *t, char **env_failure, char **summary)
 		goto answer;
 	if ((rc = reuse_baseline(t)) < 0)
 		return rc;
-	if (rc == 0 && (rc = fresh_run(t, "pristine", NULL, t->test_cmd, t->suite_s,
+	lane_init(&l, t, 0, false);
+	if (rc == 0 && (rc = fresh_run(&l, "pristine", NULL, t->test_cmd, t->suite_s,
 				       "suite_timeout", &t->base, &stop, &why)))
 		return rc;
 	if (why) {
@@ -969,8 +1064,11 @@ int tester_baseline(tester *t, char **env_failure, char **summary)
 			  "%s%s%s",
 		    (double)t->base.millis / 1000.0, c ? c : "", t->base.source ? " (from " : "",
 		    t->base.source ? t->base.source : "");
-		if (t->base.source && t->baseline_summary) {
-			char *s = tools_asprintf("%s)", t->baseline_summary);
+		if (t->baseline_summary) {
+			char *s = tools_asprintf(
+			    "%s%s%s%s", t->baseline_summary, t->base.source ? ")" : "",
+			    t->baseline_miss ? "; not reused from an earlier job: " : "",
+			    t->baseline_miss ? t->baseline_miss : "");
 			free(t->baseline_summary);
 			t->baseline_summary = s;
 		}
@@ -984,6 +1082,8 @@ int tester_baseline(tester *t, char **env_failure, char **summary)
 			cJSON_AddStringToObject(o, "env_failure", t->env_failure);
 		if (t->baseline_summary)
 			cJSON_AddStringToObject(o, "summary", t->baseline_summary);
+		if (t->baseline_miss)
+			cJSON_AddStringToObject(o, "reuse_miss", t->baseline_miss);
 		traj_event(t->traj, "tester_baseline", o);
 	}
 answer:
@@ -1813,9 +1913,10 @@ static int check_baseline(tester *t, tester_verdict *v)
  * test's own part of the diff applied (reused when neither the test nor the command changed
  * since the last round: host-held results of a run nothing else touched). *kind: how it
  * failed. */
-static int repro_on_pristine(tester *t, const tool_finish *fin, tester_verdict *v,
+static int repro_on_pristine(struct lane *l, const tool_finish *fin, tester_verdict *v,
 			     const char *test_path, enum repro_kind *kind)
 {
+	tester *t = l->t;
 	char *section = diff_section(v->diff, test_path), *key = NULL, *why = NULL;
 	char *detail = NULL;
 	enum run_stop stop = RUN_RAN;
@@ -1834,7 +1935,7 @@ static int repro_on_pristine(tester *t, const tool_finish *fin, tester_verdict *
 		free(t->repro_key);
 		t->repro_key = NULL;
 		run_out_release(&t->prepro);
-		if ((rc = fresh_run(t, "pristine", section, fin->test_command, t->repro_s,
+		if ((rc = fresh_run(l, "pristine", section, fin->test_command, t->repro_s,
 				    "repro_timeout", &t->prepro, &stop, &why)))
 			goto out;
 		if (why) {
@@ -1863,14 +1964,15 @@ out:
 
 /* 2. ... and pass on the patched code: the exact bytes applied to a fresh copy, in a box of
  * its own, then setup. */
-static int repro_on_patched(tester *t, const tool_finish *fin, tester_verdict *v,
+static int repro_on_patched(struct lane *l, const tool_finish *fin, tester_verdict *v,
 			    const char *test_path, enum repro_kind kind, struct run_out *post)
 {
+	tester *t = l->t;
 	enum run_stop stop = RUN_RAN;
 	char *why = NULL, *detail = NULL;
 	int rc;
 
-	if ((rc = fresh_run(t, "patched", v->diff, fin->test_command, t->repro_s, "repro_timeout",
+	if ((rc = fresh_run(l, "patched", v->diff, fin->test_command, t->repro_s, "repro_timeout",
 			    post, &stop, &why)))
 		goto out;
 	if (why) {
@@ -1942,8 +2044,10 @@ static int compare_suites(tester *t, tester_verdict *v, const struct run_out *su
  * without the test files the patch adds (tests), so what a new test does in-process cannot
  * hide a regression. (A test file the patch changes runs as changed: it may change on
  * purpose; the PR names it a changed test.) */
-static int suite_on_patched(tester *t, tester_verdict *v, const char *tests, struct run_out *suite)
+static int suite_on_patched(struct lane *l, tester_verdict *v, const char *tests,
+			    struct run_out *suite)
 {
+	tester *t = l->t;
 	enum run_stop stop = RUN_RAN;
 	char *code_diff = diff_without(v->diff, tests), *why = NULL;
 	int rc = 0;
@@ -1955,7 +2059,7 @@ static int suite_on_patched(tester *t, tester_verdict *v, const char *tests, str
 			    "git diff", WORKSPACE, NULL, NULL);
 		goto out;
 	}
-	if ((rc = fresh_run(t, "patched", code_diff, t->test_cmd, t->suite_s, "suite_timeout",
+	if ((rc = fresh_run(l, "patched", code_diff, t->test_cmd, t->suite_s, "suite_timeout",
 			    suite, &stop, &why)))
 		goto out;
 	if (why) { /* it applied and set up a moment ago: the box or the setup is at fault */
@@ -1998,31 +2102,206 @@ static void log_verdict(tester *t, const tester_verdict *v)
 	traj_event(t->traj, "verdict", o);
 }
 
+/* ---- a round's runs, side by side ------------------------------------------------------ */
+
+/* The work of one lane in a round, with a verdict of its own (reason, feedback, weak; its diff
+ * and files_changed are the round's, borrowed) and its answer. */
+struct round_job {
+	struct lane lane;
+	tester_verdict v;
+	int (*fn)(struct round_job *j);
+	const tool_finish *fin;
+	const char *test_path, *tests;
+	enum repro_kind kind;
+	struct run_out *out; /* the patched repro run, or the suite run */
+	int rc;
+	char msg[AP_ERROR_MSG_MAX]; /* the error of rc (a thread's message is its own) */
+	bool done;		    /* under round.lock */
+	struct round *round;
+};
+
+struct round {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct round_job job[2]; /* [0] the repro lane, [1] the suite lane */
+};
+
+/* Lane 1: the repro must fail on pristine, then pass on patched. */
+static int repro_job(struct round_job *j)
+{
+	int rc = repro_on_pristine(&j->lane, j->fin, &j->v, j->test_path, &j->kind);
+
+	if (rc || j->v.reason)
+		return rc;
+	return repro_on_patched(&j->lane, j->fin, &j->v, j->test_path, j->kind, j->out);
+}
+
+/* Lane 2: no test that passed on pristine may stop passing on patched. */
+static int suite_job(struct round_job *j)
+{
+	return suite_on_patched(&j->lane, &j->v, j->tests, j->out);
+}
+
+static void job_run(struct round_job *j)
+{
+	j->rc = j->fn(j);
+	if (j->rc)
+		snprintf(j->msg, sizeof(j->msg), "%s", ap_error_last()); /* same size: never cut */
+}
+
+/* The job has its answer and it decides the verdict: a rejection or an error. */
+static bool job_decides(const struct round_job *j)
+{
+	return j->done && (j->rc || j->v.reason);
+}
+
+static void *job_main(void *arg)
+{
+	struct round_job *j = arg;
+
+	job_run(j);
+	pthread_mutex_lock(&j->round->lock);
+	j->done = true;
+	pthread_cond_signal(&j->round->cond);
+	pthread_mutex_unlock(&j->round->lock);
+	return NULL;
+}
+
+/* Wait for the started jobs; meanwhile the user's cancel reaches both lanes, and once the
+ * repro lane decides the verdict the suite lane is stopped (its answer cannot count). */
+static void wait_jobs(tester *t, struct round *r, const bool started[2])
+{
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		struct timespec ts;
+		bool all = true;
+
+		for (int i = 0; i < 2; i++)
+			all = all && (!started[i] || r->job[i].done);
+		if (all)
+			break;
+		if (t->cancel && *t->cancel)
+			r->job[0].lane.stop = r->job[1].lane.stop = 1;
+		if (job_decides(&r->job[0]))
+			r->job[1].lane.stop = 1;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 100 * 1000000L; /* the user's cancel is polled, as sbx_exec does */
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Run the round's two jobs: side by side, each lane in a thread of its own, when
+ * t->side_by_side; else (or when a thread cannot start) one after the other in this thread,
+ * the suite only when the repro did not decide. Every box is the lane's own either way. */
+static void run_lanes(tester *t, struct round *r)
+{
+	pthread_condattr_t ca;
+	pthread_t th[2];
+	bool started[2] = {false, false};
+
+	for (int i = 0; i < 2; i++) {
+		lane_init(&r->job[i].lane, t, i + 1, t->side_by_side);
+		r->job[i].round = r;
+	}
+	if (t->side_by_side) {
+		pthread_mutex_init(&r->lock, NULL);
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&r->cond, &ca);
+		pthread_condattr_destroy(&ca);
+		for (int i = 0; i < 2; i++)
+			started[i] = pthread_create(&th[i], NULL, job_main, &r->job[i]) == 0;
+		wait_jobs(t, r, started);
+		for (int i = 0; i < 2; i++)
+			if (started[i])
+				pthread_join(th[i], NULL);
+		pthread_cond_destroy(&r->cond);
+		pthread_mutex_destroy(&r->lock);
+	}
+	for (int i = 0; i < 2; i++) {
+		if (started[i] || (i == 1 && job_decides(&r->job[0])))
+			continue;
+		r->job[i].lane.cancel = t->cancel; /* this thread: nobody else sets its stop */
+		job_run(&r->job[i]);
+		r->job[i].done = true;
+	}
+}
+
+/* The round's verdict from both jobs, in the order of the checks (repro on pristine, repro on
+ * patched, suite), exactly as if they had run one after the other: the first error or
+ * rejection decides; the suite lane counts only when the repro lane passed, and then its
+ * events are written after the repro lane's (a fixed order, whatever the timing). */
+static int round_verdict(struct round *r, tester_verdict *v)
+{
+	struct round_job *a = &r->job[0], *b = &r->job[1], *by = NULL;
+	int rc = 0;
+
+	lane_flush(&a->lane, true);
+	lane_flush(&b->lane, !job_decides(a));
+	if (a->rc)
+		rc = ap_error_set(a->rc, "%s", a->msg);
+	else if (a->v.reason)
+		by = a;
+	else if (b->rc)
+		rc = ap_error_set(b->rc, "%s", b->msg);
+	else if (b->v.reason)
+		by = b;
+	else
+		v->weak = b->v.weak;
+	if (by) {
+		v->proven = false;
+		v->reason = by->v.reason;
+		v->feedback = by->v.feedback;
+		by->v.reason = by->v.feedback = NULL;
+	}
+	for (int i = 0; i < 2; i++) {
+		r->job[i].v.diff = r->job[i].v.files_changed = NULL; /* borrowed */
+		tester_verdict_release(&r->job[i].v);
+	}
+	return rc;
+}
+
 int tester_check(tester *t, const tool_finish *fin, tester_verdict *v)
 {
 	struct run_out post = {0}, suite = {0};
 	const char *test_path = norm_path(fin->test_path);
-	enum repro_kind kind = REPRO_REJECT;
+	struct round r;
 	char *tests = NULL;
 	int rc;
 
 	memset(v, 0, sizeof(*v));
+	memset(&r, 0, sizeof(r));
 	/* Each step either passes (0, no reason), refuses (0, v->reason) or fails. */
 	if ((rc = check_diff(t, v, test_path, &tests)) || v->reason)
 		goto out;
 	if ((rc = check_baseline(t, v)) || v->reason)
 		goto out;
-	if ((rc = repro_on_pristine(t, fin, v, test_path, &kind)) || v->reason)
-		goto out;
-	if ((rc = repro_on_patched(t, fin, v, test_path, kind, &post)) || v->reason)
-		goto out;
-	if ((rc = suite_on_patched(t, v, tests, &suite)) || v->reason)
+	/* The three runs need only the diff and the baseline: the repro lane (pristine, then
+	 * patched) and the suite lane run at once, each run in a box of its own. */
+	r.job[0] = (struct round_job){.fn = repro_job,
+				      .fin = fin,
+				      .test_path = test_path,
+				      .kind = REPRO_REJECT,
+				      .out = &post};
+	r.job[1] = (struct round_job){.fn = suite_job, .tests = tests, .out = &suite};
+	for (int i = 0; i < 2; i++) {
+		r.job[i].v.diff = v->diff;
+		r.job[i].v.files_changed = v->files_changed;
+	}
+	run_lanes(t, &r);
+	if ((rc = round_verdict(&r, v)) || v->reason)
 		goto out;
 	v->proven = true;
 	v->reason = v->harness ? strdup("every check passed, but the patch changes the test "
 					"harness (allow_harness_changes): not proven")
 			       : strdup("proven");
-	v->evidence = evidence(t, fin, test_path, kind, &t->prepro, &post, &suite, v->weak);
+	v->evidence =
+	    evidence(t, fin, test_path, r.job[0].kind, &t->prepro, &post, &suite, v->weak);
 	if (!v->reason || !v->evidence)
 		rc = AP_ENOMEM;
 out:
@@ -2132,6 +2411,11 @@ void tester_set_hang_issue(tester *t, bool about_hang)
 	t->hang_issue = about_hang;
 }
 
+void tester_set_side_by_side(tester *t, bool on)
+{
+	t->side_by_side = on;
+}
+
 void tester_set_files_check(tester *t, tester_files_fn fn, void *ud, bool allow_harness)
 {
 	t->files_check = fn;
@@ -2165,7 +2449,8 @@ int tester_new(tester **out, sbx_box *work, tester_box_fn make_box, void *make_b
 	t->setup_s = TESTER_SETUP_TIMEOUT;
 	t->repro_s = TESTER_REPRO_TIMEOUT;
 	t->suite_s = TESTER_SUITE_TIMEOUT;
-	t->oom_seen = -1;
+	t->side_by_side =
+	    sysconf(_SC_NPROCESSORS_ONLN) >= 2; /* two runs at once when cores allow */
 	*out = t;
 	return 0;
 }
@@ -2178,6 +2463,7 @@ void tester_free(tester *t)
 	run_out_release(&t->prepro);
 	free(t->env_failure);
 	free(t->baseline_summary);
+	free(t->baseline_miss);
 	free(t->repro_key);
 	free(t);
 }

@@ -11,6 +11,9 @@
  * image, no network, /repo the host checkout read-only, the setup products restored from the
  * snapshot the host took before any model call; job/tester_box.h), destroyed after the run.
  * No process, file, tmpfs or network state of the Builder's box or of another run reaches it.
+ * A round's runs go in two lanes side by side (tester_set_side_by_side): the repro lane
+ * (pristine, then patched) and the suite lane, each run still in its own box; the verdict and
+ * the trajectory are those of the runs one after the other (the repro lane decides first).
  *
  * Trees (built in the run's box, on the exec-able /tmp/trees mount, each with a fresh HOME and
  * TMPDIR outside the tree):
@@ -115,12 +118,15 @@ void tester_set_hang_issue(tester *t, bool about_hang);
 /* The pristine suite's per-test results kept across jobs by the host (fixer_opts.baseline_get /
  * _put; job/baseline_cache.h). get: 1 with rep filled (report_add; the Tester finishes it),
  * *exit_code and *millis set when results of the same suite on the same inputs are kept; 0
- * when none (rep left empty); negative only for AP_ENOMEM. The Tester checks the results
+ * when none (rep left empty), with *miss (malloc'd, or NULL) one line saying why nothing was
+ * reused: which part of the key differs, or that the entry is absent or damaged (the Tester
+ * shows it in the baseline's progress line and trajectory event); negative only for
+ * AP_ENOMEM. The Tester checks the results
  * again (they must classify as a suite that ran, with per-test results) and runs the suite
  * when they do not. put: after a baseline that gave per-test results; its answer is only a
  * note. Either may be NULL. Borrowed; must outlive the tester. */
 typedef int (*tester_baseline_get_fn)(void *ud, const char *test_cmd, report *rep, int *exit_code,
-				      int64_t *millis);
+				      int64_t *millis, char **miss);
 typedef int (*tester_baseline_put_fn)(void *ud, const char *test_cmd, const report *rep,
 				      int exit_code, int64_t millis);
 void tester_set_baseline_cache(tester *t, tester_baseline_get_fn get, tester_baseline_put_fn put,
@@ -156,6 +162,12 @@ typedef struct tester_verdict {
  * when the box failed. Runs tester_baseline() first if nobody did. */
 int tester_check(tester *t, const tool_finish *fin, tester_verdict *v);
 void tester_verdict_release(tester_verdict *v);
+
+/* Run a round's two lanes (the repro on pristine then patched; the suite on patched) side by
+ * side, each run still in a box of its own (default: on when the host has two or more CPUs;
+ * the fixer turns it off for AUTOPATCH_TESTER_SIDE_BY_SIDE=off). Off: one after the other.
+ * The verdict and the order of the trajectory's events are the same either way. */
+void tester_set_side_by_side(tester *t, bool on);
 
 /* Whether an issue is about a hang: its title or body names one (hang, hangs, hung, hanging,
  * deadlock, freeze, freezes, frozen, infinite/endless loop, never returns/terminates/finishes/

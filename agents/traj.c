@@ -8,6 +8,7 @@
 #include "common/redact.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 struct traj {
 	FILE *f;
+	pthread_mutex_t lock; /* one line at a time, whole, from any thread */
 	struct timespec start;
 	bool warned;
 };
@@ -37,6 +39,7 @@ int traj_open(traj **out, const char *path)
 		return ap_error_set(AP_EIO, "cannot write the trajectory %s: %s", path,
 				    strerror(e));
 	}
+	pthread_mutex_init(&t->lock, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t->start);
 	*out = t;
 	return 0;
@@ -48,6 +51,7 @@ void traj_free(traj *t)
 		return;
 	if (t->f)
 		fclose(t->f);
+	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
 
@@ -100,8 +104,10 @@ void traj_event(traj *t, const char *type, cJSON *obj)
 	clean = redact_str(valid ? valid : text);
 	if (!clean)
 		goto out_text;
+	pthread_mutex_lock(&t->lock);
 	if (fputs(clean, t->f) < 0 || fputc('\n', t->f) == EOF || fflush(t->f) != 0)
 		write_failed(t);
+	pthread_mutex_unlock(&t->lock);
 	free(clean);
 out_text:
 	free(valid);
@@ -156,6 +162,7 @@ traj_line *traj_line_begin(traj *t, const char *type)
 		free(l);
 		return NULL;
 	}
+	pthread_mutex_lock(&t->lock); /* held until traj_line_end(): the line goes out whole */
 	snprintf(head, sizeof(head), "{\"t\":%lld,\"type\":", (long long)traj_millis(t));
 	traj_line_raw(l, head);
 	traj_line_string(l, type);
@@ -192,5 +199,6 @@ void traj_line_end(traj_line *l)
 		ap_warn("trajectory: an event was cut short: %s", ap_error_name(l->rc));
 	if (fputc('\n', l->t->f) == EOF || l->failed || fflush(l->t->f) != 0)
 		write_failed(l->t);
+	pthread_mutex_unlock(&l->t->lock);
 	free(l);
 }

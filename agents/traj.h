@@ -11,6 +11,10 @@
  * through), so a line that is not valid UTF-8 has those bytes replaced by U+FFFD before it is
  * written (common/buf.h); the event's structure is unchanged, as such bytes can only be inside
  * its strings.
+ *
+ * Thread-safe: events from several threads go out as whole lines (a lock around each write);
+ * their order between threads is the order of the writes, so a caller that needs a fixed
+ * order (the Tester's runs side by side) collects its events and writes them itself.
  */
 #ifndef AP_TRAJ_H
 #define AP_TRAJ_H
@@ -33,8 +37,9 @@ void traj_event(traj *t, const char *type, cJSON *obj);
  * The pieces go to the file through the redaction layer as they come (common/redact.h's
  * stream: the same masking as one redaction of the whole line) and are made valid UTF-8 like
  * any line. traj_line_begin() writes {"t": ..., "type": type; the caller adds the members, each
- * starting with a ','; traj_line_end() writes the closing brace and the newline. No other
- * event may be written to the trajectory in between. */
+ * starting with a ','; traj_line_end() writes the closing brace and the newline. The line
+ * holds the trajectory's lock from begin to end: other threads wait, and the same thread
+ * must not write another event in between (it would wait for itself). */
 typedef struct traj_line traj_line;
 
 /* Start an event; NULL when t is NULL or out of memory (the calls below accept NULL). */

@@ -241,6 +241,8 @@ static const cfg_setting settings[] = {
     {"AUTOPATCH_REPEAT_LIMIT", CFG_INT, "3", 0,
      "the same tool call this often without progress gets a nudge, then a stop"},
     {"AUTOPATCH_MAX_DIFF_LINES", CFG_INT, "500", 0, "the Tester refuses larger patches"},
+    {"AUTOPATCH_TESTER_SIDE_BY_SIDE", CFG_BOOL, "on", 0,
+     "a round's repro and suite runs go at once, two boxes (1 CPU or kubernetes: one by one)"},
     /* Costs and daily budgets */
     {"AUTOPATCH_PRICES", CFG_STR, NULL, 0,
      "USD per million input/output tokens: MODEL=IN/OUT,... (* = any other model)"},

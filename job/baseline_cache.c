@@ -7,6 +7,7 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/fs.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -112,19 +113,36 @@ void baseline_cache_init(baseline_cache *c, const ap_config *cfg, const char *re
 	char hex[65];
 
 	memset(c, 0, sizeof(*c));
+	snprintf(c->off, sizeof(c->off), "%s",
+		 !data || !*data	   ? "there is no data directory (AUTOPATCH_DATA_DIR)"
+		 : !image_id || !*image_id ? "the image has no id"
+					   : "the repository or its checkout is not known");
 	if (!data || !*data || !repo_id || !repo_dir || !image_id || !*image_id)
 		return;
-	snprintf(c->env_key, sizeof(c->env_key), "%s", env_key ? env_key : "");
-	snprintf(c->image_id, sizeof(c->image_id), "%s", image_id);
+	/* A part of the key that does not fit would be compared cut: no reuse (fail closed). */
+	if (ap_fmt(c->env_key, sizeof(c->env_key), "%s", env_key ? env_key : "") ||
+	    ap_fmt(c->image_id, sizeof(c->image_id), "%s", image_id)) {
+		ap_error_clear();
+		snprintf(c->off, sizeof(c->off), "%s",
+			 "the environment key or the image id is longer than the key allows");
+		return;
+	}
 	clean_head(repo_dir, c->commit, sizeof(c->commit));
+	snprintf(c->off, sizeof(c->off), "%s",
+		 "the checkout is not exactly its commit (a changed, untracked or ignored file), "
+		 "or not a git repository");
 	if (!c->commit[0])
 		return;
+	snprintf(c->off, sizeof(c->off), "%s", "the entry's path cannot be made");
 	if (!EVP_Digest(repo_id, strlen(repo_id), md, &mdlen, EVP_sha256(), NULL) || mdlen < 32)
 		return;
 	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	if (ap_fmt(c->path, sizeof(c->path), "%s/baseline-cache/%s", data, hex))
+	if (ap_fmt(c->path, sizeof(c->path), "%s/baseline-cache/%s", data, hex)) {
+		ap_error_clear();
 		return;
+	}
+	c->off[0] = '\0';
 	c->enabled = true;
 }
 
@@ -133,6 +151,55 @@ static int key_text(const baseline_cache *c, const char *test_cmd, ap_buf *k)
 {
 	return ap_buf_addf(k, "commit %s\nenv %s\nimage %s\ntest %s", c->commit, c->env_key,
 			   c->image_id, test_cmd);
+}
+
+/* One part of a key text ("commit X\nenv Y\nimage Z\ntest CMD"): part i (0-3) of k[0..n),
+ * without its label; the test command is the rest (it may hold newlines). */
+static void key_part(const char *k, size_t n, int i, const char **p, size_t *len)
+{
+	const char *e = k + n, *s = k;
+
+	for (int j = 0; j < i && s < e; j++) {
+		const char *nl = memchr(s, '\n', (size_t)(e - s));
+		s = nl ? nl + 1 : e;
+	}
+	const char *end = i == 3 ? e : memchr(s, '\n', (size_t)(e - s));
+	if (!end)
+		end = e;
+	const char *sp = memchr(s, ' ', (size_t)(end - s));
+	*p = sp ? sp + 1 : end;
+	*len = (size_t)(end - *p);
+}
+
+/* Why a kept key (kept[0..kn)) is not this job's key: the parts that differ, each with both
+ * values (ids cut to 12 characters, commands to 80), as one line into out. */
+static void key_diff(const char *kept, size_t kn, const char *key, size_t n, ap_buf *out)
+{
+	static const char *const name[] = {"commit", "environment key", "image id", "test command"};
+	static const int show[] = {12, 12, 19, 80};
+	int parts = 0;
+
+	for (int i = 0; i < 4; i++) {
+		const char *a, *b;
+		size_t al, bl;
+
+		key_part(kept, kn, i, &a, &al);
+		key_part(key, n, i, &b, &bl);
+		if (al == bl && memcmp(a, b, al) == 0)
+			continue;
+		ap_buf_addf(out, "%s%s (kept: %.*s%s, now: %.*s%s)",
+			    parts++ ? ", " : "the kept entry is for another ", name[i],
+			    (int)(al < (size_t)show[i] ? al : (size_t)show[i]), a,
+			    al > (size_t)show[i] ? "..." : "",
+			    (int)(bl < (size_t)show[i] ? bl : (size_t)show[i]), b,
+			    bl > (size_t)show[i] ? "..." : "");
+	}
+	if (!parts)
+		ap_buf_adds(out, "the kept entry's key is written differently");
+	/* one line: a test command's newlines and control bytes are shown as spaces */
+	for (size_t i = 0; out->data && i < out->len; i++)
+		if ((unsigned char)out->data[i] < 0x20)
+			out->data[i] = ' ';
 }
 
 /* ---- reading: a cursor over the entry; any surprise is a miss ---- */
@@ -164,8 +231,12 @@ static bool take_bytes(struct cur *c, size_t n, const char **out)
 	return true;
 }
 
+/* 1 with the results, 0 when the entry is not this key's or damaged (*why says which: a
+ * static text, or NULL when the key differs and *kept / *kept_len hold the kept key), or
+ * AP_ENOMEM. */
 static int parse_entry(const char *s, size_t len, const char *key, size_t key_len, report *rep,
-		       int *exit_code, int64_t *millis)
+		       int *exit_code, int64_t *millis, const char **why, const char **kept,
+		       size_t *kept_len)
 {
 	struct cur c = {s, s + len};
 	char line[NUM_LINE_MAX];
@@ -173,13 +244,22 @@ static int parse_entry(const char *s, size_t len, const char *key, size_t key_le
 	long long klen, code, ms, pytest, ntests;
 	int rc;
 
+	*why = "the kept entry is damaged";
+	*kept = NULL;
+	*kept_len = 0;
 	if (len < strlen(MAGIC) || memcmp(s, MAGIC, strlen(MAGIC)) != 0)
 		return 0;
 	c.p += strlen(MAGIC);
 	if (!take_line(&c, line) || sscanf(line, "key %lld", &klen) != 1 || klen < 0 ||
-	    (size_t)klen != key_len || !take_bytes(&c, key_len, &kb) ||
-	    memcmp(kb, key, key_len) != 0 || !take_bytes(&c, 1, &nl) || *nl != '\n')
+	    klen > (long long)len || !take_bytes(&c, (size_t)klen, &kb) ||
+	    !take_bytes(&c, 1, &nl) || *nl != '\n')
 		return 0;
+	if ((size_t)klen != key_len || memcmp(kb, key, key_len) != 0) {
+		*why = NULL;
+		*kept = kb;
+		*kept_len = (size_t)klen;
+		return 0;
+	}
 	if (!take_line(&c, line) ||
 	    sscanf(line, "result %lld %lld %lld %lld", &code, &ms, &pytest, &ntests) != 4 ||
 	    code < 0 || code > 255 || ms < 0 || (pytest != 0 && pytest != 1) || ntests < 1 ||
@@ -208,23 +288,47 @@ static int parse_entry(const char *s, size_t len, const char *key, size_t key_le
 	return 1;
 }
 
-int baseline_cache_get(void *ud, const char *test_cmd, report *rep, int *exit_code, int64_t *millis)
+int baseline_cache_get(void *ud, const char *test_cmd, report *rep, int *exit_code, int64_t *millis,
+		       char **miss)
 {
 	baseline_cache *c = ud;
 	ap_buf k = AP_BUF_INIT(64u << 10), e = AP_BUF_INIT(BASELINE_CACHE_MAX);
+	ap_buf why = AP_BUF_INIT(1024);
+	const char *w = NULL, *kept = NULL;
+	size_t kept_len = 0;
 	int rc = 0;
 
-	if (!c || !c->enabled || !test_cmd)
+	*miss = NULL;
+	if (!c || !test_cmd)
 		return 0;
+	if (!c->enabled) {
+		ap_buf_addf(&why, "nothing is kept or reused for this job: %s", c->off);
+		goto out;
+	}
 	if ((rc = key_text(c, test_cmd, &k)))
 		goto out;
-	if (fs_read_file(&e, c->path, FS_READ_NOFOLLOW)) { /* none, too big, unreadable */
+	if ((rc = fs_read_file(&e, c->path, FS_READ_NOFOLLOW))) { /* none, too big, unreadable */
+		ap_buf_addf(&why, "%s",
+			    rc == AP_ENOTFOUND
+				? "no entry is kept for this repository yet"
+				: "the kept entry cannot be read (a link, too big or "
+				  "unreadable)");
 		ap_error_clear();
 		rc = 0;
 		goto out;
 	}
-	rc = parse_entry(e.data ? e.data : "", e.len, k.data, k.len, rep, exit_code, millis);
+	rc = parse_entry(e.data ? e.data : "", e.len, k.data, k.len, rep, exit_code, millis, &w,
+			 &kept, &kept_len);
+	if (rc == 0 && kept)
+		key_diff(kept, kept_len, k.data, k.len, &why);
+	else if (rc == 0)
+		ap_buf_adds(&why, w);
 out:
+	if (rc != 1 && why.len) {
+		ap_info("baseline cache: the pristine suite runs again: %s", ap_buf_str(&why));
+		*miss = ap_buf_take(&why);
+	}
+	ap_buf_release(&why);
 	if (rc == 1)
 		c->hits++;
 	if (rc != 1) {

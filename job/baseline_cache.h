@@ -41,6 +41,7 @@ typedef struct baseline_cache {
 	char commit[72];   /* HEAD id of the clean checkout */
 	char env_key[65];  /* env_setup_result.key, "" without setup */
 	char image_id[80]; /* env_choice.image_id */
+	char off[200];	   /* when not enabled: the part of the key that is missing, why */
 	int hits, stores;  /* what happened (for events and tests) */
 } baseline_cache;
 
@@ -54,10 +55,13 @@ void baseline_cache_init(baseline_cache *c, const ap_config *cfg, const char *re
 			 const char *repo_dir, const char *env_key, const char *image_id);
 
 /* tester_baseline_get_fn with ud a baseline_cache: 1 with rep (unfinished), *exit_code and
- * *millis from the entry of this key; 0 when there is none or it is unusable (rep emptied);
- * AP_ENOMEM. */
+ * *millis from the entry of this key; 0 when there is none or it is unusable (rep emptied),
+ * with *miss (malloc'd; NULL only out of memory) one line saying why, also logged at info
+ * level: the key is incomplete (c->off), no entry is kept, the entry cannot be read or is
+ * damaged, or "the kept entry is for another commit (kept: ..., now: ...)" naming every part
+ * of the key that differs (commit, environment key, image id, test command); AP_ENOMEM. */
 int baseline_cache_get(void *ud, const char *test_cmd, struct report *rep, int *exit_code,
-		       int64_t *millis);
+		       int64_t *millis, char **miss);
 
 /* tester_baseline_put_fn: keep rep (finished) as this key's entry, replacing the
  * repository's earlier one. AP_ETOOBIG past BASELINE_CACHE_MAX (nothing kept), AP_EIO. */

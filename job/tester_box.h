@@ -30,7 +30,8 @@ typedef struct tester_boxes {
 	const char *job_label;		     /* the autopatch.job label of the job's boxes */
 	const env_snapshot *snapshot;	     /* the setup products; NULL: none */
 	const volatile sig_atomic_t *cancel; /* optional: stops a restore */
-	int made;			     /* boxes made so far (for the job's events) */
+	int made;			     /* boxes made so far (for the job's events); counted
+					      * atomically: the Tester's lanes make boxes at once */
 } tester_boxes;
 
 #define TESTER_BOXES_VERSION 1

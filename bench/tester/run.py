@@ -16,8 +16,12 @@ From each job's trajectory it prints:
   next round    round 2, finish to verdict (the baseline and the pristine repro are reused)
                                                                                   target <= 1.1x
   and the seconds from finish to verdict on the small suite.
+Each round runs its repro lane and its suite lane side by side (AUTOPATCH_TESTER_SIDE_BY_SIDE,
+on by default); `--side-by-side both` measures off and on alternately in one invocation (the
+"before" and "after" of that change under the same load).
 Not a test: it prints figures and never fails on them.
-Usage: bench/tester/run.py [-n 1] [--big 20000] [--small 40]   (-n 3 on a shared machine)
+Usage: bench/tester/run.py [-n 1] [--big 20000] [--small 40] [--side-by-side on|off|both]
+       (-n 3 on a shared machine)
 Needs the build (build/autopatch), Docker and the sandbox image.
 """
 import argparse
@@ -57,22 +61,23 @@ def model_script():
         finish(REPRO, "python3 -m pytest -q " + REPRO))
 
 
-def one_job(autopatch, tmp, repo):
+def one_job(autopatch, tmp, repo, side_by_side):
     r = fix(autopatch, tmp, repo, BIG_ISSUE, model_script(),
-            args=["--test", SUITE_CMD, "--max-iterations", "2"], timeout=1800)
+            args=["--test", SUITE_CMD, "--max-iterations", "2"], timeout=1800,
+            env={"AUTOPATCH_TESTER_SIDE_BY_SIDE": side_by_side})
     if r.code != 0:
         raise SystemExit("the benchmark run did not end proven:\n%r" % r)
     return [json.loads(x) for x in r.traj_path.read_text().splitlines()]
 
 
-def measure(autopatch, n_tests):
+def measure(autopatch, n_tests, side_by_side):
     """Two jobs on the same commit and data directory: the first runs the baseline, the
     second reuses its per-test results (job/baseline_cache.c)."""
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
         repo = make_repo(tmp, gen_suite(n_tests))
-        first = figures(one_job(autopatch, tmp, repo))
-        second = figures(one_job(autopatch, tmp, repo))
+        first = figures(one_job(autopatch, tmp, repo, side_by_side))
+        second = figures(one_job(autopatch, tmp, repo, side_by_side))
     first.update({k + "_2": v for k, v in second.items()})
     return first
 
@@ -97,23 +102,33 @@ def main():
                          "figure least disturbed by other work on a shared machine")
     ap.add_argument("--big", type=int, default=20000)
     ap.add_argument("--small", type=int, default=40)
+    ap.add_argument("--side-by-side", choices=("on", "off", "both"), default="on",
+                    help="AUTOPATCH_TESTER_SIDE_BY_SIDE for the jobs; both: off and on "
+                         "alternately, each printed")
     a = ap.parse_args()
     autopatch = pathlib.Path(os.environ.get("AP_BUILD_DIR", ROOT / "build")) / "autopatch"
-    print("tests  job  direct_s  baseline_s  round1_s  round2_s  first_round  next_round")
+    modes = ["off", "on"] if a.side_by_side == "both" else [a.side_by_side]
+    print("tests  lanes job  direct_s  baseline_s  round1_s  round2_s  first_round  next_round")
+    small = {}
     for n in (a.small, a.big):
-        runs = [measure(autopatch, n) for _ in range(a.n)]
-        med = {k: min(x[k] for x in runs) for k in runs[0]}
-        for job, sfx in (("1st", ""), ("2nd", "_2")):
-            first = (med["baseline" + sfx] + med["round1" + sfx]) / med["direct" + sfx]
-            nxt = med["round2" + sfx] / med["direct" + sfx]
-            print("%-6d %-4s %8.2f  %10.2f  %8.2f  %8.2f  %10.2fx  %9.2fx" % (
-                n, job, med["direct" + sfx], med["baseline" + sfx], med["round1" + sfx],
-                med["round2" + sfx], first, nxt))
-        if n == a.small:
-            small = med
+        runs = {m: [] for m in modes}
+        for _ in range(a.n):
+            for m in modes:  # alternately: both see the same load
+                runs[m].append(measure(autopatch, n, m))
+        for m in modes:
+            med = {k: min(x[k] for x in runs[m]) for k in runs[m][0]}
+            for job, sfx in (("1st", ""), ("2nd", "_2")):
+                first = (med["baseline" + sfx] + med["round1" + sfx]) / med["direct" + sfx]
+                nxt = med["round2" + sfx] / med["direct" + sfx]
+                print("%-6d %-5s %-4s %8.2f  %10.2f  %8.2f  %8.2f  %10.2fx  %9.2fx" % (
+                    n, m, job, med["direct" + sfx], med["baseline" + sfx],
+                    med["round1" + sfx], med["round2" + sfx], first, nxt))
+            if n == a.small:
+                small[m] = med
     print("targets: first round <= 2.0x, next round <= 1.1x (of one direct suite run)")
-    print("small suite, finish to verdict: round 1 %.2f s, round 2 %.2f s" % (
-        small["round1"], small["round2"]))
+    for m in modes:
+        print("small suite, lanes %s, finish to verdict: round 1 %.2f s, round 2 %.2f s" % (
+            m, small[m]["round1"], small[m]["round2"]))
 
 
 if __name__ == "__main__":

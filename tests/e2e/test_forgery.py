@@ -612,6 +612,65 @@ def test_new_test_that_rewrites_reports_cannot_hide_a_regression(autopatch_bin, 
     assert "test_longest" in reason, r
 
 
+# A repro test that, run on pristine, keeps writing the regression-free module into the
+# patched tree for some seconds, while the suite lane runs the patched suite at the same time.
+REACH_ACROSS_SIDE_BY_SIDE = '''
+    import os
+    import time
+
+    from tally import core
+
+    CLEAN = %r
+    TARGET = "/tmp/trees/patched/repo/tally/core.py"
+
+
+    def test_repeated_spaces():
+        if os.getcwd().startswith("/tmp/trees/pristine"):
+            seen = False
+            end = time.time() + 8
+            while time.time() < end:
+                if os.path.isdir(os.path.dirname(TARGET)):
+                    seen = True
+                    with open(TARGET, "w") as f:
+                        f.write(CLEAN)
+                time.sleep(0.05)
+            print("forger: patched tree seen from pristine:", seen)
+        assert core.count_words("a  b") == 2
+    ''' % CORE_FIXED
+
+
+def test_runs_side_by_side_cannot_reach_each_other(autopatch_bin, tmp_path):
+    """Defence: each run of a round in a box of its own, also when the repro lane and the suite
+    lane run at the same time. The patch fixes the bug but breaks longest(); its repro test, run
+    on pristine, spends 8 s writing the regression-free module into the patched tree, while the
+    suite lane runs the patched suite. With the two runs sharing a box (or a tree), the suite
+    ran the overwritten module and the regression was hidden: proven."""
+    repo = make_repo(tmp_path, TALLY)
+    s = script(write(REPRO, REACH_ACROSS_SIDE_BY_SIDE),
+               replace("tally/core.py", BUG_LINE, FIX_LINE),
+               replace("tally/core.py", '    return max(words, key=len) if words else ""\n',
+                       '    return ""\n'),
+               done())
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "1"])
+    reason = assert_not_proven(r)
+    assert "the patch breaks 1 test that passed before" in reason, r
+    assert "test_longest" in reason, r
+    runs = [e for e in events(r) if e["type"] == "tester_run" and e["kind"] in ("repro", "suite")]
+    pristine = [e for e in runs if e["kind"] == "repro" and e["dir"].startswith("/tmp/trees/pri")]
+    suite = [e for e in runs if e["kind"] == "suite" and e["dir"].startswith("/tmp/trees/pat")]
+    assert len(pristine) == 1 and len(suite) == 1, runs
+    p, q = pristine[0], suite[0]
+    # the forger ran, and its box had no patched tree to write to
+    assert "forger: patched tree seen from pristine: False" in p["stdout"], p
+    # the two runs were side by side (lanes 1 and 2, their times overlap) ...
+    assert (p["lane"], q["lane"]) == (1, 2), (p, q)
+    assert p["started_t"] < q["ended_t"] and q["started_t"] < p["ended_t"], (p, q)
+    # ... and the trajectory keeps the order of the checks: the repro lane's runs first
+    kinds = [(e["kind"], e["dir"].split("/")[3]) for e in runs if "lane" in e]
+    assert kinds == [("repro", "pristine"), ("repro", "patched"), ("suite", "patched")], kinds
+    assert [e for e in runs if "lane" not in e][0]["dir"].startswith("/tmp/trees/pri")  # baseline
+
+
 # ---- the honest paths still prove ------------------------------------------------------------
 
 def assert_proven(r):

@@ -2,8 +2,9 @@
 /* tests/job/test_baseline_cache.c - the pristine suite's results kept across jobs
  * (job/baseline_cache.h): a round trip gives back every test as it was; another commit,
  * environment key, image or test command finds nothing; a damaged, oversized or foreign
- * entry is ignored; a checkout that is not exactly its commit keeps nothing. A real git
- * repository in a temporary directory. */
+ * entry is ignored; a checkout that is not exactly its commit keeps nothing; every miss says
+ * why (the part of the key that differs, an absent or damaged entry, an incomplete key). A
+ * real git repository in a temporary directory. */
 #include "agents/report.h"
 #include "common/err.h"
 #include "common/fs.h"
@@ -67,21 +68,36 @@ static void sample(report *r)
 	report_finish(r);
 }
 
+static char last_miss[1024]; /* why the last get() found nothing ("" after a hit) */
+
 static int get(baseline_cache *c, const char *cmd, report *out)
 {
 	int code = -1;
 	int64_t ms = -1;
+	char *miss = (char *)"unset";
 
 	*out = (report)REPORT_INIT;
-	int rc = baseline_cache_get(c, cmd, out, &code, &ms);
+	int rc = baseline_cache_get(c, cmd, out, &code, &ms, &miss);
 	if (rc == 1) {
 		assert_int_equal(code, 1);
 		assert_int_equal(ms, 4321);
+		assert_null(miss);
 		report_finish(out);
 	} else {
 		assert_int_equal(out->n, 0);
+		assert_non_null(miss);
+		assert_null(strchr(miss, '\n')); /* one line */
 	}
+	snprintf(last_miss, sizeof(last_miss), "%s", miss ? miss : "");
+	free(miss);
 	return rc;
+}
+
+/* The last miss said this. */
+static void assert_miss(const char *want)
+{
+	if (!strstr(last_miss, want))
+		fail_msg("miss reason \"%s\" does not say \"%s\"", last_miss, want);
 }
 
 static void test_round_trip_and_key(void **state)
@@ -94,6 +110,7 @@ static void test_round_trip_and_key(void **state)
 	assert_true(c.enabled);
 	assert_int_equal(strlen(c.commit), 40);
 	assert_int_equal(get(&c, "pytest -q", &back), 0); /* nothing kept yet */
+	assert_miss("no entry is kept for this repository yet");
 	sample(&r);
 	r.pytest = true;
 	assert_int_equal(baseline_cache_put(&c, "pytest -q", &r, 1, 4321), 0);
@@ -110,19 +127,40 @@ static void test_round_trip_and_key(void **state)
 			assert_null(back.tests[i].message);
 	}
 	report_release(&back);
-	/* every other input misses */
+	/* every other input misses, and the miss names the part that differs, and only it */
 	assert_int_equal(get(&c, "pytest -q tests", &back), 0);
+	assert_miss("the kept entry is for another test command (kept: pytest -q, now: pytest -q "
+		    "tests)");
+	assert_null(strstr(last_miss, "commit"));
+	assert_null(strstr(last_miss, "image"));
 	baseline_cache_init(&other, cfg, "owner/name", repo, "otherkey", "sha256:img");
 	assert_int_equal(get(&other, "pytest -q", &back), 0);
+	assert_miss("the kept entry is for another environment key (kept: envkey, now: otherkey)");
 	baseline_cache_init(&other, cfg, "owner/name", repo, "envkey", "sha256:other");
 	assert_int_equal(get(&other, "pytest -q", &back), 0);
+	assert_miss("the kept entry is for another image id (kept: sha256:img, now: sha256:other)");
+	assert_null(strstr(last_miss, "environment"));
 	baseline_cache_init(&other, cfg, "owner/other", repo, "envkey", "sha256:img");
 	assert_int_equal(get(&other, "pytest -q", &back), 0);
+	assert_miss("no entry is kept for this repository yet");
 	sh("cd %s && echo y > a.py && git -c user.name=t -c user.email=t@t commit -qam two", repo);
 	baseline_cache_init(&other, cfg, "owner/name", repo, "envkey", "sha256:img");
 	assert_true(other.enabled);
 	assert_string_not_equal(other.commit, c.commit);
 	assert_int_equal(get(&other, "pytest -q", &back), 0);
+	{
+		char want[128];
+
+		snprintf(want, sizeof(want), "another commit (kept: %.12s..., now: %.12s...)",
+			 c.commit, other.commit);
+		assert_miss(want);
+	}
+	/* two parts at once: both named */
+	baseline_cache_init(&other, cfg, "owner/name", repo, "envkey", "sha256:other");
+	assert_int_equal(get(&other, "make check", &back), 0);
+	assert_miss("commit (kept: ");
+	assert_miss(", image id (kept: sha256:img, now: sha256:other), test command (kept: "
+		    "pytest -q, now: make check)");
 	assert_int_equal(get(&c, "pytest -q", &back), 1); /* still there for the old commit */
 	report_release(&back);
 	report_release(&r);
@@ -145,6 +183,7 @@ static void test_damaged_entries_are_ignored(void **state)
 	for (size_t cut = 0; cut < b.len; cut += 7) {
 		assert_int_equal(fs_write_atomic(c.path, b.data, cut, 0600), 0);
 		assert_int_equal(get(&c, "make test", &back), 0);
+		assert_miss("the kept entry is damaged");
 	}
 	/* a byte changed in a length */
 	char *p = strstr(b.data, "\n0 0 4 -1\n");
@@ -152,6 +191,7 @@ static void test_damaged_entries_are_ignored(void **state)
 	p[5] = '9';
 	assert_int_equal(fs_write_atomic(c.path, b.data, b.len, 0600), 0);
 	assert_int_equal(get(&c, "make test", &back), 0);
+	assert_miss("the kept entry is damaged");
 	p[5] = '4';
 	/* trailing bytes */
 	assert_int_equal(ap_buf_adds(&b, "x"), 0);
@@ -160,9 +200,11 @@ static void test_damaged_entries_are_ignored(void **state)
 	/* over the size cap: not read */
 	sh("truncate -s %u %s", BASELINE_CACHE_MAX + 1, c.path);
 	assert_int_equal(get(&c, "make test", &back), 0);
+	assert_miss("the kept entry cannot be read");
 	/* a link is not followed */
 	sh("rm -f %s && ln -s /etc/hostname %s", c.path, c.path);
 	assert_int_equal(get(&c, "make test", &back), 0);
+	assert_miss("the kept entry cannot be read");
 	ap_buf_release(&b);
 	report_release(&r);
 }
@@ -170,11 +212,15 @@ static void test_damaged_entries_are_ignored(void **state)
 static void test_a_checkout_that_is_not_its_commit_keeps_nothing(void **state)
 {
 	baseline_cache c;
+	report back0;
 
 	(void)state;
 	sh("touch %s/untracked.txt", repo);
 	baseline_cache_init(&c, cfg, "owner/name", repo, "", "sha256:img");
 	assert_false(c.enabled);
+	assert_int_equal(get(&c, "x", &back0), 0);
+	assert_miss("nothing is kept or reused for this job: the checkout is not exactly its "
+		    "commit");
 	sh("rm %s/untracked.txt && echo z >> %s/a.py", repo, repo);
 	baseline_cache_init(&c, cfg, "owner/name", repo, "", "sha256:img");
 	assert_false(c.enabled);
@@ -184,10 +230,14 @@ static void test_a_checkout_that_is_not_its_commit_keeps_nothing(void **state)
 	/* no image id, no data directory, not a repository: off */
 	baseline_cache_init(&c, cfg, "owner/name", repo, "", "");
 	assert_false(c.enabled);
+	assert_int_equal(get(&c, "x", &back0), 0);
+	assert_miss("the image has no id");
 	baseline_cache_init(&c, cfg, "owner/name", root, "", "sha256:img");
 	assert_false(c.enabled);
 	baseline_cache_init(&c, NULL, "owner/name", repo, "", "sha256:img");
 	assert_false(c.enabled);
+	assert_int_equal(get(&c, "x", &back0), 0);
+	assert_miss("there is no data directory (AUTOPATCH_DATA_DIR)");
 	/* off: get finds nothing and put keeps nothing */
 	report r, back;
 	sample(&r);
