@@ -96,8 +96,9 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	    !cJSON_AddFalseToObject(b, "AttachStderr") ||
 	    !cJSON_AddNumberToObject(b, "StopTimeout", 1))
 		goto err_nomem;
-	if (strcmp(network_mode, "none") == 0 && !cJSON_AddTrueToObject(b, "NetworkDisabled"))
-		goto err_nomem;
+	/* No NetworkDisabled: NetworkMode "none" already leaves the box only its loopback, and
+	 * with NetworkDisabled Docker writes no /etc/hosts, so `localhost` does not resolve
+	 * (vite and so vitest look it up at start: "getaddrinfo EAI_AGAIN localhost"). */
 	/* PID 1 outlives the host by at most the box's life, so a crashed autopatch cannot leave
 	 * a running box behind for long even before the reaper runs. */
 	snprintf(tmp, sizeof(tmp), "%d", cmd_seconds);

@@ -58,9 +58,10 @@ docker_up || { log "dockerd did not start; see /var/log/autopatch-dockerd.log"; 
 deploy/sandbox-image/build.sh
 
 # Real GitHub webhook payloads for the tests, and the test runners of the runner fixtures
-# (mocha, jest), at pinned versions.
+# (mocha, jest, vitest), at pinned versions.
 if [[ ! -d tests/fixtures/node_modules/@octokit/webhooks-examples ||
-      ! -d tests/fixtures/node_modules/mocha || ! -d tests/fixtures/node_modules/jest ]]; then
+      ! -d tests/fixtures/node_modules/mocha || ! -d tests/fixtures/node_modules/jest ||
+      ! -d tests/fixtures/node_modules/vitest ]]; then
   log "installing npm test fixtures"
   (cd tests/fixtures && npm install --no-package-lock --no-audit --no-fund --loglevel=error)
 fi

@@ -403,15 +403,47 @@ JS_CMD = "npx mocha test/lower.test.js"
 JS_ID = "parse lowercase::reads lowercase units"
 
 
+def node_packages(runner):
+    """The top-level folders of tests/fixtures/node_modules that runner needs: its own and,
+    transitively, every package a package.json in them names (dependencies, optional and peer
+    ones that are installed), nested node_modules included."""
+    seen, todo = set(), [runner]
+    while todo:
+        name = todo.pop()
+        if name in seen or not (NODE_MODULES / name / "package.json").is_file():
+            continue
+        seen.add(name)
+        for meta in [NODE_MODULES / name / "package.json"] + sorted(
+                (NODE_MODULES / name).glob("**/node_modules/**/package.json")):
+            try:
+                deps = json.loads(meta.read_text())
+            except (OSError, ValueError):
+                continue
+            for key in ("dependencies", "optionalDependencies", "peerDependencies"):
+                todo.extend(deps.get(key) or {})
+    return seen
+
+
 def node_repo(tmp_path, runner):
-    """The mocha or jest fixture with the runners' node_modules (tests/fixtures, installed by
-    scripts/bootstrap.sh from the npm registry) committed in, as a vendored project has it."""
+    """The mocha, jest or vitest fixture with the runner's node_modules (tests/fixtures,
+    installed by scripts/bootstrap.sh from the npm registry) committed in, as a vendored
+    project has it. Only the runner's own packages are copied (vitest: 51 packages, 26 MiB of
+    the 61: copy and commit take 2.0 s instead of 8.6 s)."""
     if not (NODE_MODULES / runner).is_dir():
         pytest.fail("tests/fixtures/node_modules/%s is missing: run scripts/bootstrap.sh"
                     % runner)
     repo = fixture_repo(tmp_path, runner)
-    shutil.copytree(NODE_MODULES, repo / "node_modules", symlinks=True,
-                    ignore=shutil.ignore_patterns("@octokit"))
+    names = node_packages(runner)
+    for name in sorted(names):
+        shutil.copytree(NODE_MODULES / name, repo / "node_modules" / name, symlinks=True)
+    bins = repo / "node_modules" / ".bin"
+    bins.mkdir()
+    for link in sorted((NODE_MODULES / ".bin").iterdir()):
+        target = os.readlink(link)
+        parts = pathlib.PurePosixPath(target).parts[1:]
+        owner = "/".join(parts[:2]) if parts and parts[0].startswith("@") else parts[0]
+        if owner in names:
+            os.symlink(target, bins / link.name)
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
                GIT_COMMITTER_EMAIL="t@t")
     for args in (["add", "-A"], ["commit", "-qm", "vendor the runner"]):
@@ -469,6 +501,45 @@ def test_jest_behind_npm_test_is_read_per_test(autopatch_bin, tmp_path):
     assert "round 2: proven" in r.out
     ev = r.out.split("=== Tester evidence ===")[1]
     assert "`test/lower.test.js::parse lowercase reads lowercase units` failed" in ev, ev
+
+
+VITEST_REPRO = "test/lower.test.js"
+VITEST_TEST = """
+    import { describe, expect, test } from "vitest";
+    import { parse } from "../index.js";
+
+    describe("parse lowercase", () => {
+      test("reads lowercase units", () => {
+        expect(parse("4k")).toBe(4096);
+      });
+    });
+    """
+VITEST_CMD = "npx vitest run test/lower.test.js"
+VITEST_ID = "test/lower.test.js::parse lowercase reads lowercase units"
+
+
+def test_vitest_behind_npm_test_is_read_per_test(autopatch_bin, tmp_path):
+    """`npm test` runs `vitest run` (ES modules; vite, esbuild and rollup with their linux-x64
+    native binaries, vendored) from node_modules/.bin: the node shim adds vitest's JSON
+    reporter writing into the run's report directory, so the planted regression in the later
+    test file is named (file :: full name) and the fix proven with the repro named by test."""
+    need_image("node")
+    repo = node_repo(tmp_path, "vitest")
+    s = script(write(VITEST_REPRO, VITEST_TEST), JS_FIX, JS_BREAK,
+               finish(VITEST_REPRO, VITEST_CMD, VITEST_ID), JS_UNBREAK,
+               finish(VITEST_REPRO, VITEST_CMD, VITEST_ID))
+    r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "2"])
+    assert r.code == 0, r
+    assert "test command: npm test (from .github/autopatch.yml)\n" in r.out, r.out
+    assert "3 passed, 0 failed, 0 skipped, 0 errors (from vitest's JSON report)" in r.out, r.out
+    one = feedback(r, 1)
+    assert "the patch breaks 1 test that passed before" in one, one
+    assert "`test/render.test.js::human writes the largest exact unit`" in one, one
+    assert "round 2: proven" in r.out
+    ev = r.out.split("=== Tester evidence ===")[1]
+    assert "`%s` failed" % VITEST_ID in ev, ev
+    assert ("test `%s` (found in the per-test results of both runs), run with `%s`"
+            % (VITEST_ID, VITEST_CMD)) in ev, ev
 
 
 # ---- Java: Maven Surefire behind a shell script --------------------------------------------

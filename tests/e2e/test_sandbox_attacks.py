@@ -413,7 +413,7 @@ def test_no_network_at_all(sandbox_factory, runtime, listeners):
     assert "RESOLVED" not in r.stdout
     assert r.stdout.count("failed") == len(targets) + 1
     assert len(hits) == before
-    # Only the loopback interface exists (runc); gVisor shows none at all.
+    # Only the loopback interface exists (runc and gVisor alike).
     ifaces = r.stdout.split("ifaces")[1]
     assert "eth" not in ifaces
     del sb_run
