@@ -147,6 +147,14 @@ int sbx__create_body(const sbx_spec *s, const char *owner, int cmd_seconds,
 	    !cJSON_AddStringToObject(hc, "CgroupnsMode", "private") ||
 	    !cJSON_AddStringToObject(hc, "Runtime", s->runtime))
 		goto err_nomem;
+	/* Without a network Docker still copies the host's resolv.conf into the box (its name
+	 * servers and search domains): a box without one learns nothing of the host's. */
+	if (strcmp(network_mode, "none") == 0 &&
+	    (!(arr = cJSON_AddArrayToObject(hc, "Dns")) ||
+	     !cJSON_AddItemToArray(arr, cJSON_CreateString("127.0.0.1")) ||
+	     !(arr = cJSON_AddArrayToObject(hc, "DnsSearch")) ||
+	     !cJSON_AddItemToArray(arr, cJSON_CreateString("."))))
+		goto err_nomem;
 	arr = cJSON_AddArrayToObject(hc, "CapDrop");
 	if (!arr || !(item = cJSON_CreateString("ALL")))
 		goto err_nomem;

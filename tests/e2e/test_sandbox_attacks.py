@@ -4,9 +4,11 @@ real Docker engine, on runc and on runsc (gVisor). Every test fails if containme
 Limits are lowered per test through the AUTOPATCH_SANDBOX_* settings so the attacks hit them
 quickly. Each test uses its own owner id and checks that nothing is left behind.
 """
+import ast
 import json
 import os
 import pathlib
+import re
 import signal
 import socket
 import subprocess
@@ -417,6 +419,20 @@ def test_no_network_at_all(sandbox_factory, runtime, listeners):
     ifaces = r.stdout.split("ifaces")[1]
     assert "eth" not in ifaces
     del sb_run
+    # localhost resolves (a hosts file), and on Docker the host's name servers and search
+    # domains stay out of the box: its resolv.conf names only the loopback. (A pod's is the
+    # cluster's, as in every pod; its deny-all policy cuts DNS.)
+    r = sandbox_factory(runtime).run(*py(
+        "import socket\n"
+        "print('LOCAL', socket.gethostbyname('localhost'))\n"
+        "print('CONF', repr(open('/etc/resolv.conf').read()))\n"), timeout=60, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "LOCAL 127.0.0.1" in r.stdout, r.stdout
+    conf = r.stdout.split("CONF ", 1)[1]
+    if sandbox_factory.backend == "docker":
+        servers = re.findall(r"nameserver\s+(\S+)", ast.literal_eval(conf))
+        assert servers == ["127.0.0.1"], conf
+        assert "search" not in ast.literal_eval(conf), conf
 
 
 # --- privileges --------------------------------------------------------------------------

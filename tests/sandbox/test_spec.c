@@ -110,6 +110,10 @@ static void test_spec_every_hardening_field(void **state)
 
 	hc = get(b, "HostConfig");
 	assert_string_equal(str(hc, "NetworkMode"), "none");
+	/* the host's resolv.conf stays out of a box without network */
+	assert_string_equal(cJSON_GetArrayItem(get(hc, "Dns"), 0)->valuestring, "127.0.0.1");
+	assert_int_equal(cJSON_GetArraySize(get(hc, "Dns")), 1);
+	assert_string_equal(cJSON_GetArrayItem(get(hc, "DnsSearch"), 0)->valuestring, ".");
 	assert_true(cJSON_IsTrue(get(hc, "ReadonlyRootfs")));
 	assert_true(cJSON_IsFalse(get(hc, "Privileged")));
 	assert_true(cJSON_IsTrue(get(hc, "Init")));
