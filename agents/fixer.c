@@ -251,11 +251,8 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 	bool side_by_side;
 	if ((rc = cfg_bool(opts->cfg, "AUTOPATCH_TESTER_SIDE_BY_SIDE", &side_by_side)))
 		goto out;
-	/* On: the Tester's own choice (two or more CPUs). Not on Kubernetes: its exec client
-	 * (libwebsockets 4.1 with OpenSSL) takes new OpenSSL ex-data indexes for every context it
-	 * makes, so two execs at once in one process break each other's TLS handshake. */
-	const char *backend = cfg_str(opts->cfg, "AUTOPATCH_SANDBOX_BACKEND");
-	if (!side_by_side || (backend && strcmp(backend, "kubernetes") == 0))
+	/* On: the Tester's own choice (two or more CPUs). */
+	if (!side_by_side)
 		tester_set_side_by_side(a.tester, false);
 	tester_set_cancel(a.tester, a.tools.cancel);
 	tester_set_setup(a.tester, opts->setup_cmd);

@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <libwebsockets.h>
+#include <limits.h>
 #include <openssl/crypto.h>
 #include <openssl/x509v3.h>
 #include <pthread.h>
@@ -24,9 +25,19 @@
 #include <string.h>
 #include <time.h>
 
-#define K8S_STDIN_CHUNK (32u << 10) /* stdin bytes per message */
-#define K8S_TICK_US	(50 * LWS_US_PER_MS)
-#define K8S_ALIVE_MS	2000
+#define K8S_STDIN_CHUNK	 (32u << 10) /* stdin bytes per message */
+#define K8S_TICK_US	 (50 * LWS_US_PER_MS)
+#define K8S_ALIVE_MS	 2000
+#define K8S_HANDSHAKE_MS 15000 /* longest hold of tls_lock by one session's handshake */
+
+/* libwebsockets 4.1 with OpenSSL takes fresh OpenSSL ex-data indexes each time it makes a TLS
+ * context (its global init), and its handshake callbacks find their session through them: a
+ * context made while another session's handshake is under way broke that handshake
+ * ("connect SSL err 1", two Tester lanes exec-ing at once). So in this process TLS contexts
+ * are made, their handshakes run and they are destroyed one at a time; an established
+ * session no longer looks the indexes up. A server that never answers holds the lock at
+ * most K8S_HANDSHAKE_MS; past it the session goes on unlocked. */
+static pthread_mutex_t tls_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* --- channel demultiplexer ------------------------------------------------------------- */
 
@@ -405,15 +416,15 @@ static void connect_exec(struct ws_sess *s, const char *path)
 	}
 }
 
-/* Serve the connection until the command ended or was refused (s->state >= 2), a frame
- * error (s->rc), cancel, the deadline, or the box found dead (K8S_EXEC_DIED). 0 or that
- * code. */
-static int pump(struct ws_sess *s)
+/* Serve the connection until its state reaches until (1: established or ended; 2: the
+ * command ended or was refused), a frame error (s->rc), cancel, the deadline, the box found
+ * dead (K8S_EXEC_DIED) or, without an error, the time limit_ms. 0 or that code. */
+static int pump(struct ws_sess *s, int until, long long limit_ms)
 {
 	const k8s_exec_req *r = s->r;
 	long long next_alive = ap_mono_ms() + K8S_ALIVE_MS;
 
-	while (s->state < 2 && !s->rc) {
+	while (s->state < until && !s->rc && ap_mono_ms() < limit_ms) {
 		if (r->cancel && *r->cancel)
 			return ap_error_set(AP_ECANCELLED, "the command was cancelled");
 		if (ap_mono_ms() >= r->deadline_ms)
@@ -481,13 +492,18 @@ int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char 
 	memcpy(path + strlen(ep->prefix), r->path, strlen(r->path) + 1);
 	if ((rc = sess_new(ep, r, &s)))
 		goto out_free;
+	if (ep->tls)
+		pthread_mutex_lock(&tls_lock);
 	if (!(s->ctx = make_context(ep, path_len))) {
 		rc = ap_error_set(AP_EIO, "cannot set up the exec WebSocket (TLS credentials?)");
-		goto out_free;
+		goto out_unlock;
 	}
 	lws_sul_schedule(s->ctx, 0, &s->tick, tick, K8S_TICK_US);
 	connect_exec(s, path);
-	if ((rc = pump(s)))
+	rc = pump(s, 1, ap_mono_ms() + K8S_HANDSHAKE_MS);
+	if (ep->tls)
+		pthread_mutex_unlock(&tls_lock);
+	if (rc || (rc = pump(s, 2, LLONG_MAX)))
 		goto out_destroy;
 	if (s->state == 3) {
 		rc = refused(s, http_status);
@@ -497,7 +513,12 @@ int k8s_exec_run(const k8s_endpoint *ep, const k8s_exec_req *r, int *code, char 
 	rc = k8s_chan_exit_code(&s->ch, code);
 out_destroy:
 	lws_sul_schedule(s->ctx, 0, &s->tick, tick, LWS_SET_TIMER_USEC_CANCEL);
+	if (ep->tls)
+		pthread_mutex_lock(&tls_lock);
 	lws_context_destroy(s->ctx);
+out_unlock:
+	if (ep->tls)
+		pthread_mutex_unlock(&tls_lock);
 out_free:
 	if (s)
 		OPENSSL_cleanse(s->auth, sizeof(s->auth));
