@@ -325,8 +325,11 @@ static void check_flavors(struct report *r, const ap_config *cfg, sbx_engine *e)
 		sbx_box *b = NULL;
 		int rc;
 
-		env_flavor_image(cfg, fl, image, sizeof(image));
-		snprintf(name, sizeof(name), "flavour %s", fl);
+		snprintf(name, sizeof(name), "flavour %s", fl); /* a flavour: a short name */
+		if (env_flavor_image(cfg, fl, image, sizeof(image))) {
+			fail(r, name, "%s.", last_error());
+			continue;
+		}
 		rc = sbx_image_present(e, image);
 		if (rc == AP_ENOTFOUND) {
 			ap_error_clear();
