@@ -114,8 +114,12 @@ void baseline_cache_init(baseline_cache *c, const ap_config *cfg, const char *re
 	memset(c, 0, sizeof(*c));
 	if (!data || !*data || !repo_id || !repo_dir || !image_id || !*image_id)
 		return;
-	snprintf(c->env_key, sizeof(c->env_key), "%s", env_key ? env_key : "");
-	snprintf(c->image_id, sizeof(c->image_id), "%s", image_id);
+	/* A cut key or image id could match another environment's entry: no cache then. */
+	if (ap_fmt(c->env_key, sizeof(c->env_key), "%s", env_key ? env_key : "") ||
+	    ap_fmt(c->image_id, sizeof(c->image_id), "%s", image_id)) {
+		ap_error_clear();
+		return;
+	}
 	clean_head(repo_dir, c->commit, sizeof(c->commit));
 	if (!c->commit[0])
 		return;
@@ -123,8 +127,10 @@ void baseline_cache_init(baseline_cache *c, const ap_config *cfg, const char *re
 		return;
 	for (int i = 0; i < 32; i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	if (ap_fmt(c->path, sizeof(c->path), "%s/baseline-cache/%s", data, hex))
+	if (ap_fmt(c->path, sizeof(c->path), "%s/baseline-cache/%s", data, hex)) {
+		ap_error_clear();
 		return;
+	}
 	c->enabled = true;
 }
 
@@ -270,7 +276,7 @@ int baseline_cache_put(void *ud, const char *test_cmd, const report *rep, int ex
 	}
 	if ((rc = ap_buf_adds(&e, "end\n")))
 		goto out;
-	snprintf(dir, sizeof(dir), "%s", c->path);
+	snprintf(dir, sizeof(dir), "%s", c->path); /* the same size as c->path */
 	*strrchr(dir, '/') = '\0';
 	if ((rc = fs_mkdir_p(dir, 0700)) || (rc = fs_write_atomic(c->path, e.data, e.len, 0600)))
 		goto out;

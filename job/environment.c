@@ -688,6 +688,7 @@ int env_check_tools(sbx_box *b, const env_choice *c, const char *const *setup_st
 
 		if (!line || !first_word(line, word, sizeof(word)))
 			continue;
+		/* Fits: word is at most 63 bytes of [A-Za-z0-9._+-] (first_word). */
 		snprintf(script, sizeof(script), "command -v '%s' >/dev/null 2>&1", word);
 		rc = box_sh(b, script, 30, &code, NULL);
 		if (rc)
