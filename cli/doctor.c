@@ -391,8 +391,13 @@ static void check_database(struct report *r, ap_config *cfg)
 		slash = strrchr(db, '/');
 		if (!slash)
 			snprintf(dir, sizeof(dir), ".");
-		else
-			snprintf(dir, sizeof(dir), "%.*s", slash == db ? 1 : (int)(slash - db), db);
+		else if (ap_fmt(dir, sizeof(dir), "%.*s", slash == db ? 1 : (int)(slash - db),
+				db)) {
+			ap_error_clear(); /* a cut folder would be another folder to check */
+			fail(r, "database", "AUTOPATCH_DB's folder is longer than %zu bytes.",
+			     sizeof(dir) - 1);
+			return;
+		}
 		if (access(dir, W_OK | X_OK) == 0)
 			pass(r, "database",
 			     "%s (sqlite) does not exist yet; autopatch serve creates it", db);
