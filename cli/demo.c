@@ -52,6 +52,8 @@ struct child {
 	char log[1024];
 };
 
+/* The paths below are made of root (< 2048 bytes, checked where it is found), dir (the
+ * mkdtemp template) and fixed names, so the PATH_MAX buffers built from them fit. */
 struct demo {
 	char root[2048]; /* the source tree (examples/, standins/) */
 	char dir[512];	 /* temporary directory */
@@ -110,7 +112,7 @@ static int find_root(struct demo *d, const ap_config *cfg)
 		return 0;
 	}
 	n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-	if (n > 0) {
+	if (n > 0 && n < (ssize_t)sizeof(buf) - 1) { /* a full buffer may be a cut path */
 		buf[n] = '\0';
 		snprintf(d->self, sizeof(d->self), "%s", buf);
 		for (int up = 0; up < 3; up++) {
@@ -263,7 +265,7 @@ static int spawn(struct child *c, const char *dir, char *const argv[], char *con
 			envp[n++] = *e;
 	}
 	envp[n] = NULL;
-	snprintf(c->log, sizeof(c->log), "%s/%s.log", dir, c->name);
+	snprintf(c->log, sizeof(c->log), "%s/%s.log", dir, c->name); /* d->dir + a short name */
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 1, c->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 	posix_spawn_file_actions_adddup2(&fa, 1, 2);

@@ -325,8 +325,11 @@ static void check_flavors(struct report *r, const ap_config *cfg, sbx_engine *e)
 		sbx_box *b = NULL;
 		int rc;
 
-		env_flavor_image(cfg, fl, image, sizeof(image));
-		snprintf(name, sizeof(name), "flavour %s", fl);
+		snprintf(name, sizeof(name), "flavour %s", fl); /* a flavour: a short name */
+		if (env_flavor_image(cfg, fl, image, sizeof(image))) {
+			fail(r, name, "%s.", last_error());
+			continue;
+		}
 		rc = sbx_image_present(e, image);
 		if (rc == AP_ENOTFOUND) {
 			ap_error_clear();
@@ -388,8 +391,13 @@ static void check_database(struct report *r, ap_config *cfg)
 		slash = strrchr(db, '/');
 		if (!slash)
 			snprintf(dir, sizeof(dir), ".");
-		else
-			snprintf(dir, sizeof(dir), "%.*s", slash == db ? 1 : (int)(slash - db), db);
+		else if (ap_fmt(dir, sizeof(dir), "%.*s", slash == db ? 1 : (int)(slash - db),
+				db)) {
+			ap_error_clear(); /* a cut folder would be another folder to check */
+			fail(r, "database", "AUTOPATCH_DB's folder is longer than %zu bytes.",
+			     sizeof(dir) - 1);
+			return;
+		}
 		if (access(dir, W_OK | X_OK) == 0)
 			pass(r, "database",
 			     "%s (sqlite) does not exist yet; autopatch serve creates it", db);

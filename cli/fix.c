@@ -388,6 +388,7 @@ static int load_inputs(struct fix *f, ap_config *cfg)
 	f->run.test_cmd = f->test_arg;
 	f->run.setup_cmd = f->setup_arg;
 	f->run.max_iterations = f->max_iter;
+	/* Fits: repo_abs is under PATH_MAX (realpath), repo_id 8 bytes more. */
 	snprintf(f->repo_id, sizeof(f->repo_id), "local:%s", f->repo_abs);
 	snprintf(f->label, sizeof(f->label), "fix-%ld", (long)getpid());
 	return 0;

@@ -4,6 +4,7 @@
  * SIGINT and shut down in order (stop accepting, commit what was accepted, let running jobs
  * stop or re-queue them). */
 #include "cli/commands.h"
+#include "common/buf.h"
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -65,9 +66,18 @@ int serve_console_url(const ap_config *cfg, const listen_spec *admin, char *out,
 			    "AUTOPATCH_CONSOLE_URL=\"%.80s\" is not an http(s) URL: "
 			    "set it to the URL your browser opens the console at",
 			    set);
-		snprintf(out, cap, "%s", set);
+		/* A cut URL would send the browser elsewhere. */
+		if (ap_fmt(out, cap, "%s", set))
+			return ap_error_set(AP_ETOOBIG,
+					    "AUTOPATCH_CONSOLE_URL is too long (%zu bytes; at most "
+					    "%zu): set a shorter URL",
+					    strlen(set), cap - 1);
 	} else if (admin->kind == LISTEN_TCP) {
-		snprintf(out, cap, "http://%s", admin->text);
+		if (ap_fmt(out, cap, "http://%s", admin->text))
+			return ap_error_set(AP_ETOOBIG,
+					    "the console's address %s is too long for "
+					    "a URL: set AUTOPATCH_CONSOLE_URL",
+					    admin->text);
 	} else {
 		out[0] = '\0';
 		return 0;

@@ -374,7 +374,7 @@ int baseline_cache_put(void *ud, const char *test_cmd, const report *rep, int ex
 	}
 	if ((rc = ap_buf_adds(&e, "end\n")))
 		goto out;
-	snprintf(dir, sizeof(dir), "%s", c->path);
+	snprintf(dir, sizeof(dir), "%s", c->path); /* the same size as c->path */
 	*strrchr(dir, '/') = '\0';
 	if ((rc = fs_mkdir_p(dir, 0700)) || (rc = fs_write_atomic(c->path, e.data, e.len, 0600)))
 		goto out;

@@ -49,7 +49,8 @@ typedef struct baseline_cache {
  * Key the cache for one job: repo_id names the entry, repo_dir is the host checkout the
  * Tester copies (its HEAD, when clean), env_key and image_id as above. Never fails: when a
  * part of the key is missing (no data directory, no image id, a checkout that is not clean or
- * not a git repository) c->enabled is false and the baseline always runs.
+ * not a git repository) or does not fit its field (it is never cut) c->enabled is false and the
+ * baseline always runs.
  */
 void baseline_cache_init(baseline_cache *c, const ap_config *cfg, const char *repo_id,
 			 const char *repo_dir, const char *env_key, const char *image_id);

@@ -93,6 +93,7 @@ static int walk(struct keywalk *w, int dfd, const char *rel, int depth)
 			continue;
 		if (++w->seen > KEY_WALK_ENTRIES)
 			break;
+		/* Fits: at most KEY_WALK_DEPTH + 1 names of <= 255 bytes (3328 < 4096). */
 		snprintf(path, sizeof(path), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;
@@ -208,21 +209,36 @@ static void repo_slug(const char *repo_id, char *out, size_t n)
 	snprintf(out, n, "%s-%s", clean, hex);
 }
 
-static void cache_root(const ap_config *cfg, char *out, size_t n)
+/* AUTOPATCH_DATA_DIR/env-cache, or AP_ETOOBIG naming the setting when it does not fit. */
+static int cache_root(const ap_config *cfg, char *out, size_t n)
 {
-	snprintf(out, n, "%s/env-cache", cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
+	const char *data = cfg_str(cfg, "AUTOPATCH_DATA_DIR");
+
+	if (ap_fmt(out, n, "%s/env-cache", data))
+		return ap_error_set(AP_ETOOBIG,
+				    "AUTOPATCH_DATA_DIR is too long for the environment cache "
+				    "(%zu bytes; at most %zu): choose a shorter directory",
+				    strlen(data), n - sizeof("/env-cache"));
+	return 0;
 }
 
-void env_cache_paths(const ap_config *cfg, const char *repo_id, const char *key, char *dir,
-		     char *tar, char *meta, size_t n)
+int env_cache_paths(const ap_config *cfg, const char *repo_id, const char *key, char *dir,
+		    char *tar, char *meta, size_t n)
 {
 	char root[3000], slug[80];
+	int rc;
 
-	cache_root(cfg, root, sizeof(root));
+	if ((rc = cache_root(cfg, root, sizeof(root))))
+		return rc;
+	/* The slug is at most 40 + 1 + 16 bytes, so it fits slug[80]. */
 	repo_slug(repo_id, slug, sizeof(slug));
-	snprintf(dir, n, "%s/%s", root, slug);
-	snprintf(tar, n, "%s/%s.tar", dir, key);
-	snprintf(meta, n, "%s/%s.json", dir, key);
+	if ((rc = ap_fmt(dir, n, "%s/%s", root, slug)) ||
+	    (rc = ap_fmt(tar, n, "%s/%s.tar", dir, key)) ||
+	    (rc = ap_fmt(meta, n, "%s/%s.json", dir, key)))
+		return ap_error_set(rc,
+				    "the environment cache's path for key %.12s is too long: %s",
+				    key, ap_error_last());
+	return 0;
 }
 
 static int write_meta(const char *path, const env_cache_entry *e)
@@ -236,6 +252,8 @@ static int write_meta(const char *path, const env_cache_entry *e)
 		       "{\"repo\":\"%s\",\"key\":\"%s\",\"image\":\"%s\",\"bytes\":%" PRId64
 		       ",\"setup_ms\":%" PRId64 "}\n",
 		       e->repo, e->key, e->image, e->bytes, e->setup_ms);
+	/* Cannot be cut: the three fields are capped at 255 + 64 + 255 bytes (see
+	 * env_cache_entry), the rest is under 100. */
 	return fs_write_atomic(path, text, (size_t)len, 0600);
 }
 
@@ -259,7 +277,7 @@ static bool json_field(const char *text, const char *name, char *out, size_t n)
 	char pat[40];
 	const char *p, *end;
 
-	snprintf(pat, sizeof(pat), "\"%s\":", name);
+	snprintf(pat, sizeof(pat), "\"%s\":", name); /* name: one of ours, <= 8 bytes */
 	p = strstr(text, pat);
 	if (!p)
 		return false;
@@ -270,8 +288,8 @@ static bool json_field(const char *text, const char *name, char *out, size_t n)
 	} else {
 		end = p + strcspn(p, ",}");
 	}
-	if (!end)
-		return false;
+	if (!end || (size_t)(end - p) >= n)
+		return false; /* a cut repository or key would name another entry */
 	snprintf(out, n, "%.*s", (int)(end - p), p);
 	return true;
 }
@@ -286,6 +304,7 @@ static int read_entry(const char *dir, const char *name, env_cache_entry *e)
 
 	if (len < 6 || strcmp(name + len - 5, ".json") != 0)
 		return AP_ENOTFOUND;
+	/* Fits: dir is under 3400 bytes (env_cache_list), a name at most 255. */
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	rc = fs_read_file(&b, path, FS_READ_NOFOLLOW);
 	if (rc) {
@@ -294,8 +313,11 @@ static int read_entry(const char *dir, const char *name, env_cache_entry *e)
 		return AP_ENOTFOUND;
 	}
 	memset(e, 0, sizeof(*e));
-	json_field(ap_buf_str(&b), "repo", e->repo, sizeof(e->repo));
-	json_field(ap_buf_str(&b), "key", e->key, sizeof(e->key));
+	if (!json_field(ap_buf_str(&b), "repo", e->repo, sizeof(e->repo)) ||
+	    !json_field(ap_buf_str(&b), "key", e->key, sizeof(e->key))) {
+		ap_buf_release(&b);
+		return AP_ENOTFOUND; /* not one autopatch wrote */
+	}
 	json_field(ap_buf_str(&b), "image", e->image, sizeof(e->image));
 	if (json_field(ap_buf_str(&b), "setup_ms", num, sizeof(num)))
 		e->setup_ms = strtoll(num, NULL, 10);
@@ -323,10 +345,12 @@ int env_cache_list(const ap_config *cfg, env_cache_entry **out, size_t *n)
 	struct dirent *re, *de;
 	env_cache_entry *v = NULL, e;
 	size_t cap = 0;
+	int rc;
 
 	*out = NULL;
 	*n = 0;
-	cache_root(cfg, root, sizeof(root));
+	if ((rc = cache_root(cfg, root, sizeof(root))))
+		return rc;
 	rd = opendir(root);
 	if (!rd)
 		return errno == ENOENT
@@ -335,7 +359,7 @@ int env_cache_list(const ap_config *cfg, env_cache_entry **out, size_t *n)
 	while ((re = readdir(rd)) != NULL) {
 		if (re->d_name[0] == '.')
 			continue;
-		snprintf(dir, sizeof(dir), "%s/%s", root, re->d_name);
+		snprintf(dir, sizeof(dir), "%s/%s", root, re->d_name); /* 3000 + 256: fits */
 		dd = opendir(dir);
 		if (!dd)
 			continue;
@@ -370,7 +394,11 @@ static void remove_entry(const ap_config *cfg, const env_cache_entry *e)
 {
 	char dir[4200], tar[4200], meta[4200];
 
-	env_cache_paths(cfg, e->repo, e->key, dir, tar, meta, sizeof(dir));
+	/* The entry was listed, so its paths fit (the same root and its own names). */
+	if (env_cache_paths(cfg, e->repo, e->key, dir, tar, meta, sizeof(dir))) {
+		ap_error_clear();
+		return;
+	}
 	unlink(meta);
 	unlink(tar);
 	rmdir(dir); /* when it was the repository's last entry */
@@ -402,10 +430,11 @@ int env_cache_put(const ap_config *cfg, const env_cache_entry *e, int (*write_fn
 	struct stat st;
 	int fd, rc;
 
-	env_cache_paths(cfg, e->repo, e->key, dir, tar, meta, sizeof(dir));
-	if ((rc = fs_mkdir_p(dir, 0700)))
+	if ((rc = env_cache_paths(cfg, e->repo, e->key, dir, tar, meta, sizeof(dir))) ||
+	    (rc = fs_mkdir_p(dir, 0700)))
 		return rc;
-	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", tar); /* unique: workers may race */
+	/* tar is under 4200 bytes: fits. Unique: workers may race. */
+	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", tar);
 	fd = mkstemp(tmp);
 	if (fd < 0)
 		return ap_error_set(AP_EIO, "cannot write in %s: %s", dir, strerror(errno));
@@ -431,9 +460,9 @@ int env_cache_put(const ap_config *cfg, const env_cache_entry *e, int (*write_fn
 int env_cache_touch(const ap_config *cfg, const char *repo_id, const char *key)
 {
 	char dir[4200], tar[4200], meta[4200];
+	int rc = env_cache_paths(cfg, repo_id, key, dir, tar, meta, sizeof(dir));
 
-	env_cache_paths(cfg, repo_id, key, dir, tar, meta, sizeof(dir));
-	return set_used_now(tar);
+	return rc ? rc : set_used_now(tar);
 }
 
 int env_cache_evict(const ap_config *cfg, const char *keep_repo, const char *keep_key,

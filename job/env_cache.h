@@ -64,8 +64,10 @@ int env_cache_touch(const ap_config *cfg, const char *repo_id, const char *key);
 int env_cache_evict(const ap_config *cfg, const char *keep_repo, const char *keep_key,
 		    void (*note)(void *ud, const char *msg), void *ud, size_t *removed);
 
-/* The entry's directory, archive and metadata paths (each of cap n) for (repo_id, key). */
-void env_cache_paths(const ap_config *cfg, const char *repo_id, const char *key, char *dir,
-		     char *tar, char *meta, size_t n);
+/* The entry's directory, archive and metadata paths (each of cap n) for (repo_id, key).
+ * AP_ETOOBIG, with a sentence, when AUTOPATCH_DATA_DIR makes a path that does not fit: a cut
+ * path would name another file. */
+int env_cache_paths(const ap_config *cfg, const char *repo_id, const char *key, char *dir,
+		    char *tar, char *meta, size_t n);
 
 #endif

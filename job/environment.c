@@ -124,12 +124,18 @@ bool env_is_flavor(const char *name)
 	return false;
 }
 
-void env_flavor_image(const ap_config *cfg, const char *flavor, char *out, size_t n)
+int env_flavor_image(const ap_config *cfg, const char *flavor, char *out, size_t n)
 {
-	if (strcmp(flavor, default_flavor) == 0)
-		snprintf(out, n, "%s", cfg_str(cfg, "AUTOPATCH_SANDBOX_IMAGE"));
-	else
-		snprintf(out, n, "%s:%s", cfg_str(cfg, "AUTOPATCH_FLAVOR_REPOSITORY"), flavor);
+	bool dflt = strcmp(flavor, default_flavor) == 0;
+	int rc = dflt
+		     ? ap_fmt(out, n, "%s", cfg_str(cfg, "AUTOPATCH_SANDBOX_IMAGE"))
+		     : ap_fmt(out, n, "%s:%s", cfg_str(cfg, "AUTOPATCH_FLAVOR_REPOSITORY"), flavor);
+
+	if (rc)
+		return ap_error_set(
+		    rc, "%s is too long for an image reference (at most %zu bytes)",
+		    dflt ? "AUTOPATCH_SANDBOX_IMAGE" : "AUTOPATCH_FLAVOR_REPOSITORY", n - 1);
+	return 0;
 }
 
 /* A regular file (no link) at the top of the checkout, through the safe reader. */
@@ -174,11 +180,13 @@ int env_choose_image(env_choice *out, const ap_config *cfg, const char *repo_dir
 		     const char *image_field, const char *source)
 {
 	char prefix[300];
+	int rc;
 
 	memset(out, 0, sizeof(*out));
 	if (image_field && env_is_flavor(image_field)) {
-		snprintf(out->flavor, sizeof(out->flavor), "%s", image_field);
-		env_flavor_image(cfg, out->flavor, out->image, sizeof(out->image));
+		snprintf(out->flavor, sizeof(out->flavor), "%s", image_field); /* a known flavour */
+		if ((rc = env_flavor_image(cfg, out->flavor, out->image, sizeof(out->image))))
+			return rc;
 		snprintf(out->why, sizeof(out->why), "`image: %s` in %s", image_field,
 			 source ? source : REPO_CONFIG_PATH);
 		return 0;
@@ -220,8 +228,7 @@ int env_choose_image(env_choice *out, const ap_config *cfg, const char *repo_dir
 			 "the default: no package.json, go.mod, Cargo.toml, pom.xml, build.gradle, "
 			 "CMakeLists.txt or Makefile in the checkout");
 	}
-	env_flavor_image(cfg, out->flavor, out->image, sizeof(out->image));
-	return 0;
+	return env_flavor_image(cfg, out->flavor, out->image, sizeof(out->image));
 }
 
 void env_describe_choice(const env_choice *c, char *out, size_t n)
@@ -268,6 +275,7 @@ static char **build_env(const ap_config *cfg, char *repo_var, size_t n)
 	size_t count = 0, j = 0;
 	char **env;
 
+	/* Fits: only a flavour is built, and its image (repository included) fit 256 bytes. */
 	snprintf(repo_var, n, "AUTOPATCH_FLAVOR_REPOSITORY=%s",
 		 cfg_str(cfg, "AUTOPATCH_FLAVOR_REPOSITORY"));
 	while (environ[count])
@@ -292,6 +300,7 @@ static int open_build_log(const ap_config *cfg, const env_choice *c, char *path,
 
 	if (strlen(cfg_str(cfg, "AUTOPATCH_DATA_DIR")) > PATH_MAX - 64)
 		return -1;
+	/* Fits: the length was checked above (the log is best-effort: no log, no error). */
 	snprintf(dir, sizeof(dir), "%.3900s/sandbox-builds", cfg_str(cfg, "AUTOPATCH_DATA_DIR"));
 	if (fs_mkdir_p(dir, 0700) != 0)
 		return -1;
@@ -453,7 +462,9 @@ static int build_locked(sbx_engine *e, struct build_ctx *bc, bool *built)
 	char lock[4200];
 	int fd, rc;
 
-	snprintf(lock, sizeof(lock), "%s/sandbox-build.lock", data);
+	if ((rc = ap_fmt(lock, sizeof(lock), "%s/sandbox-build.lock", data)))
+		return ap_error_set(rc, "AUTOPATCH_DATA_DIR is too long for the build lock: %s",
+				    ap_error_last());
 	if (fs_mkdir_p(data, 0700) != 0)
 		ap_error_clear();
 	pthread_mutex_lock(&build_lock);
@@ -550,9 +561,14 @@ int env_check_image(sbx_engine *e, const ap_config *cfg, env_choice *c,
 	if (!on)
 		return refuse_build(c, "AUTOPATCH_SANDBOX_BUILD=off keeps this host from building "
 				       "it on first use");
-	if (cfg_is_set(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD"))
-		snprintf(cmd, sizeof(cmd), "%s", cfg_str(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD"));
-	else if (!default_build_cmd(cmd, sizeof(cmd)))
+	if (cfg_is_set(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD")) {
+		if ((rc = ap_fmt(cmd, sizeof(cmd), "%s",
+				 cfg_str(cfg, "AUTOPATCH_SANDBOX_BUILD_CMD"))))
+			return ap_error_set(rc,
+					    "AUTOPATCH_SANDBOX_BUILD_CMD is too long (at most "
+					    "%zu bytes)",
+					    sizeof(cmd) - 1);
+	} else if (!default_build_cmd(cmd, sizeof(cmd)))
 		return refuse_build(c, "deploy/sandbox-image/build.sh is not next to the autopatch "
 				       "binary to build it on first use (set "
 				       "AUTOPATCH_SANDBOX_BUILD_CMD to it)");
@@ -672,6 +688,7 @@ int env_check_tools(sbx_box *b, const env_choice *c, const char *const *setup_st
 
 		if (!line || !first_word(line, word, sizeof(word)))
 			continue;
+		/* Fits: word is at most 63 bytes of [A-Za-z0-9._+-] (first_word). */
 		snprintf(script, sizeof(script), "command -v '%s' >/dev/null 2>&1", word);
 		rc = box_sh(b, script, 30, &code, NULL);
 		if (rc)
@@ -848,9 +865,11 @@ static int cache_save(const env_setup_opts *o, env_setup_result *res)
 	if ((rc = cfg_bytes(o->cfg, "AUTOPATCH_ENV_CACHE_SIZE", 0, INT64_MAX, &sv.s.cap)))
 		return rc;
 	memset(&e, 0, sizeof(e));
-	snprintf(e.repo, sizeof(e.repo), "%s", o->repo_id);
-	snprintf(e.key, sizeof(e.key), "%s", res->key);
-	snprintf(e.image, sizeof(e.image), "%s", o->image->image);
+	/* A cut repository id or image would be another entry's metadata. */
+	if ((rc = ap_fmt(e.repo, sizeof(e.repo), "%s", o->repo_id)) ||
+	    (rc = ap_fmt(e.key, sizeof(e.key), "%s", res->key)) ||
+	    (rc = ap_fmt(e.image, sizeof(e.image), "%s", o->image->image)))
+		return ap_error_set(rc, "the cache entry's name is too long: %s", ap_error_last());
 	e.setup_ms = res->setup_ms;
 	if ((rc = env_cache_put(o->cfg, &e, save_archive, &sv)))
 		return rc;
@@ -1210,8 +1229,10 @@ int env_setup(const env_setup_opts *o, env_setup_result *res)
 				   o->repo_dir, o->cache_key_globs);
 		if (rc)
 			goto out_end;
-		env_cache_paths(o->cfg, o->repo_id, res->key, dir, tar, meta, sizeof(dir));
-		rc = cache_restore(o, tar, res);
+		/* A path that does not fit is noted below, like any failed restore. */
+		rc = env_cache_paths(o->cfg, o->repo_id, res->key, dir, tar, meta, sizeof(dir));
+		if (rc == 0)
+			rc = cache_restore(o, tar, res);
 		if (rc == 0) {
 			snprintf(res->summary, sizeof(res->summary),
 				 "environment restored from cache (key %.12s, %.1f MB, %.1f s)",
@@ -1323,8 +1344,10 @@ int env_snapshot_take(const env_setup_opts *o, const env_setup_result *res, env_
 	/* The cache's archive of this key, when setup just filled it or it was just restored:
 	 * the open descriptor keeps these bytes even if the entry is evicted or replaced (by
 	 * rename) later. */
-	if (res->key[0]) {
-		env_cache_paths(o->cfg, o->repo_id, res->key, dir, tar, meta, sizeof(dir));
+	if (res->key[0] &&
+	    env_cache_paths(o->cfg, o->repo_id, res->key, dir, tar, meta, sizeof(dir)) != 0) {
+		ap_error_clear(); /* no cached archive to read: stream the products instead */
+	} else if (res->key[0]) {
 		s->fd = open(tar, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (s->fd >= 0 && fstat(s->fd, &st) == 0 && S_ISREG(st.st_mode)) {
 			s->bytes = st.st_size;

@@ -85,8 +85,8 @@ extern const char *const env_flavors[];
 bool env_is_flavor(const char *name);
 
 /* The image of a flavour: AUTOPATCH_SANDBOX_IMAGE for the default flavour (python), else
- * AUTOPATCH_FLAVOR_REPOSITORY:NAME. */
-void env_flavor_image(const ap_config *cfg, const char *flavor, char *out, size_t n);
+ * AUTOPATCH_FLAVOR_REPOSITORY:NAME. AP_ETOOBIG naming the setting when it does not fit n. */
+int env_flavor_image(const ap_config *cfg, const char *flavor, char *out, size_t n);
 
 /*
  * Choose the image: image_field (the file's `image:`, or a flag) is a flavour name or an

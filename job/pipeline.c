@@ -688,6 +688,7 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	if (w->choice.toolchain[0]) {
 		snprintf(msg, sizeof(msg), "toolchain: %s", w->choice.toolchain);
 		event(r, msg);
+		/* Fits: image 255 + flavour 15 + why 319 + toolchain 299 + text < 1024. */
 		env_describe_choice(&w->choice, msg, sizeof(msg));
 		snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg), "; toolchain %s",
 			 w->choice.toolchain);

@@ -371,6 +371,7 @@ int progress_render_comment(const progress_view *v, char **out)
 
 			eol = strchr(p, '\n');
 			len = eol ? (size_t)(eol - p) : strlen(p);
+			/* Only shown, and add_inline() keeps 600 bytes and marks its cut. */
 			snprintf(line, sizeof(line), "%.*s", (int)len, p);
 			ap_buf_adds(&b, "- ");
 			add_inline(&b, line, 600);
@@ -393,6 +394,7 @@ int progress_render_comment(const progress_view *v, char **out)
 			const char *nl = strchr(f, '\n');
 			char first_line[2100];
 
+			/* Only shown: add_prose() keeps 2000 bytes and marks its cut. */
 			snprintf(first_line, sizeof(first_line), "%.*s",
 				 (int)(nl ? (size_t)(nl - f) : strlen(f)), f);
 			add_prose(&b, first_line, 2000);

@@ -143,6 +143,13 @@ static void test_round_trip_and_key(void **state)
 	baseline_cache_init(&other, cfg, "owner/other", repo, "envkey", "sha256:img");
 	assert_int_equal(get(&other, "pytest -q", &back), 0);
 	assert_miss("no entry is kept for this repository yet");
+	/* An image id too long for the key turns the cache off; a cut one could match another
+	 * image's entry. */
+	baseline_cache_init(
+	    &other, cfg, "owner/name", repo, "envkey",
+	    "sha256:img-and-then-a-good-deal-more-than-the-key-keeps-of-an-image-id-"
+	    "xxxxxxxxxxxxxxxxxxxx");
+	assert_false(other.enabled);
 	sh("cd %s && echo y > a.py && git -c user.name=t -c user.email=t@t commit -qam two", repo);
 	baseline_cache_init(&other, cfg, "owner/name", repo, "envkey", "sha256:img");
 	assert_true(other.enabled);

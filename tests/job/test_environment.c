@@ -100,7 +100,7 @@ static void test_flavour_from_the_checkout(void **state)
 static void test_image_field(void **state)
 {
 	env_choice c;
-	char line[700];
+	char line[700], longrepo[300];
 
 	(void)state;
 	choose(&c, "node");
@@ -120,6 +120,13 @@ static void test_image_field(void **state)
 	assert_int_equal(cfg_set(cfg, "AUTOPATCH_FLAVOR_REPOSITORY", "reg.example/ap"), 0);
 	choose(&c, "go");
 	assert_string_equal(c.image, "reg.example/ap:go");
+	/* A repository too long for an image reference is an error naming it, not a cut name. */
+	memset(longrepo, 'r', sizeof(longrepo) - 1);
+	longrepo[sizeof(longrepo) - 1] = '\0';
+	assert_int_equal(cfg_set(cfg, "AUTOPATCH_FLAVOR_REPOSITORY", longrepo), 0);
+	assert_int_equal(env_choose_image(&c, cfg, dir, "go", NULL), AP_ETOOBIG);
+	assert_non_null(strstr(ap_error_last(), "AUTOPATCH_FLAVOR_REPOSITORY is too long"));
+	ap_error_clear();
 	assert_int_equal(cfg_set(cfg, "AUTOPATCH_FLAVOR_REPOSITORY", "autopatch-sandbox"), 0);
 }
 
@@ -374,6 +381,53 @@ static void test_cache_put_failure_leaves_nothing(void **state)
 	assert_int_equal(rmdir(path), 0); /* ENOTEMPTY if anything was left behind */
 }
 
+/* An AUTOPATCH_DATA_DIR too long for the cache's paths is an error naming the setting, never
+ * a cut path that names another directory. */
+static void test_cache_long_data_dir_fails(void **state)
+{
+	static char longdir[3100];
+	env_cache_entry e = {0}, *v = NULL;
+	struct fill f = {10, 0};
+	size_t n = 0;
+
+	(void)state;
+	snprintf(longdir, sizeof(longdir), "%s/", dir);
+	memset(longdir + strlen(longdir), 'd', sizeof(longdir) - strlen(longdir) - 1);
+	assert_int_equal(cfg_set(cfg, "AUTOPATCH_DATA_DIR", longdir), 0);
+	snprintf(e.repo, sizeof(e.repo), "octo/alpha");
+	snprintf(e.key, sizeof(e.key), "ffff");
+	assert_int_equal(env_cache_put(cfg, &e, fill_archive, &f), AP_ETOOBIG);
+	assert_non_null(strstr(ap_error_last(), "AUTOPATCH_DATA_DIR is too long"));
+	assert_int_equal(env_cache_touch(cfg, "octo/alpha", "ffff"), AP_ETOOBIG);
+	assert_int_equal(env_cache_list(cfg, &v, &n), AP_ETOOBIG);
+	assert_null(v);
+	ap_error_clear();
+}
+
+/* Metadata whose repository does not fit an entry is skipped, not read as a cut name (which
+ * would be another repository's entry to evict or clear). */
+static void test_cache_overlong_meta_skipped(void **state)
+{
+	char repo[300], text[600], sub[512];
+	env_cache_entry *v = NULL;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(cfg_set(cfg, "AUTOPATCH_DATA_DIR", dir), 0);
+	store("octo/alpha", "aaaa", 10);
+	memset(repo, 'r', sizeof(repo) - 1);
+	repo[sizeof(repo) - 1] = '\0';
+	snprintf(text, sizeof(text), "{\"repo\":\"%s\",\"key\":\"bbbb\",\"image\":\"x\"}\n", repo);
+	snprintf(sub, sizeof(sub), "%s/env-cache/alpha-0000000000000000", dir);
+	assert_int_equal(fs_mkdir_p(sub, 0700), 0);
+	put("env-cache/alpha-0000000000000000/bbbb.json", text);
+	put("env-cache/alpha-0000000000000000/bbbb.tar", "x");
+	assert_int_equal(env_cache_list(cfg, &v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0].repo, "octo/alpha");
+	free(v);
+}
+
 /* One denial group. */
 static sbx_denial denial(enum sbx_denial_kind kind, const char *host, int port, int count,
 			 const char *phase, const char *command, const char *reason)
@@ -502,6 +556,8 @@ int main(void)
 	    cmocka_unit_test(test_setup_list_and_keys),
 	    cmocka_unit_test_setup_teardown(test_cache_lru_eviction, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cache_put_failure_leaves_nothing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cache_long_data_dir_fails, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cache_overlong_meta_skipped, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
