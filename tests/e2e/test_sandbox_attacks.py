@@ -157,7 +157,12 @@ def test_fork_bomb_is_contained(sandbox_factory, runtime):
     # it (124); either way within the deadline + the host grace, and the box is gone after.
     recs, before, after = probe_held(sb, "bomb", "5")
     bomb = recs["bomb"]
-    assert bomb["rc"] == 0 and bomb["out"] == "bombing", bomb
+    assert bomb["rc"] == 0, bomb
+    # The bomb started ("bombing"), except when gVisor's memory kill took the whole sandbox
+    # before its output left the box: output still in the Sentry's pipes dies with it (seen
+    # at 2 s under load). That exit, 137, is then checked below.
+    assert bomb["out"] == "bombing" or (runtime == "runsc" and bomb["out"] == "" and
+                                        bomb["exit"] == 137), bomb
     if runtime == "runc":
         assert bomb["exit"] == 124 and bomb["timed_out"] is True, bomb
         assert 5000 <= bomb["millis"] < 5000 + GRACE_MS, bomb
