@@ -3,7 +3,7 @@
 #
 # Usage: scripts/fuzz.sh [--seconds N] [--jobs N] [--results DIR] [TARGET...]
 #   --seconds N   how long each target runs (default 600: the long, e.g. nightly, run;
-#                 scripts/test.sh runs every target for AP_FUZZ_SECONDS, default 8)
+#                 scripts/test.sh runs every target for AP_FUZZ_SECONDS, default 5)
 #   --jobs N      how many targets run at once (default: the number of cores)
 #   --results DIR where logs, fuzz.json (one {"name","result"} line a target, read by
 #                 scripts/summarize.py) and crash artifacts go (default build-results/fuzz)

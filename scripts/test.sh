@@ -10,7 +10,7 @@
 # all suites (a skipped test counts as failed); exits non-zero if any failed.
 #
 # Usage: scripts/test.sh [pytest args...]   (extra args narrow the end-to-end run, e.g. -k webhook)
-# Settings: AP_FUZZ_SECONDS (each target's run here, default 8), AP_TEST_JOBS (pytest
+# Settings: AP_FUZZ_SECONDS (each target's run here, default 5), AP_TEST_JOBS (pytest
 # workers, default: the number of cores).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -104,10 +104,10 @@ fi
 unset ASAN_OPTIONS UBSAN_OPTIONS
 phase "ASan+UBSan build and tests" unit-asan.json
 
-step "fuzzing (libFuzzer, ${AP_FUZZ_SECONDS:-8} s a target, $jobs at once)"
+step "fuzzing (libFuzzer, ${AP_FUZZ_SECONDS:-5} s a target, $jobs at once)"
 # Each target replays its earlier crashes (tests/fuzz/regressions/) and fuzzes from its
 # seeds briefly; scripts/fuzz.sh without --seconds is the long run (docs/testing.md).
-scripts/fuzz.sh --seconds "${AP_FUZZ_SECONDS:-8}" --jobs "$jobs" --results "$results/fuzz" || true
+scripts/fuzz.sh --seconds "${AP_FUZZ_SECONDS:-5}" --jobs "$jobs" --results "$results/fuzz" || true
 [[ -s $results/fuzz/fuzz.json ]] || fail_setup=$((fail_setup + 1))
 phase "fuzzing" fuzz/fuzz.json
 
