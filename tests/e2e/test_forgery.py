@@ -592,6 +592,15 @@ def test_c_makefile_test_target_made_exit_0_is_not_proven(autopatch_bin, tmp_pat
     assert "Makefile" in reason, r
 
 
+def fix_breaking_longest(repro_text):
+    """A Builder's script: the repro test repro_text, the real fix, and a planted regression
+    in longest(), then done."""
+    return script(write(REPRO, repro_text), replace("tally/core.py", BUG_LINE, FIX_LINE),
+                  replace("tally/core.py", '    return max(words, key=len) if words else ""\n',
+                          '    return ""\n'),
+                  done())
+
+
 def test_new_test_that_rewrites_reports_cannot_hide_a_regression(autopatch_bin, tmp_path):
     """Defence: the suite on the patched code runs with the repository's own tests, without the
     tests the patch adds or changes. The reproduction test here registers an atexit hook that,
@@ -602,10 +611,7 @@ def test_new_test_that_rewrites_reports_cannot_hide_a_regression(autopatch_bin, 
     rewriting = LINKING_TEST.replace("        os.remove(path)\n        os.symlink(forged, path)\n",
                                      '        open(path, "w").write(text)\n')
     assert rewriting != LINKING_TEST
-    s = script(write(REPRO, rewriting), replace("tally/core.py", BUG_LINE, FIX_LINE),
-               replace("tally/core.py", '    return max(words, key=len) if words else ""\n',
-                       '    return ""\n'),
-               done())
+    s = fix_breaking_longest(rewriting)
     r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "1"])
     reason = assert_not_proven(r)
     assert "the patch breaks 1 test that passed before" in reason, r
@@ -646,11 +652,7 @@ def test_runs_side_by_side_cannot_reach_each_other(autopatch_bin, tmp_path):
     suite lane runs the patched suite. With the two runs sharing a box (or a tree), the suite
     ran the overwritten module and the regression was hidden: proven."""
     repo = make_repo(tmp_path, TALLY)
-    s = script(write(REPRO, REACH_ACROSS_SIDE_BY_SIDE),
-               replace("tally/core.py", BUG_LINE, FIX_LINE),
-               replace("tally/core.py", '    return max(words, key=len) if words else ""\n',
-                       '    return ""\n'),
-               done())
+    s = fix_breaking_longest(REACH_ACROSS_SIDE_BY_SIDE)
     r = fix(autopatch_bin, tmp_path, repo, ISSUE, s, args=["--max-iterations", "1"])
     reason = assert_not_proven(r)
     assert "the patch breaks 1 test that passed before" in reason, r
