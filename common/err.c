@@ -2,18 +2,25 @@
 /* common/err.c - thread-local error messages (see err.h). */
 #include "common/err.h"
 
+#include "common/buf.h"
+
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_msg[AP_ERROR_MSG_MAX];
 
 int ap_error_set(int code, const char *fmt, ...)
 {
 	va_list ap;
+	int n;
 
 	va_start(ap, fmt);
-	vsnprintf(last_msg, sizeof(last_msg), fmt, ap);
+	n = vsnprintf(last_msg, sizeof(last_msg), fmt, ap);
 	va_end(ap);
+	/* A message is only shown: a long one is cut, visibly and between UTF-8 characters. */
+	if (n >= (int)sizeof(last_msg))
+		memcpy(last_msg + ap_utf8_cut(last_msg, sizeof(last_msg) - 4), "...", 4);
 	return code;
 }
 

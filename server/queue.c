@@ -167,7 +167,7 @@ int q__sx(queue *q, const char *sql)
 /* Roll back the open transaction, keeping the message of the failure that caused it. */
 void q__rollback(queue *q)
 {
-	char saved[1024];
+	char saved[AP_ERROR_MSG_MAX];
 
 	snprintf(saved, sizeof(saved), "%s", ap_error_last());
 	q__sx(q, "ROLLBACK");
@@ -275,7 +275,7 @@ int q_open(queue **out, const char *target, enum q_open_mode mode)
 	if ((rc = q->drv->open(&q->db, target, mode == Q_OPEN_CREATE)))
 		goto fail;
 	if ((rc = migrate(q, target))) {
-		char why[1024];
+		char why[AP_ERROR_MSG_MAX];
 
 		snprintf(why, sizeof(why), "%s", ap_error_last());
 		rc = ap_error_set(rc == AP_EUNAVAIL ? AP_EUNAVAIL : AP_EIO,
@@ -429,6 +429,7 @@ static int ingest_one(queue *q, q_delivery *d, const unsigned char *zbody, size_
 	if (d->kind == Q_CANCEL) {
 		char why[160];
 
+		/* Fits: a delivery id is at most WH_DELIVERY_MAX (100) bytes, checked at intake. */
 		snprintf(why, sizeof(why), "cancel requested by delivery %.100s", d->delivery);
 		if ((rc = cancel_locked(q, d->repo, d->issue, why, now, &d->ncancelled)))
 			return rc;
@@ -1059,6 +1060,7 @@ int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info
 	job->epoch = q->drv->res_int(r, 0, 2);
 	if ((rc = read_job(q, job->id, job)))
 		goto out_rollback;
+	/* Only shown (an event line); the lease itself keeps the whole owner. */
 	snprintf(msg, sizeof(msg), "leased by %.100s (attempt %d)", owner, job->attempts);
 	if ((rc = add_event(q, job->id, "preparing", msg, now)) || (rc = q__sx(q, "COMMIT")))
 		goto out_rollback;
@@ -1158,6 +1160,7 @@ int q_finish(queue *q, int64_t id, const char *owner, const char *state, const c
 	/* running -> a terminal state, and nothing else: q_release re-queues. */
 	assert(ok || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0);
 	q__assert_lease(id, owner);
+	/* Only shown (an event line); the job keeps the whole text as its result or error. */
 	snprintf(msg, sizeof(msg), "%s: %.180s", state, text ? text : "");
 	pthread_mutex_lock(&q->lock);
 	if ((rc = q__sx(q, q->drv->begin_write)))
@@ -1184,6 +1187,7 @@ int q_release(queue *q, int64_t id, const char *owner, int64_t not_before, const
 
 	q__assert_lease(id, owner);
 	assert(not_before >= 0);
+	/* Only shown (an event line); the job keeps the whole error. */
 	snprintf(msg, sizeof(msg), "re-queued%s: %.160s", refund ? " (shutdown)" : "",
 		 error ? error : "");
 	pthread_mutex_lock(&q->lock);
