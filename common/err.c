@@ -2,8 +2,6 @@
 /* common/err.c - thread-local error messages (see err.h). */
 #include "common/err.h"
 
-#include "common/buf.h"
-
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,8 +17,13 @@ int ap_error_set(int code, const char *fmt, ...)
 	n = vsnprintf(last_msg, sizeof(last_msg), fmt, ap);
 	va_end(ap);
 	/* A message is only shown: a long one is cut, visibly and between UTF-8 characters. */
-	if (n >= (int)sizeof(last_msg))
-		memcpy(last_msg + ap_utf8_cut(last_msg, sizeof(last_msg) - 4), "...", 4);
+	if (n >= (int)sizeof(last_msg)) {
+		size_t keep = sizeof(last_msg) - 4;
+
+		while (keep > 0 && ((unsigned char)last_msg[keep] & 0xC0) == 0x80)
+			keep--; /* not inside a character */
+		memcpy(last_msg + keep, "...", 4);
+	}
 	return code;
 }
 

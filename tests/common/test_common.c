@@ -86,6 +86,14 @@ static void test_error_message_marks_its_cut(void **state)
 	ap_error_set(AP_EINVAL, "why: %s", big);
 	assert_int_equal(strlen(ap_error_last()), AP_ERROR_MSG_MAX - 1);
 	assert_int_equal(ap_error_last()[AP_ERROR_MSG_MAX - 2], 'x');
+	/* Two-byte characters across the cut: it falls between two of them. */
+	for (size_t i = 0; i + 2 < sizeof(big); i += 2)
+		memcpy(big + i, "\xc3\xa9", 2);
+	big[sizeof(big) - 2] = '\0';
+	ap_error_set(AP_EINVAL, "x%s", big); /* byte 1020 is inside a character */
+	n = strlen(ap_error_last());
+	assert_string_equal(ap_error_last() + n - 3, "...");
+	assert_true(ap_utf8_valid(ap_error_last(), n));
 	ap_error_clear();
 }
 
