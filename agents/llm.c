@@ -790,6 +790,7 @@ int llm_new(llm **out, const ap_config *cfg)
 		rc = AP_ENOMEM;
 		goto fail;
 	}
+	/* Fit: both buffers were sized for exactly these parts. */
 	snprintf(m->url, ulen, "%.*s%s%s", (int)blen, base, v1, suffix);
 	snprintf(m->models_url, mlen, "%.*s%s/models", (int)blen, base, v1);
 	m->provider = strdup(provider);
@@ -811,7 +812,7 @@ int llm_new(llm **out, const ap_config *cfg)
 		rc = AP_ENOMEM;
 		goto fail;
 	}
-	snprintf(m->describe, dl, "%s/%s", provider, model);
+	snprintf(m->describe, dl, "%s/%s", provider, model); /* sized for it */
 	*out = m;
 	return 0;
 fail:
