@@ -113,7 +113,7 @@ int agent_chat(agent_ctx *a, llm_conv *conv, enum tool_set set)
 		return ap_error_set(AP_ECANCELLED, "the job was cancelled");
 	if (budget_before_call(&a->bud, traj_millis(a->traj), &which)) {
 		char what[64];
-		snprintf(what, sizeof(what), "%s", which);
+		snprintf(what, sizeof(what), "%s", which); /* a budget's short static name */
 		return agent_stop(a, what);
 	}
 	if ((rc = llm_call_bound(a->model, conv, tools, ntools, &bound_in, &bound_out)))

@@ -56,6 +56,8 @@ static void refuse(struct job *j, const char *fmt, ...)
 
 	if (j->reason[0])
 		return;
+	/* Only shown (a note on the chosen command); names in it are labels cut visibly at
+	 * LABEL_MAX, so every reason fits REASON_MAX. */
 	va_start(ap, fmt);
 	vsnprintf(j->reason, sizeof(j->reason), fmt, ap);
 	va_end(ap);
@@ -795,6 +797,7 @@ static int choose(ci_workflow_pick *out, yaml_document_t *doc, const yaml_node_t
 				ap_buf b = AP_BUF_INIT(LABEL_MAX + 8);
 
 				add_label(&b, id);
+				/* Fits: the label's buffer is capped below LABEL_MAX + 8. */
 				snprintf(first_reason, sizeof(first_reason), "job %s: %s",
 					 ap_buf_str(&b), j->reason);
 				ap_buf_release(&b);

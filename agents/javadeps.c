@@ -14,6 +14,8 @@
 #define SCAN_MAX  (4u << 20) /* output read */
 #define COORD_MAX 200	     /* a G:A:V coordinate */
 #define HOST_MAX  120
+/* Every snprintf below fits: each copies a length checked against COORD_MAX or HOST_MAX and
+ * the destination's size first (fetch: 60 bytes of text and a host). */
 
 /* Bounded strstr: needle in the first n bytes of hay. */
 static const char *find_n(const char *hay, size_t n, const char *needle)

@@ -608,6 +608,77 @@ static void log_traj_response(llm *m, int attempt, long status, const http_ctx *
 	traj_event(m->traj, "llm_response", o);
 }
 
+static void log_traj_request(llm *m, const char *body)
+{
+	if (!m->traj)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "model", llm_describe(m));
+	cJSON *parsed = cJSON_Parse(body);
+	if (parsed)
+		cJSON_AddItemToObject(o, "body", parsed);
+	traj_event(m->traj, "llm_request", o);
+}
+
+static void log_traj_retry(llm *m, int attempt, long status, int wait)
+{
+	if (!m->traj)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "attempt", attempt);
+	cJSON_AddNumberToObject(o, "status", (double)status);
+	cJSON_AddNumberToObject(o, "retry_in_s", wait);
+	traj_event(m->traj, "llm_retry", o);
+}
+
+/* The call's usage, or its error, in the trajectory. */
+static void log_traj_outcome(llm *m, int rc, const llm_reply *out)
+{
+	if (!m->traj)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	if (rc) {
+		cJSON_AddStringToObject(o, "error", ap_error_last());
+		traj_event(m->traj, "llm_error", o);
+		return;
+	}
+	cJSON_AddBoolToObject(o, "estimated", out->usage_estimated);
+	cJSON_AddNumberToObject(o, "tokens_in", (double)out->tokens_in);
+	cJSON_AddNumberToObject(o, "tokens_out", (double)out->tokens_out);
+	cJSON_AddNumberToObject(o, "millis", (double)out->millis);
+	cJSON_AddNumberToObject(o, "attempts", out->attempts);
+	cJSON_AddStringToObject(o, "stop", out->stop ? out->stop : "");
+	cJSON_AddNumberToObject(o, "tool_calls", (double)out->ncalls);
+	traj_event(m->traj, "llm_usage", o);
+}
+
+/* The error for a final answer that is not a success: its status and the start of its body
+ * (redacted). */
+static int http_answer_error(long status, int attempt, const http_ctx *h)
+{
+	char *snippet = redact_mem(ap_buf_str(&h->body), h->body.len > 300 ? 300 : h->body.len);
+	int rc = ap_error_set(status == 429 || status == 529 ? AP_ERATELIMIT : AP_EHTTP,
+			      "model server answered HTTP %ld after %d attempt(s): %s", status,
+			      attempt, snippet ? snippet : "");
+
+	free(snippet);
+	return rc;
+}
+
+/* A provider that reports no usage is charged the most the call could have used: every byte
+ * of the request as an input token, and the whole output cap. */
+static void estimate_missing_usage(const llm *m, const char *body, llm_reply *out)
+{
+	if (out->tokens_in < 0) {
+		out->tokens_in = (int64_t)strlen(body);
+		out->usage_estimated = true;
+	}
+	if (out->tokens_out < 0) {
+		out->tokens_out = m->max_tokens;
+		out->usage_estimated = true;
+	}
+}
+
 int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools, llm_reply *out)
 {
 	char *body =
@@ -618,14 +689,7 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 	if (!body)
 		return ap_error_set(AP_ENOMEM, "cannot build the model request");
 	memset(out, 0, sizeof(*out));
-	if (m->traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "model", llm_describe(m));
-		cJSON *parsed = cJSON_Parse(body);
-		if (parsed)
-			cJSON_AddItemToObject(o, "body", parsed);
-		traj_event(m->traj, "llm_request", o);
-	}
+	log_traj_request(m, body);
 	for (int attempt = 1;; attempt++) {
 		http_ctx h;
 		int64_t ta = traj_millis(m->traj);
@@ -644,61 +708,24 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 		bool again =
 		    (rc == 0 && retryable(status)) || rc == AP_ETIMEOUT || rc == AP_EUNAVAIL;
 		if (!again || attempt > m->retries) {
-			if (rc == 0) {
-				char *snippet = redact_mem(ap_buf_str(&h.body),
-							   h.body.len > 300 ? 300 : h.body.len);
-				rc = ap_error_set(status == 429 || status == 529 ? AP_ERATELIMIT
-										 : AP_EHTTP,
-						  "model server answered HTTP %ld after %d "
-						  "attempt(s): %s",
-						  status, attempt, snippet ? snippet : "");
-				free(snippet);
-			}
+			if (rc == 0)
+				rc = http_answer_error(status, attempt, &h);
 			http_ctx_release(&h);
 			break;
 		}
 		int wait = llm_backoff_seconds(attempt, httpc_header(&h.hdrs, "retry-after"));
 		ap_warn("model call attempt %d: %s%ld; retrying in %d s", attempt,
 			rc ? "transport error " : "HTTP ", rc ? (long)rc : status, wait);
-		if (m->traj) {
-			cJSON *o = cJSON_CreateObject();
-			cJSON_AddNumberToObject(o, "attempt", attempt);
-			cJSON_AddNumberToObject(o, "status", (double)status);
-			cJSON_AddNumberToObject(o, "retry_in_s", wait);
-			traj_event(m->traj, "llm_retry", o);
-		}
+		log_traj_retry(m, attempt, status, wait);
 		http_ctx_release(&h);
 		rc = 0;
 		ap_sleep_ms((int64_t)wait * 1000);
 	}
 	out->millis = traj_millis(m->traj) - t0;
-	/* A provider that reports no usage is charged the most the call could have used: every
-	 * byte of the request as an input token, and the whole output cap. */
-	if (rc == 0 && out->tokens_in < 0) {
-		out->tokens_in = (int64_t)strlen(body);
-		out->usage_estimated = true;
-	}
-	if (rc == 0 && out->tokens_out < 0) {
-		out->tokens_out = m->max_tokens;
-		out->usage_estimated = true;
-	}
+	if (rc == 0)
+		estimate_missing_usage(m, body, out);
 	free(body);
-	if (rc == 0 && m->traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddBoolToObject(o, "estimated", out->usage_estimated);
-		cJSON_AddNumberToObject(o, "tokens_in", (double)out->tokens_in);
-		cJSON_AddNumberToObject(o, "tokens_out", (double)out->tokens_out);
-		cJSON_AddNumberToObject(o, "millis", (double)out->millis);
-		cJSON_AddNumberToObject(o, "attempts", out->attempts);
-		cJSON_AddStringToObject(o, "stop", out->stop ? out->stop : "");
-		cJSON_AddNumberToObject(o, "tool_calls", (double)out->ncalls);
-		traj_event(m->traj, "llm_usage", o);
-	}
-	if (rc && m->traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "error", ap_error_last());
-		traj_event(m->traj, "llm_error", o);
-	}
+	log_traj_outcome(m, rc, out);
 	return rc;
 }
 
@@ -790,6 +817,7 @@ int llm_new(llm **out, const ap_config *cfg)
 		rc = AP_ENOMEM;
 		goto fail;
 	}
+	/* Fit: both buffers were sized for exactly these parts. */
 	snprintf(m->url, ulen, "%.*s%s%s", (int)blen, base, v1, suffix);
 	snprintf(m->models_url, mlen, "%.*s%s/models", (int)blen, base, v1);
 	m->provider = strdup(provider);
@@ -811,7 +839,7 @@ int llm_new(llm **out, const ap_config *cfg)
 		rc = AP_ENOMEM;
 		goto fail;
 	}
-	snprintf(m->describe, dl, "%s/%s", provider, model);
+	snprintf(m->describe, dl, "%s/%s", provider, model); /* sized for it */
 	*out = m;
 	return 0;
 fail:

@@ -8,6 +8,7 @@
 #include "common/err.h"
 #include "common/fs.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
@@ -56,6 +57,9 @@ static bool decide(struct det *d, const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
 
+	/* A cut command would run another one. It fits: every source caps its command at
+	 * CI_WORKFLOW_MAX_CMD or TESTCMD_MAX_TOX_CMD, or is our own. The why is only shown. */
+	assert(strlen(cmd) <= CMD_CAP);
 	snprintf(d->cmd, sizeof(d->cmd), "%s", cmd);
 	va_start(ap, fmt);
 	vsnprintf(d->why, sizeof(d->why), fmt, ap);
@@ -560,7 +564,7 @@ static int workflow_files(struct det *d, char **names)
 		    !S_ISREG(st.st_mode)) {
 			char rel[NAME_QUOTE + 32], q[NAME_QUOTE + 4];
 
-			safe_name(q, sizeof(q), e->d_name);
+			safe_name(q, sizeof(q), e->d_name); /* at most NAME_QUOTE + 3 bytes */
 			snprintf(rel, sizeof(rel), ".github/workflows/%s", q);
 			note(d, rel, "a symbolic link or not a regular file: ignored");
 			continue;
@@ -581,7 +585,7 @@ static bool from_workflow(struct det *d, const char *name)
 	ci_workflow_pick pick;
 	int rc;
 
-	if (strlen(name) > NAME_QUOTE)
+	if (strlen(name) > NAME_QUOTE) /* so rel fits, with name or its quote q */
 		return false;
 	snprintf(rel, sizeof(rel), ".github/workflows/%s", name);
 	safe_name(q, sizeof(q), name);
@@ -862,7 +866,8 @@ static bool from_make_file(struct det *d, const char *const *files, const char *
 			note(d, *f, "no test or check %s", just ? "recipe" : "target");
 			return false;
 		}
-		snprintf(cmd, sizeof(cmd), "%s %s", tool, target);
+		snprintf(cmd, sizeof(cmd), "%s %s", tool,
+			 target); /* "make"/"just", "test"/"check" */
 		return decide(d, cmd, "%s %s %s", *f, just ? "recipe" : "target", target);
 	}
 	return false;

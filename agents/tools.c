@@ -192,29 +192,27 @@ char *tools_asprintf(const char *fmt, ...)
 	return s;
 }
 
-cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, char **why)
+/* Why name is no tool of set: the tools there are (caller frees; NULL on ENOMEM). */
+static char *unknown_tool_why(enum tool_set set, const char *name)
 {
-	const tool_def *d = find_def(set, name);
-	*why = NULL;
-	if (!d) {
-		size_t n;
-		const llm_tool *offered = tools_offered(set, &n);
-		ap_buf names = AP_BUF_INIT(1024);
-		for (size_t i = 0; i < n; i++)
-			ap_buf_addf(&names, "%s%s", i ? ", " : "", offered[i].name);
-		*why = tools_asprintf("unknown tool '%.100s'; available tools: %s", name,
-				      ap_buf_str(&names));
-		ap_buf_release(&names);
-		return NULL;
-	}
-	cJSON *o = args && *args ? cJSON_ParseWithOpts(args, NULL, true) : cJSON_CreateObject();
-	if (!o || !cJSON_IsObject(o)) {
-		*why = tools_asprintf("%s: arguments must be a JSON object matching the schema %s",
-				      name, d->schema);
-		cJSON_Delete(o);
-		return NULL;
-	}
+	size_t n;
+	const llm_tool *offered = tools_offered(set, &n);
+	ap_buf names = AP_BUF_INIT(1024);
+	char *why;
+
+	for (size_t i = 0; i < n; i++)
+		ap_buf_addf(&names, "%s%s", i ? ", " : "", offered[i].name);
+	why =
+	    tools_asprintf("unknown tool '%.100s'; available tools: %s", name, ap_buf_str(&names));
+	ap_buf_release(&names);
+	return why;
+}
+
+/* Whether every member of o is a parameter of d; else *why names the first that is not. */
+static bool only_known_args(const tool_def *d, const char *name, const cJSON *o, char **why)
+{
 	const cJSON *it;
+
 	cJSON_ArrayForEach (it, o) {
 		bool known = false;
 		for (size_t i = 0; i < 6 && d->params[i].name; i++)
@@ -223,13 +221,92 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 		if (!known) {
 			*why = tools_asprintf("%s: unknown argument '%.100s'; schema: %s", name,
 					      it->string, d->schema);
-			goto bad;
+			return false;
 		}
 	}
+	return true;
+}
+
+/* Whether the string v fits p (length, and a path the workspace allows). */
+static bool string_ok(const char *name, const param *p, const cJSON *v, char **why)
+{
+	size_t len;
+
+	if (!cJSON_IsString(v)) {
+		*why = tools_asprintf("%s: argument '%s' must be a string", name, p->name);
+		return false;
+	}
+	len = strlen(v->valuestring);
+	if ((long)len < p->min || (long)len > p->max) {
+		*why = tools_asprintf("%s: argument '%s' must be %ld to %ld bytes long", name,
+				      p->name, p->min, p->max);
+		return false;
+	}
+	if (p->is_path) {
+		const char *r = tools_path_refusal(v->valuestring);
+		/* "." names the root for the directory arguments. */
+		if (r && strcmp(v->valuestring, ".") != 0) {
+			*why = tools_asprintf("%s: %s: refused path '%.200s': %s", name, p->name,
+					      v->valuestring, r);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Whether the value v (present, not null) has p's type and range; else *why says why. */
+static bool value_ok(const char *name, const param *p, const cJSON *v, char **why)
+{
+	int64_t n;
+
+	switch (p->type) {
+	case P_STR:
+		return string_ok(name, p, v, why);
+	case P_INT:
+		if (!ap_json_int(v, &n)) {
+			*why =
+			    tools_asprintf("%s: argument '%s' must be an integer", name, p->name);
+			return false;
+		}
+		if (n < p->min || n > p->max) {
+			*why = tools_asprintf("%s: argument '%s' must be between %ld and %ld", name,
+					      p->name, p->min, p->max);
+			return false;
+		}
+		return true;
+	case P_BOOL:
+		if (!cJSON_IsBool(v)) {
+			*why = tools_asprintf("%s: argument '%s' must be true or false", name,
+					      p->name);
+			return false;
+		}
+		return true;
+	}
+	return true;
+}
+
+cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, char **why)
+{
+	const tool_def *d = find_def(set, name);
+	cJSON *o;
+
+	*why = NULL;
+	if (!d) {
+		*why = unknown_tool_why(set, name);
+		return NULL;
+	}
+	o = args && *args ? cJSON_ParseWithOpts(args, NULL, true) : cJSON_CreateObject();
+	if (!o || !cJSON_IsObject(o)) {
+		*why = tools_asprintf("%s: arguments must be a JSON object matching the schema %s",
+				      name, d->schema);
+		cJSON_Delete(o);
+		return NULL;
+	}
+	if (!only_known_args(d, name, o, why))
+		goto bad;
 	for (size_t i = 0; i < 6 && d->params[i].name; i++) {
 		const param *p = &d->params[i];
 		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, p->name);
-		int64_t n;
 
 		if (!v || cJSON_IsNull(v)) {
 			if (p->required) {
@@ -239,51 +316,8 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 			}
 			continue;
 		}
-		switch (p->type) {
-		case P_STR:
-			if (!cJSON_IsString(v)) {
-				*why = tools_asprintf("%s: argument '%s' must be a string", name,
-						      p->name);
-				goto bad;
-			}
-			size_t len = strlen(v->valuestring);
-			if ((long)len < p->min || (long)len > p->max) {
-				*why = tools_asprintf(
-				    "%s: argument '%s' must be %ld to %ld bytes long", name,
-				    p->name, p->min, p->max);
-				goto bad;
-			}
-			if (p->is_path) {
-				const char *r = tools_path_refusal(v->valuestring);
-				/* "." names the root for the directory arguments. */
-				if (r && strcmp(v->valuestring, ".") != 0) {
-					*why = tools_asprintf("%s: %s: refused path '%.200s': %s",
-							      name, p->name, v->valuestring, r);
-					goto bad;
-				}
-			}
-			break;
-		case P_INT:
-			if (!ap_json_int(v, &n)) {
-				*why = tools_asprintf("%s: argument '%s' must be an integer", name,
-						      p->name);
-				goto bad;
-			}
-			if (n < p->min || n > p->max) {
-				*why =
-				    tools_asprintf("%s: argument '%s' must be between %ld and %ld",
-						   name, p->name, p->min, p->max);
-				goto bad;
-			}
-			break;
-		case P_BOOL:
-			if (!cJSON_IsBool(v)) {
-				*why = tools_asprintf("%s: argument '%s' must be true or false",
-						      name, p->name);
-				goto bad;
-			}
-			break;
-		}
+		if (!value_ok(name, p, v, why))
+			goto bad;
 	}
 	return o;
 bad:

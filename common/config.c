@@ -382,7 +382,7 @@ static char *unquote(char *v)
 static int parse_env_file(ap_config *c, const char *path, bool required)
 {
 	ap_buf text = AP_BUF_INIT(ENV_FILE_CAP);
-	char why[1024], *line, *next;
+	char why[AP_ERROR_MSG_MAX], *line, *next;
 	int lineno = 0, rc;
 
 	rc = fs_read_file(&text, path, 0);

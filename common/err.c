@@ -4,16 +4,26 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_msg[AP_ERROR_MSG_MAX];
 
 int ap_error_set(int code, const char *fmt, ...)
 {
 	va_list ap;
+	int n;
 
 	va_start(ap, fmt);
-	vsnprintf(last_msg, sizeof(last_msg), fmt, ap);
+	n = vsnprintf(last_msg, sizeof(last_msg), fmt, ap);
 	va_end(ap);
+	/* A message is only shown: a long one is cut, visibly and between UTF-8 characters. */
+	if (n >= (int)sizeof(last_msg)) {
+		size_t keep = sizeof(last_msg) - 4;
+
+		while (keep > 0 && ((unsigned char)last_msg[keep] & 0xC0) == 0x80)
+			keep--; /* not inside a character */
+		memcpy(last_msg + keep, "...", 4);
+	}
 	return code;
 }
 

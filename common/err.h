@@ -31,8 +31,8 @@ enum {
 #define AP_ERROR_MSG_MAX 1024
 
 /* Record the message for the current thread and return code, so callers can write
- * `return ap_error_set(AP_EINVAL, "bad port %s", s);`. The message is truncated at
- * AP_ERROR_MSG_MAX - 1 bytes. */
+ * `return ap_error_set(AP_EINVAL, "bad port %s", s);`. A message longer than
+ * AP_ERROR_MSG_MAX - 1 bytes is cut and ends in "..." (messages are only shown). */
 int ap_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The current thread's last message ("" if none). Valid until the next ap_error_set() on the

@@ -184,7 +184,7 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
 	if (!path || !*path || strlen(path) + 16 > sizeof(tmp))
 		return ap_error_set(AP_EINVAL, "cannot write \"%.200s\": not a usable path",
 				    path ? path : "");
-	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path); /* fits: length checked above */
 	fd = mkstemp(tmp);
 	if (fd < 0)
 		return ap_error_set(AP_EIO, "cannot create a file beside %s: %s", path,
@@ -220,7 +220,7 @@ int fs_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
 	}
 	/* The rename itself is durable once the directory is synced. */
 	slash = strrchr(path, '/');
-	if (slash)
+	if (slash) /* fits: path is shorter than tmp, and dir is the same size */
 		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
 	else
 		snprintf(dir, sizeof(dir), ".");

@@ -261,6 +261,7 @@ static int mint(gh_app *app, int64_t inst, struct token **out)
 	if (rc)
 		return rc;
 	snprintf(path, sizeof(path), "/app/installations/%lld/access_tokens", (long long)inst);
+	/* (fits: 34 bytes and an integer) */
 	/* A second token is harmless: repeat the mint after a 5xx like a read. */
 	rc = gh_rest_call_idempotent(r, "POST", path, NULL, &resp);
 	if (rc)

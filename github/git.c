@@ -583,6 +583,7 @@ static int push_ref_cb(const char *refname, const char *status, void *payload)
 	if (status && !c->status[0] &&
 	    ap_fmt(c->status, sizeof(c->status), "%s: %s", refname, status)) {
 		ap_error_clear();
+		/* Only shown; a refname is at most 200 bytes of it. */
 		snprintf(c->status, sizeof(c->status),
 			 "%.200s: (the server's reason is too long to show)", refname);
 	}

@@ -20,7 +20,9 @@
 #define PATH_CAP   4096 /* bytes of one path */
 #define QUOTE_CAP  200	/* bytes of a path or header line quoted in a sentence */
 #define PHRASE_CAP 600	/* bytes of one rule phrase */
-#define LIST_PATH  1024 /* bytes of one path in a file list */
+/* The phrases built with snprintf below fit PHRASE_CAP: a sentence of under 100 bytes with at
+ * most QUOTE_CAP (or 64) bytes of a name and numbers. */
+#define LIST_PATH 1024 /* bytes of one path in a file list */
 
 /* One `diff --git` section of the raw text: [start, end). */
 struct section {

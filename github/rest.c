@@ -506,47 +506,50 @@ static bool is_write(const char *method)
 	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
 }
 
-/* One HTTP exchange. Returns 0 when a response arrived (any status), else a negative code.
- * once: a request that must not be sent twice. libcurl silently re-sends a request whose
- * reused connection died before an answer, and GitHub may have applied it by then, so such a
- * request always gets a fresh connection (which libcurl never retries). */
-static int attempt(gh_rest *r, const char *method, const char *url, const char *payload,
-		   const char *auth, int64_t timeout_ms, bool once, ap_buf *resp)
+/* The request's header list: GitHub's fixed headers and auth ("" for none). NULL on ENOMEM. */
+static struct curl_slist *request_headers(const char *auth)
 {
-	struct curl_slist *hl = NULL, *tmp;
-	httpc_body sink = HTTPC_BODY_INIT(resp);
 	static const char *const fixed[] = {
 	    "Accept: application/vnd.github+json",
 	    "X-GitHub-Api-Version: 2022-11-28",
 	    "Content-Type: application/json",
 	    "Expect:",
 	};
-	char cerr[CURL_ERROR_SIZE] = "";
-	struct prereq pre = {r, 0};
-	CURLcode cc;
-	char *red;
-	int rc = 0;
+	struct curl_slist *hl = NULL, *tmp;
 
-	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-		tmp = curl_slist_append(hl, fixed[i]);
-		if (!tmp)
-			goto err_nomem;
+	for (size_t i = 0; i <= sizeof(fixed) / sizeof(fixed[0]); i++) {
+		const char *h = i < sizeof(fixed) / sizeof(fixed[0]) ? fixed[i] : auth;
+
+		if (!*h)
+			continue;
+		tmp = curl_slist_append(hl, h);
+		if (!tmp) {
+			curl_slist_free_all(hl);
+			return NULL;
+		}
 		hl = tmp;
 	}
-	if (*auth) {
-		tmp = curl_slist_append(hl, auth);
-		if (!tmp)
-			goto err_nomem;
-		hl = tmp;
-	}
+	return hl;
+}
 
+/* The answer's parts live on attempt()'s stack while curl runs. */
+struct exchange {
+	struct curl_slist *hl;
+	char cerr[CURL_ERROR_SIZE];
+	httpc_body sink;
+	struct prereq pre;
+};
+
+/* Reset r's handle and set it up for one request (see attempt()). */
+static void set_request(gh_rest *r, const char *method, const char *url, const char *payload,
+			int64_t timeout_ms, bool once, struct exchange *x)
+{
 	curl_easy_reset(r->curl);
-	ap_buf_reset(resp);
 	httpc_headers_clear(&r->hdrs);
 	r->status = 0;
 	curl_easy_setopt(r->curl, CURLOPT_URL, url);
 	curl_easy_setopt(r->curl, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(r->curl, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(r->curl, CURLOPT_HTTPHEADER, x->hl);
 	curl_easy_setopt(r->curl, CURLOPT_USERAGENT, USER_AGENT);
 	curl_easy_setopt(r->curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(r->curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -556,9 +559,9 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 	curl_easy_setopt(r->curl, CURLOPT_CONNECTTIMEOUT_MS,
 			 timeout_ms < 10000 ? timeout_ms : 10000);
 	curl_easy_setopt(r->curl, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(r->curl, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(r->curl, CURLOPT_ERRORBUFFER, x->cerr);
 	httpc_headers_sink(r->curl, &r->hdrs);
-	httpc_body_sink(r->curl, &sink);
+	httpc_body_sink(r->curl, &x->sink);
 	curl_easy_setopt(r->curl, CURLOPT_ACCEPT_ENCODING, "");
 	if (once)
 		curl_easy_setopt(r->curl, CURLOPT_FRESH_CONNECT, 1L);
@@ -571,42 +574,66 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 	}
 	if (r->guard && is_write(method)) {
 		curl_easy_setopt(r->curl, CURLOPT_PREREQFUNCTION, prereq_guard);
-		curl_easy_setopt(r->curl, CURLOPT_PREREQDATA, &pre);
+		curl_easy_setopt(r->curl, CURLOPT_PREREQDATA, &x->pre);
 	}
-	r->attempts++;
-	cc = curl_easy_perform(r->curl);
-	curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &r->status);
-	{
-		long req_size = 0;
+}
 
-		curl_easy_getinfo(r->curl, CURLINFO_REQUEST_SIZE, &req_size);
-		r->sent = req_size > 0;
-	}
-	if (pre.rc) {
+/* What the finished exchange means: 0 when a response arrived, else the error (the guard's
+ * refusal, a response over the cap, the network's). */
+static int exchange_result(gh_rest *r, const char *method, const char *url, CURLcode cc,
+			   const struct exchange *x)
+{
+	char *red;
+	int rc = 0;
+
+	if (x->pre.rc) {
 		char why[AP_ERROR_MSG_MAX];
 
 		snprintf(why, sizeof(why), "%s", ap_error_last());
-		rc = ap_error_set(pre.rc, "GitHub %s %s: not sent: %s", method, url, why);
+		rc = ap_error_set(x->pre.rc, "GitHub %s %s: not sent: %s", method, url, why);
 		r->sent = false;
 		r->status = 0;
-	} else if (sink.rc == AP_ETOOBIG) {
+	} else if (x->sink.rc == AP_ETOOBIG) {
 		rc = ap_error_set(AP_ETOOBIG, "GitHub %s: the response passed %lld bytes", method,
 				  (long long)r->max_resp);
-	} else if (sink.rc) {
-		rc = sink.rc;
+	} else if (x->sink.rc) {
+		rc = x->sink.rc;
 		r->status = 0;
 	} else if (cc != CURLE_OK) {
-		red = redact_str(cerr[0] ? cerr : curl_easy_strerror(cc));
+		red = redact_str(x->cerr[0] ? x->cerr : curl_easy_strerror(cc));
 		rc = ap_error_set(cc == CURLE_OPERATION_TIMEDOUT ? AP_ETIMEOUT : AP_EUNAVAIL,
 				  "GitHub %s %s: %s", method, url, red ? red : "network error");
 		free(red);
 		r->status = 0;
 	}
-	curl_slist_free_all(hl);
 	return rc;
-err_nomem:
-	curl_slist_free_all(hl);
-	return ap_error_set(AP_ENOMEM, "out of memory");
+}
+
+/* One HTTP exchange. Returns 0 when a response arrived (any status), else a negative code.
+ * once: a request that must not be sent twice. libcurl silently re-sends a request whose
+ * reused connection died before an answer, and GitHub may have applied it by then, so such a
+ * request always gets a fresh connection (which libcurl never retries). */
+static int attempt(gh_rest *r, const char *method, const char *url, const char *payload,
+		   const char *auth, int64_t timeout_ms, bool once, ap_buf *resp)
+{
+	struct exchange x = {.cerr = "", .sink = HTTPC_BODY_INIT(resp), .pre = {r, 0}};
+	long req_size = 0;
+	CURLcode cc;
+	int rc;
+
+	x.hl = request_headers(auth);
+	if (!x.hl)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	ap_buf_reset(resp);
+	set_request(r, method, url, payload, timeout_ms, once, &x);
+	r->attempts++;
+	cc = curl_easy_perform(r->curl);
+	curl_easy_getinfo(r->curl, CURLINFO_RESPONSE_CODE, &r->status);
+	curl_easy_getinfo(r->curl, CURLINFO_REQUEST_SIZE, &req_size);
+	r->sent = req_size > 0;
+	rc = exchange_result(r, method, url, cc, &x);
+	curl_slist_free_all(x.hl);
+	return rc;
 }
 
 /* One call's state across its attempts (call()). */

@@ -53,6 +53,7 @@ int gh_urls_get(const ap_config *cfg, gh_urls *out)
 	size_t n;
 	int rc;
 
+	/* Every copy below fits: take() keeps at most URL_LIMIT (400) bytes of GH_URL_MAX. */
 	memset(out, 0, sizeof(*out));
 	if (web_set && (rc = take("GITHUB_URL", cfg_str(cfg, "GITHUB_URL"), out->web)))
 		return rc;

@@ -83,6 +83,7 @@ struct console {
 	atomic_bool stopping;
 	pthread_t ticker;
 	bool ticker_started;
+	char csp[1024]; /* the Content-Security-Policy of every page (names web_url) */
 };
 
 /* What one request is answered with. */
@@ -90,7 +91,7 @@ struct page {
 	int status;
 	const char *type;
 	ap_buf body;
-	char cookies[3][512];
+	char cookies[3][FLOW_COOKIE_MAX];
 	int ncookies;
 	char location[URL_MAX];
 	const char *disposition;
@@ -125,15 +126,23 @@ static void esc(ap_buf *b, const char *s)
 
 static void escf(ap_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Formatted text, escaped. It is only shown: text past the page's cap is left out like any
+ * other (the page is capped), never cut in the middle of a sentence without a mark. */
 static void escf(ap_buf *b, const char *fmt, ...)
 {
-	char tmp[4096];
+	ap_buf tmp = AP_BUF_INIT(PAGE_CAP);
 	va_list ap;
+	int rc;
 
 	va_start(ap, fmt);
-	vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	rc = ap_buf_vaddf(&tmp, fmt, ap);
 	va_end(ap);
-	esc(b, tmp);
+	if (rc) {
+		ap_error_clear();
+		esc(b, "(text too long to show)");
+	} else
+		esc(b, ap_buf_str(&tmp));
+	ap_buf_release(&tmp);
 }
 
 static bool jhas(const cJSON *o, const char *k)
@@ -197,6 +206,7 @@ static void problem(struct page *p, int status, const char *title, const char *w
 static void redirect(struct page *p, const char *location)
 {
 	page_init(p, 303);
+	/* Fits: a flow's location is at most FLOW_URL_MAX (the same size), ours are "/jobs/N". */
 	snprintf(p->location, sizeof(p->location), "%s", location);
 	ap_buf_adds(&p->body, "<!doctype html><title>See other</title><a href=\"");
 	esc(&p->body, location);
@@ -208,19 +218,26 @@ static void add_cookie(struct page *p, const char *fmt, ...) __attribute__((form
 static void add_cookie(struct page *p, const char *fmt, ...)
 {
 	va_list ap;
+	int n;
 
 	if (p->ncookies >= 3)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(p->cookies[p->ncookies++], sizeof(p->cookies[0]), fmt, ap);
+	n = vsnprintf(p->cookies[p->ncookies], sizeof(p->cookies[0]), fmt, ap);
 	va_end(ap);
+	/* A cut cookie sets another value: leave it out (ours are a 64-byte id and attributes;
+	 * a flow's are at most FLOW_COOKIE_MAX, the same size). */
+	if (n < 0 || (size_t)n >= sizeof(p->cookies[0])) {
+		ap_warn("console: a Set-Cookie of %d bytes is too long; left out", n);
+		return;
+	}
+	p->ncookies++;
 }
 
 static enum MHD_Result send_page(console *c, struct MHD_Connection *conn, struct page *p)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ret;
-	char csp[1024];
 
 	r = MHD_create_response_from_buffer(p->body.len, (void *)ap_buf_str(&p->body),
 					    MHD_RESPMEM_MUST_COPY);
@@ -228,13 +245,8 @@ static enum MHD_Result send_page(console *c, struct MHD_Connection *conn, struct
 		ap_buf_release(&p->body);
 		return MHD_NO;
 	}
-	/* The registration form posts to GitHub; nothing else leaves this origin. */
-	snprintf(csp, sizeof(csp),
-		 "default-src 'self'; form-action 'self' %s; frame-ancestors 'none'; "
-		 "base-uri 'none'",
-		 c->cfg.web_url);
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, p->type);
-	MHD_add_response_header(r, "Content-Security-Policy", csp);
+	MHD_add_response_header(r, "Content-Security-Policy", c->csp);
 	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
 	MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
@@ -1028,7 +1040,7 @@ static void job_page(console *c, queue *q, int64_t id, struct page *p, const str
 	free(traj);
 	page_init(p, 200);
 	if (*ap_json_str(j, "title"))
-		snprintf(title, sizeof(title), "%s", ap_json_str(j, "title"));
+		ap_excerpt(title, sizeof(title), ap_json_str(j, "title")); /* only shown */
 	else
 		snprintf(title, sizeof(title), "Issue %.0f", ap_json_num(j, "issue"));
 	head(p, title, v);
@@ -1372,6 +1384,15 @@ static void sse_free(void *cls)
 	atomic_fetch_sub(&c->streams, 1);
 }
 
+/* Whether the stream's ?state= and ?repo= filters fit their fields. */
+static bool sse_filters_fit(struct MHD_Connection *conn)
+{
+	const char *state = arg(conn, "state"), *repo = arg(conn, "repo");
+
+	return (!state || strlen(state) < sizeof(((struct sse *)0)->state)) &&
+	       (!repo || strlen(repo) < sizeof(((struct sse *)0)->repo));
+}
+
 /* GET /jobs/N/events (job > 0) or /events (the list, filtered by ?state and ?repo). The
  * stream resumes after the larger of ?after (the last event id the page rendered) and the
  * Last-Event-ID header (the last one this browser received, on a reconnect): nothing is sent
@@ -1393,6 +1414,11 @@ static enum MHD_Result sse_open(console *c, struct MHD_Connection *conn, queue *
 			return send_page(c, conn, &p);
 		cJSON_Delete(j);
 	}
+	if (!sse_filters_fit(conn)) {
+		problem(&p, 400, "Bad request", "The state or repository filter is too long.",
+			"Open the job list from its link.", v);
+		return send_page(c, conn, &p);
+	}
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return MHD_NO;
@@ -1401,6 +1427,7 @@ static enum MHD_Result sse_open(console *c, struct MHD_Connection *conn, queue *
 	s->conn = conn;
 	s->job = job;
 	s->v = *v;
+	/* Fit: sse_filters_fit() said so (a cut repository would filter for another). */
 	snprintf(s->state, sizeof(s->state), "%s", arg(conn, "state") ? arg(conn, "state") : "");
 	snprintf(s->repo, sizeof(s->repo), "%s", arg(conn, "repo") ? arg(conn, "repo") : "");
 	s->last = after ? strtoll(after, NULL, 10) : 0;
@@ -1505,6 +1532,7 @@ static void job_action(console *c, queue *q, int64_t id, const char *what, struc
 
 	if (!j)
 		return;
+	/* Fits: 37 bytes of text and a login of at most SESS_LOGIN_MAX (64). */
 	snprintf(why, sizeof(why), "%s from the console by %s",
 		 strcmp(what, "cancel") == 0 ? "cancel requested" : "retried", v->info.login);
 	if (strcmp(what, "cancel") == 0) {
@@ -1761,6 +1789,20 @@ int console_new(console **out, const console_config *cfg)
 	c->cfg.operators = keep(c, 5, cfg->operators);
 	c->cfg.client_id = c->cfg.client_secret = NULL;
 	pthread_mutex_init(&c->sse_lock, NULL);
+	/* The registration form posts to GitHub; nothing else leaves this origin. */
+	if (!c->cfg.web_url) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if (ap_fmt(c->csp, sizeof(c->csp),
+		   "default-src 'self'; form-action 'self' %s; frame-ancestors 'none'; "
+		   "base-uri 'none'",
+		   c->cfg.web_url)) {
+		rc = ap_error_set(
+		    AP_EINVAL, "GITHUB_URL is too long for the console's security policy (at most "
+			       "900 bytes): use GitHub's address");
+		goto fail;
+	}
 	if ((rc = reg_new(&c->reg,
 			  &(reg_config){
 			      .offered = !c->cfg.sign_in,

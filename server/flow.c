@@ -2,6 +2,7 @@
 /* server/flow.c - a console flow's answer: a redirect with cookies, or a problem (flow.h). */
 #include "server/flow.h"
 
+#include "common/buf.h"
 #include "common/err.h"
 
 #include <stdarg.h>
@@ -13,7 +14,7 @@ void flow_problem(flow_answer *a, int status, const char *title, const char *wha
 	a->status = status;
 	a->title = title;
 	a->todo = todo;
-	snprintf(a->what, sizeof(a->what), "%s", what ? what : "");
+	ap_excerpt(a->what, sizeof(a->what), what ? what : ""); /* only shown */
 }
 
 int flow_redirect(flow_answer *a, const char *location)

@@ -26,7 +26,7 @@ typedef struct flow_answer {
 } flow_answer;
 
 /* A problem answer: status, title and todo are kept as given (static text), what is copied
- * (cut at FLOW_WHAT_MAX - 1 bytes). */
+ * (only shown: cut with a visible "..." past FLOW_WHAT_MAX - 1 bytes). */
 void flow_problem(flow_answer *a, int status, const char *title, const char *what,
 		  const char *todo);
 

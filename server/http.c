@@ -183,6 +183,7 @@ static enum MHD_Result answer_stored(struct req *r)
 		return finish_hook(r, 200, "cancel", msg, 0);
 	case Q_RECORDED:
 		ap_log(AP_LOG_INFO, delivery, 0, "ignored: %s", r->dec.reason);
+		/* Only shown to the sender; the whole reason is in the log line above. */
 		snprintf(msg, sizeof(msg), "ignored: %.200s", r->dec.reason);
 		return finish_hook(r, 200, "ignored", msg, 0);
 	default:
@@ -570,7 +571,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	size_t n;
 
 	(void)cls;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap); /* only logged: libmicrohttpd's are short */
 	n = strlen(msg);
 	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
 		msg[--n] = '\0';

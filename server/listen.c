@@ -28,7 +28,8 @@ static int parse_port(const char *s)
 	return n >= 1 && n <= 65535 ? (int)n : -1;
 }
 
-/* Fill a TCP spec from a numeric address; false when addr is not one. */
+/* Fill a TCP spec from a numeric address; false when addr is not one. The text fits: a
+ * numeric address is under INET6_ADDRSTRLEN (46) bytes, the port 5 digits. */
 static bool set_tcp(listen_spec *out, const char *addr, int port)
 {
 	struct sockaddr_in *a4 = (struct sockaddr_in *)&out->addr;

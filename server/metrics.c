@@ -137,6 +137,7 @@ static int hist_render(ap_buf *out, const char *name, const char *help, const ch
 		char sel[96] = "", le_sep[100] = "{";
 
 		if (label) {
+			/* Fits: label and values are our own short names ("stage", "setup"). */
 			snprintf(sel, sizeof(sel), "{%s=\"%s\"}", label, values[v]);
 			snprintf(le_sep, sizeof(le_sep), "{%s=\"%s\",", label, values[v]);
 		}

@@ -214,6 +214,70 @@ static size_t put_utf8(char *o, unsigned cp)
 	return 4;
 }
 
+/* Where parse_string() decodes to: dst (NULL: nowhere) with room for cap bytes; bad once the
+ * text did not fit or holds U+0000, cut once an escaped U+0000 ended it. */
+struct decoded {
+	char *dst;
+	size_t cap, n;
+	bool bad, cut;
+};
+
+static inline void decoded_put(struct decoded *d, const char *p, size_t k)
+{
+	if (!d->dst || d->bad || d->cut)
+		return;
+	if (d->n + k > d->cap)
+		d->bad = true;
+	else
+		memcpy(d->dst + d->n, p, k);
+	d->n += k;
+}
+
+/* A \uXXXX escape (s->p just past the "\u"), with the low half of a surrogate pair. */
+static int parse_u_escape(struct scan *s, struct decoded *d, bool nul_truncates)
+{
+	unsigned cp, lo;
+	char tmp[4];
+
+	if (s->end - s->p < 4 || hex4(s->p, &cp))
+		return fail(s, AP_EINVAL);
+	s->p += 4;
+	if (cp >= 0xd800 && cp <= 0xdbff && s->end - s->p >= 6 && s->p[0] == '\\' &&
+	    s->p[1] == 'u' && hex4(s->p + 2, &lo) == 0 && lo >= 0xdc00 && lo <= 0xdfff) {
+		cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+		s->p += 6;
+	}
+	if (cp == 0 && nul_truncates)
+		d->cut = true;
+	else if (cp == 0)
+		d->bad = true;
+	decoded_put(d, tmp, d->dst && !d->bad && !d->cut ? put_utf8(tmp, cp) : 0);
+	return 0;
+}
+
+/* The byte a one-letter escape stands for; -1 when c is no escape. */
+static int simple_escape(unsigned char c)
+{
+	switch (c) {
+	case '"':
+	case '\\':
+	case '/':
+		return c;
+	case 'b':
+		return '\b';
+	case 'f':
+		return '\f';
+	case 'n':
+		return '\n';
+	case 'r':
+		return '\r';
+	case 't':
+		return '\t';
+	default:
+		return -1;
+	}
+}
+
 /* Parse a string at s->p (on the opening quote). When dst is non-NULL, decode into it:
  * dst has room for dstcap bytes plus a NUL; *dstlen gets the decoded length, or SIZE_MAX when
  * the decoded text did not fit or contains U+0000 (the caller then treats it as absent).
@@ -222,12 +286,12 @@ static size_t put_utf8(char *o, unsigned cp)
 static int parse_string(struct scan *s, char *dst, size_t dstcap, size_t *dstlen,
 			bool nul_truncates)
 {
-	size_t n = 0;
-	bool bad = false, cut = false;
+	struct decoded d = {dst, dstcap, 0, false, false};
 
 	s->p++; /* opening quote */
 	for (;;) {
 		unsigned char c;
+		int e;
 
 		if (s->p >= s->end)
 			return fail(s, AP_EINVAL);
@@ -240,18 +304,10 @@ static int parse_string(struct scan *s, char *dst, size_t dstcap, size_t *dstlen
 			return fail(s, AP_EINVAL);
 		if (c != '\\') {
 			/* Fast path: a run of plain bytes (plain_run). */
-			const char *run = s->p, *q = plain_run(s->p, s->end);
+			const char *run = s->p;
 
-			s->p = q;
-			if (dst && !bad && !cut) {
-				size_t k = (size_t)(q - run);
-
-				if (n + k > dstcap)
-					bad = true;
-				else
-					memcpy(dst + n, run, k);
-				n += k;
-			}
+			s->p = plain_run(s->p, s->end);
+			decoded_put(&d, run, (size_t)(s->p - run));
 			continue;
 		}
 		if (s->end - s->p < 2)
@@ -259,68 +315,19 @@ static int parse_string(struct scan *s, char *dst, size_t dstcap, size_t *dstlen
 		c = (unsigned char)s->p[1];
 		s->p += 2;
 		if (c == 'u') {
-			unsigned cp, lo;
-
-			if (s->end - s->p < 4 || hex4(s->p, &cp))
-				return fail(s, AP_EINVAL);
-			s->p += 4;
-			if (cp >= 0xd800 && cp <= 0xdbff && s->end - s->p >= 6 && s->p[0] == '\\' &&
-			    s->p[1] == 'u' && hex4(s->p + 2, &lo) == 0 && lo >= 0xdc00 &&
-			    lo <= 0xdfff) {
-				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-				s->p += 6;
-			}
-			if (cp == 0 && nul_truncates)
-				cut = true;
-			else if (cp == 0)
-				bad = true;
-			if (dst && !bad && !cut) {
-				char tmp[4];
-				size_t k = put_utf8(tmp, cp);
-
-				if (n + k > dstcap)
-					bad = true;
-				else
-					memcpy(dst + n, tmp, k);
-				n += k;
-			}
+			if ((e = parse_u_escape(s, &d, nul_truncates)))
+				return e;
 			continue;
 		}
-		switch (c) {
-		case '"':
-		case '\\':
-		case '/':
-			break;
-		case 'b':
-			c = '\b';
-			break;
-		case 'f':
-			c = '\f';
-			break;
-		case 'n':
-			c = '\n';
-			break;
-		case 'r':
-			c = '\r';
-			break;
-		case 't':
-			c = '\t';
-			break;
-		default:
+		if ((e = simple_escape(c)) < 0)
 			return fail(s, AP_EINVAL);
-		}
-		if (dst && !bad && !cut) {
-			if (n + 1 > dstcap)
-				bad = true;
-			else
-				dst[n] = (char)c;
-			n++;
-		}
+		c = (unsigned char)e;
+		decoded_put(&d, (const char *)&c, 1);
 	}
 	if (dst) {
-		if (!bad)
-			dst[n] = '\0';
-		*dstlen = bad ? SIZE_MAX : n;
+		if (!d.bad)
+			dst[d.n] = '\0';
+		*dstlen = d.bad ? SIZE_MAX : d.n;
 	}
 	return 0;
 }

@@ -167,7 +167,7 @@ int q__sx(queue *q, const char *sql)
 /* Roll back the open transaction, keeping the message of the failure that caused it. */
 void q__rollback(queue *q)
 {
-	char saved[1024];
+	char saved[AP_ERROR_MSG_MAX];
 
 	snprintf(saved, sizeof(saved), "%s", ap_error_last());
 	q__sx(q, "ROLLBACK");
@@ -275,7 +275,7 @@ int q_open(queue **out, const char *target, enum q_open_mode mode)
 	if ((rc = q->drv->open(&q->db, target, mode == Q_OPEN_CREATE)))
 		goto fail;
 	if ((rc = migrate(q, target))) {
-		char why[1024];
+		char why[AP_ERROR_MSG_MAX];
 
 		snprintf(why, sizeof(why), "%s", ap_error_last());
 		rc = ap_error_set(rc == AP_EUNAVAIL ? AP_EUNAVAIL : AP_EIO,
@@ -429,6 +429,7 @@ static int ingest_one(queue *q, q_delivery *d, const unsigned char *zbody, size_
 	if (d->kind == Q_CANCEL) {
 		char why[160];
 
+		/* Fits: a delivery id is at most WH_DELIVERY_MAX (100) bytes, checked at intake. */
 		snprintf(why, sizeof(why), "cancel requested by delivery %.100s", d->delivery);
 		if ((rc = cancel_locked(q, d->repo, d->issue, why, now, &d->ncancelled)))
 			return rc;
@@ -559,28 +560,19 @@ static void mark_queued(struct ing_ctx *c, size_t n, const char *id, int64_t job
 		}
 }
 
-/* The batch of record and trigger deliveries in a few multi-row statements instead of a few
- * per delivery (a round trip each on PostgreSQL): the same rules as ingest_one. The
- * deliveries go in first (ON CONFLICT: duplicates, within the batch too), then the jobs of the
- * new triggers (ON CONFLICT on the active-job index: a second trigger for an issue, in the
- * batch or already in the database, stores no job) and their "queued" events. New triggers
- * that stored no job are left Q_FAILED for batch_settle_active. */
-static int batch_store_rows(queue *q, struct ing_ctx *c, size_t n, int64_t now)
+/* Step 1 of batch_store_rows: the deliveries; *nnew = how many were new (not duplicates).
+ * sql is empty on entry, v has room for 6 values a delivery. */
+static int batch_store_deliveries(queue *q, struct ing_ctx *c, size_t n, int64_t now, ap_buf *sql,
+				  q__val *v, size_t *nnew)
 {
-	ap_buf sql = AP_BUF_INIT(4 * 1024 * 1024);
-	q__val *v = calloc(n * 11 + 1, sizeof(*v));
-	size_t nnew = 0;
 	q__res *r = NULL;
 	int rc, k = 0;
 
-	if (!v)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	/* 1. deliveries */
-	ap_buf_adds(&sql, "INSERT INTO deliveries(delivery, event, body, body_encoding, received, "
-			  "outcome) VALUES ");
-	if ((rc = add_values(&sql, n, 6)))
-		goto out;
-	ap_buf_adds(&sql, " ON CONFLICT(delivery) DO NOTHING RETURNING delivery");
+	ap_buf_adds(sql, "INSERT INTO deliveries(delivery, event, body, body_encoding, received, "
+			 "outcome) VALUES ");
+	if ((rc = add_values(sql, n, 6)))
+		return rc;
+	ap_buf_adds(sql, " ON CONFLICT(delivery) DO NOTHING RETURNING delivery");
 	for (size_t i = 0; i < n; i++) {
 		q_delivery *d = c[i].d;
 		bool trig = d->kind == Q_TRIGGER;
@@ -595,27 +587,33 @@ static int batch_store_rows(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 		v[k++] = QT(trig ? "queued" : d->note ? d->note : "ignored");
 		d->result = Q_DUPLICATE;
 	}
-	if ((rc = xd(q, &sql, v, k, &r)))
-		goto out;
+	if ((rc = xd(q, sql, v, k, &r))) {
+		q->drv->res_free(r);
+		return rc;
+	}
 	for (int row = 0; row < q->drv->res_rows(r); row++)
-		nnew += mark_new(c, n, q->drv->res_text(r, row, 0));
+		*nnew += mark_new(c, n, q->drv->res_text(r, row, 0));
 	q->drv->res_free(r);
-	r = NULL;
-	if (nnew == 0)
-		goto out;
-	/* 2. jobs of the new triggers (still Q_FAILED here) */
-	ap_buf_reset(&sql);
-	ap_buf_adds(&sql,
-		    "INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, "
-		    "issue, trigger, feedback, trigger_comment_id, created, updated) VALUES ");
-	k = 0;
+	return 0;
+}
+
+/* Step 2: the jobs of the new triggers (still Q_FAILED here); v has room for 11 a delivery. */
+static int batch_store_jobs(queue *q, struct ing_ctx *c, size_t n, int64_t now, ap_buf *sql,
+			    q__val *v)
+{
+	q__res *r = NULL;
+	int rc, k = 0;
+
+	ap_buf_reset(sql);
+	ap_buf_adds(sql, "INSERT INTO jobs(delivery, event, repo, repo_id, installation_id, "
+			 "issue, trigger, feedback, trigger_comment_id, created, updated) VALUES ");
 	for (size_t i = 0; i < n; i++) {
 		q_delivery *d = c[i].d;
 
 		if (d->result != Q_FAILED)
 			continue;
-		if ((k && (rc = ap_buf_adds(&sql, ","))) || (rc = add_values(&sql, 1, 11)))
-			goto out;
+		if ((k && (rc = ap_buf_adds(sql, ","))) || (rc = add_values(sql, 1, 11)))
+			return rc;
 		v[k++] = QT(d->delivery);
 		v[k++] = QT(d->event);
 		v[k++] = QT(d->repo);
@@ -628,28 +626,53 @@ static int batch_store_rows(queue *q, struct ing_ctx *c, size_t n, int64_t now)
 		v[k++] = QI(now);
 		v[k++] = QI(now);
 	}
-	ap_buf_adds(&sql, " ON CONFLICT(repo, issue) WHERE state IN ('queued','running') DO "
-			  "NOTHING RETURNING id, delivery");
-	if ((rc = xd(q, &sql, v, k, &r)))
-		goto out;
+	ap_buf_adds(sql, " ON CONFLICT(repo, issue) WHERE state IN ('queued','running') DO "
+			 "NOTHING RETURNING id, delivery");
+	if ((rc = xd(q, sql, v, k, &r))) {
+		q->drv->res_free(r);
+		return rc;
+	}
 	for (int row = 0; row < q->drv->res_rows(r); row++)
 		mark_queued(c, n, q->drv->res_text(r, row, 1), q->drv->res_int(r, row, 0));
 	q->drv->res_free(r);
-	r = NULL;
-	/* 3. the new jobs' first event */
-	ap_buf_reset(&sql);
-	ap_buf_adds(&sql, "INSERT INTO job_events(job, time, stage, message) VALUES ");
-	k = 0;
+	return 0;
+}
+
+/* Step 3: the new jobs' first event. */
+static int batch_store_events(queue *q, struct ing_ctx *c, size_t n, int64_t now, ap_buf *sql,
+			      q__val *v)
+{
+	int k = 0;
+
+	ap_buf_reset(sql);
+	ap_buf_adds(sql, "INSERT INTO job_events(job, time, stage, message) VALUES ");
 	for (size_t i = 0; i < n; i++)
 		if (c[i].d->result == Q_QUEUED) {
-			ap_buf_adds(&sql, k ? ",(?,?,NULL,'queued')" : "(?,?,NULL,'queued')");
+			ap_buf_adds(sql, k ? ",(?,?,NULL,'queued')" : "(?,?,NULL,'queued')");
 			v[k++] = QI(c[i].d->job_id);
 			v[k++] = QI(now);
 		}
-	if (k && (rc = xd(q, &sql, v, k, NULL)))
-		goto out;
-out:
-	q->drv->res_free(r);
+	return k ? xd(q, sql, v, k, NULL) : 0;
+}
+
+/* The batch of record and trigger deliveries in a few multi-row statements instead of a few
+ * per delivery (a round trip each on PostgreSQL): the same rules as ingest_one. The
+ * deliveries go in first (ON CONFLICT: duplicates, within the batch too), then the jobs of the
+ * new triggers (ON CONFLICT on the active-job index: a second trigger for an issue, in the
+ * batch or already in the database, stores no job) and their "queued" events. New triggers
+ * that stored no job are left Q_FAILED for batch_settle_active. */
+static int batch_store_rows(queue *q, struct ing_ctx *c, size_t n, int64_t now)
+{
+	ap_buf sql = AP_BUF_INIT(4 * 1024 * 1024);
+	q__val *v = calloc(n * 11 + 1, sizeof(*v));
+	size_t nnew = 0;
+	int rc;
+
+	if (!v)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	if (!(rc = batch_store_deliveries(q, c, n, now, &sql, v, &nnew)) && nnew > 0 &&
+	    !(rc = batch_store_jobs(q, c, n, now, &sql, v)))
+		rc = batch_store_events(q, c, n, now, &sql, v);
 	ap_buf_release(&sql);
 	free(v);
 	return rc;
@@ -1059,6 +1082,7 @@ int q_lease(queue *q, const char *owner, int64_t lease_ms, int64_t now, job_info
 	job->epoch = q->drv->res_int(r, 0, 2);
 	if ((rc = read_job(q, job->id, job)))
 		goto out_rollback;
+	/* Only shown (an event line); the lease itself keeps the whole owner. */
 	snprintf(msg, sizeof(msg), "leased by %.100s (attempt %d)", owner, job->attempts);
 	if ((rc = add_event(q, job->id, "preparing", msg, now)) || (rc = q__sx(q, "COMMIT")))
 		goto out_rollback;
@@ -1158,6 +1182,7 @@ int q_finish(queue *q, int64_t id, const char *owner, const char *state, const c
 	/* running -> a terminal state, and nothing else: q_release re-queues. */
 	assert(ok || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0);
 	q__assert_lease(id, owner);
+	/* Only shown (an event line); the job keeps the whole text as its result or error. */
 	snprintf(msg, sizeof(msg), "%s: %.180s", state, text ? text : "");
 	pthread_mutex_lock(&q->lock);
 	if ((rc = q__sx(q, q->drv->begin_write)))
@@ -1184,6 +1209,7 @@ int q_release(queue *q, int64_t id, const char *owner, int64_t not_before, const
 
 	q__assert_lease(id, owner);
 	assert(not_before >= 0);
+	/* Only shown (an event line); the job keeps the whole error. */
 	snprintf(msg, sizeof(msg), "re-queued%s: %.160s", refund ? " (shutdown)" : "",
 		 error ? error : "");
 	pthread_mutex_lock(&q->lock);

@@ -523,7 +523,7 @@ static void deallocate(void *ud, void *stmt)
 	q__db *d = ud;
 	char sql[32];
 
-	snprintf(sql, sizeof(sql), "DEALLOCATE %s", (const char *)stmt);
+	snprintf(sql, sizeof(sql), "DEALLOCATE %s", (const char *)stmt); /* "t"/"q" and an int */
 	PQclear(PQexec(d->conn, sql));
 	free(stmt);
 }

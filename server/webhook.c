@@ -41,6 +41,8 @@ void wh_decision_release(wh_decision *d)
 	d->title = NULL;
 }
 
+/* A reason is only shown and logged. Every one fits d->reason: our own sentences, with the
+ * outside names in them capped by a precision ("%.64s", a repository "%.200s"). */
 static int reject(wh_decision *d, int status, const char *reason)
 {
 	d->action = WH_REJECT;
@@ -149,7 +151,7 @@ static int set_target(wh_decision *d, const pl_fields *f, int64_t issue)
 
 	if (!full || !*full || strlen(full) > WH_REPO_MAX || !strchr(full, '/') || issue <= 0)
 		return 0;
-	snprintf(d->repo, sizeof(d->repo), "%s", full);
+	snprintf(d->repo, sizeof(d->repo), "%s", full); /* length checked */
 	d->repo_id = f->id[PL_REPO_ID];
 	d->issue = issue;
 	/* The title the console shows; only a hint (the pipeline reads the issue itself). */

@@ -4,6 +4,7 @@
 #include "agents/cost.h"
 #include "common/config.h"
 #include "common/err.h"
+#include "common/money.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -188,6 +189,13 @@ static void test_cost_usd(void **state)
 	assert_string_equal(cost_format_usd(12000000, buf, sizeof(buf)), "$12.00");
 	assert_string_equal(cost_format_usd(INT64_C(5000000000), buf, sizeof(buf)), "$5000");
 	assert_string_equal(cost_format_usd(-3, buf, sizeof(buf)), "$0.00");
+	/* The largest amount fits AP_MONEY_TEXT_MAX whole. */
+	{
+		char most[AP_MONEY_TEXT_MAX];
+
+		assert_string_equal(cost_format_usd(INT64_MAX, most, sizeof(most)),
+				    "$9223372036854.775807");
+	}
 	/* capped output stays terminated */
 	assert_string_equal(cost_format_usd(1500000, buf, 4), "$1.");
 }

@@ -67,6 +67,36 @@ static void test_excerpt_marks_the_cut(void **state)
 	assert_string_equal(small, "ab...");
 }
 
+/* An error message past AP_ERROR_MSG_MAX - 1 bytes ends in "...", never cut silently; one
+ * that fits is kept as it is. */
+static void test_error_message_marks_its_cut(void **state)
+{
+	static char big[AP_ERROR_MSG_MAX + 100];
+	size_t n;
+
+	(void)state;
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(ap_error_set(AP_EINVAL, "why: %s", big), AP_EINVAL);
+	n = strlen(ap_error_last());
+	assert_true(n <= AP_ERROR_MSG_MAX - 1 && n > AP_ERROR_MSG_MAX - 8);
+	assert_string_equal(ap_error_last() + n - 3, "...");
+	assert_memory_equal(ap_error_last(), "why: xxx", 8);
+	big[AP_ERROR_MSG_MAX - 6] = '\0'; /* "why: " + this = AP_ERROR_MSG_MAX - 1 bytes */
+	ap_error_set(AP_EINVAL, "why: %s", big);
+	assert_int_equal(strlen(ap_error_last()), AP_ERROR_MSG_MAX - 1);
+	assert_int_equal(ap_error_last()[AP_ERROR_MSG_MAX - 2], 'x');
+	/* Two-byte characters across the cut: it falls between two of them. */
+	for (size_t i = 0; i + 2 < sizeof(big); i += 2)
+		memcpy(big + i, "\xc3\xa9", 2);
+	big[sizeof(big) - 2] = '\0';
+	ap_error_set(AP_EINVAL, "x%s", big); /* byte 1020 is inside a character */
+	n = strlen(ap_error_last());
+	assert_string_equal(ap_error_last() + n - 3, "...");
+	assert_true(ap_utf8_valid(ap_error_last(), n));
+	ap_error_clear();
+}
+
 static void test_buf_take_transfers_ownership(void **state)
 {
 	ap_buf b = AP_BUF_INIT(64);
@@ -657,6 +687,7 @@ int main(void)
 	    cmocka_unit_test(test_buf_cap_refuses_overflow),
 	    cmocka_unit_test(test_fmt_fails_instead_of_cutting),
 	    cmocka_unit_test(test_excerpt_marks_the_cut),
+	    cmocka_unit_test(test_error_message_marks_its_cut),
 	    cmocka_unit_test(test_buf_take_transfers_ownership),
 	    cmocka_unit_test(test_buf_truncate_keeps_a_c_string),
 	    cmocka_unit_test(test_buf_invariants_are_asserted),

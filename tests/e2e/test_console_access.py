@@ -74,6 +74,9 @@ def test_a_user_sees_nothing_of_a_repository_they_cannot_push_to(autopatch_bin, 
         status, text = alice.stream("/events?after=0")
         assert status == 200 and f'job-{calc}' in text and "octo/secret" not in text, text
         assert f'href="/jobs/{secret}"' not in alice.get("/?repo=octo/secret")[1]
+        # A stream filter too long to keep is refused, never cut to another repository.
+        status, text = alice.get("/events?after=0&repo=octo/" + "c" * 400)
+        assert status == 400 and "filter is too long" in text, text
         assert f'href="/jobs/{calc}"' not in alice.get("/?state=failed")[1]
         for path in job_paths(secret):
             assert alice.get(path)[0] == 403, path

@@ -817,6 +817,25 @@ static void inject_exhausted_ok(const char *path, long long reset)
 	assert_int_equal(gh_stub_http(&stub, "POST", "/_stub/fail", body, NULL), 201);
 }
 
+/* A repository name too long for a request's path fails before anything is sent: a cut path
+ * would name another repository (or write to another issue). */
+static void test_long_repository_name_is_refused_not_cut(void **state)
+{
+	struct fx *f = *state;
+	static char repo[4096];
+	struct wire_log wire = WIRE_LOG_INIT;
+	gh_comment c = {0};
+	gh_issue issue = {0};
+
+	memset(repo, 'a', sizeof(repo) - 1);
+	memcpy(repo, "octo/", 5);
+	gh_rest_set_write_guard(f->rest, wire_log_write, &wire);
+	assert_int_equal(gh_issue_get(f->rest, repo, 1, &issue), AP_ETOOBIG);
+	assert_int_equal(gh_comment_create(f->rest, repo, 1, "Working on it", &c), AP_ETOOBIG);
+	assert_int_equal(wire.n, 0);
+	gh_rest_set_write_guard(f->rest, NULL, NULL);
+}
+
 static void test_deadline_bounds_a_call(void **state)
 {
 	struct fx *f = *state;
@@ -1209,6 +1228,8 @@ int main(void)
 					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_revoked_token_reminted, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_api_calls_round_trip, fx_setup, fx_teardown),
+	    cmocka_unit_test_setup_teardown(test_long_repository_name_is_refused_not_cut, fx_setup,
+					    fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_deadline_bounds_a_call, fx_setup, fx_teardown),
 	    cmocka_unit_test_setup_teardown(test_exhausted_on_2xx_holds_next_request, fx_setup,
 					    fx_teardown),

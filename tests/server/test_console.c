@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/server/test_console.c - what the console parses and keeps: form bodies, query strings
  * and cookies (server/form.c), the one-time state store (server/nonce.c) and the session
- * table with its CSRF tokens and permission cache (server/session.c). */
+ * table with its CSRF tokens and permission cache (server/session.c); a GITHUB_URL too long for
+ * the console's security policy stops console_new(). */
 #include "common/buf.h"
 #include "common/err.h"
+#include "server/console.h"
 #include "server/form.h"
 #include "server/nonce.h"
 #include "server/session.h"
@@ -237,6 +239,23 @@ static void test_one_login_cannot_push_out_others(void **state)
 	sess_store_free(s);
 }
 
+/* The Content-Security-Policy names GITHUB_URL; one too long for it stops start-up with a
+ * sentence instead of sending a cut policy (which would name another origin). */
+static void test_long_github_url_stops_the_console(void **state)
+{
+	static char url[1100];
+	console_config cfg = {.web_url = url, .sign_in = true, .session_ms = 60000};
+	console *c = NULL;
+
+	(void)state;
+	memset(url, 'a', sizeof(url) - 1);
+	memcpy(url, "https://", 8);
+	assert_int_equal(console_new(&c, &cfg), AP_EINVAL);
+	assert_null(c);
+	assert_non_null(strstr(ap_error_last(), "GITHUB_URL is too long"));
+	ap_error_clear();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +269,7 @@ int main(void)
 	    cmocka_unit_test(test_session_permission_cache),
 	    cmocka_unit_test(test_session_table_is_capped),
 	    cmocka_unit_test(test_one_login_cannot_push_out_others),
+	    cmocka_unit_test(test_long_github_url_stops_the_console),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

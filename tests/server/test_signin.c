@@ -273,6 +273,42 @@ static void test_callback_refusals_say_what_failed(void **state)
 	signin_free(s);
 }
 
+/* A console URL too long for the callback address fails the sign-in with a sentence; a cut
+ * callback would send GitHub another redirect_uri (fake_exchange would see it). */
+static void test_long_console_url_is_refused_not_cut(void **state)
+{
+	static char url[FLOW_URL_MAX + 64];
+	signin_config cfg = {
+	    .console_url = url,
+	    .web_url = "https://github.example.org",
+	    .client_id = "Iv1.client",
+	    .client_secret = "client-secret-1",
+	    .exchange = fake_exchange,
+	    .user_login = fake_login,
+	    .in_org = fake_in_org,
+	};
+	char cookie[SIGNIN_COOKIE_MAX], st[SIGNIN_STATE_HEX + 1], hdr[SIGNIN_COOKIE_MAX + 64];
+	char sid[SESS_HEX + 1];
+	sess_store *sessions = NULL;
+	signin *s = NULL;
+	flow_answer a = {0};
+
+	(void)state;
+	memset(url, 'a', sizeof(url) - 1);
+	memcpy(url, "https://", 8);
+	url[FLOW_URL_MAX - 10] = '\0'; /* fits a redirect, not with "/login/callback" */
+	assert_int_equal(signin_new(&s, &cfg), 0);
+	assert_int_equal(sess_store_new(&sessions, 4), 0);
+	assert_int_equal(signin_cookie_make(s, ap_wall_ms(), st, cookie), 0);
+	snprintf(hdr, sizeof(hdr), SIGNIN_COOKIE "=%s", cookie);
+	signin_finish(s, sessions, 60000, "good", st, hdr, sid, &a);
+	assert_int_equal(a.status, 500);
+	assert_string_equal(sid, "");
+	assert_non_null(strstr(a.what, "too long for the sign-in callback"));
+	sess_store_free(sessions);
+	signin_free(s);
+}
+
 static void test_not_set_up_and_plain_http(void **state)
 {
 	signin_config cfg = {.console_url = "http://127.0.0.1:9464", .web_url = "https://gh"};
@@ -337,6 +373,7 @@ int main(void)
 	    cmocka_unit_test(test_tampered_cookie_is_refused),
 	    cmocka_unit_test(test_ten_thousand_anonymous_starts_evict_nobody),
 	    cmocka_unit_test(test_callback_refusals_say_what_failed),
+	    cmocka_unit_test(test_long_console_url_is_refused_not_cut),
 	    cmocka_unit_test(test_not_set_up_and_plain_http),
 	    cmocka_unit_test(test_operators),
 	    cmocka_unit_test(test_org_entries),
