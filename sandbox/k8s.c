@@ -193,55 +193,41 @@ static void k8s_close(sbx_engine *e)
 	e->be = NULL;
 }
 
-static int k8s_open(sbx_engine *e, const ap_config *cfg)
+/* The owner id, runtime class, pull policy and protocols must be ones Kubernetes accepts. */
+static int check_names(const sbx_engine *e, const char *rtc, const char *pull, const char *protos)
 {
-	struct k8s_backend *be = calloc(1, sizeof(*be));
-	const char *rtc = cfg_str(cfg, "AUTOPATCH_K8S_RUNTIME_CLASS");
-	const char *pull = cfg_str(cfg, "AUTOPATCH_K8S_PULL_POLICY");
-	const char *protos = cfg_str(cfg, "AUTOPATCH_K8S_PROTOCOLS");
+	if (!k8s_name_safe(e->owner, 40))
+		return ap_error_set(
+		    AP_EINVAL,
+		    "the kubernetes backend needs an owner id of lowercase letters, "
+		    "digits and '-' (pod names): AUTOPATCH_OWNER_ID=\"%s\"",
+		    e->owner);
+	if (rtc && rtc[0] && !k8s_name_safe(rtc, 253))
+		return ap_error_set(
+		    AP_EINVAL, "AUTOPATCH_K8S_RUNTIME_CLASS=\"%.80s\" is not a RuntimeClass name",
+		    rtc);
+	if (strcmp(pull, "IfNotPresent") && strcmp(pull, "Always") && strcmp(pull, "Never"))
+		return ap_error_set(AP_EINVAL,
+				    "AUTOPATCH_K8S_PULL_POLICY=\"%.40s\": use IfNotPresent, Always "
+				    "or Never",
+				    pull);
+	if (strcmp(protos, K8S_PROTO_V5 "," K8S_PROTO_V4) && strcmp(protos, K8S_PROTO_V5) &&
+	    strcmp(protos, K8S_PROTO_V4) && strcmp(protos, K8S_PROTO_V4 "," K8S_PROTO_V5))
+		return ap_error_set(AP_EINVAL,
+				    "AUTOPATCH_K8S_PROTOCOLS=\"%.80s\": list v5.channel.k8s.io "
+				    "and/or v4.channel.k8s.io",
+				    protos);
+	return 0;
+}
+
+/* Node selector, tolerations, storage, time limits and egress settings from cfg into be. */
+static int read_pod_settings(struct k8s_backend *be, const ap_config *cfg)
+{
+	const char *ea = cfg_str(cfg, "AUTOPATCH_K8S_EGRESS_ADDRESS");
+	unsigned char bin[16];
 	int64_t v;
 	int rc;
 
-	if (!be)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	e->be = be;
-	if (!k8s_name_safe(e->owner, 40)) {
-		rc = ap_error_set(AP_EINVAL,
-				  "the kubernetes backend needs an owner id of lowercase letters, "
-				  "digits and '-' (pod names): AUTOPATCH_OWNER_ID=\"%s\"",
-				  e->owner);
-		goto err_close;
-	}
-	if (rtc && rtc[0] && !k8s_name_safe(rtc, 253)) {
-		rc = ap_error_set(
-		    AP_EINVAL, "AUTOPATCH_K8S_RUNTIME_CLASS=\"%.80s\" is not a RuntimeClass name",
-		    rtc);
-		goto err_close;
-	}
-	if (strcmp(pull, "IfNotPresent") && strcmp(pull, "Always") && strcmp(pull, "Never")) {
-		rc =
-		    ap_error_set(AP_EINVAL,
-				 "AUTOPATCH_K8S_PULL_POLICY=\"%.40s\": use IfNotPresent, Always or "
-				 "Never",
-				 pull);
-		goto err_close;
-	}
-	if (strcmp(protos, K8S_PROTO_V5 "," K8S_PROTO_V4) && strcmp(protos, K8S_PROTO_V5) &&
-	    strcmp(protos, K8S_PROTO_V4) && strcmp(protos, K8S_PROTO_V4 "," K8S_PROTO_V5)) {
-		rc =
-		    ap_error_set(AP_EINVAL,
-				 "AUTOPATCH_K8S_PROTOCOLS=\"%.80s\": list v5.channel.k8s.io and/or "
-				 "v4.channel.k8s.io",
-				 protos);
-		goto err_close;
-	}
-	be->runtime_class = rtc && rtc[0] ? strdup(rtc) : NULL;
-	be->pull_policy = strdup(pull);
-	be->protocols = strdup(protos);
-	if (!be->pull_policy || !be->protocols || (rtc && rtc[0] && !be->runtime_class)) {
-		rc = ap_error_set(AP_ENOMEM, "out of memory");
-		goto err_close;
-	}
 	if ((rc = parse_list("AUTOPATCH_K8S_NODE_SELECTOR",
 			     cfg_str(cfg, "AUTOPATCH_K8S_NODE_SELECTOR"), false, be->nodesel,
 			     &be->n_nodesel)) ||
@@ -250,30 +236,45 @@ static int k8s_open(sbx_engine *e, const ap_config *cfg)
 	    (rc = cfg_bytes(cfg, "AUTOPATCH_K8S_EPHEMERAL_STORAGE", 1 << 20, 1LL << 40,
 			    &be->ephemeral)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_K8S_START_SECONDS", 1, 3600, &v)))
-		goto err_close;
+		return rc;
 	be->start_seconds = (int)v;
 	if ((rc = cfg_int(cfg, "AUTOPATCH_K8S_REMOVE_SECONDS", 1, 3600, &v)))
-		goto err_close;
+		return rc;
 	be->remove_seconds = (int)v;
 	if ((rc = sbx_egress_opts_load(&be->egress, cfg)))
-		goto err_close;
-	{
-		const char *ea = cfg_str(cfg, "AUTOPATCH_K8S_EGRESS_ADDRESS");
-		unsigned char bin[16];
+		return rc;
+	if (ea && ea[0] && inet_pton(AF_INET, ea, bin) != 1 && inet_pton(AF_INET6, ea, bin) != 1)
+		return ap_error_set(AP_EINVAL,
+				    "AUTOPATCH_K8S_EGRESS_ADDRESS=\"%.80s\" is not an IP "
+				    "address (use the replica's pod IP, status.podIP)",
+				    ea);
+	if (ea && ea[0] && !(be->egress_addr = strdup(ea)))
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return 0;
+}
 
-		if (ea && ea[0] && inet_pton(AF_INET, ea, bin) != 1 &&
-		    inet_pton(AF_INET6, ea, bin) != 1) {
-			rc = ap_error_set(AP_EINVAL,
-					  "AUTOPATCH_K8S_EGRESS_ADDRESS=\"%.80s\" is not an IP "
-					  "address (use the replica's pod IP, status.podIP)",
-					  ea);
-			goto err_close;
-		}
-		if (ea && ea[0] && !(be->egress_addr = strdup(ea))) {
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			goto err_close;
-		}
+static int k8s_open(sbx_engine *e, const ap_config *cfg)
+{
+	struct k8s_backend *be = calloc(1, sizeof(*be));
+	const char *rtc = cfg_str(cfg, "AUTOPATCH_K8S_RUNTIME_CLASS");
+	const char *pull = cfg_str(cfg, "AUTOPATCH_K8S_PULL_POLICY");
+	const char *protos = cfg_str(cfg, "AUTOPATCH_K8S_PROTOCOLS");
+	int rc;
+
+	if (!be)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	e->be = be;
+	if ((rc = check_names(e, rtc, pull, protos)))
+		goto err_close;
+	be->runtime_class = rtc && rtc[0] ? strdup(rtc) : NULL;
+	be->pull_policy = strdup(pull);
+	be->protocols = strdup(protos);
+	if (!be->pull_policy || !be->protocols || (rtc && rtc[0] && !be->runtime_class)) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto err_close;
 	}
+	if ((rc = read_pod_settings(be, cfg)))
+		goto err_close;
 	rc = k8s_client_new(&be->kc, cfg);
 	if (rc)
 		goto err_close;
