@@ -1232,6 +1232,30 @@ out_release:
 	return rc;
 }
 
+/* A stdin of unknown length (cmd->stdin_fn) into in: only the v5 exec protocol can say
+ * where it ends, so a server that speaks v4 refuses it. */
+static int stdin_stream(sbx_box *b, const sbx_cmd *cmd, struct k8s_stdin *in)
+{
+	struct k8s_backend *be = be_of(b->e);
+	int rc;
+
+	if (cmd->stdin_data || !cmd->stdin_fn)
+		return 0;
+	rc = learn_protocol(b);
+	if (rc)
+		return rc;
+	if (atomic_load(&be->proto) != 5)
+		return ap_error_set(
+		    AP_EINVAL,
+		    "streaming stdin into a pod needs the v5.channel.k8s.io exec protocol "
+		    "(Kubernetes 1.30 or later), and the API server chose v4: upgrade the "
+		    "cluster or offer %s in AUTOPATCH_K8S_PROTOCOLS",
+		    K8S_PROTO_V5);
+	in->fn = cmd->stdin_fn;
+	in->ud = cmd->stdin_ud;
+	return 0;
+}
+
 static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadline, sbx_exec_io *io,
 		   int *code)
 {
@@ -1247,21 +1271,8 @@ static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadli
 
 	if (box_eg(b) && !b->sweeping)
 		sbx_egress_set_command(box_eg(b), b->phase, cmd->argv);
-	if (!cmd->stdin_data && cmd->stdin_fn) {
-		/* A stream of unknown length: only v5 can say where it ends. */
-		rc = learn_protocol(b);
-		if (rc)
-			return rc;
-		if (atomic_load(&be->proto) != 5)
-			return ap_error_set(
-			    AP_EINVAL,
-			    "streaming stdin into a pod needs the v5.channel.k8s.io exec protocol "
-			    "(Kubernetes 1.30 or later), and the API server chose v4: upgrade the "
-			    "cluster or offer %s in AUTOPATCH_K8S_PROTOCOLS",
-			    K8S_PROTO_V5);
-		in.fn = cmd->stdin_fn;
-		in.ud = cmd->stdin_ud;
-	}
+	if ((rc = stdin_stream(b, cmd, &in)))
+		return rc;
 
 	for (const char *const *a = cmd->argv; *a; a++)
 		argc++;
@@ -1325,6 +1336,30 @@ static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadli
 /* tar of dir's entries (owner and group 10001, links kept as links), at most cap bytes.
  * The entries are named one by one, not ".": /repo itself belongs to the kubelet and its
  * mode cannot be set. An empty dir gives an empty out. */
+/* Read tar's output from fd to its end into out; over cap bytes is an error (the rest is
+ * still read, so tar can finish). */
+static int read_tar(int fd, int64_t cap, ap_buf *out)
+{
+	char buf[65536];
+	ssize_t got;
+	int rc = 0;
+
+	for (;;) {
+		got = read(fd, buf, sizeof(buf));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		if (!rc && (int64_t)(out->len + (size_t)got) > cap)
+			rc = ap_error_set(AP_ETOOBIG,
+					  "the repository is larger than the box's workspace "
+					  "(AUTOPATCH_SANDBOX_WORKSPACE_SIZE)");
+		if (!rc)
+			rc = ap_buf_add(out, buf, (size_t)got);
+	}
+	return rc;
+}
+
 static int tar_dir(const char *dir, int64_t cap, ap_buf *out)
 {
 	static const char *const head[] = {
@@ -1335,10 +1370,8 @@ static int tar_dir(const char *dir, int64_t cap, ap_buf *out)
 	struct dirent *de;
 	DIR *d;
 	posix_spawn_file_actions_t fa;
-	char buf[65536];
 	int pipefd[2], status = 0, rc = 0;
 	pid_t pid;
-	ssize_t got;
 
 	if (!argv)
 		return ap_error_set(AP_ENOMEM, "out of memory");
@@ -1385,19 +1418,7 @@ static int tar_dir(const char *dir, int64_t cap, ap_buf *out)
 		rc = ap_error_set(AP_EIO, "cannot run tar: %s", strerror(rc));
 		goto out_free_argv;
 	}
-	for (;;) {
-		got = read(pipefd[0], buf, sizeof(buf));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			break;
-		if (!rc && (int64_t)(out->len + (size_t)got) > cap)
-			rc = ap_error_set(AP_ETOOBIG,
-					  "the repository is larger than the box's workspace "
-					  "(AUTOPATCH_SANDBOX_WORKSPACE_SIZE)");
-		if (!rc)
-			rc = ap_buf_add(out, buf, (size_t)got);
-	}
+	rc = read_tar(pipefd[0], cap, out);
 	close(pipefd[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
