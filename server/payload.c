@@ -214,6 +214,58 @@ static size_t put_utf8(char *o, unsigned cp)
 	return 4;
 }
 
+/* Append k bytes of src to the decoded text (dst, room for dstcap, *n so far): *bad when
+ * they do not fit. *n counts them either way. */
+static inline void put_bytes(char *dst, size_t dstcap, size_t *n, bool *bad, const char *src,
+			     size_t k)
+{
+	if (*n + k > dstcap)
+		*bad = true;
+	else
+		memcpy(dst + *n, src, k);
+	*n += k;
+}
+
+/* The code point of a \u escape at s->p (past the "\u"), joined with the low half of a
+ * surrogate pair that follows. */
+static int unicode_escape(struct scan *s, unsigned *cp)
+{
+	unsigned lo;
+
+	if (s->end - s->p < 4 || hex4(s->p, cp))
+		return fail(s, AP_EINVAL);
+	s->p += 4;
+	if (*cp >= 0xd800 && *cp <= 0xdbff && s->end - s->p >= 6 && s->p[0] == '\\' &&
+	    s->p[1] == 'u' && hex4(s->p + 2, &lo) == 0 && lo >= 0xdc00 && lo <= 0xdfff) {
+		*cp = 0x10000 + ((*cp - 0xd800) << 10) + (lo - 0xdc00);
+		s->p += 6;
+	}
+	return 0;
+}
+
+/* The byte a one-letter escape \c stands for, or -1 when it is not one. */
+static inline int simple_escape(unsigned char c)
+{
+	switch (c) {
+	case '"':
+	case '\\':
+	case '/':
+		return c;
+	case 'b':
+		return '\b';
+	case 'f':
+		return '\f';
+	case 'n':
+		return '\n';
+	case 'r':
+		return '\r';
+	case 't':
+		return '\t';
+	default:
+		return -1;
+	}
+}
+
 /* Parse a string at s->p (on the opening quote). When dst is non-NULL, decode into it:
  * dst has room for dstcap bytes plus a NUL; *dstlen gets the decoded length, or SIZE_MAX when
  * the decoded text did not fit or contains U+0000 (the caller then treats it as absent).
@@ -228,6 +280,7 @@ static int parse_string(struct scan *s, char *dst, size_t dstcap, size_t *dstlen
 	s->p++; /* opening quote */
 	for (;;) {
 		unsigned char c;
+		int e;
 
 		if (s->p >= s->end)
 			return fail(s, AP_EINVAL);
@@ -243,15 +296,8 @@ static int parse_string(struct scan *s, char *dst, size_t dstcap, size_t *dstlen
 			const char *run = s->p, *q = plain_run(s->p, s->end);
 
 			s->p = q;
-			if (dst && !bad && !cut) {
-				size_t k = (size_t)(q - run);
-
-				if (n + k > dstcap)
-					bad = true;
-				else
-					memcpy(dst + n, run, k);
-				n += k;
-			}
+			if (dst && !bad && !cut)
+				put_bytes(dst, dstcap, &n, &bad, run, (size_t)(q - run));
 			continue;
 		}
 		if (s->end - s->p < 2)
@@ -259,17 +305,11 @@ static int parse_string(struct scan *s, char *dst, size_t dstcap, size_t *dstlen
 		c = (unsigned char)s->p[1];
 		s->p += 2;
 		if (c == 'u') {
-			unsigned cp, lo;
+			unsigned cp;
+			int rc = unicode_escape(s, &cp);
 
-			if (s->end - s->p < 4 || hex4(s->p, &cp))
-				return fail(s, AP_EINVAL);
-			s->p += 4;
-			if (cp >= 0xd800 && cp <= 0xdbff && s->end - s->p >= 6 && s->p[0] == '\\' &&
-			    s->p[1] == 'u' && hex4(s->p + 2, &lo) == 0 && lo >= 0xdc00 &&
-			    lo <= 0xdfff) {
-				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-				s->p += 6;
-			}
+			if (rc)
+				return rc;
 			if (cp == 0 && nul_truncates)
 				cut = true;
 			else if (cp == 0)
@@ -278,44 +318,15 @@ static int parse_string(struct scan *s, char *dst, size_t dstcap, size_t *dstlen
 				char tmp[4];
 				size_t k = put_utf8(tmp, cp);
 
-				if (n + k > dstcap)
-					bad = true;
-				else
-					memcpy(dst + n, tmp, k);
-				n += k;
+				put_bytes(dst, dstcap, &n, &bad, tmp, k);
 			}
 			continue;
 		}
-		switch (c) {
-		case '"':
-		case '\\':
-		case '/':
-			break;
-		case 'b':
-			c = '\b';
-			break;
-		case 'f':
-			c = '\f';
-			break;
-		case 'n':
-			c = '\n';
-			break;
-		case 'r':
-			c = '\r';
-			break;
-		case 't':
-			c = '\t';
-			break;
-		default:
+		if ((e = simple_escape(c)) < 0)
 			return fail(s, AP_EINVAL);
-		}
-		if (dst && !bad && !cut) {
-			if (n + 1 > dstcap)
-				bad = true;
-			else
-				dst[n] = (char)c;
-			n++;
-		}
+		c = (unsigned char)e;
+		if (dst && !bad && !cut)
+			put_bytes(dst, dstcap, &n, &bad, (const char *)&c, 1);
 	}
 	if (dst) {
 		if (!bad)
