@@ -506,26 +506,17 @@ static bool is_write(const char *method)
 	return strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
 }
 
-/* One HTTP exchange. Returns 0 when a response arrived (any status), else a negative code.
- * once: a request that must not be sent twice. libcurl silently re-sends a request whose
- * reused connection died before an answer, and GitHub may have applied it by then, so such a
- * request always gets a fresh connection (which libcurl never retries). */
-static int attempt(gh_rest *r, const char *method, const char *url, const char *payload,
-		   const char *auth, int64_t timeout_ms, bool once, ap_buf *resp)
+/* The request headers: GitHub's media type and API version, JSON, no Expect, and auth when
+ * it is not empty. NULL when out of memory. */
+static struct curl_slist *request_headers(const char *auth)
 {
-	struct curl_slist *hl = NULL, *tmp;
-	httpc_body sink = HTTPC_BODY_INIT(resp);
 	static const char *const fixed[] = {
 	    "Accept: application/vnd.github+json",
 	    "X-GitHub-Api-Version: 2022-11-28",
 	    "Content-Type: application/json",
 	    "Expect:",
 	};
-	char cerr[CURL_ERROR_SIZE] = "";
-	struct prereq pre = {r, 0};
-	CURLcode cc;
-	char *red;
-	int rc = 0;
+	struct curl_slist *hl = NULL, *tmp;
 
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
 		tmp = curl_slist_append(hl, fixed[i]);
@@ -539,6 +530,59 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 			goto err_nomem;
 		hl = tmp;
 	}
+	return hl;
+err_nomem:
+	curl_slist_free_all(hl);
+	return NULL;
+}
+
+/* The error of an exchange that got no usable response: refused before sending (pre_rc), an
+ * answer over the cap or lost (sink_rc), a transfer error (cc, cerr). 0 when there is none. */
+static int exchange_error(gh_rest *r, const char *method, const char *url, int pre_rc, int sink_rc,
+			  CURLcode cc, const char *cerr)
+{
+	char *red;
+	int rc = 0;
+
+	if (pre_rc) {
+		char why[AP_ERROR_MSG_MAX];
+
+		snprintf(why, sizeof(why), "%s", ap_error_last());
+		rc = ap_error_set(pre_rc, "GitHub %s %s: not sent: %s", method, url, why);
+		r->sent = false;
+		r->status = 0;
+	} else if (sink_rc == AP_ETOOBIG) {
+		rc = ap_error_set(AP_ETOOBIG, "GitHub %s: the response passed %lld bytes", method,
+				  (long long)r->max_resp);
+	} else if (sink_rc) {
+		rc = sink_rc;
+		r->status = 0;
+	} else if (cc != CURLE_OK) {
+		red = redact_str(cerr[0] ? cerr : curl_easy_strerror(cc));
+		rc = ap_error_set(cc == CURLE_OPERATION_TIMEDOUT ? AP_ETIMEOUT : AP_EUNAVAIL,
+				  "GitHub %s %s: %s", method, url, red ? red : "network error");
+		free(red);
+		r->status = 0;
+	}
+	return rc;
+}
+
+/* One HTTP exchange. Returns 0 when a response arrived (any status), else a negative code.
+ * once: a request that must not be sent twice. libcurl silently re-sends a request whose
+ * reused connection died before an answer, and GitHub may have applied it by then, so such a
+ * request always gets a fresh connection (which libcurl never retries). */
+static int attempt(gh_rest *r, const char *method, const char *url, const char *payload,
+		   const char *auth, int64_t timeout_ms, bool once, ap_buf *resp)
+{
+	struct curl_slist *hl = request_headers(auth);
+	httpc_body sink = HTTPC_BODY_INIT(resp);
+	char cerr[CURL_ERROR_SIZE] = "";
+	struct prereq pre = {r, 0};
+	CURLcode cc;
+	int rc;
+
+	if (!hl)
+		return ap_error_set(AP_ENOMEM, "out of memory");
 
 	curl_easy_reset(r->curl);
 	ap_buf_reset(resp);
@@ -582,31 +626,9 @@ static int attempt(gh_rest *r, const char *method, const char *url, const char *
 		curl_easy_getinfo(r->curl, CURLINFO_REQUEST_SIZE, &req_size);
 		r->sent = req_size > 0;
 	}
-	if (pre.rc) {
-		char why[AP_ERROR_MSG_MAX];
-
-		snprintf(why, sizeof(why), "%s", ap_error_last());
-		rc = ap_error_set(pre.rc, "GitHub %s %s: not sent: %s", method, url, why);
-		r->sent = false;
-		r->status = 0;
-	} else if (sink.rc == AP_ETOOBIG) {
-		rc = ap_error_set(AP_ETOOBIG, "GitHub %s: the response passed %lld bytes", method,
-				  (long long)r->max_resp);
-	} else if (sink.rc) {
-		rc = sink.rc;
-		r->status = 0;
-	} else if (cc != CURLE_OK) {
-		red = redact_str(cerr[0] ? cerr : curl_easy_strerror(cc));
-		rc = ap_error_set(cc == CURLE_OPERATION_TIMEDOUT ? AP_ETIMEOUT : AP_EUNAVAIL,
-				  "GitHub %s %s: %s", method, url, red ? red : "network error");
-		free(red);
-		r->status = 0;
-	}
+	rc = exchange_error(r, method, url, pre.rc, sink.rc, cc, cerr);
 	curl_slist_free_all(hl);
 	return rc;
-err_nomem:
-	curl_slist_free_all(hl);
-	return ap_error_set(AP_ENOMEM, "out of memory");
 }
 
 /* One call's state across its attempts (call()). */
