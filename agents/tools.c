@@ -192,6 +192,92 @@ char *tools_asprintf(const char *fmt, ...)
 	return s;
 }
 
+/* Whether argument value v of tool name breaks p's rules (type, length or range, a refused
+ * path); *why says how (NULL when out of memory). */
+static bool param_bad(const char *name, const param *p, const cJSON *v, char **why)
+{
+	int64_t n;
+
+	switch (p->type) {
+	case P_STR:
+		if (!cJSON_IsString(v)) {
+			*why = tools_asprintf("%s: argument '%s' must be a string", name, p->name);
+			return true;
+		}
+		size_t len = strlen(v->valuestring);
+		if ((long)len < p->min || (long)len > p->max) {
+			*why = tools_asprintf("%s: argument '%s' must be %ld to %ld bytes long",
+					      name, p->name, p->min, p->max);
+			return true;
+		}
+		if (p->is_path) {
+			const char *r = tools_path_refusal(v->valuestring);
+			/* "." names the root for the directory arguments. */
+			if (r && strcmp(v->valuestring, ".") != 0) {
+				*why = tools_asprintf("%s: %s: refused path '%.200s': %s", name,
+						      p->name, v->valuestring, r);
+				return true;
+			}
+		}
+		break;
+	case P_INT:
+		if (!ap_json_int(v, &n)) {
+			*why =
+			    tools_asprintf("%s: argument '%s' must be an integer", name, p->name);
+			return true;
+		}
+		if (n < p->min || n > p->max) {
+			*why = tools_asprintf("%s: argument '%s' must be between %ld and %ld", name,
+					      p->name, p->min, p->max);
+			return true;
+		}
+		break;
+	case P_BOOL:
+		if (!cJSON_IsBool(v)) {
+			*why = tools_asprintf("%s: argument '%s' must be true or false", name,
+					      p->name);
+			return true;
+		}
+		break;
+	}
+	return false;
+}
+
+/* Whether the arguments o of tool d (name) hold one its schema does not name, or miss a
+ * required one, or one breaks its rules; *why says how (NULL when out of memory). */
+static bool args_bad(const tool_def *d, const char *name, const cJSON *o, char **why)
+{
+	const cJSON *it;
+
+	cJSON_ArrayForEach (it, o) {
+		bool known = false;
+		for (size_t i = 0; i < 6 && d->params[i].name; i++)
+			if (strcmp(d->params[i].name, it->string) == 0)
+				known = true;
+		if (!known) {
+			*why = tools_asprintf("%s: unknown argument '%.100s'; schema: %s", name,
+					      it->string, d->schema);
+			return true;
+		}
+	}
+	for (size_t i = 0; i < 6 && d->params[i].name; i++) {
+		const param *p = &d->params[i];
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, p->name);
+
+		if (!v || cJSON_IsNull(v)) {
+			if (p->required) {
+				*why = tools_asprintf("%s: missing required argument '%s'", name,
+						      p->name);
+				return true;
+			}
+			continue;
+		}
+		if (param_bad(name, p, v, why))
+			return true;
+	}
+	return false;
+}
+
 cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, char **why)
 {
 	const tool_def *d = find_def(set, name);
@@ -214,79 +300,8 @@ cJSON *tools_check_args(enum tool_set set, const char *name, const char *args, c
 		cJSON_Delete(o);
 		return NULL;
 	}
-	const cJSON *it;
-	cJSON_ArrayForEach (it, o) {
-		bool known = false;
-		for (size_t i = 0; i < 6 && d->params[i].name; i++)
-			if (strcmp(d->params[i].name, it->string) == 0)
-				known = true;
-		if (!known) {
-			*why = tools_asprintf("%s: unknown argument '%.100s'; schema: %s", name,
-					      it->string, d->schema);
-			goto bad;
-		}
-	}
-	for (size_t i = 0; i < 6 && d->params[i].name; i++) {
-		const param *p = &d->params[i];
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, p->name);
-		int64_t n;
-
-		if (!v || cJSON_IsNull(v)) {
-			if (p->required) {
-				*why = tools_asprintf("%s: missing required argument '%s'", name,
-						      p->name);
-				goto bad;
-			}
-			continue;
-		}
-		switch (p->type) {
-		case P_STR:
-			if (!cJSON_IsString(v)) {
-				*why = tools_asprintf("%s: argument '%s' must be a string", name,
-						      p->name);
-				goto bad;
-			}
-			size_t len = strlen(v->valuestring);
-			if ((long)len < p->min || (long)len > p->max) {
-				*why = tools_asprintf(
-				    "%s: argument '%s' must be %ld to %ld bytes long", name,
-				    p->name, p->min, p->max);
-				goto bad;
-			}
-			if (p->is_path) {
-				const char *r = tools_path_refusal(v->valuestring);
-				/* "." names the root for the directory arguments. */
-				if (r && strcmp(v->valuestring, ".") != 0) {
-					*why = tools_asprintf("%s: %s: refused path '%.200s': %s",
-							      name, p->name, v->valuestring, r);
-					goto bad;
-				}
-			}
-			break;
-		case P_INT:
-			if (!ap_json_int(v, &n)) {
-				*why = tools_asprintf("%s: argument '%s' must be an integer", name,
-						      p->name);
-				goto bad;
-			}
-			if (n < p->min || n > p->max) {
-				*why =
-				    tools_asprintf("%s: argument '%s' must be between %ld and %ld",
-						   name, p->name, p->min, p->max);
-				goto bad;
-			}
-			break;
-		case P_BOOL:
-			if (!cJSON_IsBool(v)) {
-				*why = tools_asprintf("%s: argument '%s' must be true or false",
-						      name, p->name);
-				goto bad;
-			}
-			break;
-		}
-	}
-	return o;
-bad:
+	if (!args_bad(d, name, o, why))
+		return o;
 	cJSON_Delete(o);
 	if (!*why)
 		*why = strdup("out of memory");
