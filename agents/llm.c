@@ -608,6 +608,65 @@ static void log_traj_response(llm *m, int attempt, long status, const http_ctx *
 	traj_event(m->traj, "llm_response", o);
 }
 
+/* The trajectory's "llm_request" event: the model and the request body. */
+static void trace_request(llm *m, const char *body)
+{
+	if (!m->traj)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "model", llm_describe(m));
+	cJSON *parsed = cJSON_Parse(body);
+	if (parsed)
+		cJSON_AddItemToObject(o, "body", parsed);
+	traj_event(m->traj, "llm_request", o);
+}
+
+/* The trajectory's "llm_retry" event: attempt failed with status, the next in wait s. */
+static void trace_retry(llm *m, int attempt, long status, int wait)
+{
+	if (!m->traj)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "attempt", attempt);
+	cJSON_AddNumberToObject(o, "status", (double)status);
+	cJSON_AddNumberToObject(o, "retry_in_s", wait);
+	traj_event(m->traj, "llm_retry", o);
+}
+
+/* The trajectory's "llm_usage" event (rc 0: what the call used) or "llm_error" event. */
+static void trace_outcome(llm *m, const llm_reply *out, int rc)
+{
+	if (rc == 0 && m->traj) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddBoolToObject(o, "estimated", out->usage_estimated);
+		cJSON_AddNumberToObject(o, "tokens_in", (double)out->tokens_in);
+		cJSON_AddNumberToObject(o, "tokens_out", (double)out->tokens_out);
+		cJSON_AddNumberToObject(o, "millis", (double)out->millis);
+		cJSON_AddNumberToObject(o, "attempts", out->attempts);
+		cJSON_AddStringToObject(o, "stop", out->stop ? out->stop : "");
+		cJSON_AddNumberToObject(o, "tool_calls", (double)out->ncalls);
+		traj_event(m->traj, "llm_usage", o);
+	}
+	if (rc && m->traj) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "error", ap_error_last());
+		traj_event(m->traj, "llm_error", o);
+	}
+}
+
+/* The error of a call the model server answered with a status that is not a success, after
+ * attempt attempts: a rate limit (429, 529) or an HTTP error, with the start of the answer. */
+static int http_failure(const http_ctx *h, long status, int attempt)
+{
+	char *snippet = redact_mem(ap_buf_str(&h->body), h->body.len > 300 ? 300 : h->body.len);
+	int rc = ap_error_set(status == 429 || status == 529 ? AP_ERATELIMIT : AP_EHTTP,
+			      "model server answered HTTP %ld after %d attempt(s): %s", status,
+			      attempt, snippet ? snippet : "");
+
+	free(snippet);
+	return rc;
+}
+
 int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools, llm_reply *out)
 {
 	char *body =
@@ -618,14 +677,7 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 	if (!body)
 		return ap_error_set(AP_ENOMEM, "cannot build the model request");
 	memset(out, 0, sizeof(*out));
-	if (m->traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "model", llm_describe(m));
-		cJSON *parsed = cJSON_Parse(body);
-		if (parsed)
-			cJSON_AddItemToObject(o, "body", parsed);
-		traj_event(m->traj, "llm_request", o);
-	}
+	trace_request(m, body);
 	for (int attempt = 1;; attempt++) {
 		http_ctx h;
 		int64_t ta = traj_millis(m->traj);
@@ -644,29 +696,15 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 		bool again =
 		    (rc == 0 && retryable(status)) || rc == AP_ETIMEOUT || rc == AP_EUNAVAIL;
 		if (!again || attempt > m->retries) {
-			if (rc == 0) {
-				char *snippet = redact_mem(ap_buf_str(&h.body),
-							   h.body.len > 300 ? 300 : h.body.len);
-				rc = ap_error_set(status == 429 || status == 529 ? AP_ERATELIMIT
-										 : AP_EHTTP,
-						  "model server answered HTTP %ld after %d "
-						  "attempt(s): %s",
-						  status, attempt, snippet ? snippet : "");
-				free(snippet);
-			}
+			if (rc == 0)
+				rc = http_failure(&h, status, attempt);
 			http_ctx_release(&h);
 			break;
 		}
 		int wait = llm_backoff_seconds(attempt, httpc_header(&h.hdrs, "retry-after"));
 		ap_warn("model call attempt %d: %s%ld; retrying in %d s", attempt,
 			rc ? "transport error " : "HTTP ", rc ? (long)rc : status, wait);
-		if (m->traj) {
-			cJSON *o = cJSON_CreateObject();
-			cJSON_AddNumberToObject(o, "attempt", attempt);
-			cJSON_AddNumberToObject(o, "status", (double)status);
-			cJSON_AddNumberToObject(o, "retry_in_s", wait);
-			traj_event(m->traj, "llm_retry", o);
-		}
+		trace_retry(m, attempt, status, wait);
 		http_ctx_release(&h);
 		rc = 0;
 		ap_sleep_ms((int64_t)wait * 1000);
@@ -683,22 +721,7 @@ int llm_chat(llm *m, const llm_conv *conv, const llm_tool *tools, size_t ntools,
 		out->usage_estimated = true;
 	}
 	free(body);
-	if (rc == 0 && m->traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddBoolToObject(o, "estimated", out->usage_estimated);
-		cJSON_AddNumberToObject(o, "tokens_in", (double)out->tokens_in);
-		cJSON_AddNumberToObject(o, "tokens_out", (double)out->tokens_out);
-		cJSON_AddNumberToObject(o, "millis", (double)out->millis);
-		cJSON_AddNumberToObject(o, "attempts", out->attempts);
-		cJSON_AddStringToObject(o, "stop", out->stop ? out->stop : "");
-		cJSON_AddNumberToObject(o, "tool_calls", (double)out->ncalls);
-		traj_event(m->traj, "llm_usage", o);
-	}
-	if (rc && m->traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "error", ap_error_last());
-		traj_event(m->traj, "llm_error", o);
-	}
+	trace_outcome(m, out, rc);
 	return rc;
 }
 
