@@ -534,40 +534,74 @@ static bool conditional(const char *cond)
 			strstr(cond, "github.") || strstr(cond, "inputs.") || strstr(cond, "env."));
 }
 
-/* Look at one step; a step that cannot be taken is recorded in refused_at and reason. */
-static void take_step(struct job *j, const yaml_node_t *step)
+/* Whether step is a run step without uses:, a condition or a shell other than sh or bash. */
+static bool plain_shell_step(struct job *j, const yaml_node_t *step)
 {
-	const char *name = get_str(j->doc, step, "name"), *run = get_str(j->doc, step, "run");
-	const char *shell = get_str(j->doc, step, "shell"), *wd;
-	ap_buf label = AP_BUF_INIT(LABEL_MAX + 8), text = AP_BUF_INIT(64u << 10);
-	ap_buf dir = AP_BUF_INIT(VALUE_MAX * 4);
-	int first = j->nkept, kind;
-	enum kind by_name = sort_name(name);
-	bool has_cd = false, ok = false;
+	const char *shell = get_str(j->doc, step, "shell");
 
-	if (!run || get(j->doc, step, "uses") || conditional(get_str(j->doc, step, "if")) ||
-	    (shell && strcmp(shell, "bash") != 0 && strcmp(shell, "sh") != 0 &&
-	     strncmp(shell, "bash ", 5) != 0 && strncmp(shell, "sh ", 3) != 0))
-		return;
-	add_label(&label, name ? name : run);
-	if (!expand(j, step, run, &text))
-		goto out;
-	wd = get_str(j->doc, step, "working-directory");
+	return !(get(j->doc, step, "uses") || conditional(get_str(j->doc, step, "if")) ||
+		 (shell && strcmp(shell, "bash") != 0 && strcmp(shell, "sh") != 0 &&
+		  strncmp(shell, "bash ", 5) != 0 && strncmp(shell, "sh ", 3) != 0));
+}
+
+/* The step's working directory (its own, else the job's or the workflow's default) into dir,
+ * empty when none; false when it cannot be expanded or leaves the checkout (refused). */
+static bool step_dir(struct job *j, const yaml_node_t *step, const ap_buf *label, ap_buf *dir)
+{
+	const char *wd = get_str(j->doc, step, "working-directory");
+
 	if (!wd)
 		wd = get_str(j->doc, get(j->doc, get(j->doc, j->node, "defaults"), "run"),
 			     "working-directory");
 	if (!wd)
 		wd = get_str(j->doc, get(j->doc, get(j->doc, j->wf, "defaults"), "run"),
 			     "working-directory");
-	if (wd) {
-		if (!expand(j, step, wd, &dir))
-			goto out;
-		if (!safe_dir(ap_buf_str(&dir))) {
-			refuse(j, "step \"%s\" has a working directory outside the checkout",
-			       ap_buf_str(&label));
-			goto out;
-		}
+	if (!wd)
+		return true;
+	if (!expand(j, step, wd, dir))
+		return false;
+	if (!safe_dir(ap_buf_str(dir))) {
+		refuse(j, "step \"%s\" has a working directory outside the checkout",
+		       ap_buf_str(label));
+		return false;
 	}
+	return true;
+}
+
+/* Put `cd dir` before the step's kept lines (from first on); false when out of memory. */
+static bool cd_first(struct job *j, int first, const char *dir)
+{
+	char *cd = NULL;
+
+	if (asprintf(&cd, "cd %s", dir) < 0 || !keep(j, cd)) {
+		free(cd);
+		refuse(j, "out of memory");
+		return false;
+	}
+	free(cd);
+	/* The directory goes first: shift the step's lines by one. */
+	struct kept last = j->kept[j->nkept - 1];
+	memmove(&j->kept[first + 1], &j->kept[first],
+		(size_t)(j->nkept - 1 - first) * sizeof(j->kept[0]));
+	j->kept[first] = last;
+	return true;
+}
+
+/* Look at one step; a step that cannot be taken is recorded in refused_at and reason. */
+static void take_step(struct job *j, const yaml_node_t *step)
+{
+	const char *name = get_str(j->doc, step, "name"), *run = get_str(j->doc, step, "run");
+	ap_buf label = AP_BUF_INIT(LABEL_MAX + 8), text = AP_BUF_INIT(64u << 10);
+	ap_buf dir = AP_BUF_INIT(VALUE_MAX * 4);
+	int first = j->nkept, kind;
+	enum kind by_name = sort_name(name);
+	bool has_cd = false, ok = false;
+
+	if (!run || !plain_shell_step(j, step))
+		return;
+	add_label(&label, name ? name : run);
+	if (!expand(j, step, run, &text) || !step_dir(j, step, &label, &dir))
+		goto out;
 	kind = take_lines(j, (char *)ap_buf_str(&text), ap_buf_str(&label), &has_cd);
 	if (kind < 0)
 		goto out;
@@ -579,19 +613,8 @@ static void take_step(struct job *j, const yaml_node_t *step)
 	if (j->nkept == first)
 		goto done_ok;
 	if (dir.len && strcmp(ap_buf_str(&dir), ".") != 0) {
-		/* The directory goes first: shift the step's lines by one. */
-		char *cd = NULL;
-
-		if (asprintf(&cd, "cd %s", ap_buf_str(&dir)) < 0 || !keep(j, cd)) {
-			free(cd);
-			refuse(j, "out of memory");
+		if (!cd_first(j, first, ap_buf_str(&dir)))
 			goto out;
-		}
-		free(cd);
-		struct kept last = j->kept[j->nkept - 1];
-		memmove(&j->kept[first + 1], &j->kept[first],
-			(size_t)(j->nkept - 1 - first) * sizeof(j->kept[0]));
-		j->kept[first] = last;
 		has_cd = true;
 	}
 	j->step_cd[j->nsteps] = has_cd;

@@ -198,6 +198,88 @@ static int prepare(agent_ctx *a, bool *stop)
 	return 0;
 }
 
+/* The trajectory's "start" event: the model, the issue and the budget. */
+static void trace_start(const agent_ctx *a)
+{
+	const fixer_opts *opts = a->opts;
+
+	if (!a->traj)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "model", llm_describe(a->model));
+	cJSON_AddStringToObject(o, "issue_title", opts->issue_title ? opts->issue_title : "");
+	cJSON_AddStringToObject(o, "test_command", opts->test_cmd);
+	cJSON_AddNumberToObject(o, "max_iterations", a->max_rounds);
+	cJSON_AddNumberToObject(o, "max_model_calls", (double)a->bud.max_calls);
+	cJSON_AddNumberToObject(o, "max_tokens", (double)a->bud.max_tokens);
+	cJSON_AddNumberToObject(o, "max_wall_seconds", (double)a->bud.max_wall_s);
+	traj_event(a->traj, "start", o);
+}
+
+/* The trajectory's "end" event: the result and what it cost (rc: the run's code). */
+static void trace_end(const agent_ctx *a, int rc)
+{
+	const fixer_result *res = a->res;
+
+	if (!a->traj)
+		return;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddBoolToObject(o, "proven", res->proven);
+	cJSON_AddBoolToObject(o, "env_failure", res->env_failure);
+	cJSON_AddBoolToObject(o, "weak_evidence", res->weak_evidence);
+	cJSON_AddBoolToObject(o, "harness_changed", res->harness_changed);
+	cJSON_AddNumberToObject(o, "code", rc);
+	if (res->failure)
+		cJSON_AddStringToObject(o, "failure", res->failure);
+	cJSON_AddNumberToObject(o, "model_calls", res->model_calls);
+	cJSON_AddNumberToObject(o, "tokens_in", (double)res->tokens_in);
+	cJSON_AddNumberToObject(o, "tokens_out", (double)res->tokens_out);
+	if (res->priced)
+		cJSON_AddNumberToObject(o, "cost_usd", (double)res->cost_micro / 1e6);
+	cJSON_AddNumberToObject(o, "estimated_calls", res->estimated_calls);
+	cJSON_AddNumberToObject(o, "iterations", res->iterations);
+	if (res->diff)
+		cJSON_AddStringToObject(o, "diff", res->diff);
+	if (res->evidence)
+		cJSON_AddStringToObject(o, "evidence", res->evidence);
+	traj_event(a->traj, "end", o);
+}
+
+/* The Tester for this run (a->tester), set up from the options and the configuration. */
+static int tester_make(agent_ctx *a)
+{
+	const fixer_opts *opts = a->opts;
+	int64_t max_diff;
+	bool side_by_side;
+	int rc;
+
+	if ((rc = tester_new(&a->tester, opts->box, opts->tester_box, opts->tester_box_ud,
+			     opts->test_cmd, a->traj)))
+		return rc;
+	if ((rc = cfg_int(opts->cfg, "AUTOPATCH_MAX_DIFF_LINES", 0, 1000000, &max_diff)))
+		return rc;
+	tester_set_max_diff_lines(a->tester, max_diff);
+	if ((rc = cfg_bool(opts->cfg, "AUTOPATCH_TESTER_SIDE_BY_SIDE", &side_by_side)))
+		return rc;
+	/* On: the Tester's own choice (two or more CPUs). */
+	if (!side_by_side)
+		tester_set_side_by_side(a->tester, false);
+	tester_set_cancel(a->tester, a->tools.cancel);
+	tester_set_setup(a->tester, opts->setup_cmd);
+	tester_set_limits(a->tester, opts->setup_timeout_s, opts->repro_timeout_s,
+			  opts->suite_timeout_s);
+	tester_set_weak_evidence(a->tester, opts->allow_weak_evidence);
+	tester_set_hang_issue(a->tester,
+			      tester_issue_about_hang(opts->issue_title, opts->issue_body));
+	if (opts->patch_check)
+		tester_set_patch_check(a->tester, opts->patch_check, opts->patch_check_ud);
+	tester_set_files_check(a->tester, opts->files_check, opts->files_check_ud,
+			       opts->allow_harness_changes);
+	tester_set_baseline_cache(a->tester, opts->baseline_get, opts->baseline_put,
+				  opts->baseline_ud);
+	return 0;
+}
+
 int fixer_run(const fixer_opts *opts, fixer_result *res)
 {
 	agent_ctx a = {0};
@@ -229,44 +311,9 @@ int fixer_run(const fixer_opts *opts, fixer_result *res)
 		goto out;
 	llm_set_trajectory(a.model, a.traj);
 	res->model = strdup(llm_describe(a.model));
-	if (a.traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "model", llm_describe(a.model));
-		cJSON_AddStringToObject(o, "issue_title",
-					opts->issue_title ? opts->issue_title : "");
-		cJSON_AddStringToObject(o, "test_command", opts->test_cmd);
-		cJSON_AddNumberToObject(o, "max_iterations", a.max_rounds);
-		cJSON_AddNumberToObject(o, "max_model_calls", (double)a.bud.max_calls);
-		cJSON_AddNumberToObject(o, "max_tokens", (double)a.bud.max_tokens);
-		cJSON_AddNumberToObject(o, "max_wall_seconds", (double)a.bud.max_wall_s);
-		traj_event(a.traj, "start", o);
-	}
-	if ((rc = tester_new(&a.tester, opts->box, opts->tester_box, opts->tester_box_ud,
-			     opts->test_cmd, a.traj)))
+	trace_start(&a);
+	if ((rc = tester_make(&a)))
 		goto out;
-	int64_t max_diff;
-	if ((rc = cfg_int(opts->cfg, "AUTOPATCH_MAX_DIFF_LINES", 0, 1000000, &max_diff)))
-		goto out;
-	tester_set_max_diff_lines(a.tester, max_diff);
-	bool side_by_side;
-	if ((rc = cfg_bool(opts->cfg, "AUTOPATCH_TESTER_SIDE_BY_SIDE", &side_by_side)))
-		goto out;
-	/* On: the Tester's own choice (two or more CPUs). */
-	if (!side_by_side)
-		tester_set_side_by_side(a.tester, false);
-	tester_set_cancel(a.tester, a.tools.cancel);
-	tester_set_setup(a.tester, opts->setup_cmd);
-	tester_set_limits(a.tester, opts->setup_timeout_s, opts->repro_timeout_s,
-			  opts->suite_timeout_s);
-	tester_set_weak_evidence(a.tester, opts->allow_weak_evidence);
-	tester_set_hang_issue(a.tester,
-			      tester_issue_about_hang(opts->issue_title, opts->issue_body));
-	if (opts->patch_check)
-		tester_set_patch_check(a.tester, opts->patch_check, opts->patch_check_ud);
-	tester_set_files_check(a.tester, opts->files_check, opts->files_check_ud,
-			       opts->allow_harness_changes);
-	tester_set_baseline_cache(a.tester, opts->baseline_get, opts->baseline_put,
-				  opts->baseline_ud);
 	if (!(issue = issue_text(opts))) {
 		rc = AP_ENOMEM;
 		goto out;
@@ -283,28 +330,7 @@ out:
 		const char *msg = ap_error_last();
 		res->failure = strdup(*msg ? msg : ap_error_name(rc));
 	}
-	if (a.traj) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddBoolToObject(o, "proven", res->proven);
-		cJSON_AddBoolToObject(o, "env_failure", res->env_failure);
-		cJSON_AddBoolToObject(o, "weak_evidence", res->weak_evidence);
-		cJSON_AddBoolToObject(o, "harness_changed", res->harness_changed);
-		cJSON_AddNumberToObject(o, "code", rc);
-		if (res->failure)
-			cJSON_AddStringToObject(o, "failure", res->failure);
-		cJSON_AddNumberToObject(o, "model_calls", res->model_calls);
-		cJSON_AddNumberToObject(o, "tokens_in", (double)res->tokens_in);
-		cJSON_AddNumberToObject(o, "tokens_out", (double)res->tokens_out);
-		if (res->priced)
-			cJSON_AddNumberToObject(o, "cost_usd", (double)res->cost_micro / 1e6);
-		cJSON_AddNumberToObject(o, "estimated_calls", res->estimated_calls);
-		cJSON_AddNumberToObject(o, "iterations", res->iterations);
-		if (res->diff)
-			cJSON_AddStringToObject(o, "diff", res->diff);
-		if (res->evidence)
-			cJSON_AddStringToObject(o, "evidence", res->evidence);
-		traj_event(a.traj, "end", o);
-	}
+	trace_end(&a, rc);
 	free(issue);
 	free(plan);
 	free(a.last_verdict);

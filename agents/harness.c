@@ -1454,12 +1454,9 @@ static size_t line_of(const struct span *lines, size_t nl, const char *base, siz
 	return lo;
 }
 
-/* Mark the lines of a pom.xml that lie in a harness element, or name a system dependency. */
-static void pom_marks(const char *s, size_t n, const struct span *lines, size_t nl, struct marks *m)
+/* Mark the lines of a pom.xml that name a system dependency. */
+static void pom_mark_system(const struct span *lines, size_t nl, struct marks *m)
 {
-	size_t depth = 0, i = 0;
-	const char *outer = NULL;
-
 	for (size_t k = 0; k < nl; k++) {
 		const char *l = lines[k].s;
 		size_t ln = lines[k].n;
@@ -1469,101 +1466,154 @@ static void pom_marks(const char *s, size_t n, const struct span *lines, size_t 
 			    (j + 13 <= ln && ieq(l + j, 13, "<scope>system", 13)))
 				m->why[k] = "naming a `system` dependency (a local jar)";
 	}
-	while (i < n) {
-		size_t line = line_of(lines, nl, s, i), start, len, end;
-		bool close;
-		const char *tagname;
+}
 
-		if (depth && outer && !m->why[line])
-			m->why[line] = outer;
+/* A pom.xml being scanned for harness elements. */
+struct pom_scan {
+	const char *s; /* the text, n bytes */
+	size_t n;
+	const struct span *lines; /* its nl lines */
+	size_t nl;
+	struct marks *m;
+	size_t depth;	   /* harness elements open */
+	const char *outer; /* why of the outermost open harness element */
+};
+
+/* The end of the comment, CDATA section, processing instruction or declaration at s[i] into
+ * *end; false when s[i] starts none of them (a tag). */
+static bool pom_skip_markup(struct pom_scan *p, size_t i, size_t *end)
+{
+	const char *s = p->s;
+	size_t n = p->n;
+	struct marks *m = p->m;
+
+	if (i + 4 <= n && memcmp(s + i, "<!--", 4) == 0) {
+		const char *e = memmem(s + i + 4, n - i - 4, "-->", 3);
+
+		*end = e ? (size_t)(e - s) + 3 : n;
+		if (!e)
+			m->bad = true, m->bad_why = "an unterminated comment";
+	} else if (i + 9 <= n && memcmp(s + i, "<![CDATA[", 9) == 0) {
+		const char *e = memmem(s + i + 9, n - i - 9, "]]>", 3);
+
+		*end = e ? (size_t)(e - s) + 3 : n;
+		if (!e)
+			m->bad = true, m->bad_why = "an unterminated CDATA section";
+	} else if (i + 2 <= n && s[i + 1] == '?') {
+		const char *e = memmem(s + i + 2, n - i - 2, "?>", 2);
+
+		*end = e ? (size_t)(e - s) + 2 : n;
+	} else if (i + 2 <= n && s[i + 1] == '!') {
+		m->bad = true;
+		m->bad_why = "a DTD or entity declaration";
+		*end = i + 2;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* The tag tagname (len bytes; close: a closing tag) from line to s[end] (its `>`, or n): when
+ * it is a harness element, mark its lines and track the elements open. */
+static void pom_element(struct pom_scan *p, const char *tagname, size_t len, bool close,
+			size_t line, size_t end)
+{
+	const char *s = p->s;
+	size_t n = p->n;
+	struct marks *m = p->m;
+
+	for (size_t e = 0; pom_elements[e]; e++) {
+		if (!ieq(tagname, len, pom_elements[e], strlen(pom_elements[e])))
+			continue;
+		size_t last = line_of(p->lines, p->nl, s, end < n ? end : n - 1);
+
+		for (size_t x = line; x <= last; x++)
+			if (!m->why[x])
+				m->why[x] = pom_whys[e];
+		if (close) {
+			if (p->depth == 0) {
+				m->bad = true;
+				m->bad_why = "a closing tag without its opening one";
+			} else if (--p->depth == 0) {
+				p->outer = NULL;
+			}
+		} else if (end < n && s[end - 1] != '/') {
+			if (p->depth++ == 0)
+				p->outer = pom_whys[e];
+		}
+		break;
+	}
+}
+
+/* The tag at s[i] (on line): its end (past the `>`) into *end; false when the `<` starts no
+ * tag. */
+static bool pom_tag(struct pom_scan *p, size_t i, size_t line, size_t *end)
+{
+	const char *s = p->s, *tagname;
+	size_t n = p->n, start, len = 0, e;
+	bool close = i + 1 < n && s[i + 1] == '/';
+
+	start = i + (close ? 2 : 1);
+	while (start + len < n &&
+	       (isalnum((unsigned char)s[start + len]) || strchr("_.:-", s[start + len])))
+		len++;
+	if (len == 0) {
+		p->m->bad = true;
+		p->m->bad_why = "a `<` that starts no tag";
+		return false;
+	}
+	tagname = s + start;
+	for (size_t c = len; c > 0; c--)
+		if (tagname[c - 1] == ':') {
+			len -= c;
+			tagname += c;
+			break;
+		}
+	e = start;
+	for (char q = 0; e < n; e++) {
+		if (q) {
+			q = s[e] == q ? 0 : q;
+		} else if (s[e] == '"' || s[e] == '\'') {
+			q = s[e];
+		} else if (s[e] == '>') {
+			break;
+		}
+	}
+	if (e >= n) {
+		p->m->bad = true;
+		p->m->bad_why = "an unterminated tag";
+	}
+	pom_element(p, tagname, len, close, line, e);
+	*end = e < n ? e + 1 : n;
+	return true;
+}
+
+/* Mark the lines of a pom.xml that lie in a harness element, or name a system dependency. */
+static void pom_marks(const char *s, size_t n, const struct span *lines, size_t nl, struct marks *m)
+{
+	struct pom_scan p = {.s = s, .n = n, .lines = lines, .nl = nl, .m = m};
+	size_t i = 0;
+
+	pom_mark_system(lines, nl, m);
+	while (i < n) {
+		size_t line = line_of(lines, nl, s, i), end;
+
+		if (p.depth && p.outer && !m->why[line])
+			m->why[line] = p.outer;
 		if (s[i] != '<') {
 			i++;
 			continue;
 		}
-		if (i + 4 <= n && memcmp(s + i, "<!--", 4) == 0) {
-			const char *e = memmem(s + i + 4, n - i - 4, "-->", 3);
-
-			end = e ? (size_t)(e - s) + 3 : n;
-			if (!e)
-				m->bad = true, m->bad_why = "an unterminated comment";
-		} else if (i + 9 <= n && memcmp(s + i, "<![CDATA[", 9) == 0) {
-			const char *e = memmem(s + i + 9, n - i - 9, "]]>", 3);
-
-			end = e ? (size_t)(e - s) + 3 : n;
-			if (!e)
-				m->bad = true, m->bad_why = "an unterminated CDATA section";
-		} else if (i + 2 <= n && s[i + 1] == '?') {
-			const char *e = memmem(s + i + 2, n - i - 2, "?>", 2);
-
-			end = e ? (size_t)(e - s) + 2 : n;
-		} else if (i + 2 <= n && s[i + 1] == '!') {
-			m->bad = true;
-			m->bad_why = "a DTD or entity declaration";
-			end = i + 2;
-		} else {
-			close = i + 1 < n && s[i + 1] == '/';
-			start = i + (close ? 2 : 1);
-			len = 0;
-			while (start + len < n && (isalnum((unsigned char)s[start + len]) ||
-						   strchr("_.:-", s[start + len])))
-				len++;
-			if (len == 0) {
-				m->bad = true;
-				m->bad_why = "a `<` that starts no tag";
-				i++;
-				continue;
-			}
-			tagname = s + start;
-			for (size_t c = len; c > 0; c--)
-				if (tagname[c - 1] == ':') {
-					len -= c;
-					tagname += c;
-					break;
-				}
-			end = start;
-			for (char q = 0; end < n; end++) {
-				if (q) {
-					q = s[end] == q ? 0 : q;
-				} else if (s[end] == '"' || s[end] == '\'') {
-					q = s[end];
-				} else if (s[end] == '>') {
-					break;
-				}
-			}
-			if (end >= n) {
-				m->bad = true;
-				m->bad_why = "an unterminated tag";
-			}
-			for (size_t e = 0; pom_elements[e]; e++) {
-				if (!ieq(tagname, len, pom_elements[e], strlen(pom_elements[e])))
-					continue;
-				size_t last = line_of(lines, nl, s, end < n ? end : n - 1);
-
-				for (size_t x = line; x <= last; x++)
-					if (!m->why[x])
-						m->why[x] = pom_whys[e];
-				if (close) {
-					if (depth == 0) {
-						m->bad = true;
-						m->bad_why =
-						    "a closing tag without its opening one";
-					} else if (--depth == 0) {
-						outer = NULL;
-					}
-				} else if (end < n && s[end - 1] != '/') {
-					if (depth++ == 0)
-						outer = pom_whys[e];
-				}
-				break;
-			}
-			end = end < n ? end + 1 : n;
+		if (!pom_skip_markup(&p, i, &end) && !pom_tag(&p, i, line, &end)) {
+			i++;
+			continue;
 		}
-		for (size_t x = line; depth && outer && x < nl && lines[x].s < s + end; x++)
+		for (size_t x = line; p.depth && p.outer && x < nl && lines[x].s < s + end; x++)
 			if (!m->why[x])
-				m->why[x] = outer;
+				m->why[x] = p.outer;
 		i = end;
 	}
-	if (depth) {
+	if (p.depth) {
 		m->bad = true;
 		m->bad_why = "an element left open";
 	}

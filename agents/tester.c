@@ -471,13 +471,63 @@ static void traj_run(struct lane *l, const char *kind, const char *dir, const ch
 	lane_emit(l, o, dir, ro ? &ro->rep : NULL);
 }
 
+/* One report file section s ("report:NAME") into ro: parsed when NAME is a report format, a
+ * problem in ro when it was cut at the read cap. Sets *cargo_whole for a cargo report and
+ * *have_files for any report. */
+static int read_report_file(struct run_out *ro, const report_section *s, bool cut,
+			    bool *cargo_whole, bool *have_files)
+{
+	const char *name = s->name + 7;
+	size_t nl = s->name_len - 7;
+	enum report_format fmt = report_format_of(name, nl);
+	const char *src;
+	int rc;
+
+	if (fmt == REPORT_FORMAT_NONE)
+		return 0; /* not a report (a shim's status file) */
+	if (cut) {
+		ro->problem = tools_asprintf("its report %.*s is larger than %u MiB", (int)nl, name,
+					     REPORT_READ_CAP >> 20);
+		return ro->problem ? 0 : AP_ENOMEM;
+	}
+	if ((rc = report_parse_as(&ro->rep, fmt, s->data, s->len)))
+		return rc;
+	*cargo_whole = *cargo_whole || fmt == REPORT_FORMAT_CARGO;
+	*have_files = ro->have_report = true;
+	src = fmt == REPORT_FORMAT_JUNIT && ro->rep.pytest ? "JUnit XML (pytest `--junitxml`)"
+							   : report_format_name(fmt);
+	ro->source =
+	    !ro->source || strcmp(ro->source, src) == 0 ? src : "the reports of several runners";
+	return 0;
+}
+
+/* The JUnit XML files the run wrote in its tree (section "tree") into ro; a problem in ro when
+ * they are larger than the read cap. */
+static int read_tree_reports(struct run_out *ro, const report_section *s)
+{
+	int rc;
+
+	if (s->len >= REPORT_READ_CAP) {
+		ro->problem = tools_asprintf("the JUnit reports it wrote are larger "
+					     "than %u MiB",
+					     REPORT_READ_CAP >> 20);
+		return ro->problem ? 0 : AP_ENOMEM;
+	}
+	if ((rc = report_parse_junit(&ro->rep, s->data, s->len)))
+		return rc;
+	if (ro->rep.n) {
+		ro->have_report = true;
+		ro->source = "the JUnit XML files the run wrote in the tree";
+	}
+	return 0;
+}
+
 /* Take the sections of a collect command apart into ro. */
 static int read_back(struct lane *l, struct run_out *ro, const sbx_result *r, const char *nonce)
 {
 	report_section sec[REPORT_MAX_SECTIONS];
 	size_t n = 0;
 	bool have_files = false;
-	const char *src;
 	const report_section *out = NULL, *err = NULL;
 	bool cargo_whole = false; /* cargo ran through its shim, with --no-fail-fast */
 	int rc;
@@ -522,42 +572,12 @@ static int read_back(struct lane *l, struct run_out *ro, const sbx_result *r, co
 			ro->err = tools_head_tail(s->data, s->len, SHOW_CAP);
 			err = s;
 		} else if (s->name_len > 7 && memcmp(s->name, "report:", 7) == 0) {
-			const char *name = s->name + 7;
-			size_t nl = s->name_len - 7;
-			enum report_format fmt = report_format_of(name, nl);
-
-			if (fmt == REPORT_FORMAT_NONE)
-				continue; /* not a report (a shim's status file) */
-			if (cut) {
-				ro->problem =
-				    tools_asprintf("its report %.*s is larger than %u MiB", (int)nl,
-						   name, REPORT_READ_CAP >> 20);
-				return ro->problem ? 0 : AP_ENOMEM;
-			}
-			if ((rc = report_parse_as(&ro->rep, fmt, s->data, s->len)))
+			if ((rc = read_report_file(ro, s, cut, &cargo_whole, &have_files)) ||
+			    ro->problem)
 				return rc;
-			cargo_whole = cargo_whole || fmt == REPORT_FORMAT_CARGO;
-			have_files = ro->have_report = true;
-			src = fmt == REPORT_FORMAT_JUNIT && ro->rep.pytest
-				  ? "JUnit XML (pytest `--junitxml`)"
-				  : report_format_name(fmt);
-			ro->source = !ro->source || strcmp(ro->source, src) == 0
-					 ? src
-					 : "the reports of several runners";
 		} else if (IS("tree") && !have_files && s->len) {
-			if (s->len >= REPORT_READ_CAP) {
-				ro->problem =
-				    tools_asprintf("the JUnit reports it wrote are larger "
-						   "than %u MiB",
-						   REPORT_READ_CAP >> 20);
-				return ro->problem ? 0 : AP_ENOMEM;
-			}
-			if ((rc = report_parse_junit(&ro->rep, s->data, s->len)))
+			if ((rc = read_tree_reports(ro, s)) || ro->problem)
 				return rc;
-			if (ro->rep.n) {
-				ro->have_report = true;
-				ro->source = "the JUnit XML files the run wrote in the tree";
-			}
 		}
 #undef IS
 	}
@@ -569,94 +589,68 @@ static int read_back(struct lane *l, struct run_out *ro, const sbx_result *r, co
 	return 0;
 }
 
-/* Run cmd in side's tree with the report instrumentation, read everything back, classify. */
-static int run_tests(struct lane *l, const char *side, const char *cmd, int timeout_s,
-		     const char *deadline_key, struct run_out *ro)
+/* Run the instrumented command ro->cmd in dir, its reports going to rdir: its exit status into
+ * ro, an excerpt of its stderr into prep_err. */
+static int run_instrumented(struct lane *l, const char *dir, const char *rdir, int timeout_s,
+			    struct run_out *ro, char *prep_err, size_t prep_cap)
 {
-	char rdir[128], nonce[33], caps[3][24], prep_err[300];
 	sbx_result r = SBX_RESULT_INIT;
-	const char *dir = strcmp(side, "pristine") == 0 ? PRISTINE : PATCHED;
-	tester *t = l->t;
+	const char *argv[] = {"sh",    "-c",	     SCRIPT_RUN,       "sh",	    dir, rdir,
+			      ro->cmd, shim_ap_shim, shim_ap_unittest, shim_ap_tox, NULL};
 	int rc;
 
-	memset(ro, 0, sizeof(*ro));
-	ro->started = l->run_started;
-	ro->side = side;
-	ro->deadline_s = timeout_s;
-	ro->deadline_key = deadline_key;
-	ro->runner = report_runner_of(cmd);
-	if ((rc = ap_fmt(rdir, sizeof(rdir), REPORTS "/%s", side)))
-		return rc;
-	if (!(ro->cmd = report_instrument(cmd, rdir)))
-		return AP_ENOMEM;
-	{
-		const char *argv[] = {
-		    "sh",    "-c",	   SCRIPT_RUN,	     "sh",	  dir, rdir,
-		    ro->cmd, shim_ap_shim, shim_ap_unittest, shim_ap_tox, NULL};
-
-		if ((rc = exec_argv(l, "/tmp", argv, timeout_s, NULL, 0, 64u << 10, &r)))
-			goto out;
-	}
+	if ((rc = exec_argv(l, "/tmp", argv, timeout_s, NULL, 0, 64u << 10, &r)))
+		goto out;
 	ro->exit_code = r.exit_code;
 	ro->timed_out = r.timed_out;
 	ro->millis = r.millis;
 	/* An excerpt of the box's stderr for a message, cut on purpose (invalid UTF-8 at the cut
 	 * is replaced wherever the message is shown: traj.h, common/buf.h). */
-	snprintf(prep_err, sizeof(prep_err), "%s", r.err ? r.err : "");
+	snprintf(prep_err, prep_cap, "%s", r.err ? r.err : "");
+out:
 	sbx_result_release(&r);
-	/* Nothing the run started may outlive it: a background process could rewrite its report
-	 * or output before they are read. A box that cannot be cleared is killed: the run gave
-	 * no evidence, which is a rejection (or an environment failure), not a broken job. */
-	if (sbx_box_sweep(l->box) != 0) {
-		ap_error_clear();
-		ro->problem = tools_asprintf("it left processes running that could not be stopped "
-					     "after it ended (its sandbox was killed), so its "
-					     "results cannot be trusted");
-		rc = ro->problem ? 0 : AP_ENOMEM;
-		goto out;
-	}
-	make_nonce(nonce);
+	return rc;
+}
+
+/* Read the output and reports of the run in dir back into *r, in sections marked with nonce.
+ * The caller releases *r. */
+static int collect_results(struct lane *l, const char *dir, const char *rdir, const char *nonce,
+			   sbx_result *r)
+{
+	char caps[3][24], tree[96];
+	int rc;
+
 	snprintf(caps[0], sizeof(caps[0]), "%u", OUT_SECTION_CAP);
 	snprintf(caps[1], sizeof(caps[1]), "%u", ERR_SECTION_CAP);
 	snprintf(caps[2], sizeof(caps[2]), "%u", REPORT_READ_CAP);
-	{
-		char tree[96];
+	if ((rc = ap_fmt(tree, sizeof(tree), "%s/repo", dir)))
+		return rc;
+	const char *argv[] = {"sh",  "-c",    SCRIPT_COLLECT, "sh",    rdir, tree,
+			      nonce, caps[0], caps[1],	      caps[2], NULL};
 
-		if ((rc = ap_fmt(tree, sizeof(tree), "%s/repo", dir)))
-			goto out;
-		const char *argv[] = {"sh",  "-c",    SCRIPT_COLLECT, "sh",    rdir, tree,
-				      nonce, caps[0], caps[1],	      caps[2], NULL};
+	if ((rc = exec_argv(l, "/tmp", argv, 300, NULL, 0, COLLECT_CAP, r)))
+		return rc;
+	if (r->exit_code != 0 || r->timed_out) /* cut short: what it printed is no evidence */
+		return ap_error_set(
+		    AP_EIO,
+		    "the Tester could not read the results of a run in %s back (the "
+		    "reading exited with %d%s)",
+		    dir, r->exit_code, r->timed_out ? ", timed out" : "");
+	return 0;
+}
 
-		if ((rc = exec_argv(l, "/tmp", argv, 300, NULL, 0, COLLECT_CAP, &r)))
-			goto out;
-	}
-	if (r.exit_code != 0 || r.timed_out) { /* cut short: what it printed is no evidence */
-		rc = ap_error_set(AP_EIO,
-				  "the Tester could not read the results of a run in %s back (the "
-				  "reading exited with %d%s)",
-				  dir, r.exit_code, r.timed_out ? ", timed out" : "");
-		goto out;
-	}
-	/* Ids the baseline has too are not stored again; t->base outlives every other run. */
-	if (ro != &t->base)
-		report_share_ids(&ro->rep, &t->base.rep);
-	if ((rc = read_back(l, ro, &r, nonce))) {
-		if (rc == AP_EIO)
-			ap_error_set(AP_EIO, "the Tester could not start a run in %s: %s", dir,
-				     prep_err);
-		goto out;
-	}
-	sbx_result_release(&r); /* parsed: its raw text (up to COLLECT_CAP) is not needed now */
+/* Classify the run read back into ro (cmd: its command, deadline_key: which run it is); a
+ * run without the evidence it owes gets a problem. */
+static int classify_run(struct run_out *ro, const char *cmd, const char *deadline_key)
+{
 	/* pytest always writes its JUnit report (PYTEST_ADDOPTS): a pytest run without one gave
 	 * no evidence, and its exit status alone must not stand in for it. */
 	if (ro->runner == REPORT_RUNNER_PYTEST && !ro->have_report && !ro->problem &&
 	    !ro->timed_out && !ro->oom && ro->exit_code < 128 && /* killed: that is the class */
 	    !(ro->problem = tools_asprintf("pytest ran but wrote no JUnit report (exit %d): the "
 					   "per-test results are missing",
-					   ro->exit_code))) {
-		rc = AP_ENOMEM;
-		goto out;
-	}
+					   ro->exit_code)))
+		return AP_ENOMEM;
 	report_finish(&ro->rep);
 	{
 		report_run facts = {.exit_code = ro->exit_code,
@@ -677,10 +671,59 @@ static int run_tests(struct lane *l, const char *side, const char *cmd, int time
 	    !(ro->problem = tools_asprintf(
 		  "%s, so the tests after that point never ran: the suite's evidence is "
 		  "incomplete and cannot show that no test that passed before fails",
-		  ro->stopped))) {
-		rc = AP_ENOMEM;
+		  ro->stopped)))
+		return AP_ENOMEM;
+	return 0;
+}
+
+/* Run cmd in side's tree with the report instrumentation, read everything back, classify. */
+static int run_tests(struct lane *l, const char *side, const char *cmd, int timeout_s,
+		     const char *deadline_key, struct run_out *ro)
+{
+	char rdir[128], nonce[33], prep_err[300];
+	sbx_result r = SBX_RESULT_INIT;
+	const char *dir = strcmp(side, "pristine") == 0 ? PRISTINE : PATCHED;
+	tester *t = l->t;
+	int rc;
+
+	memset(ro, 0, sizeof(*ro));
+	ro->started = l->run_started;
+	ro->side = side;
+	ro->deadline_s = timeout_s;
+	ro->deadline_key = deadline_key;
+	ro->runner = report_runner_of(cmd);
+	if ((rc = ap_fmt(rdir, sizeof(rdir), REPORTS "/%s", side)))
+		return rc;
+	if (!(ro->cmd = report_instrument(cmd, rdir)))
+		return AP_ENOMEM;
+	if ((rc = run_instrumented(l, dir, rdir, timeout_s, ro, prep_err, sizeof(prep_err))))
+		goto out;
+	/* Nothing the run started may outlive it: a background process could rewrite its report
+	 * or output before they are read. A box that cannot be cleared is killed: the run gave
+	 * no evidence, which is a rejection (or an environment failure), not a broken job. */
+	if (sbx_box_sweep(l->box) != 0) {
+		ap_error_clear();
+		ro->problem = tools_asprintf("it left processes running that could not be stopped "
+					     "after it ended (its sandbox was killed), so its "
+					     "results cannot be trusted");
+		rc = ro->problem ? 0 : AP_ENOMEM;
 		goto out;
 	}
+	make_nonce(nonce);
+	if ((rc = collect_results(l, dir, rdir, nonce, &r)))
+		goto out;
+	/* Ids the baseline has too are not stored again; t->base outlives every other run. */
+	if (ro != &t->base)
+		report_share_ids(&ro->rep, &t->base.rep);
+	if ((rc = read_back(l, ro, &r, nonce))) {
+		if (rc == AP_EIO)
+			ap_error_set(AP_EIO, "the Tester could not start a run in %s: %s", dir,
+				     prep_err);
+		goto out;
+	}
+	sbx_result_release(&r); /* parsed: its raw text (up to COLLECT_CAP) is not needed now */
+	if ((rc = classify_run(ro, cmd, deadline_key)))
+		goto out;
 	ro->ended = traj_millis(t->traj);
 	traj_run(l, strcmp(deadline_key, "repro_timeout") == 0 ? "repro" : "suite", dir, ro->cmd,
 		 ro, NULL);
@@ -1222,14 +1265,59 @@ static int reject_fmt(tester_verdict *v, const char *cmd, const char *dir, const
 
 enum repro_kind { REPRO_REJECT, REPRO_FAILS, REPRO_FAILS_EXIT, REPRO_HANGS };
 
+/* The per-test results of the pristine repro run ro: REPRO_FAILS in *kind when a test new to
+ * it fails, else a rejection in *why (malloc'd) with the messages that explain it in d. */
+static void judge_pristine_tests(tester *t, const struct run_out *ro, enum repro_kind *kind,
+				 char **why, ap_buf *d)
+{
+	bool pytest = ro->rep.pytest;
+	size_t fails = 0, errors = 0, skips = 0, passes = 0;
+
+	for (size_t i = 0; i < ro->rep.n; i++) {
+		const report_test *x = &ro->rep.tests[i];
+		const report_test *b = report_find(&t->base.rep, x->id);
+
+		if (failing(b))
+			continue; /* failed before this test existed: not the repro's doing */
+		if (x->outcome == REPORT_FAILED ||
+		    (x->outcome == REPORT_ERROR && !pytest && !x->collection))
+			fails++;
+		else if (x->outcome == REPORT_ERROR)
+			errors++;
+		else if (x->outcome == REPORT_SKIPPED)
+			skips++;
+		else
+			passes++;
+	}
+	if (fails) {
+		*kind = REPRO_FAILS;
+	} else if (errors) {
+		*why = strdup("the reproduction test errored before the test body on the pristine "
+			      "code (in a fixture or set-up, not in the test): it must fail in the "
+			      "test itself, with an assertion or an exception from the code under "
+			      "test");
+		add_messages(d, &ro->rep, REPORT_ERROR, false, 3);
+	} else if (skips) {
+		*why = strdup("the reproduction test was SKIPPED on the pristine code: a skipped "
+			      "test proves nothing. It must run and fail (install what it needs in "
+			      "`setup:` or do not skip)");
+		add_messages(d, &ro->rep, REPORT_SKIPPED, false, 3);
+	} else if (passes) {
+		*why = strdup("the reproduction test PASSED on the pristine code: it does not "
+			      "reproduce the bug. It must fail before the fix and pass after it");
+	} else {
+		*why = strdup("the reproduction test run on the pristine code reported only tests "
+			      "that already failed before it was added: it does not reproduce the "
+			      "bug");
+	}
+}
+
 /* What the pristine repro run shows. On REPRO_REJECT, *why and *detail (malloc'd) say why. */
 static int judge_pristine(tester *t, const struct run_out *ro, enum repro_kind *kind, char **why,
 			  char **detail)
 {
 	ap_buf d = AP_BUF_INIT(64u << 10);
 	char *cls = describe_class(ro);
-	bool pytest = ro->rep.pytest;
-	size_t fails = 0, errors = 0, skips = 0, passes = 0;
 
 	*kind = REPRO_REJECT;
 	*why = *detail = NULL;
@@ -1275,43 +1363,7 @@ static int judge_pristine(tester *t, const struct run_out *ro, enum repro_kind *
 			*kind = REPRO_FAILS_EXIT;
 		goto out;
 	}
-	for (size_t i = 0; i < ro->rep.n; i++) {
-		const report_test *x = &ro->rep.tests[i];
-		const report_test *b = report_find(&t->base.rep, x->id);
-
-		if (failing(b))
-			continue; /* failed before this test existed: not the repro's doing */
-		if (x->outcome == REPORT_FAILED ||
-		    (x->outcome == REPORT_ERROR && !pytest && !x->collection))
-			fails++;
-		else if (x->outcome == REPORT_ERROR)
-			errors++;
-		else if (x->outcome == REPORT_SKIPPED)
-			skips++;
-		else
-			passes++;
-	}
-	if (fails) {
-		*kind = REPRO_FAILS;
-	} else if (errors) {
-		*why = strdup("the reproduction test errored before the test body on the pristine "
-			      "code (in a fixture or set-up, not in the test): it must fail in the "
-			      "test itself, with an assertion or an exception from the code under "
-			      "test");
-		add_messages(&d, &ro->rep, REPORT_ERROR, false, 3);
-	} else if (skips) {
-		*why = strdup("the reproduction test was SKIPPED on the pristine code: a skipped "
-			      "test proves nothing. It must run and fail (install what it needs in "
-			      "`setup:` or do not skip)");
-		add_messages(&d, &ro->rep, REPORT_SKIPPED, false, 3);
-	} else if (passes) {
-		*why = strdup("the reproduction test PASSED on the pristine code: it does not "
-			      "reproduce the bug. It must fail before the fix and pass after it");
-	} else {
-		*why = strdup("the reproduction test run on the pristine code reported only tests "
-			      "that already failed before it was added: it does not reproduce the "
-			      "bug");
-	}
+	judge_pristine_tests(t, ro, kind, why, &d);
 out:
 	free(cls);
 	if (d.len)
@@ -1343,6 +1395,51 @@ static void add_pristine_failures(ap_buf *b, const tester *t, const struct run_o
 	}
 }
 
+/* The per-test results of the patched repro run ro against the pristine one pre: true with a
+ * rejection in *why (and messages in d) when a test that reproduced did not run, was skipped,
+ * or a test new to the run fails. */
+static bool judge_patched_tests(tester *t, enum repro_kind kind, const struct run_out *pre,
+				const struct run_out *ro, char **why, ap_buf *d)
+{
+	for (size_t i = 0; kind == REPRO_FAILS && i < pre->rep.n; i++) {
+		const report_test *x = &pre->rep.tests[i], *y;
+
+		if (!(x->outcome == REPORT_FAILED ||
+		      (x->outcome == REPORT_ERROR && !pre->rep.pytest)) ||
+		    failing(report_find(&t->base.rep, x->id)))
+			continue;
+		y = report_find(&ro->rep, x->id);
+		if (!y) {
+			*why =
+			    tools_asprintf("the reproduction test `%s` did not run on the patched "
+					   "code",
+					   x->id);
+			return true;
+		}
+		if (y->outcome == REPORT_SKIPPED) {
+			*why =
+			    tools_asprintf("the reproduction test `%s` was SKIPPED on the patched "
+					   "code: it must run and pass",
+					   x->id);
+			add_messages(d, &ro->rep, REPORT_SKIPPED, false, 3);
+			return true;
+		}
+	}
+	for (size_t i = 0; i < ro->rep.n; i++) {
+		const report_test *y = &ro->rep.tests[i];
+
+		if (failing(y) && !failing(report_find(&t->base.rep, y->id))) {
+			*why =
+			    strdup("the reproduction test FAILS on the patched code: the fix does "
+				   "not work yet");
+			add_messages(d, &ro->rep, REPORT_FAILED, false, 3);
+			add_messages(d, &ro->rep, REPORT_ERROR, false, 3);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* On the patched tree: every test that reproduced on pristine passes, nothing new fails. */
 static int judge_patched(tester *t, enum repro_kind kind, const struct run_out *pre,
 			 const struct run_out *ro, char **why, char **detail)
@@ -1372,42 +1469,8 @@ static int judge_patched(tester *t, enum repro_kind kind, const struct run_out *
 			      "but none on the patched code: the evidence is missing");
 		goto out;
 	}
-	for (size_t i = 0; kind == REPRO_FAILS && i < pre->rep.n; i++) {
-		const report_test *x = &pre->rep.tests[i], *y;
-
-		if (!(x->outcome == REPORT_FAILED ||
-		      (x->outcome == REPORT_ERROR && !pre->rep.pytest)) ||
-		    failing(report_find(&t->base.rep, x->id)))
-			continue;
-		y = report_find(&ro->rep, x->id);
-		if (!y) {
-			*why =
-			    tools_asprintf("the reproduction test `%s` did not run on the patched "
-					   "code",
-					   x->id);
-			goto out;
-		}
-		if (y->outcome == REPORT_SKIPPED) {
-			*why =
-			    tools_asprintf("the reproduction test `%s` was SKIPPED on the patched "
-					   "code: it must run and pass",
-					   x->id);
-			add_messages(&d, &ro->rep, REPORT_SKIPPED, false, 3);
-			goto out;
-		}
-	}
-	for (size_t i = 0; i < ro->rep.n; i++) {
-		const report_test *y = &ro->rep.tests[i];
-
-		if (failing(y) && !failing(report_find(&t->base.rep, y->id))) {
-			*why =
-			    strdup("the reproduction test FAILS on the patched code: the fix does "
-				   "not work yet");
-			add_messages(&d, &ro->rep, REPORT_FAILED, false, 3);
-			add_messages(&d, &ro->rep, REPORT_ERROR, false, 3);
-			goto out;
-		}
-	}
+	if (judge_patched_tests(t, kind, pre, ro, why, &d))
+		goto out;
 	if (ro->cls == REPORT_RAN) {
 		report_counts c;
 
@@ -1655,97 +1718,120 @@ static void add_counts_table(ap_buf *b, const struct run_out *before, const stru
 		    y.errors, after->exit_code);
 }
 
+/* The reproduction test's part of the evidence: how it failed before the patch and passed
+ * after it. */
+static void add_repro_evidence(ap_buf *b, tester *t, const tool_finish *fin, const char *test_path,
+			       enum repro_kind kind, const struct run_out *pre,
+			       const struct run_out *post)
+{
+	char *tail = NULL;
+
+	ap_buf_adds(b, "**Reproduction test** ");
+	add_code(b, test_path);
+	if (fin->test_id && kind == REPRO_FAILS) {
+		ap_buf_adds(b, ", test ");
+		add_code(b, fin->test_id);
+		ap_buf_adds(b, " (found in the per-test results of both runs)");
+	}
+	ap_buf_adds(b, ", run with ");
+	add_code(b, fin->test_command);
+	ap_buf_adds(b, "\n");
+	switch (kind) {
+	case REPRO_HANGS:
+		ap_buf_addf(b,
+			    "- pristine code: **timed out after %d s before the patch** (the "
+			    "repro deadline, `repro_timeout`; the issue is about a hang)\n",
+			    pre->deadline_s);
+		tail = tail_lines(pre, 12);
+		if (tail && *tail) {
+			ap_buf_adds(b, "  last output before the deadline:\n\n");
+			add_fenced(b, tail);
+		}
+		break;
+	case REPRO_FAILS_EXIT:
+		ap_buf_addf(b,
+			    "- pristine code: **fails** with exit status %d (the runner gives no "
+			    "per-test results: exit-status evidence):\n\n",
+			    pre->exit_code);
+		tail = tail_lines(pre, 15);
+		add_fenced(b, tail);
+		break;
+	default:
+		ap_buf_addf(b,
+			    "- pristine code: **fails** in the test (per-test results from %s):\n",
+			    pre->source ? pre->source : "the runner");
+		add_pristine_failures(b, t, pre);
+	}
+	if (post->cls == REPORT_RAN) {
+		report_counts c;
+
+		report_count(&post->rep, &c);
+		ap_buf_addf(b,
+			    "- patched code: **passes** in %.1f s (%zu passed, %zu failed, %zu "
+			    "skipped, exit %d)\n\n",
+			    (double)post->millis / 1000.0, c.passed, c.failed, c.skipped,
+			    post->exit_code);
+	} else {
+		ap_buf_addf(b, "- patched code: **passes** (exit %d in %.1f s)\n\n",
+			    post->exit_code, (double)post->millis / 1000.0);
+	}
+	free(tail);
+}
+
+/* The test suite's part of the evidence: the baseline against the patched run. */
+static void add_suite_evidence(ap_buf *b, tester *t, const struct run_out *suite)
+{
+	ap_buf_adds(b, "**Test suite** ");
+	add_code(b, t->test_cmd);
+	ap_buf_adds(b, ", on the patched code with the repository's own tests (the test files "
+		       "the patch adds are not in this run)");
+	if (t->base.cls == REPORT_RAN) {
+		ap_buf_addf(b, " (per-test results from %s)\n\n",
+			    t->base.source ? t->base.source : "the runner");
+		add_counts_table(b, &t->base, suite);
+		ap_buf_adds(b, "\n");
+		add_already_failing(b, &t->base.rep, MAX_NAMED);
+		ap_buf_adds(b, "- every test that passed before the patch passes after it\n");
+	} else {
+		ap_buf_addf(b,
+			    " (no per-test results: compared by exit status)\n- pristine: exit %d\n"
+			    "- patched: exit %d\n",
+			    t->base.exit_code, suite->exit_code);
+	}
+}
+
+/* The commands the evidence came from, for a reader who wants to run them again. */
+static void add_commands(ap_buf *b, tester *t, const struct run_out *pre,
+			 const struct run_out *suite)
+{
+	ap_buf_adds(b, "\n**Commands** (in the sandbox; each tree is its own HOME)\n");
+	if (t->setup_cmd && *t->setup_cmd) {
+		ap_buf_adds(b, "- setup, in both trees: ");
+		add_code(b, t->setup_cmd);
+		ap_buf_adds(b, "\n");
+	}
+	ap_buf_adds(b, "- patched tree: a fresh copy of the repository with this exact diff "
+		       "applied by `git apply`\n- reproduction: ");
+	add_code(b, pre->cmd);
+	ap_buf_adds(b, "\n- suite: ");
+	add_code(b, suite->cmd);
+	ap_buf_adds(b, "\n");
+}
+
 static char *evidence(tester *t, const tool_finish *fin, const char *test_path,
 		      enum repro_kind kind, const struct run_out *pre, const struct run_out *post,
 		      const struct run_out *suite, bool weak)
 {
 	ap_buf b = AP_BUF_INIT(256u << 10);
-	char *tail = NULL;
 
 	if (weak)
 		ap_buf_adds(&b,
 			    "> **Weak evidence.** The test suite gives no per-test results and "
 			    "already fails on the unchanged code, so regressions cannot be ruled "
 			    "out; this repository accepts that (`allow_weak_evidence: true`).\n\n");
-	ap_buf_adds(&b, "**Reproduction test** ");
-	add_code(&b, test_path);
-	if (fin->test_id && kind == REPRO_FAILS) {
-		ap_buf_adds(&b, ", test ");
-		add_code(&b, fin->test_id);
-		ap_buf_adds(&b, " (found in the per-test results of both runs)");
-	}
-	ap_buf_adds(&b, ", run with ");
-	add_code(&b, fin->test_command);
-	ap_buf_adds(&b, "\n");
-	switch (kind) {
-	case REPRO_HANGS:
-		ap_buf_addf(&b,
-			    "- pristine code: **timed out after %d s before the patch** (the "
-			    "repro deadline, `repro_timeout`; the issue is about a hang)\n",
-			    pre->deadline_s);
-		tail = tail_lines(pre, 12);
-		if (tail && *tail) {
-			ap_buf_adds(&b, "  last output before the deadline:\n\n");
-			add_fenced(&b, tail);
-		}
-		break;
-	case REPRO_FAILS_EXIT:
-		ap_buf_addf(&b,
-			    "- pristine code: **fails** with exit status %d (the runner gives no "
-			    "per-test results: exit-status evidence):\n\n",
-			    pre->exit_code);
-		tail = tail_lines(pre, 15);
-		add_fenced(&b, tail);
-		break;
-	default:
-		ap_buf_addf(&b,
-			    "- pristine code: **fails** in the test (per-test results from %s):\n",
-			    pre->source ? pre->source : "the runner");
-		add_pristine_failures(&b, t, pre);
-	}
-	if (post->cls == REPORT_RAN) {
-		report_counts c;
-
-		report_count(&post->rep, &c);
-		ap_buf_addf(&b,
-			    "- patched code: **passes** in %.1f s (%zu passed, %zu failed, %zu "
-			    "skipped, exit %d)\n\n",
-			    (double)post->millis / 1000.0, c.passed, c.failed, c.skipped,
-			    post->exit_code);
-	} else {
-		ap_buf_addf(&b, "- patched code: **passes** (exit %d in %.1f s)\n\n",
-			    post->exit_code, (double)post->millis / 1000.0);
-	}
-	ap_buf_adds(&b, "**Test suite** ");
-	add_code(&b, t->test_cmd);
-	ap_buf_adds(&b, ", on the patched code with the repository's own tests (the test files "
-			"the patch adds are not in this run)");
-	if (t->base.cls == REPORT_RAN) {
-		ap_buf_addf(&b, " (per-test results from %s)\n\n",
-			    t->base.source ? t->base.source : "the runner");
-		add_counts_table(&b, &t->base, suite);
-		ap_buf_adds(&b, "\n");
-		add_already_failing(&b, &t->base.rep, MAX_NAMED);
-		ap_buf_adds(&b, "- every test that passed before the patch passes after it\n");
-	} else {
-		ap_buf_addf(&b,
-			    " (no per-test results: compared by exit status)\n- pristine: exit %d\n"
-			    "- patched: exit %d\n",
-			    t->base.exit_code, suite->exit_code);
-	}
-	ap_buf_adds(&b, "\n**Commands** (in the sandbox; each tree is its own HOME)\n");
-	if (t->setup_cmd && *t->setup_cmd) {
-		ap_buf_adds(&b, "- setup, in both trees: ");
-		add_code(&b, t->setup_cmd);
-		ap_buf_adds(&b, "\n");
-	}
-	ap_buf_adds(&b, "- patched tree: a fresh copy of the repository with this exact diff "
-			"applied by `git apply`\n- reproduction: ");
-	add_code(&b, pre->cmd);
-	ap_buf_adds(&b, "\n- suite: ");
-	add_code(&b, suite->cmd);
-	ap_buf_adds(&b, "\n");
-	free(tail);
+	add_repro_evidence(&b, t, fin, test_path, kind, pre, post);
+	add_suite_evidence(&b, t, suite);
+	add_commands(&b, t, pre, suite);
 	char *s = ap_buf_take(&b);
 	ap_buf_release(&b);
 	char *clean = s ? redact_str(s) : NULL;

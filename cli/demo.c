@@ -566,13 +566,11 @@ static int watch(struct demo *d)
 	return rc;
 }
 
-static int start_children(struct demo *d, const ap_config *cfg)
+/* Start the GitHub stand-in with the seeded repository and wait until it answers. */
+static int start_github_stub(struct demo *d)
 {
 	char gh_port[16], state[PATH_MAX], pub[PATH_MAX], seed[PATH_MAX], gh_py[PATH_MAX];
-	char model_py[PATH_MAX], script[PATH_MAX], model_port[16], url[160];
-	char e_port[32], e_api[96], e_key[PATH_MAX + 24], e_secret[96], e_db[PATH_MAX + 16];
-	char e_data[PATH_MAX + 24], e_base[96], e_owner[160], e_root[PATH_MAX + 32];
-	char e_admin[PATH_MAX + 40];
+	char url[160];
 	int rc;
 
 	snprintf(gh_port, sizeof(gh_port), "%d", d->gh_port);
@@ -608,81 +606,116 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	printf("==> GitHub stand-in on 127.0.0.1:%d with a copy of examples/calc as %s and its "
 	       "issue #1\n",
 	       d->gh_port, DEMO_REPO);
-	if (!d->real_model) {
-		snprintf(model_py, sizeof(model_py), "%s/standins/model_stub.py", d->root);
-		snprintf(script, sizeof(script), "%s/standins/scripts/calc_happy.json", d->root);
-		snprintf(model_port, sizeof(model_port), "%d", d->model_port);
-		char *argv[] = {"/usr/bin/python3", model_py, "--port", model_port,
-				"--script",	    script,   NULL};
-		char *extra[] = {NULL};
+	return 0;
+}
 
-		d->model.name = "model-stub";
-		rc = spawn(&d->model, d->dir, argv, extra);
-		if (rc)
-			return rc;
-		snprintf(url, sizeof(url), "http://127.0.0.1:%d/_stub/requests", d->model_port);
-		rc = wait_ready(&d->model, url, 30);
-		if (rc)
-			return rc;
-		printf("==> model: this demo REPLAYS A RECORDED SESSION (standins/scripts/"
-		       "calc_happy.json) from a scripted stand-in on 127.0.0.1:%d; set "
-		       "AUTOPATCH_LLM_BASE_URL and AUTOPATCH_LLM_MODEL to use a real model\n",
-		       d->model_port);
-	} else {
+/* Start the scripted model stand-in, or say which real model the demo uses. */
+static int start_model(struct demo *d, const ap_config *cfg)
+{
+	char model_py[PATH_MAX], script[PATH_MAX], model_port[16], url[160];
+	int rc;
+
+	if (d->real_model) {
 		const char *model = cfg_str(cfg, "AUTOPATCH_LLM_MODEL");
 		const char *base = cfg_str(cfg, "AUTOPATCH_LLM_BASE_URL");
 
 		printf("==> model: %s at %s (from AUTOPATCH_LLM_*)\n",
 		       model ? model : "(default model)", base ? base : "(provider default URL)");
+		return 0;
 	}
-	snprintf(e_port, sizeof(e_port), "PORT=%d", d->serve_port);
-	snprintf(e_api, sizeof(e_api), "GITHUB_API_URL=http://127.0.0.1:%d", d->gh_port);
-	snprintf(e_key, sizeof(e_key), "PRIVATE_KEY_PATH=%s/app.pem", d->dir);
-	snprintf(e_secret, sizeof(e_secret), "WEBHOOK_SECRET=%s", d->secret);
-	snprintf(e_db, sizeof(e_db), "AUTOPATCH_DB=%s/autopatch.db", d->dir);
-	snprintf(e_data, sizeof(e_data), "AUTOPATCH_DATA_DIR=%s/data", d->dir);
-	snprintf(e_base, sizeof(e_base), "AUTOPATCH_LLM_BASE_URL=http://127.0.0.1:%d/v1",
+	snprintf(model_py, sizeof(model_py), "%s/standins/model_stub.py", d->root);
+	snprintf(script, sizeof(script), "%s/standins/scripts/calc_happy.json", d->root);
+	snprintf(model_port, sizeof(model_port), "%d", d->model_port);
+	char *argv[] = {"/usr/bin/python3", model_py, "--port", model_port,
+			"--script",	    script,   NULL};
+	char *extra[] = {NULL};
+
+	d->model.name = "model-stub";
+	rc = spawn(&d->model, d->dir, argv, extra);
+	if (rc)
+		return rc;
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/_stub/requests", d->model_port);
+	rc = wait_ready(&d->model, url, 30);
+	if (rc)
+		return rc;
+	printf("==> model: this demo REPLAYS A RECORDED SESSION (standins/scripts/"
+	       "calc_happy.json) from a scripted stand-in on 127.0.0.1:%d; set "
+	       "AUTOPATCH_LLM_BASE_URL and AUTOPATCH_LLM_MODEL to use a real model\n",
+	       d->model_port);
+	return 0;
+}
+
+/* The environment entries of `autopatch serve` that depend on the demo's directory, ports and
+ * owner id. */
+struct serve_env {
+	char port[32], api[96], key[PATH_MAX + 24], secret[96], db[PATH_MAX + 16];
+	char data[PATH_MAX + 24], base[96], owner[160], root[PATH_MAX + 32];
+	char admin[PATH_MAX + 40];
+};
+
+static int serve_env_fill(struct serve_env *e, const struct demo *d, const ap_config *cfg)
+{
+	snprintf(e->port, sizeof(e->port), "PORT=%d", d->serve_port);
+	snprintf(e->api, sizeof(e->api), "GITHUB_API_URL=http://127.0.0.1:%d", d->gh_port);
+	snprintf(e->key, sizeof(e->key), "PRIVATE_KEY_PATH=%s/app.pem", d->dir);
+	snprintf(e->secret, sizeof(e->secret), "WEBHOOK_SECRET=%s", d->secret);
+	snprintf(e->db, sizeof(e->db), "AUTOPATCH_DB=%s/autopatch.db", d->dir);
+	snprintf(e->data, sizeof(e->data), "AUTOPATCH_DATA_DIR=%s/data", d->dir);
+	snprintf(e->base, sizeof(e->base), "AUTOPATCH_LLM_BASE_URL=http://127.0.0.1:%d/v1",
 		 d->model_port);
 	/* Boxes are labelled with the owner id: keep the caller's, so it can find them. */
 	if (cfg_is_set(cfg, "AUTOPATCH_OWNER_ID")) {
-		if (ap_fmt(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=%s",
+		if (ap_fmt(e->owner, sizeof(e->owner), "AUTOPATCH_OWNER_ID=%s",
 			   cfg_str(cfg, "AUTOPATCH_OWNER_ID")))
 			return ap_error_set(AP_EINVAL,
 					    "AUTOPATCH_OWNER_ID is longer than %zu bytes",
-					    sizeof(e_owner) - sizeof("AUTOPATCH_OWNER_ID="));
+					    sizeof(e->owner) - sizeof("AUTOPATCH_OWNER_ID="));
 	} else {
-		snprintf(e_owner, sizeof(e_owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
+		snprintf(e->owner, sizeof(e->owner), "AUTOPATCH_OWNER_ID=demo-%d", (int)getpid());
 	}
-	snprintf(e_root, sizeof(e_root), "AUTOPATCH_SOURCE_ROOT=%s", d->root);
+	snprintf(e->root, sizeof(e->root), "AUTOPATCH_SOURCE_ROOT=%s", d->root);
 	/* The status page on a unix socket in the demo's directory: no port to collide on. */
-	snprintf(e_admin, sizeof(e_admin), "AUTOPATCH_ADMIN_LISTEN=unix:%s/admin.sock", d->dir);
+	snprintf(e->admin, sizeof(e->admin), "AUTOPATCH_ADMIN_LISTEN=unix:%s/admin.sock", d->dir);
+	return 0;
+}
+
+/* Start `autopatch serve` against the stand-ins and wait until it answers. */
+static int start_serve(struct demo *d, const ap_config *cfg)
+{
+	struct serve_env e;
+	char url[160];
+	int rc;
+
+	rc = serve_env_fill(&e, d, cfg);
+	if (rc)
+		return rc;
 	{
 		char *argv[] = {d->self, "serve", NULL};
-		char *fake[] = {e_port,
-				e_api,
-				e_key,
-				e_secret,
-				e_db,
-				e_data,
-				e_owner,
-				e_root,
-				e_admin,
+		char *fake[] = {e.port,
+				e.api,
+				e.key,
+				e.secret,
+				e.db,
+				e.data,
+				e.owner,
+				e.root,
+				e.admin,
 				"APP_ID=1",
 				"AUTOPATCH_BIND=127.0.0.1",
 				"AUTOPATCH_WORKERS=1",
 				"AUTOPATCH_LABEL=autopatch",
 				"WEBHOOK_PATH=/api/github/webhooks",
 				"AUTOPATCH_ENV_FILE=/dev/null",
-				e_base,
+				e.base,
 				"AUTOPATCH_LLM_PROVIDER=openai",
 				"AUTOPATCH_LLM_MODEL=recorded-calc-session",
 				"AUTOPATCH_LLM_API_KEY=demo-not-a-real-key",
 				NULL};
 
-		/* With a real model, keep the user's AUTOPATCH_LLM_* (the entries from e_base on).
+		/* With a real model, keep the user's AUTOPATCH_LLM_* (the entries from e.base on).
 		 */
 		for (size_t i = 0; d->real_model && fake[i]; i++)
-			if (fake[i] == e_base)
+			if (fake[i] == e.base)
 				fake[i] = NULL;
 		d->serve.name = "autopatch-serve";
 		rc = spawn(&d->serve, d->dir, argv, fake);
@@ -699,12 +732,63 @@ static int start_children(struct demo *d, const ap_config *cfg)
 	return 0;
 }
 
+/* Start the GitHub stand-in, the model (stand-in unless a real one is configured) and
+ * `autopatch serve`, in that order. */
+static int start_children(struct demo *d, const ap_config *cfg)
+{
+	int rc;
+
+	rc = start_github_stub(d);
+	if (!rc)
+		rc = start_model(d, cfg);
+	if (!rc)
+		rc = start_serve(d, cfg);
+	return rc;
+}
+
+/* SIGINT and SIGTERM end the demo through stop_signal, so the children are stopped. */
+static void catch_stop_signals(void)
+{
+	struct sigaction sa = {0};
+
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Stop every child; remove the demo's directory unless its logs are needed. Returns rc, or
+ * AP_EIO when rc was 0 and a child did not stop. */
+static int stop_and_clean(struct demo *d, int rc)
+{
+	bool stopped;
+
+	printf("\n==> stopping the processes the demo started\n");
+	stopped = child_stop(&d->serve);
+	stopped = child_stop(&d->model) && stopped;
+	stopped = child_stop(&d->gh) && stopped;
+	if (!stopped) {
+		fprintf(stderr, "autopatch demo: a child process did not stop\n");
+		if (!rc)
+			rc = AP_EIO;
+	}
+	if (rc == 0) {
+		fs_rm_rf(d->dir);
+		printf("==> done: the draft pull request exists and every process has stopped\n");
+	} else if (stop_signal && stopped) {
+		fs_rm_rf(d->dir); /* the user asked to quit, not to debug */
+		printf("==> interrupted: every process the demo started has stopped\n");
+	} else {
+		printf("==> logs kept in %s\n", d->dir);
+	}
+	return rc;
+}
+
 int demo_main(int argc, char **argv, ap_config *cfg)
 {
 	struct demo d = {0};
 	unsigned char rnd[32];
 	char *title = NULL, *body = NULL, tmpl[] = "/tmp/autopatch-demo-XXXXXX";
-	bool stopped;
 	int rc;
 
 	(void)argv;
@@ -729,14 +813,7 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 	    cfg_is_set(cfg, "AUTOPATCH_LLM_BASE_URL") || cfg_is_set(cfg, "AUTOPATCH_LLM_MODEL");
 	/* Progress is meant to be watched, also through a pipe (`autopatch demo | tee`). */
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	{
-		struct sigaction sa = {0};
-
-		sa.sa_handler = on_stop_signal;
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-	}
+	catch_stop_signals();
 	if (!mkdtemp(tmpl)) {
 		fprintf(stderr, "autopatch: cannot create a temporary directory: %s\n",
 			strerror(errno));
@@ -763,24 +840,7 @@ int demo_main(int argc, char **argv, ap_config *cfg)
 		rc = watch(&d);
 	if (rc)
 		fprintf(stderr, "autopatch demo: %s\n", ap_error_last());
-	printf("\n==> stopping the processes the demo started\n");
-	stopped = child_stop(&d.serve);
-	stopped = child_stop(&d.model) && stopped;
-	stopped = child_stop(&d.gh) && stopped;
-	if (!stopped) {
-		fprintf(stderr, "autopatch demo: a child process did not stop\n");
-		if (!rc)
-			rc = AP_EIO;
-	}
-	if (rc == 0) {
-		fs_rm_rf(d.dir);
-		printf("==> done: the draft pull request exists and every process has stopped\n");
-	} else if (stop_signal && stopped) {
-		fs_rm_rf(d.dir); /* the user asked to quit, not to debug */
-		printf("==> interrupted: every process the demo started has stopped\n");
-	} else {
-		printf("==> logs kept in %s\n", d.dir);
-	}
+	rc = stop_and_clean(&d, rc);
 	free(title);
 	free(body);
 	if (stop_signal)

@@ -125,23 +125,10 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 	return 0;
 }
 
-static int run_run(ap_config *cfg, const struct run_opts *o)
+/* SIGINT, SIGTERM and SIGHUP end the run through got_signal; SIGPIPE is ignored. */
+static void catch_signals(void)
 {
-	char job[32];
-	sbx_spec spec = SBX_SPEC_INIT;
-	sbx_cmd cmd = SBX_CMD_INIT;
-	sbx_result res = SBX_RESULT_INIT;
-	sbx_engine *e = NULL;
-	sbx_box *b = NULL;
 	struct sigaction sa;
-	struct sink sink = {{false, false, false}};
-	long timeout = o->timeout;
-	int rc, code = EXIT_SANDBOX;
-
-	if (o->image)
-		cfg_set(cfg, "AUTOPATCH_SANDBOX_IMAGE", o->image);
-	if (o->runtime)
-		cfg_set(cfg, "AUTOPATCH_SANDBOX_RUNTIME", o->runtime);
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal; /* no SA_RESTART: blocking calls return early */
@@ -150,7 +137,52 @@ static int run_run(ap_config *cfg, const struct run_opts *o)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+}
 
+/* Run the command of o in box b, its output streamed; returns its exit status, or code when
+ * it could not run. */
+static int run_command(sbx_box *b, const struct run_opts *o, long timeout, int code)
+{
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result res = SBX_RESULT_INIT;
+	struct sink sink = {{false, false, false}};
+	int rc;
+
+	cmd.argv = (const char *const *)o->cmd;
+	cmd.timeout_s = (int)timeout;
+	cmd.output_cap = 4096; /* everything is streamed; the capture only backs the result */
+	cmd.on_output = on_output;
+	cmd.on_output_ud = &sink;
+	cmd.cancel = &got_signal;
+	rc = sbx_exec(b, &cmd, &res);
+	if (rc && rc != AP_ECANCELLED) {
+		fprintf(stderr, "autopatch: %s\n", ap_error_last());
+	} else if (!rc) {
+		code = res.exit_code;
+		if (res.timed_out)
+			fprintf(stderr,
+				"autopatch: the command timed out after %ld s and was killed\n",
+				timeout);
+	}
+	sbx_result_release(&res);
+	return code;
+}
+
+static int run_run(ap_config *cfg, const struct run_opts *o)
+{
+	char job[32];
+	sbx_spec spec = SBX_SPEC_INIT;
+	sbx_engine *e = NULL;
+	sbx_box *b = NULL;
+	long timeout = o->timeout;
+	int rc, code = EXIT_SANDBOX;
+
+	if (o->image)
+		cfg_set(cfg, "AUTOPATCH_SANDBOX_IMAGE", o->image);
+	if (o->runtime)
+		cfg_set(cfg, "AUTOPATCH_SANDBOX_RUNTIME", o->runtime);
+
+	catch_signals();
 	rc = sbx_engine_new(&e, cfg);
 	if (rc) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
@@ -181,23 +213,7 @@ static int run_run(ap_config *cfg, const struct run_opts *o)
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());
 		goto out_destroy;
 	}
-	cmd.argv = (const char *const *)o->cmd;
-	cmd.timeout_s = (int)timeout;
-	cmd.output_cap = 4096; /* everything is streamed; the capture only backs the result */
-	cmd.on_output = on_output;
-	cmd.on_output_ud = &sink;
-	cmd.cancel = &got_signal;
-	rc = sbx_exec(b, &cmd, &res);
-	if (rc && rc != AP_ECANCELLED) {
-		fprintf(stderr, "autopatch: %s\n", ap_error_last());
-	} else if (!rc) {
-		code = res.exit_code;
-		if (res.timed_out)
-			fprintf(stderr,
-				"autopatch: the command timed out after %ld s and was killed\n",
-				timeout);
-	}
-	sbx_result_release(&res);
+	code = run_command(b, o, timeout, code);
 out_destroy:
 	if (sbx_destroy(b)) {
 		fprintf(stderr, "autopatch: %s\n", ap_error_last());

@@ -88,10 +88,9 @@ int serve_console_url(const ap_config *cfg, const listen_spec *admin, char *out,
 	return 0;
 }
 
-static int read_opts(const ap_config *cfg, struct serve_opts *o, bool registration)
+/* The webhook's secret, label and path; a removed setting still set is an error. */
+static int read_webhook_opts(const ap_config *cfg, struct serve_opts *o, bool registration)
 {
-	int rc;
-
 	o->secret = cfg_str(cfg, "WEBHOOK_SECRET");
 	if (!o->secret && !registration)
 		return ap_error_set(AP_EINVAL, "WEBHOOK_SECRET is not set: set it to your GitHub "
@@ -112,10 +111,14 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o, bool registrati
 			       "and /metrics are served only on the admin listener now "
 			       "(AUTOPATCH_ADMIN_LISTEN, default 127.0.0.1:9464), never on the "
 			       "public port; remove it");
-	o->db = cfg_str(cfg, "AUTOPATCH_DB");
-	/* 0.0.0.0 by default: GitHub (or the reverse proxy) must reach the server. Set
-	 * AUTOPATCH_BIND=127.0.0.1 behind a local proxy or in tests. */
-	o->bind = cfg_str(cfg, "AUTOPATCH_BIND");
+	return 0;
+}
+
+/* The port, workers, queue timings and connection limits, checked against each other. */
+static int read_limits(const ap_config *cfg, struct serve_opts *o)
+{
+	int rc;
+
 	if ((rc = cfg_int(cfg, "PORT", 1, 65535, &o->port)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_WORKERS", 0, 64, &o->workers)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_LEASE_SECONDS", 1, 86400, &o->lease_s)) ||
@@ -149,6 +152,14 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o, bool registrati
 		    "AUTOPATCH_MAX_CONNECTIONS_PER_IP=%lld leaves no headroom under "
 		    "AUTOPATCH_MAX_CONNECTIONS=%lld: keep it at most half of that",
 		    (long long)o->per_ip, (long long)o->max_conn);
+	return 0;
+}
+
+/* The public and admin listeners, and the console's sign-in settings and URL. */
+static int read_listeners(const ap_config *cfg, struct serve_opts *o, bool registration)
+{
+	int rc;
+
 	if ((rc = listen_tcp(&o->public_at, "AUTOPATCH_BIND", o->bind, (int)o->port)) ||
 	    (rc = listen_parse(&o->admin_at, "AUTOPATCH_ADMIN_LISTEN",
 			       cfg_str(cfg, "AUTOPATCH_ADMIN_LISTEN"))))
@@ -173,6 +184,21 @@ static int read_opts(const ap_config *cfg, struct serve_opts *o, bool registrati
 	    (rc = serve_console_url(cfg, &o->admin_at, o->console_url, sizeof(o->console_url))))
 		return rc;
 	return 0;
+}
+
+static int read_opts(const ap_config *cfg, struct serve_opts *o, bool registration)
+{
+	int rc;
+
+	if ((rc = read_webhook_opts(cfg, o, registration)))
+		return rc;
+	o->db = cfg_str(cfg, "AUTOPATCH_DB");
+	/* 0.0.0.0 by default: GitHub (or the reverse proxy) must reach the server. Set
+	 * AUTOPATCH_BIND=127.0.0.1 behind a local proxy or in tests. */
+	o->bind = cfg_str(cfg, "AUTOPATCH_BIND");
+	if ((rc = read_limits(cfg, o)))
+		return rc;
+	return read_listeners(cfg, o, registration);
 }
 
 /* The console's GitHub calls (github/oauth.h); ud is the config. */

@@ -405,6 +405,41 @@ static int raw_mode(const git_diff_delta *d, const char *path, const char *p, co
 	return phrase ? refuse(d, path, phrase) : 0;
 }
 
+/* The `+++` line (line to eol) that follows the `---` line must name delta d's new path. */
+static int plus_line(const git_diff_delta *d, const char *line, const char *eol)
+{
+	const char *q;
+
+	if (!starts(line, eol, "+++ "))
+		return mismatch(d, line, eol, "should be the `+++` line");
+	q = line + 4;
+	if (!(d->status == GIT_DELTA_DELETED
+		  ? (size_t)(eol - q) == 9 && memcmp(q, "/dev/null", 9) == 0
+		  : match_last(q, eol, "b/", d->new_file.path)))
+		return mismatch(d, line, eol, "does not name the new path");
+	return 0;
+}
+
+/* After the header lines of section s: a rename or copy of delta d had both its lines
+ * (renamed, copied), two paths only with one, a binary change its data. */
+static int section_complete(const struct section *s, const git_diff_delta *d, bool renamed,
+			    bool copied, bool binary)
+{
+	const char *old = d->old_file.path, *new = d->new_file.path;
+	const char *line = s->start, *eol = line_end(line, s->end);
+
+	if ((d->status == GIT_DELTA_RENAMED && !renamed) ||
+	    (d->status == GIT_DELTA_COPIED && !copied) ||
+	    (d->status != GIT_DELTA_RENAMED && d->status != GIT_DELTA_COPIED &&
+	     strcmp(old, new) != 0))
+		return mismatch(d, line, eol, "names two paths without a rename or copy");
+	if ((d->flags & GIT_DIFF_FLAG_BINARY) && !binary)
+		return refuse(d, new,
+			      "is a binary change without its data; only `git diff --binary` "
+			      "patches can be checked");
+	return 0;
+}
+
 /* The extended header lines of one section must say what libgit2 parsed for delta d. */
 static int verify_section(const struct section *s, const git_diff_delta *d)
 {
@@ -423,13 +458,8 @@ static int verify_section(const struct section *s, const git_diff_delta *d)
 		eol = line_end(line, s->end);
 		if (want_plus) {
 			want_plus = false;
-			if (!starts(line, eol, "+++ "))
-				return mismatch(d, line, eol, "should be the `+++` line");
-			q = line + 4;
-			if (!(d->status == GIT_DELTA_DELETED
-				  ? (size_t)(eol - q) == 9 && memcmp(q, "/dev/null", 9) == 0
-				  : match_last(q, eol, "b/", new)))
-				return mismatch(d, line, eol, "does not name the new path");
+			if ((rc = plus_line(d, line, eol)))
+				return rc;
 			break; /* the hunks follow */
 		}
 		if (starts(line, eol, "@@"))
@@ -482,20 +512,10 @@ static int verify_section(const struct section *s, const git_diff_delta *d)
 	}
 	if (rc)
 		return rc;
-	line = s->start;
-	eol = line_end(line, s->end);
 	if (want_plus)
-		return mismatch(d, line, eol, "starts a section whose `+++` line is missing");
-	if ((d->status == GIT_DELTA_RENAMED && !(rename_from && rename_to)) ||
-	    (d->status == GIT_DELTA_COPIED && !(copy_from && copy_to)) ||
-	    (d->status != GIT_DELTA_RENAMED && d->status != GIT_DELTA_COPIED &&
-	     strcmp(old, new) != 0))
-		return mismatch(d, line, eol, "names two paths without a rename or copy");
-	if ((d->flags & GIT_DIFF_FLAG_BINARY) && !binary)
-		return refuse(d, new,
-			      "is a binary change without its data; only `git diff --binary` "
-			      "patches can be checked");
-	return 0;
+		return mismatch(d, s->start, line_end(s->start, s->end),
+				"starts a section whose `+++` line is missing");
+	return section_complete(s, d, rename_from && rename_to, copy_from && copy_to, binary);
 }
 
 /* The `diff --git` sections of the raw text, in order. *n gets their count. */

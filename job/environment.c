@@ -1089,102 +1089,131 @@ static void tls_hint(const struct setup_ca *ca, const char *tail, char *out, siz
 			 "on the autopatch host; docs/environments.md, \"CA bundle\")");
 }
 
+/* The time limit of all setup steps together into *timeout_s, and the setting it comes from
+ * into *what. */
+static int setup_limit(const env_setup_opts *o, int64_t *timeout_s, const char **what)
+{
+	*timeout_s = 900;
+	*what = "AUTOPATCH_SETUP_TIMEOUT_S";
+	if (o->timeout_s > 0) {
+		*timeout_s = o->timeout_s;
+		*what = "`setup_timeout` in " REPO_CONFIG_PATH;
+		return 0;
+	}
+	return cfg_int(o->cfg, "AUTOPATCH_SETUP_TIMEOUT_S", 1, 86400, timeout_s);
+}
+
+/* The argv (room for 16) of setup step `step`: run through env with the setup CAs when
+ * there are any. */
+static void step_argv(const struct setup_ca *ca, const char *step, const char **argv)
+{
+	const char *sh[] = {"sh", "-c", step, NULL};
+	size_t k = 0;
+
+	if (ca->certs) {
+		argv[k++] = "env";
+		for (const char *const *e = ca_env; *e; e++)
+			argv[k++] = *e;
+		if (ca->java)
+			argv[k++] = ca_java_env;
+	}
+	for (const char *const *a = sh; *a; a++)
+		argv[k++] = *a;
+	argv[k] = NULL;
+}
+
+/* The error of setup step l->step that exited non-zero or timed out (r): a sentence, a hint
+ * when one fits, and the end of its output. what and timeout_s: the phase's time limit. */
+static int step_failed(const env_setup_opts *o, const struct setup_ca *ca, const struct live *l,
+		       const sbx_result *r, const char *what, int64_t timeout_s)
+{
+	char word[64], head[1024];
+	const char *fl = NULL, *tl = tail_lines(l->tail);
+	char hint[700] = "";
+	size_t room;
+
+	tls_hint(ca, l->tail, hint, sizeof(hint));
+	if (r->exit_code == 127 && first_word(l->step, word, sizeof(word)) &&
+	    (fl = env_flavor_of_command(word)) &&
+	    (!o->image->flavor[0] || strcmp(fl, o->image->flavor) != 0))
+		snprintf(hint, sizeof(hint),
+			 " (`%s` is not in the sandbox image %s; the %s flavour has "
+			 "it: add `image: %s` to %s)",
+			 word, o->image->image, fl, fl, REPO_CONFIG_PATH);
+	if (r->timed_out)
+		snprintf(head, sizeof(head),
+			 "setup failed: `%.200s` did not finish within %s (%lld s "
+			 "for all setup steps); its output ended with:\n",
+			 l->step, what, (long long)timeout_s);
+	else
+		snprintf(head, sizeof(head),
+			 "setup failed: `%.200s` exited with %d after %lld s%s; its "
+			 "output ended with:\n",
+			 l->step, r->exit_code, (long long)((ap_mono_ms() - l->start) / 1000),
+			 hint);
+	/* The error message holds ~1 KiB: keep the end of the tail (where the
+	 * error is), not its start. */
+	room = SETUP_ERR_MAX > strlen(head) ? SETUP_ERR_MAX - strlen(head) : 0;
+	if (strlen(tl) > room)
+		tl += strlen(tl) - room;
+	return ap_error_set(r->timed_out ? AP_ETIMEOUT : AP_EINVAL, "%s%s", head, tl);
+}
+
+/* Run setup step i of count in the box, its output shown live, within what is left of
+ * timeout_s since start (what: the setting of that limit). */
+static int run_step(const env_setup_opts *o, const struct setup_ca *ca, size_t i, size_t count,
+		    int64_t start, int64_t timeout_s, const char *what)
+{
+	const char *argv[16];
+	sbx_cmd cmd = SBX_CMD_INIT;
+	sbx_result r = SBX_RESULT_INIT;
+	struct live *l = calloc(1, sizeof(*l));
+	int64_t left = timeout_s - (ap_mono_ms() - start) / 1000;
+	int rc;
+
+	if (!l)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	l->o = o;
+	l->step = o->setup_steps[i];
+	l->index = (int)i;
+	l->count = (int)count;
+	l->start = ap_mono_ms();
+	live_show(l, true);
+	step_argv(ca, o->setup_steps[i], argv);
+	cmd.argv = argv;
+	cmd.timeout_s = left > 0 ? (int)left : 1;
+	cmd.on_output = live_output;
+	cmd.on_output_ud = l;
+	cmd.cancel = o->cancel;
+	rc = sbx_exec(o->box, &cmd, &r);
+	if (rc == 0 && (r.exit_code != 0 || r.timed_out))
+		rc = step_failed(o, ca, l, &r, what, timeout_s);
+	if (o->live && rc == 0) {
+		char msg[400];
+
+		snprintf(msg, sizeof(msg), "setup %zu/%zu `%.200s` done (%lld s)", i + 1, count,
+			 o->setup_steps[i], (long long)((ap_mono_ms() - l->start) / 1000));
+		o->live(o->ud, msg);
+	}
+	sbx_result_release(&r);
+	free(l);
+	return rc;
+}
+
 static int run_steps(const env_setup_opts *o, env_setup_result *res, const struct setup_ca *ca)
 {
-	int64_t timeout_s = 900, start = ap_mono_ms();
+	int64_t timeout_s, start = ap_mono_ms();
+	const char *what;
 	size_t count = 0;
 	int rc;
 
-	const char *what = "AUTOPATCH_SETUP_TIMEOUT_S";
-
-	if (o->timeout_s > 0) {
-		timeout_s = o->timeout_s;
-		what = "`setup_timeout` in " REPO_CONFIG_PATH;
-	} else if ((rc = cfg_int(o->cfg, "AUTOPATCH_SETUP_TIMEOUT_S", 1, 86400, &timeout_s))) {
+	if ((rc = setup_limit(o, &timeout_s, &what)))
 		return rc;
-	}
 	while (o->setup_steps[count])
 		count++;
-	for (size_t i = 0; i < count; i++) {
-		const char *argv[16], *step_argv[] = {"sh", "-c", o->setup_steps[i], NULL};
-		size_t k = 0;
-		sbx_cmd cmd = SBX_CMD_INIT;
-		sbx_result r = SBX_RESULT_INIT;
-		struct live *l = calloc(1, sizeof(*l));
-		int64_t left = timeout_s - (ap_mono_ms() - start) / 1000;
-
-		if (!l)
-			return ap_error_set(AP_ENOMEM, "out of memory");
-		l->o = o;
-		l->step = o->setup_steps[i];
-		l->index = (int)i;
-		l->count = (int)count;
-		l->start = ap_mono_ms();
-		live_show(l, true);
-		if (ca->certs) {
-			argv[k++] = "env";
-			for (const char *const *e = ca_env; *e; e++)
-				argv[k++] = *e;
-			if (ca->java)
-				argv[k++] = ca_java_env;
-		}
-		for (const char *const *a = step_argv; *a; a++)
-			argv[k++] = *a;
-		argv[k] = NULL;
-		cmd.argv = argv;
-		cmd.timeout_s = left > 0 ? (int)left : 1;
-		cmd.on_output = live_output;
-		cmd.on_output_ud = l;
-		cmd.cancel = o->cancel;
-		rc = sbx_exec(o->box, &cmd, &r);
-		if (rc == 0 && (r.exit_code != 0 || r.timed_out)) {
-			char word[64], head[1024];
-			const char *fl = NULL, *tl = tail_lines(l->tail);
-			char hint[700] = "";
-			size_t room;
-
-			tls_hint(ca, l->tail, hint, sizeof(hint));
-			if (r.exit_code == 127 &&
-			    first_word(o->setup_steps[i], word, sizeof(word)) &&
-			    (fl = env_flavor_of_command(word)) &&
-			    (!o->image->flavor[0] || strcmp(fl, o->image->flavor) != 0))
-				snprintf(
-				    hint, sizeof(hint),
-				    " (`%s` is not in the sandbox image %s; the %s flavour has "
-				    "it: add `image: %s` to %s)",
-				    word, o->image->image, fl, fl, REPO_CONFIG_PATH);
-			if (r.timed_out)
-				snprintf(head, sizeof(head),
-					 "setup failed: `%.200s` did not finish within %s (%lld s "
-					 "for all setup steps); its output ended with:\n",
-					 o->setup_steps[i], what, (long long)timeout_s);
-			else
-				snprintf(
-				    head, sizeof(head),
-				    "setup failed: `%.200s` exited with %d after %lld s%s; its "
-				    "output ended with:\n",
-				    o->setup_steps[i], r.exit_code,
-				    (long long)((ap_mono_ms() - l->start) / 1000), hint);
-			/* The error message holds ~1 KiB: keep the end of the tail (where the
-			 * error is), not its start. */
-			room = SETUP_ERR_MAX > strlen(head) ? SETUP_ERR_MAX - strlen(head) : 0;
-			if (strlen(tl) > room)
-				tl += strlen(tl) - room;
-			rc = ap_error_set(r.timed_out ? AP_ETIMEOUT : AP_EINVAL, "%s%s", head, tl);
-		}
-		if (o->live && rc == 0) {
-			char msg[400];
-
-			snprintf(msg, sizeof(msg), "setup %zu/%zu `%.200s` done (%lld s)", i + 1,
-				 count, o->setup_steps[i],
-				 (long long)((ap_mono_ms() - l->start) / 1000));
-			o->live(o->ud, msg);
-		}
-		sbx_result_release(&r);
-		free(l);
-		if (rc)
+	for (size_t i = 0; i < count; i++)
+		if ((rc = run_step(o, ca, i, count, start, timeout_s, what)))
 			return rc;
-	}
 	res->ran = true;
 	if (res->key[0])
 		ap_stat_add(AP_STAT_ENV_CACHE_MISSES, 1); /* a cacheable setup ran afresh */
@@ -1208,9 +1237,66 @@ static int end_setup(const env_setup_opts *o)
 	return rc;
 }
 
+/* Restore the environment from the host cache when it holds one for this set-up (*restored);
+ * a restore that fails otherwise than by cancelling is noted and setup runs. */
+static int restore_cached(const env_setup_opts *o, env_setup_result *res, bool *restored)
+{
+	char dir[4200], tar[4200], meta[4200];
+	int rc;
+
+	rc = env_cache_key(res->key, o->image->image_id, o->setup_script, o->repo_id, o->repo_dir,
+			   o->cache_key_globs);
+	if (rc)
+		return rc;
+	/* A path that does not fit is noted below, like any failed restore. */
+	rc = env_cache_paths(o->cfg, o->repo_id, res->key, dir, tar, meta, sizeof(dir));
+	if (rc == 0)
+		rc = cache_restore(o, tar, res);
+	if (rc == 0) {
+		snprintf(res->summary, sizeof(res->summary),
+			 "environment restored from cache (key %.12s, %.1f MB, %.1f s)", res->key,
+			 (double)res->archive_bytes / 1e6, (double)res->setup_ms / 1000);
+		note(o, "%s", res->summary);
+		*restored = true;
+		return 0;
+	}
+	if (rc != AP_ENOTFOUND) {
+		if (rc == AP_ECANCELLED)
+			return rc;
+		note(o,
+		     "the cached environment could not be restored (%.300s); running "
+		     "setup",
+		     ap_error_last());
+		ap_error_clear();
+	}
+	return 0;
+}
+
+/* Save the setup products to the host cache and evict old entries; only a cancel is an
+ * error, any other failure is noted. */
+static int save_cached(const env_setup_opts *o, env_setup_result *res)
+{
+	int erc = cache_save(o, res);
+
+	if (erc == 0) {
+		size_t gone = 0;
+
+		note(o, "environment cached (key %.12s, %.1f MB)", res->key,
+		     (double)res->archive_bytes / 1e6);
+		if (env_cache_evict(o->cfg, o->repo_id, res->key, o->note, o->ud, &gone))
+			ap_error_clear();
+	} else if (erc == AP_ECANCELLED) {
+		return erc;
+	} else {
+		note(o, "the environment was not cached: %.300s", ap_error_last());
+		ap_error_clear();
+	}
+	return 0;
+}
+
 int env_setup(const env_setup_opts *o, env_setup_result *res)
 {
-	char dir[4200], tar[4200], meta[4200], why[1024];
+	char why[1024];
 	struct setup_ca ca = {0, false};
 	bool use_cache = true;
 	int code = 0, rc, erc;
@@ -1225,32 +1311,10 @@ int env_setup(const env_setup_opts *o, env_setup_result *res)
 	if ((rc = cfg_bool(o->cfg, "AUTOPATCH_ENV_CACHE", &use_cache)))
 		goto out_end;
 	if (use_cache) {
-		rc = env_cache_key(res->key, o->image->image_id, o->setup_script, o->repo_id,
-				   o->repo_dir, o->cache_key_globs);
-		if (rc)
+		bool restored = false;
+
+		if ((rc = restore_cached(o, res, &restored)) || restored)
 			goto out_end;
-		/* A path that does not fit is noted below, like any failed restore. */
-		rc = env_cache_paths(o->cfg, o->repo_id, res->key, dir, tar, meta, sizeof(dir));
-		if (rc == 0)
-			rc = cache_restore(o, tar, res);
-		if (rc == 0) {
-			snprintf(res->summary, sizeof(res->summary),
-				 "environment restored from cache (key %.12s, %.1f MB, %.1f s)",
-				 res->key, (double)res->archive_bytes / 1e6,
-				 (double)res->setup_ms / 1000);
-			note(o, "%s", res->summary);
-			goto out_end;
-		}
-		if (rc != AP_ENOTFOUND) {
-			if (rc == AP_ECANCELLED)
-				goto out_end;
-			note(o,
-			     "the cached environment could not be restored (%.300s); running "
-			     "setup",
-			     ap_error_last());
-			ap_error_clear();
-		}
-		rc = 0;
 	}
 	if ((rc = box_sh(o->box, SCRIPT_BEFORE, 60, &code, NULL)))
 		goto out_end;
@@ -1269,22 +1333,8 @@ int env_setup(const env_setup_opts *o, env_setup_result *res)
 	snprintf(res->summary, sizeof(res->summary), "setup ran (%lld s)",
 		 (long long)((res->setup_ms + 500) / 1000));
 	note(o, "%s", res->summary);
-	if (use_cache && res->have_products) {
-		erc = cache_save(o, res);
-		if (erc == 0) {
-			size_t gone = 0;
-
-			note(o, "environment cached (key %.12s, %.1f MB)", res->key,
-			     (double)res->archive_bytes / 1e6);
-			if (env_cache_evict(o->cfg, o->repo_id, res->key, o->note, o->ud, &gone))
-				ap_error_clear();
-		} else if (erc == AP_ECANCELLED) {
-			rc = erc;
-		} else {
-			note(o, "the environment was not cached: %.300s", ap_error_last());
-			ap_error_clear();
-		}
-	}
+	if (use_cache && res->have_products)
+		rc = save_cached(o, res);
 out_end:
 	if (rc) {
 		/* Keep the phase's error; the network still goes off. */

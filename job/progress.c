@@ -339,11 +339,94 @@ static void render_checklist(ap_buf *b, const progress_view *v)
 	}
 }
 
+/* The connections the egress proxy refused (newline-separated), one item each. */
+static void add_blocked(ap_buf *b, const char *blocked)
+{
+	const char *p = blocked, *eol;
+	int n = 0;
+
+	ap_buf_adds(b, "**Blocked network connections** (refused by the egress proxy):\n");
+	while (*p && n++ < MAX_BLOCKED_LINES) {
+		char line[1200];
+		size_t len;
+
+		eol = strchr(p, '\n');
+		len = eol ? (size_t)(eol - p) : strlen(p);
+		/* Only shown, and add_inline() keeps 600 bytes and marks its cut. */
+		snprintf(line, sizeof(line), "%.*s", (int)len, p);
+		ap_buf_adds(b, "- ");
+		add_inline(b, line, 600);
+		ap_buf_adds(b, "\n");
+		p = eol ? eol + 1 : p + len;
+	}
+	ap_buf_adds(b, "\n");
+}
+
+/* Why a failed or cancelled job stopped, what was tried, where its trajectory is. */
+static void add_failure(ap_buf *b, const progress_view *v)
+{
+	ap_buf_adds(b,
+		    v->state == PROGRESS_FAILED ? "**Why it failed:** " : "**Why it stopped:** ");
+	{
+		/* A first line of prose; what follows (a command's output) fenced. */
+		const char *f = v->failure ? v->failure : "no reason was recorded";
+		const char *nl = strchr(f, '\n');
+		char first_line[2100];
+
+		/* Only shown: add_prose() keeps 2000 bytes and marks its cut. */
+		snprintf(first_line, sizeof(first_line), "%.*s",
+			 (int)(nl ? (size_t)(nl - f) : strlen(f)), f);
+		add_prose(b, first_line, 2000);
+		ap_buf_adds(b, "\n\n");
+		if (nl && nl[1]) {
+			add_fenced(b, nl + 1, 3000);
+			ap_buf_adds(b, "\n");
+		}
+	}
+	if (v->tried) {
+		ap_buf_adds(b, "**What was tried:** ");
+		add_prose(b, v->tried, 2000);
+		ap_buf_adds(b, "\n\n");
+	}
+	if (v->state == PROGRESS_CANCELLED)
+		ap_buf_adds(b, "No pull request was opened.\n\n");
+	if (v->trajectory) {
+		ap_buf_adds(b, "**Trajectory** (for the operator, on the autopatch server): ");
+		add_inline(b, v->trajectory, 400);
+		ap_buf_adds(b, "\n\n");
+	}
+}
+
+/* The last MAX_STEP_LINES events, folded in a details block. */
+static void add_steps(ap_buf *b, const progress_view *v)
+{
+	size_t first = v->n_events > MAX_STEP_LINES ? v->n_events - MAX_STEP_LINES : 0;
+
+	if (!v->n_events)
+		return;
+	ap_buf_adds(b, "<details><summary>Steps</summary>\n\n");
+	if (first)
+		ap_buf_addf(b, "- (%zu earlier steps)\n", first);
+	for (size_t i = first; i < v->n_events; i++) {
+		const progress_event *e = &v->events[i];
+
+		ap_buf_adds(b, "- ");
+		add_clock(b, e->time_ms);
+		if (e->stage)
+			ap_buf_addf(b, " **%s**", e->stage);
+		if (e->message && *e->message) {
+			ap_buf_adds(b, " ");
+			add_inline(b, e->message, MAX_STEP_CHARS);
+		}
+		ap_buf_adds(b, "\n");
+	}
+	ap_buf_adds(b, "\n</details>\n");
+}
+
 int progress_render_comment(const progress_view *v, char **out)
 {
 	ap_buf b = AP_BUF_INIT(BUILD_CAP);
 	const char *verdict = progress_latest_verdict(v->events, v->n_events);
-	size_t first;
 
 	ap_buf_adds(&b, PROGRESS_MARKER "\n");
 	ap_buf_addf(&b, "**autopatch** %s (job %" PRId64 ")\n\n",
@@ -360,89 +443,21 @@ int progress_render_comment(const progress_view *v, char **out)
 		add_prose(&b, v->environment, 800);
 		ap_buf_adds(&b, "\n\n");
 	}
-	if (v->blocked) {
-		const char *p = v->blocked, *eol;
-		int n = 0;
-
-		ap_buf_adds(&b, "**Blocked network connections** (refused by the egress proxy):\n");
-		while (*p && n++ < MAX_BLOCKED_LINES) {
-			char line[1200];
-			size_t len;
-
-			eol = strchr(p, '\n');
-			len = eol ? (size_t)(eol - p) : strlen(p);
-			/* Only shown, and add_inline() keeps 600 bytes and marks its cut. */
-			snprintf(line, sizeof(line), "%.*s", (int)len, p);
-			ap_buf_adds(&b, "- ");
-			add_inline(&b, line, 600);
-			ap_buf_adds(&b, "\n");
-			p = eol ? eol + 1 : p + len;
-		}
-		ap_buf_adds(&b, "\n");
-	}
+	if (v->blocked)
+		add_blocked(&b, v->blocked);
 	if (verdict) {
 		ap_buf_adds(&b, "**Latest Tester verdict:** ");
 		add_inline(&b, verdict, 300);
 		ap_buf_adds(&b, "\n\n");
 	}
-	if (v->state == PROGRESS_FAILED || v->state == PROGRESS_CANCELLED) {
-		ap_buf_adds(&b, v->state == PROGRESS_FAILED ? "**Why it failed:** "
-							    : "**Why it stopped:** ");
-		{
-			/* A first line of prose; what follows (a command's output) fenced. */
-			const char *f = v->failure ? v->failure : "no reason was recorded";
-			const char *nl = strchr(f, '\n');
-			char first_line[2100];
-
-			/* Only shown: add_prose() keeps 2000 bytes and marks its cut. */
-			snprintf(first_line, sizeof(first_line), "%.*s",
-				 (int)(nl ? (size_t)(nl - f) : strlen(f)), f);
-			add_prose(&b, first_line, 2000);
-			ap_buf_adds(&b, "\n\n");
-			if (nl && nl[1]) {
-				add_fenced(&b, nl + 1, 3000);
-				ap_buf_adds(&b, "\n");
-			}
-		}
-		if (v->tried) {
-			ap_buf_adds(&b, "**What was tried:** ");
-			add_prose(&b, v->tried, 2000);
-			ap_buf_adds(&b, "\n\n");
-		}
-		if (v->state == PROGRESS_CANCELLED)
-			ap_buf_adds(&b, "No pull request was opened.\n\n");
-		if (v->trajectory) {
-			ap_buf_adds(&b,
-				    "**Trajectory** (for the operator, on the autopatch server): ");
-			add_inline(&b, v->trajectory, 400);
-			ap_buf_adds(&b, "\n\n");
-		}
-	}
+	if (v->state == PROGRESS_FAILED || v->state == PROGRESS_CANCELLED)
+		add_failure(&b, v);
 	if (v->pr_url && !v->iteration) {
 		ap_buf_adds(&b, "**Pull request:** ");
 		add_url(&b, v->pr_url);
 		ap_buf_adds(&b, "\n\n");
 	}
-	first = v->n_events > MAX_STEP_LINES ? v->n_events - MAX_STEP_LINES : 0;
-	if (v->n_events) {
-		ap_buf_adds(&b, "<details><summary>Steps</summary>\n\n");
-		if (first)
-			ap_buf_addf(&b, "- (%zu earlier steps)\n", first);
-		for (size_t i = first; i < v->n_events; i++) {
-			const progress_event *e = &v->events[i];
-
-			ap_buf_adds(&b, "- ");
-			add_clock(&b, e->time_ms);
-			if (e->stage)
-				ap_buf_addf(&b, " **%s**", e->stage);
-			if (e->message && *e->message) {
-				ap_buf_adds(&b, " ");
-				add_inline(&b, e->message, MAX_STEP_CHARS);
-			}
-			ap_buf_adds(&b, "\n");
-		}
-		ap_buf_adds(&b, "\n</details>\n");
-	}
+	add_steps(&b, v);
 	return finish(&b, out);
 }
 

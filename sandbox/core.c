@@ -172,16 +172,14 @@ int sbx_engine_capacity(const sbx_engine *e, char *out, size_t n)
 		      m, f, t, w, r, p, v, pv);
 }
 
-static int read_settings(sbx_engine *e, const ap_config *cfg)
+/* The backend, runtime, image and owner id: names the backends accept. The owner id goes to
+ * e->owner (a default one made from the database path when unset). */
+static int read_names(sbx_engine *e, const ap_config *cfg)
 {
-	sbx_spec *d = &e->defaults;
 	const char *image = cfg_str(cfg, "AUTOPATCH_SANDBOX_IMAGE");
 	const char *runtime = cfg_str(cfg, "AUTOPATCH_SANDBOX_RUNTIME");
 	const char *owner = cfg_str(cfg, "AUTOPATCH_OWNER_ID");
-	const char *data = cfg_str(cfg, "AUTOPATCH_DATA_DIR");
 	const char *backend = cfg_str(cfg, "AUTOPATCH_SANDBOX_BACKEND");
-	char path[PATH_MAX], real[PATH_MAX];
-	int64_t v;
 	int rc;
 
 	if (strcmp(backend, "docker") == 0)
@@ -217,9 +215,17 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 	e->runtime = strdup(runtime);
 	if (!e->image || !e->runtime)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	d->version = SBX_SPEC_VERSION;
-	d->image = e->image;
-	d->runtime = e->runtime;
+	return 0;
+}
+
+/* The default limits of a box (memory, CPUs, processes, sizes, time) into e->defaults, and
+ * the engine's output cap and pool size. */
+static int read_limits(sbx_engine *e, const ap_config *cfg)
+{
+	sbx_spec *d = &e->defaults;
+	int64_t v;
+	int rc;
+
 	if ((rc = cfg_bytes(cfg, "AUTOPATCH_SANDBOX_MEMORY", 16LL << 20, 1LL << 40,
 			    &d->memory_bytes)) ||
 	    (rc = parse_cpus(cfg, &d->nano_cpus)) ||
@@ -247,7 +253,15 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 	if ((rc = cfg_int(cfg, "AUTOPATCH_SANDBOX_POOL", 0, SBX_POOL_MAX, &v)))
 		return rc;
 	e->pool_size = (int)v;
-	d->network = SBX_NET_NONE;
+	return 0;
+}
+
+/* e->data_dir: AUTOPATCH_DATA_DIR/sandbox, made absolute. */
+static int read_data_dir(sbx_engine *e, const ap_config *cfg)
+{
+	const char *data = cfg_str(cfg, "AUTOPATCH_DATA_DIR");
+	char path[PATH_MAX], real[PATH_MAX];
+
 	/* Made absolute now (binds need it) but created only when a box needs a repo dir, so
 	 * `doctor` and `sandbox run --repo` leave no directory behind. */
 	if (data[0] != '/' && !getcwd(real, sizeof(real)))
@@ -259,6 +273,22 @@ static int read_settings(sbx_engine *e, const ap_config *cfg)
 	if (!e->data_dir)
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	return 0;
+}
+
+static int read_settings(sbx_engine *e, const ap_config *cfg)
+{
+	sbx_spec *d = &e->defaults;
+	int rc;
+
+	if ((rc = read_names(e, cfg)))
+		return rc;
+	d->version = SBX_SPEC_VERSION;
+	d->image = e->image;
+	d->runtime = e->runtime;
+	if ((rc = read_limits(e, cfg)))
+		return rc;
+	d->network = SBX_NET_NONE;
+	return read_data_dir(e, cfg);
 }
 
 void sbx__resolve_spec(const sbx_engine *e, const sbx_spec *in, sbx_spec *out)
@@ -687,49 +717,51 @@ int sbx_box_sweep(sbx_box *b)
 			 : 0;
 }
 
-int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
+/* The output streams of cmd in *io (filled in place: it points into itself), each captured
+ * up to cap bytes through a redactor. The caller releases the streams and captures. */
+static int exec_io_init(sbx_exec_io *io, const sbx_cmd *cmd, size_t cap)
 {
-	sbx_exec_io io;
-	size_t cap;
-	long long start = ap_mono_ms(), deadline, life_left;
-	int seconds, rc, code = -1;
+	int rc;
 
-	*res = (sbx_result)SBX_RESULT_INIT;
-	if (!cmd->argv || !cmd->argv[0])
-		return ap_error_set(AP_EINVAL, "sbx_exec: empty argv");
-	if (b->killed)
-		return ap_error_set(AP_EIO, "the sandbox was killed (deadline or cancel); create "
-					    "a new one");
-	cap = cmd->output_cap ? cmd->output_cap : b->e->output_cap;
-	if (cap < 2)
-		cap = 2;
-	io = (sbx_exec_io){.fn = cmd->on_output,
-			   .ud = cmd->on_output_ud,
-			   .raw = cmd->raw_stdout,
-			   .raw_ud = cmd->raw_stdout_ud};
-	io.out = (struct sbx_exec_stream){&io, SBX_STREAM_STDOUT, SBX_CAPTURE_INIT(cap), NULL};
-	io.err = (struct sbx_exec_stream){&io, SBX_STREAM_STDERR, SBX_CAPTURE_INIT(cap), NULL};
-	if ((rc = redact_stream_new(&io.out.rs, on_redacted, &io.out)) ||
-	    (rc = redact_stream_new(&io.err.rs, on_redacted, &io.err)))
-		goto out_release;
-	redact_stream_set_batch(io.out.rs, SBX_REDACT_BATCH);
-	redact_stream_set_batch(io.err.rs, SBX_REDACT_BATCH);
-	seconds = cmd->timeout_s > 0 ? cmd->timeout_s : 60;
-	life_left = (b->deadline_ms - start) / 1000;
+	*io = (sbx_exec_io){.fn = cmd->on_output,
+			    .ud = cmd->on_output_ud,
+			    .raw = cmd->raw_stdout,
+			    .raw_ud = cmd->raw_stdout_ud};
+	io->out = (struct sbx_exec_stream){io, SBX_STREAM_STDOUT, SBX_CAPTURE_INIT(cap), NULL};
+	io->err = (struct sbx_exec_stream){io, SBX_STREAM_STDERR, SBX_CAPTURE_INIT(cap), NULL};
+	if ((rc = redact_stream_new(&io->out.rs, on_redacted, &io->out)) ||
+	    (rc = redact_stream_new(&io->err.rs, on_redacted, &io->err)))
+		return rc;
+	redact_stream_set_batch(io->out.rs, SBX_REDACT_BATCH);
+	redact_stream_set_batch(io->err.rs, SBX_REDACT_BATCH);
+	return 0;
+}
+
+/* The seconds cmd may run, started at start: its timeout (60 s by default), within the box's
+ * remaining life (at least 1 s). */
+static int exec_seconds(const sbx_box *b, const sbx_cmd *cmd, long long start)
+{
+	int seconds = cmd->timeout_s > 0 ? cmd->timeout_s : 60;
+	long long life_left = (b->deadline_ms - start) / 1000;
+
 	if (life_left < 1)
 		life_left = 1;
 	if (seconds > life_left)
 		seconds = (int)life_left;
-	deadline = start + (long long)seconds * 1000 + SBX_KILL_GRACE;
+	return seconds;
+}
 
-	rc = b->e->ops->run(b, cmd, seconds, deadline, &io, &code);
-	/* However the command ended, what the redactors held back belongs to its output. */
-	exec_io_flush(&io);
+/* What the backend's run of a command (started at start, given seconds) returned as rc and
+ * *code means: a box that died or timed out is killed, a timeout is exit 124, a box that
+ * died under the command is exit 137. Returns the rc sbx_exec goes on with. */
+static int exec_outcome(sbx_box *b, sbx_result *res, int rc, int *code, long long start,
+			int seconds)
+{
 	if (rc == SBX_BOX_DIED) {
 		/* Out of memory or killed from outside: the command died with its box. */
 		ap_warn("sandbox: container %s stopped during a command", b->name);
 		b->killed = true;
-		code = 128 + 9;
+		*code = 128 + 9;
 		rc = 0;
 	} else if (rc == AP_ETIMEOUT || rc == AP_ECANCELLED) {
 		/* No endpoint kills one exec: the whole box goes. */
@@ -741,24 +773,52 @@ int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
 		ap_error_set(rc, "%s", why);
 		if (rc == AP_ETIMEOUT) {
 			res->timed_out = true;
-			code = 124;
+			*code = 124;
 			rc = 0;
 		}
 	} else if (rc == 0) {
 		/* timeout -s KILL takes itself down with its process group: 128+9. */
-		if (!rc && code == 137 && ap_mono_ms() - start >= (long long)seconds * 1000 - 50) {
+		if (!rc && *code == 137 && ap_mono_ms() - start >= (long long)seconds * 1000 - 50) {
 			res->timed_out = true;
-			code = 124;
+			*code = 124;
 			if (!b->sweeping)
 				sweep(b);
-		} else if (!rc && code >= 126 && box_died(b, code)) {
+		} else if (!rc && *code >= 126 && box_died(b, *code)) {
 			/* The box died under the command (gVisor's Sentry OOM-killed; runsc then
 			 * reports its own 128): say "killed", and refuse further commands. */
 			ap_warn("sandbox: container %s stopped during a command", b->name);
 			b->killed = true;
-			code = 128 + 9;
+			*code = 128 + 9;
 		}
 	}
+	return rc;
+}
+
+int sbx_exec(sbx_box *b, const sbx_cmd *cmd, sbx_result *res)
+{
+	sbx_exec_io io;
+	size_t cap;
+	long long start = ap_mono_ms(), deadline;
+	int seconds, rc, code = -1;
+
+	*res = (sbx_result)SBX_RESULT_INIT;
+	if (!cmd->argv || !cmd->argv[0])
+		return ap_error_set(AP_EINVAL, "sbx_exec: empty argv");
+	if (b->killed)
+		return ap_error_set(AP_EIO, "the sandbox was killed (deadline or cancel); create "
+					    "a new one");
+	cap = cmd->output_cap ? cmd->output_cap : b->e->output_cap;
+	if (cap < 2)
+		cap = 2;
+	if ((rc = exec_io_init(&io, cmd, cap)))
+		goto out_release;
+	seconds = exec_seconds(b, cmd, start);
+	deadline = start + (long long)seconds * 1000 + SBX_KILL_GRACE;
+
+	rc = b->e->ops->run(b, cmd, seconds, deadline, &io, &code);
+	/* However the command ended, what the redactors held back belongs to its output. */
+	exec_io_flush(&io);
+	rc = exec_outcome(b, res, rc, &code, start, seconds);
 	if (rc && rc != AP_ECANCELLED)
 		goto out_release;
 	if (io.rc) {

@@ -713,6 +713,52 @@ static bool box_running(sbx_box *b)
 	return alive;
 }
 
+/* What is left to write to a command's stdin: its data, or what its stdin_fn gives. */
+struct stdin_feed {
+	const sbx_cmd *cmd;
+	const char *in; /* the next bytes to send, left of them */
+	size_t left;
+	bool open; /* not half-closed yet */
+	bool fn;   /* read from cmd->stdin_fn */
+	char buf[65536];
+};
+
+/* When the bytes in hand are all sent, take the next ones from stdin_fn; half-close fd at
+ * its end. */
+static void stdin_refill(struct stdin_feed *f, int fd)
+{
+	long got;
+
+	if (!f->open || !f->fn || f->left)
+		return;
+	got = f->cmd->stdin_fn(f->cmd->stdin_ud, f->buf, sizeof(f->buf));
+	if (got <= 0) {
+		shutdown(fd, SHUT_WR);
+		f->open = false;
+	} else {
+		f->in = f->buf;
+		f->left = (size_t)got;
+	}
+}
+
+/* Send what fd takes of the bytes in hand (at most max); half-close fd when they are all
+ * sent and no more come, or when the command stopped reading. */
+static void stdin_send(struct stdin_feed *f, int fd, size_t max)
+{
+	ssize_t n = send(fd, f->in, f->left > max ? max : f->left, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+	if (n < 0 && errno != EAGAIN && errno != EINTR) {
+		f->open = false; /* the command stopped reading: fine */
+	} else if (n > 0) {
+		f->in += n;
+		f->left -= (size_t)n;
+	}
+	if ((!f->left && !f->fn) || !f->open) {
+		shutdown(fd, SHUT_WR);
+		f->open = false;
+	}
+}
+
 /* Drive the hijacked connection: write stdin then half-close, demultiplex what comes back,
  * until the daemon closes it, the host deadline passes or the caller cancels. Returns 0 at
  * end of stream, SBX_BOX_DIED, AP_ETIMEOUT, AP_ECANCELLED or an I/O error. */
@@ -721,11 +767,12 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 {
 	long long next_check = ap_mono_ms() + 2000;
 	sbx_demux dm = SBX_DEMUX_INIT;
-	const char *in = cmd->stdin_data;
-	size_t in_left = cmd->stdin_data ? cmd->stdin_len : 0;
-	bool in_open = cmd->stdin_data || cmd->stdin_fn;
-	bool in_fn = !cmd->stdin_data && cmd->stdin_fn;
-	char buf[65536], inbuf[65536];
+	struct stdin_feed f = {.cmd = cmd,
+			       .in = cmd->stdin_data,
+			       .left = cmd->stdin_data ? cmd->stdin_len : 0,
+			       .open = cmd->stdin_data || cmd->stdin_fn,
+			       .fn = !cmd->stdin_data && cmd->stdin_fn};
+	char buf[65536];
 	struct pollfd p;
 	long long left;
 	ssize_t n;
@@ -735,22 +782,12 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 		return rc;
 	if (io->rc)
 		return io->rc;
-	if (in_open && !in_left && !in_fn) {
+	if (f.open && !f.left && !f.fn) {
 		shutdown(fd, SHUT_WR);
-		in_open = false;
+		f.open = false;
 	}
 	for (;;) {
-		if (in_open && in_fn && !in_left) {
-			long got = cmd->stdin_fn(cmd->stdin_ud, inbuf, sizeof(inbuf));
-
-			if (got <= 0) {
-				shutdown(fd, SHUT_WR);
-				in_open = false;
-			} else {
-				in = inbuf;
-				in_left = (size_t)got;
-			}
-		}
+		stdin_refill(&f, fd);
 		if (cmd->cancel && *cmd->cancel)
 			return ap_error_set(AP_ECANCELLED, "the command was cancelled");
 		left = deadline_ms - ap_mono_ms();
@@ -762,7 +799,7 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 			next_check = ap_mono_ms() + 2000;
 		}
 		p.fd = fd;
-		p.events = POLLIN | (in_open ? POLLOUT : 0);
+		p.events = POLLIN | (f.open ? POLLOUT : 0);
 		p.revents = 0;
 		n = poll(&p, 1, left > 100 ? 100 : (int)left);
 		if (n < 0 && errno != EINTR)
@@ -773,20 +810,8 @@ static int pump(sbx_box *b, int fd, const sbx_cmd *cmd, const ap_buf *first, lon
 			return io->rc;
 		if (n <= 0)
 			continue;
-		if (in_open && (p.revents & POLLOUT)) {
-			n = send(fd, in, in_left > sizeof(buf) ? sizeof(buf) : in_left,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n < 0 && errno != EAGAIN && errno != EINTR) {
-				in_open = false; /* the command stopped reading: fine */
-			} else if (n > 0) {
-				in += n;
-				in_left -= (size_t)n;
-			}
-			if ((!in_left && !in_fn) || !in_open) {
-				shutdown(fd, SHUT_WR);
-				in_open = false;
-			}
-		}
+		if (f.open && (p.revents & POLLOUT))
+			stdin_send(&f, fd, sizeof(buf));
 		if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
 			n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 			if (n < 0 && (errno == EAGAIN || errno == EINTR))

@@ -61,6 +61,31 @@ static int http_error(const char *method, const char *path, long status, const a
 	return rc;
 }
 
+/* The error of a transfer that ended with cc (sink_rc: the body sink's code, cap: the answer's
+ * cap), or 0 when it went through. */
+static int transfer_error(const dk_client *c, CURLcode cc, int sink_rc, const char *method,
+			  const char *path, size_t cap, long timeout_ms)
+{
+	if (sink_rc)
+		return sink_rc != AP_ETOOBIG
+			   ? sink_rc
+			   : ap_error_set(AP_ETOOBIG, "docker %s %s: answer larger than %zu bytes",
+					  method, path, cap);
+	if (cc == CURLE_OPERATION_TIMEDOUT)
+		return ap_error_set(AP_ETIMEOUT, "docker %s %s: no answer within %ld ms", method,
+				    path, timeout_ms > 0 ? timeout_ms : 120000L);
+	if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_RECV_ERROR || cc == CURLE_SEND_ERROR ||
+	    cc == CURLE_GOT_NOTHING)
+		return ap_error_set(AP_EUNAVAIL,
+				    "cannot reach the Docker daemon at unix://%s (%s): is dockerd "
+				    "running and is DOCKER_HOST right?",
+				    c->sock, curl_easy_strerror(cc));
+	if (cc != CURLE_OK)
+		return ap_error_set(AP_EIO, "docker %s %s: %s", method, path,
+				    curl_easy_strerror(cc));
+	return 0;
+}
+
 /* One request with an explicit version prefix ("" for unversioned). The answer body goes to
  * resp (capped); answer, when not NULL, collects answer headers. */
 static int do_request(const dk_client *c, const char *prefix, const char *method, const char *path,
@@ -117,30 +142,8 @@ static int do_request(const dk_client *c, const char *prefix, const char *method
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
 	if (status)
 		*status = code;
-	if (sink.rc) {
-		rc = sink.rc != AP_ETOOBIG
-			 ? sink.rc
-			 : ap_error_set(AP_ETOOBIG, "docker %s %s: answer larger than %zu bytes",
-					method, path, resp->cap);
+	if ((rc = transfer_error(c, cc, sink.rc, method, path, resp->cap, timeout_ms)))
 		goto out_free_handle;
-	}
-	if (cc == CURLE_OPERATION_TIMEDOUT) {
-		rc = ap_error_set(AP_ETIMEOUT, "docker %s %s: no answer within %ld ms", method,
-				  path, timeout_ms > 0 ? timeout_ms : 120000L);
-		goto out_free_handle;
-	}
-	if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_RECV_ERROR || cc == CURLE_SEND_ERROR ||
-	    cc == CURLE_GOT_NOTHING) {
-		rc = ap_error_set(AP_EUNAVAIL,
-				  "cannot reach the Docker daemon at unix://%s (%s): is dockerd "
-				  "running and is DOCKER_HOST right?",
-				  c->sock, curl_easy_strerror(cc));
-		goto out_free_handle;
-	}
-	if (cc != CURLE_OK) {
-		rc = ap_error_set(AP_EIO, "docker %s %s: %s", method, path, curl_easy_strerror(cc));
-		goto out_free_handle;
-	}
 	if (code < 200 || code > 299) {
 		rc = http_error(method, path, code, resp);
 		goto out_free_handle;
@@ -373,30 +376,66 @@ static void read_error_body(int fd, const char *head, ap_buf *rest, long long de
 	}
 }
 
-int dk_hijack(dk_client *c, const char *path, const cJSON *body, long long deadline_ms, int *fd_out,
-	      ap_buf *rest)
+/* A non-blocking connection to the daemon's socket in *fd (-1 on failure). */
+static int hijack_connect(const dk_client *c, int *fd)
 {
 	struct sockaddr_un sa = {0};
-	ap_buf req = AP_BUF_INIT(1 << 20);
-	ap_buf head = AP_BUF_INIT(DK_HEAD_CAP);
-	char *json = NULL, *end, tmp[4096];
-	long status;
-	ssize_t n;
-	int fd, rc;
+	int rc;
 
-	*fd_out = -1;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
+	*fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (*fd < 0)
 		return ap_error_set(AP_EIO, "socket: %s", strerror(errno));
 	sa.sun_family = AF_UNIX;
 	memcpy(sa.sun_path, c->sock, strlen(c->sock) + 1);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) && errno != EINPROGRESS) {
+	if (connect(*fd, (struct sockaddr *)&sa, sizeof(sa)) && errno != EINPROGRESS) {
 		rc = ap_error_set(AP_EUNAVAIL,
 				  "cannot reach the Docker daemon at unix://%s (%s): is dockerd "
 				  "running and is DOCKER_HOST right?",
 				  c->sock, strerror(errno));
-		goto err_close;
+		close(*fd);
+		*fd = -1;
+		return rc;
 	}
+	return 0;
+}
+
+/* Read from fd into head until it holds the answer head (up to its blank line, *end). */
+static int read_head(int fd, const char *path, long long deadline_ms, ap_buf *head, char **end)
+{
+	char tmp[4096];
+	ssize_t n;
+
+	for (;;) {
+		*end = head->len ? strstr(head->data, "\r\n\r\n") : NULL;
+		if (*end)
+			return 0;
+		if (wait_fd(fd, POLLIN, deadline_ms))
+			return ap_error_set(AP_ETIMEOUT, "docker POST %s: no answer in time", path);
+		n = recv(fd, tmp, sizeof(tmp), 0);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			return ap_error_set(
+			    AP_EUNAVAIL, "docker POST %s: the daemon closed the connection", path);
+		if (memchr(tmp, '\0', (size_t)n) && !head->len)
+			return ap_error_set(AP_EIO, "docker POST %s: not an HTTP answer", path);
+		if (ap_buf_add(head, tmp, (size_t)n))
+			return ap_error_set(AP_EIO, "docker POST %s: answer head too large", path);
+	}
+}
+
+int dk_hijack(dk_client *c, const char *path, const cJSON *body, long long deadline_ms, int *fd_out,
+	      ap_buf *rest)
+{
+	ap_buf req = AP_BUF_INIT(1 << 20);
+	ap_buf head = AP_BUF_INIT(DK_HEAD_CAP);
+	char *json = NULL, *end;
+	long status;
+	int fd, rc;
+
+	*fd_out = -1;
+	if ((rc = hijack_connect(c, &fd)))
+		return rc;
 	json = body ? cJSON_PrintUnformatted(body) : strdup("{}");
 	if (!json) {
 		rc = ap_error_set(AP_ENOMEM, "out of memory encoding a docker request");
@@ -412,32 +451,8 @@ int dk_hijack(dk_client *c, const char *path, const cJSON *body, long long deadl
 	rc = send_all(fd, req.data, req.len, deadline_ms);
 	if (rc)
 		goto err_close;
-	for (;;) {
-		end = head.len ? strstr(head.data, "\r\n\r\n") : NULL;
-		if (end)
-			break;
-		if (wait_fd(fd, POLLIN, deadline_ms)) {
-			rc = ap_error_set(AP_ETIMEOUT, "docker POST %s: no answer in time", path);
-			goto err_close;
-		}
-		n = recv(fd, tmp, sizeof(tmp), 0);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0) {
-			rc = ap_error_set(AP_EUNAVAIL,
-					  "docker POST %s: the daemon closed the connection", path);
-			goto err_close;
-		}
-		if (memchr(tmp, '\0', (size_t)n) && !head.len) {
-			rc = ap_error_set(AP_EIO, "docker POST %s: not an HTTP answer", path);
-			goto err_close;
-		}
-		rc = ap_buf_add(&head, tmp, (size_t)n);
-		if (rc) {
-			rc = ap_error_set(AP_EIO, "docker POST %s: answer head too large", path);
-			goto err_close;
-		}
-	}
+	if ((rc = read_head(fd, path, deadline_ms, &head, &end)))
+		goto err_close;
 	/* Bytes after the head already belong to the stream (or to the error body). */
 	rc = ap_buf_add(rest, end + 4, head.len - (size_t)(end + 4 - head.data));
 	if (rc)

@@ -477,6 +477,71 @@ static bool header_is(const char *line, size_t len, const char *name)
 	return len > n && line[n] == ':' && strncasecmp(line, name, n) == 0;
 }
 
+/* Whether the header lines of a plain-HTTP request head (head_len bytes, its blank line
+ * included) are well formed, without a chunked body and with at most one Content-Length
+ * under BODY_CAP (into *body_len); a request that is not is denied with 400. */
+static bool request_headers_ok(struct conn *c, const egp_target *t, const char *target,
+			       const char *head, size_t head_len, size_t *body_len)
+{
+	const char *end_head = head + head_len - 2; /* the blank line's CRLF */
+	const char *line, *eol;
+	bool have_len = false;
+
+	if (memchr(head, '\0', head_len)) {
+		deny(c, 400, "malformed", t->method, target, "NUL byte in the request head");
+		return false;
+	}
+	for (line = strstr(head, "\r\n") + 2; line < end_head; line = eol + 2) {
+		size_t len;
+
+		eol = strstr(line, "\r\n");
+		len = (size_t)(eol - line);
+		if (len == 0 || line[0] == ' ' || line[0] == '\t' || !memchr(line, ':', len)) {
+			deny(c, 400, "malformed", t->method, target, "malformed request header");
+			return false;
+		}
+		if (header_is(line, len, "transfer-encoding")) {
+			deny(c, 400, "malformed", t->method, target,
+			     "chunked request bodies are not supported");
+			return false;
+		}
+		if (header_is(line, len, "content-length")) {
+			char *end;
+			unsigned long long v = strtoull(line + 15, &end, 10);
+
+			if (have_len || end == line + 15 || v > BODY_CAP ||
+			    strspn(line + 15, " \t0123456789") != len - 15) {
+				deny(c, 400, "malformed", t->method, target,
+				     "bad, repeated or too large Content-Length");
+				return false;
+			}
+			*body_len = (size_t)v;
+			have_len = true;
+		}
+	}
+	return true;
+}
+
+/* Send the request body of body_len bytes to ufd: the extra bytes that came with the head
+ * (at body), then the rest from the client. -1 when either side fails. */
+static int forward_body(struct conn *c, int ufd, const char *body, size_t extra, size_t body_len)
+{
+	size_t have = extra < body_len ? extra : body_len;
+
+	if (write_all(ufd, body, have) < 0)
+		return -1;
+	while (have < body_len) {
+		char buf[16384];
+		size_t want = body_len - have < sizeof(buf) ? body_len - have : sizeof(buf);
+		ssize_t r = recv(c->fd, buf, want, 0);
+
+		if (r <= 0 || write_all(ufd, buf, (size_t)r) < 0)
+			return -1;
+		have += (size_t)r;
+	}
+	return 0;
+}
+
 /* Forward one plain-HTTP request: origin-form request line, Host set to the checked name,
  * hop-by-hop headers dropped, "Connection: close", then the body (Content-Length only). */
 static void forward_http(struct conn *c, const egp_target *t, const char *target, char *head,
@@ -492,45 +557,14 @@ static void forward_http(struct conn *c, const egp_target *t, const char *target
 				    "trailer",
 				    "upgrade"};
 	char *out = NULL, *line, *eol;
-	size_t cap = head_len + 512, pos = 0, body_len = 0, have;
+	size_t cap = head_len + 512, pos = 0, body_len = 0;
 	const char *path = head + t->path_off;
 	int ufd = -1;
 
 	const char *end_head = head + head_len - 2; /* the blank line's CRLF */
-	bool have_len = false;
 
-	if (memchr(head, '\0', head_len)) {
-		deny(c, 400, "malformed", t->method, target, "NUL byte in the request head");
+	if (!request_headers_ok(c, t, target, head, head_len, &body_len))
 		return;
-	}
-	for (line = strstr(head, "\r\n") + 2; line < end_head; line = eol + 2) {
-		size_t len;
-
-		eol = strstr(line, "\r\n");
-		len = (size_t)(eol - line);
-		if (len == 0 || line[0] == ' ' || line[0] == '\t' || !memchr(line, ':', len)) {
-			deny(c, 400, "malformed", t->method, target, "malformed request header");
-			return;
-		}
-		if (header_is(line, len, "transfer-encoding")) {
-			deny(c, 400, "malformed", t->method, target,
-			     "chunked request bodies are not supported");
-			return;
-		}
-		if (header_is(line, len, "content-length")) {
-			char *end;
-			unsigned long long v = strtoull(line + 15, &end, 10);
-
-			if (have_len || end == line + 15 || v > BODY_CAP ||
-			    strspn(line + 15, " \t0123456789") != len - 15) {
-				deny(c, 400, "malformed", t->method, target,
-				     "bad, repeated or too large Content-Length");
-				return;
-			}
-			body_len = (size_t)v;
-			have_len = true;
-		}
-	}
 	ufd = open_upstream(c, t, target);
 	if (ufd < 0)
 		return;
@@ -563,18 +597,8 @@ static void forward_http(struct conn *c, const egp_target *t, const char *target
 	log_event("info", "egress allowed", NULL, c->client, t->method, target, NULL, NULL);
 	if (write_all(ufd, out, pos) < 0)
 		goto out_free;
-	have = extra < body_len ? extra : body_len;
-	if (write_all(ufd, head + head_len, have) < 0)
+	if (forward_body(c, ufd, head + head_len, extra, body_len) < 0)
 		goto out_free;
-	while (have < body_len) {
-		char buf[16384];
-		size_t want = body_len - have < sizeof(buf) ? body_len - have : sizeof(buf);
-		ssize_t r = recv(c->fd, buf, want, 0);
-
-		if (r <= 0 || write_all(ufd, buf, (size_t)r) < 0)
-			goto out_free;
-		have += (size_t)r;
-	}
 	relay(c->fd, ufd, false);
 out_free:
 	free(out);
@@ -655,17 +679,54 @@ static ssize_t check_client_hello(struct conn *c, const egp_target *t, const cha
 
 static void give_slot(void);
 
+/* Open the CONNECT tunnel of t: answer 200, check the client's TLS hello (its first extra
+ * bytes came with the head, at early), then relay both ways. */
+static void tunnel(struct conn *c, const egp_target *t, const char *target, const char *early,
+		   size_t extra)
+{
+	struct timeval tv = {0, 0};
+	uint8_t *hello = NULL;
+	ssize_t hello_len = -1;
+	int ufd;
+
+	/* A tunnel carries TLS to the CONNECT host, on every port: its ClientHello must name
+	 * that host (no domain fronting, no other protocol), checked before one byte of it goes
+	 * upstream. Bytes sent early, with the CONNECT head, count as the hello's start. */
+	if (extra > EGP_HELLO_MAX) {
+		deny(c, 400, "malformed", t->method, target,
+		     "too many bytes sent before the tunnel opened");
+		return;
+	}
+	ufd = open_upstream(c, t, target);
+	if (ufd < 0)
+		return;
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (write_all(c->fd, "HTTP/1.1 200 Connection established\r\n\r\n", 39) == 0) {
+		hello = malloc(EGP_HELLO_MAX);
+		if (hello) {
+			memcpy(hello, early, extra);
+			hello_len = check_client_hello(c, t, target, hello, extra);
+		}
+	}
+	if (hello_len >= 0) {
+		log_event("info", "egress allowed", NULL, c->client, t->method, target, NULL, NULL);
+		if (write_all(ufd, (const char *)hello, (size_t)hello_len) == 0)
+			relay(c->fd, ufd, true);
+	}
+	close(ufd);
+	free(hello);
+}
+
 static void *serve(void *arg)
 {
 	struct conn *c = arg;
 	struct timeval tv = {HEAD_TIMEOUT_S, 0};
 	char *head = NULL, target[300] = "", *eol;
-	uint8_t *hello = NULL;
-	ssize_t head_len, hello_len = -1;
+	ssize_t head_len;
 	size_t extra = 0;
 	egp_target t;
 	const char *reason;
-	int rc, ufd;
+	int rc;
 
 	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
@@ -711,34 +772,8 @@ static void *serve(void *arg)
 		forward_http(c, &t, target, head, (size_t)head_len, extra);
 		goto out;
 	}
-	/* A tunnel carries TLS to the CONNECT host, on every port: its ClientHello must name
-	 * that host (no domain fronting, no other protocol), checked before one byte of it goes
-	 * upstream. Bytes sent early, with the CONNECT head, count as the hello's start. */
-	if (extra > EGP_HELLO_MAX) {
-		deny(c, 400, "malformed", t.method, target,
-		     "too many bytes sent before the tunnel opened");
-		goto out;
-	}
-	ufd = open_upstream(c, &t, target);
-	if (ufd < 0)
-		goto out;
-	tv.tv_sec = 0;
-	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (write_all(c->fd, "HTTP/1.1 200 Connection established\r\n\r\n", 39) == 0) {
-		hello = malloc(EGP_HELLO_MAX);
-		if (hello) {
-			memcpy(hello, head + head_len, extra);
-			hello_len = check_client_hello(c, &t, target, hello, extra);
-		}
-	}
-	if (hello_len >= 0) {
-		log_event("info", "egress allowed", NULL, c->client, t.method, target, NULL, NULL);
-		if (write_all(ufd, (const char *)hello, (size_t)hello_len) == 0)
-			relay(c->fd, ufd, true);
-	}
-	close(ufd);
+	tunnel(c, &t, target, head + head_len, extra);
 out:
-	free(hello);
 	free(head);
 	close(c->fd);
 	free(c);

@@ -193,55 +193,41 @@ static void k8s_close(sbx_engine *e)
 	e->be = NULL;
 }
 
-static int k8s_open(sbx_engine *e, const ap_config *cfg)
+/* The owner id, runtime class, pull policy and protocols must be ones Kubernetes accepts. */
+static int check_names(const sbx_engine *e, const char *rtc, const char *pull, const char *protos)
 {
-	struct k8s_backend *be = calloc(1, sizeof(*be));
-	const char *rtc = cfg_str(cfg, "AUTOPATCH_K8S_RUNTIME_CLASS");
-	const char *pull = cfg_str(cfg, "AUTOPATCH_K8S_PULL_POLICY");
-	const char *protos = cfg_str(cfg, "AUTOPATCH_K8S_PROTOCOLS");
+	if (!k8s_name_safe(e->owner, 40))
+		return ap_error_set(
+		    AP_EINVAL,
+		    "the kubernetes backend needs an owner id of lowercase letters, "
+		    "digits and '-' (pod names): AUTOPATCH_OWNER_ID=\"%s\"",
+		    e->owner);
+	if (rtc && rtc[0] && !k8s_name_safe(rtc, 253))
+		return ap_error_set(
+		    AP_EINVAL, "AUTOPATCH_K8S_RUNTIME_CLASS=\"%.80s\" is not a RuntimeClass name",
+		    rtc);
+	if (strcmp(pull, "IfNotPresent") && strcmp(pull, "Always") && strcmp(pull, "Never"))
+		return ap_error_set(AP_EINVAL,
+				    "AUTOPATCH_K8S_PULL_POLICY=\"%.40s\": use IfNotPresent, Always "
+				    "or Never",
+				    pull);
+	if (strcmp(protos, K8S_PROTO_V5 "," K8S_PROTO_V4) && strcmp(protos, K8S_PROTO_V5) &&
+	    strcmp(protos, K8S_PROTO_V4) && strcmp(protos, K8S_PROTO_V4 "," K8S_PROTO_V5))
+		return ap_error_set(AP_EINVAL,
+				    "AUTOPATCH_K8S_PROTOCOLS=\"%.80s\": list v5.channel.k8s.io "
+				    "and/or v4.channel.k8s.io",
+				    protos);
+	return 0;
+}
+
+/* Node selector, tolerations, storage, time limits and egress settings from cfg into be. */
+static int read_pod_settings(struct k8s_backend *be, const ap_config *cfg)
+{
+	const char *ea = cfg_str(cfg, "AUTOPATCH_K8S_EGRESS_ADDRESS");
+	unsigned char bin[16];
 	int64_t v;
 	int rc;
 
-	if (!be)
-		return ap_error_set(AP_ENOMEM, "out of memory");
-	e->be = be;
-	if (!k8s_name_safe(e->owner, 40)) {
-		rc = ap_error_set(AP_EINVAL,
-				  "the kubernetes backend needs an owner id of lowercase letters, "
-				  "digits and '-' (pod names): AUTOPATCH_OWNER_ID=\"%s\"",
-				  e->owner);
-		goto err_close;
-	}
-	if (rtc && rtc[0] && !k8s_name_safe(rtc, 253)) {
-		rc = ap_error_set(
-		    AP_EINVAL, "AUTOPATCH_K8S_RUNTIME_CLASS=\"%.80s\" is not a RuntimeClass name",
-		    rtc);
-		goto err_close;
-	}
-	if (strcmp(pull, "IfNotPresent") && strcmp(pull, "Always") && strcmp(pull, "Never")) {
-		rc =
-		    ap_error_set(AP_EINVAL,
-				 "AUTOPATCH_K8S_PULL_POLICY=\"%.40s\": use IfNotPresent, Always or "
-				 "Never",
-				 pull);
-		goto err_close;
-	}
-	if (strcmp(protos, K8S_PROTO_V5 "," K8S_PROTO_V4) && strcmp(protos, K8S_PROTO_V5) &&
-	    strcmp(protos, K8S_PROTO_V4) && strcmp(protos, K8S_PROTO_V4 "," K8S_PROTO_V5)) {
-		rc =
-		    ap_error_set(AP_EINVAL,
-				 "AUTOPATCH_K8S_PROTOCOLS=\"%.80s\": list v5.channel.k8s.io and/or "
-				 "v4.channel.k8s.io",
-				 protos);
-		goto err_close;
-	}
-	be->runtime_class = rtc && rtc[0] ? strdup(rtc) : NULL;
-	be->pull_policy = strdup(pull);
-	be->protocols = strdup(protos);
-	if (!be->pull_policy || !be->protocols || (rtc && rtc[0] && !be->runtime_class)) {
-		rc = ap_error_set(AP_ENOMEM, "out of memory");
-		goto err_close;
-	}
 	if ((rc = parse_list("AUTOPATCH_K8S_NODE_SELECTOR",
 			     cfg_str(cfg, "AUTOPATCH_K8S_NODE_SELECTOR"), false, be->nodesel,
 			     &be->n_nodesel)) ||
@@ -250,30 +236,45 @@ static int k8s_open(sbx_engine *e, const ap_config *cfg)
 	    (rc = cfg_bytes(cfg, "AUTOPATCH_K8S_EPHEMERAL_STORAGE", 1 << 20, 1LL << 40,
 			    &be->ephemeral)) ||
 	    (rc = cfg_int(cfg, "AUTOPATCH_K8S_START_SECONDS", 1, 3600, &v)))
-		goto err_close;
+		return rc;
 	be->start_seconds = (int)v;
 	if ((rc = cfg_int(cfg, "AUTOPATCH_K8S_REMOVE_SECONDS", 1, 3600, &v)))
-		goto err_close;
+		return rc;
 	be->remove_seconds = (int)v;
 	if ((rc = sbx_egress_opts_load(&be->egress, cfg)))
-		goto err_close;
-	{
-		const char *ea = cfg_str(cfg, "AUTOPATCH_K8S_EGRESS_ADDRESS");
-		unsigned char bin[16];
+		return rc;
+	if (ea && ea[0] && inet_pton(AF_INET, ea, bin) != 1 && inet_pton(AF_INET6, ea, bin) != 1)
+		return ap_error_set(AP_EINVAL,
+				    "AUTOPATCH_K8S_EGRESS_ADDRESS=\"%.80s\" is not an IP "
+				    "address (use the replica's pod IP, status.podIP)",
+				    ea);
+	if (ea && ea[0] && !(be->egress_addr = strdup(ea)))
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	return 0;
+}
 
-		if (ea && ea[0] && inet_pton(AF_INET, ea, bin) != 1 &&
-		    inet_pton(AF_INET6, ea, bin) != 1) {
-			rc = ap_error_set(AP_EINVAL,
-					  "AUTOPATCH_K8S_EGRESS_ADDRESS=\"%.80s\" is not an IP "
-					  "address (use the replica's pod IP, status.podIP)",
-					  ea);
-			goto err_close;
-		}
-		if (ea && ea[0] && !(be->egress_addr = strdup(ea))) {
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			goto err_close;
-		}
+static int k8s_open(sbx_engine *e, const ap_config *cfg)
+{
+	struct k8s_backend *be = calloc(1, sizeof(*be));
+	const char *rtc = cfg_str(cfg, "AUTOPATCH_K8S_RUNTIME_CLASS");
+	const char *pull = cfg_str(cfg, "AUTOPATCH_K8S_PULL_POLICY");
+	const char *protos = cfg_str(cfg, "AUTOPATCH_K8S_PROTOCOLS");
+	int rc;
+
+	if (!be)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	e->be = be;
+	if ((rc = check_names(e, rtc, pull, protos)))
+		goto err_close;
+	be->runtime_class = rtc && rtc[0] ? strdup(rtc) : NULL;
+	be->pull_policy = strdup(pull);
+	be->protocols = strdup(protos);
+	if (!be->pull_policy || !be->protocols || (rtc && rtc[0] && !be->runtime_class)) {
+		rc = ap_error_set(AP_ENOMEM, "out of memory");
+		goto err_close;
 	}
+	if ((rc = read_pod_settings(be, cfg)))
+		goto err_close;
 	rc = k8s_client_new(&be->kc, cfg);
 	if (rc)
 		goto err_close;
@@ -1231,6 +1232,30 @@ out_release:
 	return rc;
 }
 
+/* A stdin of unknown length (cmd->stdin_fn) into in: only the v5 exec protocol can say
+ * where it ends, so a server that speaks v4 refuses it. */
+static int stdin_stream(sbx_box *b, const sbx_cmd *cmd, struct k8s_stdin *in)
+{
+	struct k8s_backend *be = be_of(b->e);
+	int rc;
+
+	if (cmd->stdin_data || !cmd->stdin_fn)
+		return 0;
+	rc = learn_protocol(b);
+	if (rc)
+		return rc;
+	if (atomic_load(&be->proto) != 5)
+		return ap_error_set(
+		    AP_EINVAL,
+		    "streaming stdin into a pod needs the v5.channel.k8s.io exec protocol "
+		    "(Kubernetes 1.30 or later), and the API server chose v4: upgrade the "
+		    "cluster or offer %s in AUTOPATCH_K8S_PROTOCOLS",
+		    K8S_PROTO_V5);
+	in->fn = cmd->stdin_fn;
+	in->ud = cmd->stdin_ud;
+	return 0;
+}
+
 static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadline, sbx_exec_io *io,
 		   int *code)
 {
@@ -1246,21 +1271,8 @@ static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadli
 
 	if (box_eg(b) && !b->sweeping)
 		sbx_egress_set_command(box_eg(b), b->phase, cmd->argv);
-	if (!cmd->stdin_data && cmd->stdin_fn) {
-		/* A stream of unknown length: only v5 can say where it ends. */
-		rc = learn_protocol(b);
-		if (rc)
-			return rc;
-		if (atomic_load(&be->proto) != 5)
-			return ap_error_set(
-			    AP_EINVAL,
-			    "streaming stdin into a pod needs the v5.channel.k8s.io exec protocol "
-			    "(Kubernetes 1.30 or later), and the API server chose v4: upgrade the "
-			    "cluster or offer %s in AUTOPATCH_K8S_PROTOCOLS",
-			    K8S_PROTO_V5);
-		in.fn = cmd->stdin_fn;
-		in.ud = cmd->stdin_ud;
-	}
+	if ((rc = stdin_stream(b, cmd, &in)))
+		return rc;
 
 	for (const char *const *a = cmd->argv; *a; a++)
 		argc++;
@@ -1324,6 +1336,30 @@ static int k8s_run(sbx_box *b, const sbx_cmd *cmd, int seconds, long long deadli
 /* tar of dir's entries (owner and group 10001, links kept as links), at most cap bytes.
  * The entries are named one by one, not ".": /repo itself belongs to the kubelet and its
  * mode cannot be set. An empty dir gives an empty out. */
+/* Read tar's output from fd to its end into out; over cap bytes is an error (the rest is
+ * still read, so tar can finish). */
+static int read_tar(int fd, int64_t cap, ap_buf *out)
+{
+	char buf[65536];
+	ssize_t got;
+	int rc = 0;
+
+	for (;;) {
+		got = read(fd, buf, sizeof(buf));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		if (!rc && (int64_t)(out->len + (size_t)got) > cap)
+			rc = ap_error_set(AP_ETOOBIG,
+					  "the repository is larger than the box's workspace "
+					  "(AUTOPATCH_SANDBOX_WORKSPACE_SIZE)");
+		if (!rc)
+			rc = ap_buf_add(out, buf, (size_t)got);
+	}
+	return rc;
+}
+
 static int tar_dir(const char *dir, int64_t cap, ap_buf *out)
 {
 	static const char *const head[] = {
@@ -1334,10 +1370,8 @@ static int tar_dir(const char *dir, int64_t cap, ap_buf *out)
 	struct dirent *de;
 	DIR *d;
 	posix_spawn_file_actions_t fa;
-	char buf[65536];
 	int pipefd[2], status = 0, rc = 0;
 	pid_t pid;
-	ssize_t got;
 
 	if (!argv)
 		return ap_error_set(AP_ENOMEM, "out of memory");
@@ -1384,19 +1418,7 @@ static int tar_dir(const char *dir, int64_t cap, ap_buf *out)
 		rc = ap_error_set(AP_EIO, "cannot run tar: %s", strerror(rc));
 		goto out_free_argv;
 	}
-	for (;;) {
-		got = read(pipefd[0], buf, sizeof(buf));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			break;
-		if (!rc && (int64_t)(out->len + (size_t)got) > cap)
-			rc = ap_error_set(AP_ETOOBIG,
-					  "the repository is larger than the box's workspace "
-					  "(AUTOPATCH_SANDBOX_WORKSPACE_SIZE)");
-		if (!rc)
-			rc = ap_buf_add(out, buf, (size_t)got);
-	}
+	rc = read_tar(pipefd[0], cap, out);
 	close(pipefd[0]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;

@@ -201,19 +201,14 @@ void k8s_kubeconfig_release(k8s_kubeconfig *k)
 	memset(k, 0, sizeof(*k));
 }
 
-int k8s_kubeconfig_parse(const char *text, size_t len, const char *dir, k8s_kubeconfig *out)
+/* The kubeconfig text as a JSON object in *root (the caller deletes it). */
+static int kubeconfig_load(const char *text, size_t len, cJSON **root)
 {
 	yaml_parser_t parser;
 	yaml_document_t doc;
-	cJSON *root = NULL;
-	const cJSON *ctx, *cluster, *user;
-	const char *cur, *cname, *uname, *v;
-	int rc = 0;
+	int rc;
 
-	memset(out, 0, sizeof(*out));
-	if (len > K8S_KUBECONFIG_CAP)
-		return ap_error_set(AP_ETOOBIG, "the kubeconfig is larger than %u bytes",
-				    K8S_KUBECONFIG_CAP);
+	*root = NULL;
 	if (!yaml_parser_initialize(&parser))
 		return ap_error_set(AP_ENOMEM, "out of memory");
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -224,88 +219,114 @@ int k8s_kubeconfig_parse(const char *text, size_t len, const char *dir, k8s_kube
 		yaml_parser_delete(&parser);
 		return rc;
 	}
-	root = yaml_to_json(&doc, yaml_document_get_root_node(&doc), 0);
+	*root = yaml_to_json(&doc, yaml_document_get_root_node(&doc), 0);
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
-	if (!cJSON_IsObject(root)) {
-		rc = ap_error_set(AP_EINVAL,
-				  "the kubeconfig is not a mapping of clusters, users and "
-				  "contexts (or nests too deeply)");
-		goto out_free;
-	}
+	if (!cJSON_IsObject(*root))
+		return ap_error_set(AP_EINVAL,
+				    "the kubeconfig is not a mapping of clusters, users and "
+				    "contexts (or nests too deeply)");
+	return 0;
+}
+
+/* The current context (into *ctx) and its cluster: server, namespace, TLS settings into out. */
+static int kubeconfig_cluster(const cJSON *root, const char *dir, k8s_kubeconfig *out,
+			      const cJSON **ctx)
+{
+	const cJSON *cluster;
+	const char *cur, *cname, *v;
+	int rc = 0;
+
 	cur = str_field(root, "current-context");
-	if (!cur) {
-		rc = ap_error_set(AP_EINVAL, "the kubeconfig has no current-context");
-		goto out_free;
-	}
-	ctx = named(root, "contexts", cur, "context");
-	cname = str_field(ctx, "cluster");
-	uname = str_field(ctx, "user");
-	if (!ctx || !cname) {
-		rc = ap_error_set(AP_EINVAL,
-				  "the kubeconfig's context %.100s is missing or names no "
-				  "cluster",
-				  cur);
-		goto out_free;
-	}
+	if (!cur)
+		return ap_error_set(AP_EINVAL, "the kubeconfig has no current-context");
+	*ctx = named(root, "contexts", cur, "context");
+	cname = str_field(*ctx, "cluster");
+	if (!*ctx || !cname)
+		return ap_error_set(AP_EINVAL,
+				    "the kubeconfig's context %.100s is missing or names no "
+				    "cluster",
+				    cur);
 	cluster = named(root, "clusters", cname, "cluster");
 	v = str_field(cluster, "server");
-	if (!v) {
-		rc =
-		    ap_error_set(AP_EINVAL, "the kubeconfig's cluster %.100s has no server", cname);
-		goto out_free;
-	}
+	if (!v)
+		return ap_error_set(AP_EINVAL, "the kubeconfig's cluster %.100s has no server",
+				    cname);
 	out->server = dup_or_null(v, &rc);
-	out->namespace = dup_or_null(str_field(ctx, "namespace"), &rc);
+	out->namespace = dup_or_null(str_field(*ctx, "namespace"), &rc);
 	v = str_field(cluster, "insecure-skip-tls-verify");
 	out->insecure = v && strcmp(v, "true") == 0;
-	if (rc || (rc = pem_field(cluster, "certificate-authority-data", "certificate-authority",
-				  dir, &out->ca_pem)))
-		goto out_free;
-	user = uname ? named(root, "users", uname, "user") : NULL;
-	if (uname && !user) {
-		rc = ap_error_set(AP_EINVAL, "the kubeconfig's user %.100s is missing", uname);
-		goto out_free;
-	}
+	if (rc)
+		return rc;
+	return pem_field(cluster, "certificate-authority-data", "certificate-authority", dir,
+			 &out->ca_pem);
+}
+
+/* The user's tokenFile v, relative to dir, into out->token_file. */
+static int kubeconfig_token_file(const char *v, const char *dir, k8s_kubeconfig *out)
+{
+	if (!dir || (strlen(v) + strlen(dir) + 2 > PATH_MAX))
+		return ap_error_set(AP_EINVAL, "kubeconfig: tokenFile cannot be used here");
+	out->token_file = malloc(strlen(v) + strlen(dir) + 2);
+	if (!out->token_file)
+		return ap_error_set(AP_ENOMEM, "out of memory");
+	sprintf(out->token_file, "%s%s%s", v[0] == '/' ? "" : dir, v[0] == '/' ? "" : "/", v);
+	return 0;
+}
+
+/* The credentials of user uname (NULL: none) into out: a token, a token file or a client
+ * certificate with its key; a plugin alone is refused. */
+static int kubeconfig_user(const cJSON *root, const char *uname, const char *dir,
+			   k8s_kubeconfig *out)
+{
+	const cJSON *user = uname ? named(root, "users", uname, "user") : NULL;
+	const char *v;
+	int rc = 0;
+
+	if (uname && !user)
+		return ap_error_set(AP_EINVAL, "the kubeconfig's user %.100s is missing", uname);
 	out->token = dup_or_null(str_field(user, "token"), &rc);
 	v = str_field(user, "tokenFile");
-	if (!rc && v) {
-		if (!dir || (strlen(v) + strlen(dir) + 2 > PATH_MAX)) {
-			rc = ap_error_set(AP_EINVAL, "kubeconfig: tokenFile cannot be used here");
-			goto out_free;
-		}
-		out->token_file = malloc(strlen(v) + strlen(dir) + 2);
-		if (!out->token_file) {
-			rc = ap_error_set(AP_ENOMEM, "out of memory");
-			goto out_free;
-		}
-		sprintf(out->token_file, "%s%s%s", v[0] == '/' ? "" : dir, v[0] == '/' ? "" : "/",
-			v);
-	}
+	if (!rc && v && (rc = kubeconfig_token_file(v, dir, out)))
+		return rc;
 	if (rc ||
 	    (rc = pem_field(user, "client-certificate-data", "client-certificate", dir,
 			    &out->cert_pem)) ||
 	    (rc = pem_field(user, "client-key-data", "client-key", dir, &out->key_pem)))
-		goto out_free;
-	if (!out->cert_pem != !out->key_pem) {
-		rc = ap_error_set(AP_EINVAL,
-				  "the kubeconfig's user %.100s has a client certificate "
-				  "without its key, or a key without its certificate",
-				  uname ? uname : "");
-		goto out_free;
-	}
+		return rc;
+	if (!out->cert_pem != !out->key_pem)
+		return ap_error_set(AP_EINVAL,
+				    "the kubeconfig's user %.100s has a client certificate "
+				    "without its key, or a key without its certificate",
+				    uname ? uname : "");
 	if (str_field(user, "exec") || cJSON_GetObjectItemCaseSensitive(user, "exec") ||
 	    cJSON_GetObjectItemCaseSensitive(user, "auth-provider")) {
-		if (!out->token && !out->token_file && !out->cert_pem) {
-			rc = ap_error_set(AP_EINVAL,
-					  "the kubeconfig's user %.100s authenticates with an exec "
-					  "or auth-provider plugin, which autopatch does not run: "
-					  "use a token or a client certificate",
-					  uname ? uname : "");
-			goto out_free;
-		}
+		if (!out->token && !out->token_file && !out->cert_pem)
+			return ap_error_set(
+			    AP_EINVAL,
+			    "the kubeconfig's user %.100s authenticates with an "
+			    "exec or auth-provider plugin, which autopatch does not "
+			    "run: use a token or a client certificate",
+			    uname ? uname : "");
 	}
-out_free:
+	return 0;
+}
+
+int k8s_kubeconfig_parse(const char *text, size_t len, const char *dir, k8s_kubeconfig *out)
+{
+	cJSON *root = NULL;
+	const cJSON *ctx = NULL;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (len > K8S_KUBECONFIG_CAP)
+		return ap_error_set(AP_ETOOBIG, "the kubeconfig is larger than %u bytes",
+				    K8S_KUBECONFIG_CAP);
+	rc = kubeconfig_load(text, len, &root);
+	if (!rc)
+		rc = kubeconfig_cluster(root, dir, out, &ctx);
+	if (!rc)
+		rc = kubeconfig_user(root, str_field(ctx, "user"), dir, out);
 	cJSON_Delete(root);
 	if (rc)
 		k8s_kubeconfig_release(out);
@@ -599,6 +620,53 @@ static int status_error(k8s_client *c, long code, const char *verb, const char *
 	}
 }
 
+/* The request's options on h: URL, method, time limits and the client's TLS settings (errbuf:
+ * CURL_ERROR_SIZE bytes for curl's message). */
+static void set_options(CURL *h, const k8s_client *c, const char *url, const char *method,
+			long timeout_ms, char *errbuf)
+{
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 60000L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	if (c->ca_pem) {
+		struct curl_blob ca = {c->ca_pem, strlen(c->ca_pem), CURL_BLOB_NOCOPY};
+
+		curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
+	}
+	if (c->insecure) {
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (c->cert_pem) {
+		struct curl_blob cert = {c->cert_pem, strlen(c->cert_pem), CURL_BLOB_NOCOPY};
+		struct curl_blob key = {c->key_pem, strlen(c->key_pem), CURL_BLOB_NOCOPY};
+
+		curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+		curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+		curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+		curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+	}
+}
+
+/* The error of a transfer that failed with cc (sink_rc: the body sink's code). */
+static int transfer_error(const k8s_client *c, CURLcode cc, int sink_rc, const char *errbuf,
+			  const char *verb, const char *resource)
+{
+	if (sink_rc == AP_ETOOBIG)
+		return ap_error_set(AP_ETOOBIG, "kubernetes %s %s: the answer passed %u bytes",
+				    verb, resource, K8S_RESPONSE_CAP);
+	if (cc == CURLE_OPERATION_TIMEDOUT)
+		return ap_error_set(AP_ETIMEOUT, "kubernetes %s %s: no answer from %s in time",
+				    verb, resource, c->server);
+	return ap_error_set(AP_EUNAVAIL, "cannot reach the Kubernetes API at %s to %s %s: %s",
+			    c->server, verb, resource, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+}
+
 static int do_request(k8s_client *c, const char *method, const char *path, const cJSON *body,
 		      const char *verb, const char *resource, long timeout_ms, long *status,
 		      ap_buf *resp)
@@ -630,32 +698,7 @@ static int do_request(k8s_client *c, const char *method, const char *path, const
 	h = curl_easy_init();
 	if (!h)
 		return ap_error_set(AP_ENOMEM, "out of memory creating a curl handle");
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 60000L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	if (c->ca_pem) {
-		struct curl_blob ca = {c->ca_pem, strlen(c->ca_pem), CURL_BLOB_NOCOPY};
-
-		curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
-	}
-	if (c->insecure) {
-		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-	}
-	if (c->cert_pem) {
-		struct curl_blob cert = {c->cert_pem, strlen(c->cert_pem), CURL_BLOB_NOCOPY};
-		struct curl_blob key = {c->key_pem, strlen(c->key_pem), CURL_BLOB_NOCOPY};
-
-		curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-		curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-		curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-		curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-	}
+	set_options(h, c, url, method, timeout_ms, errbuf);
 	httpc_body_sink(h, &sink);
 	httpc_headers_sink(h, &warn);
 	if (body) {
@@ -678,18 +721,7 @@ static int do_request(k8s_client *c, const char *method, const char *path, const
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "autopatch-sandbox");
 	cc = curl_easy_perform(h);
 	if (cc != CURLE_OK) {
-		if (sink.rc == AP_ETOOBIG)
-			rc =
-			    ap_error_set(AP_ETOOBIG, "kubernetes %s %s: the answer passed %u bytes",
-					 verb, resource, K8S_RESPONSE_CAP);
-		else if (cc == CURLE_OPERATION_TIMEDOUT)
-			rc =
-			    ap_error_set(AP_ETIMEOUT, "kubernetes %s %s: no answer from %s in time",
-					 verb, resource, c->server);
-		else
-			rc = ap_error_set(
-			    AP_EUNAVAIL, "cannot reach the Kubernetes API at %s to %s %s: %s",
-			    c->server, verb, resource, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+		rc = transfer_error(c, cc, sink.rc, errbuf, verb, resource);
 		goto out_free;
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
