@@ -56,8 +56,9 @@ def run_job(autopatch_bin, tmp_path, spares=None, regression=False, env=None, ar
                shop_script(regression), args=["--max-iterations", "1", *args], env=e)
 
 
-def test_tester_runs_take_spares_made_ahead_and_none_is_left(autopatch_bin, tmp_path):
-    r = run_job(autopatch_bin, tmp_path)
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_tester_runs_take_spares_made_ahead_and_none_is_left(autopatch_bin, tmp_path, runtime):
+    r = run_job(autopatch_bin, tmp_path, env={"AUTOPATCH_SANDBOX_RUNTIME": runtime})
     assert r.code == 0 and "PROVEN" in r.out, r
     made, warm, dropped = counts(r.out)
     # the baseline, then the round: pristine repro, patched repro, patched suite
