@@ -216,6 +216,7 @@ struct fix {
 static void fix_release(struct fix *f)
 {
 	fflush(stdout);
+	tester_boxes_stop(&f->tb); /* before the snapshot it restores from */
 	if (f->box && sbx_destroy(f->box) != 0)
 		fprintf(stderr, "autopatch fix: removing the sandbox failed: %s\n",
 			ap_error_last());
@@ -502,6 +503,8 @@ static int run_fixer(struct fix *f)
 {
 	const char *title, *body;
 	struct sigaction sa;
+	char line[160];
+	int rc;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -515,7 +518,11 @@ static int run_fixer(struct fix *f)
 	f->fo.should_stop = should_stop;
 	run_config_tester(&f->run, &f->er, f->snapshot, f->engine, f->label, &f->policy, &f->tb,
 			  &f->fo);
-	return fixer_run(&f->fo, &f->res);
+	rc = fixer_run(&f->fo, &f->res);
+	tester_boxes_stop(&f->tb); /* no spare outlives the fixer run */
+	tester_boxes_describe(&f->tb, line, sizeof(line));
+	printf("[tester] %s\n", line);
+	return rc;
 }
 
 /* The verdict, with the diff and evidence; returns the exit code. */

@@ -243,6 +243,8 @@ static const cfg_setting settings[] = {
     {"AUTOPATCH_MAX_DIFF_LINES", CFG_INT, "500", 0, "the Tester refuses larger patches"},
     {"AUTOPATCH_TESTER_SIDE_BY_SIDE", CFG_BOOL, "on", 0,
      "a round's repro and suite runs go at once, two boxes (1 CPU or kubernetes: one by one)"},
+    {"AUTOPATCH_TESTER_SPARES", CFG_INT, "2", 0,
+     "fresh Tester boxes a job keeps made ahead of time, 0 to 4 (0: each run makes its own)"},
     /* Costs and daily budgets */
     {"AUTOPATCH_PRICES", CFG_STR, NULL, 0,
      "USD per million input/output tokens: MODEL=IN/OUT,... (* = any other model)"},

@@ -512,6 +512,7 @@ static void work_release(struct work *w)
 	int rc;
 
 	fixer_result_release(&w->res);
+	tester_boxes_stop(&w->tboxes); /* before the snapshot it restores from */
 	env_snapshot_free(w->snapshot);
 	free(w->files);
 	repo_config_free(w->rc);
@@ -791,7 +792,7 @@ static void collect_blocked(struct run *r, struct work *w)
 static int run_fixer(struct run *r, struct work *w, bool iterate)
 {
 	fixer_opts o = w->fo; /* the repository's settings, from run_in() */
-	char *prev = NULL;
+	char *prev = NULL, tline[160];
 	int rc;
 
 	o.issue_title = w->issue.title ? w->issue.title : "";
@@ -818,6 +819,9 @@ static int run_fixer(struct run *r, struct work *w, bool iterate)
 		}
 	}
 	rc = fixer_run(&o, &w->res);
+	tester_boxes_stop(&w->tboxes); /* no spare outlives the fixer run */
+	tester_boxes_describe(&w->tboxes, tline, sizeof(tline));
+	event(r, tline);
 	free(prev);
 	{ /* for the console's job list */
 		char tokens[32];

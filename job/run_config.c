@@ -77,6 +77,7 @@ void run_config_tester(run_config *rc, const env_setup_result *er, const env_sna
 	tb->snapshot = snapshot;
 	fo->tester_box = tester_box_make;
 	fo->tester_box_ud = tb;
+	tester_boxes_start(tb, rc->cfg); /* spares, made while the baseline and Builder run */
 	/* The pristine suite's results of an earlier job on the same inputs stand in for the
 	 * baseline run. */
 	baseline_cache_init(&rc->baseline, rc->cfg, rc->repo_id, rc->repo_dir, er->key,

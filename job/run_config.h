@@ -57,10 +57,11 @@ void run_config_options(run_config *rc, env_setup_opts *eo, fixer_opts *fo);
 
 /* After setup, before the fixer: wire the Tester. The policy (patch_policy_init done by the
  * caller) learns the repository's own test and setup commands; tb is reset and filled to make
- * fresh Tester boxes of the job's image from the snapshot; fo gets the policy's hooks, the
- * Tester box maker, the tree-preparing command when setup made products, and the baseline
- * cache (rc->baseline, keyed by the checkout's commit, er->key, the image id and the test
- * command; job/baseline_cache.h). */
+ * fresh Tester boxes of the job's image from the snapshot, and starts making its spares
+ * (tester_boxes_start: the caller calls tester_boxes_stop(tb) when the fixer run is over, on
+ * every path); fo gets the policy's hooks, the Tester box maker, the tree-preparing command
+ * when setup made products, and the baseline cache (rc->baseline, keyed by the checkout's
+ * commit, er->key, the image id and the test command; job/baseline_cache.h). */
 void run_config_tester(run_config *rc, const env_setup_result *er, const env_snapshot *snapshot,
 		       sbx_engine *engine, const char *job_label, patch_policy *policy,
 		       tester_boxes *tb, fixer_opts *fo);

@@ -18,9 +18,12 @@ From each job's trajectory it prints:
   and the seconds from finish to verdict on the small suite.
 Each round runs its repro lane and its suite lane side by side (AUTOPATCH_TESTER_SIDE_BY_SIDE,
 on by default); `--side-by-side both` measures off and on alternately in one invocation (the
-"before" and "after" of that change under the same load).
+"before" and "after" of that change under the same load). Tester runs take spare boxes made
+ahead of time (AUTOPATCH_TESTER_SPARES, 2 by default); `--spares both` measures 0 and 2
+alternately likewise (with `--side-by-side both`: all four combinations).
 Not a test: it prints figures and never fails on them.
 Usage: bench/tester/run.py [-n 1] [--big 20000] [--small 40] [--side-by-side on|off|both]
+                           [--spares 0|2|both]
        (-n 3 on a shared machine)
 Needs the build (build/autopatch), Docker and the sandbox image.
 """
@@ -28,6 +31,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import sys
 import tempfile
 
@@ -61,23 +65,28 @@ def model_script():
         finish(REPRO, "python3 -m pytest -q " + REPRO))
 
 
-def one_job(autopatch, tmp, repo, side_by_side):
+def one_job(autopatch, tmp, repo, mode):
+    side_by_side, spares = mode
     r = fix(autopatch, tmp, repo, BIG_ISSUE, model_script(),
             args=["--test", SUITE_CMD, "--max-iterations", "2"], timeout=1800,
-            env={"AUTOPATCH_TESTER_SIDE_BY_SIDE": side_by_side})
+            env={"AUTOPATCH_TESTER_SIDE_BY_SIDE": side_by_side,
+                 "AUTOPATCH_TESTER_SPARES": spares})
     if r.code != 0:
         raise SystemExit("the benchmark run did not end proven:\n%r" % r)
-    return [json.loads(x) for x in r.traj_path.read_text().splitlines()]
+    boxes = re.search(r"Tester boxes: (\d+) fresh box(?:es)? for \d+ runs?, (\d+) of them", r.out)
+    f = figures([json.loads(x) for x in r.traj_path.read_text().splitlines()])
+    f["boxes"], f["warm"] = (int(boxes[1]), int(boxes[2])) if boxes else (0, 0)
+    return f
 
 
-def measure(autopatch, n_tests, side_by_side):
+def measure(autopatch, n_tests, mode):
     """Two jobs on the same commit and data directory: the first runs the baseline, the
     second reuses its per-test results (job/baseline_cache.c)."""
     with tempfile.TemporaryDirectory() as d:
         tmp = pathlib.Path(d)
         repo = make_repo(tmp, gen_suite(n_tests))
-        first = figures(one_job(autopatch, tmp, repo, side_by_side))
-        second = figures(one_job(autopatch, tmp, repo, side_by_side))
+        first = one_job(autopatch, tmp, repo, mode)
+        second = one_job(autopatch, tmp, repo, mode)
     first.update({k + "_2": v for k, v in second.items()})
     return first
 
@@ -105,10 +114,15 @@ def main():
     ap.add_argument("--side-by-side", choices=("on", "off", "both"), default="on",
                     help="AUTOPATCH_TESTER_SIDE_BY_SIDE for the jobs; both: off and on "
                          "alternately, each printed")
+    ap.add_argument("--spares", choices=("0", "2", "both"), default="2",
+                    help="AUTOPATCH_TESTER_SPARES for the jobs; both: 0 and 2 alternately")
     a = ap.parse_args()
     autopatch = pathlib.Path(os.environ.get("AP_BUILD_DIR", ROOT / "build")) / "autopatch"
-    modes = ["off", "on"] if a.side_by_side == "both" else [a.side_by_side]
-    print("tests  lanes job  direct_s  baseline_s  round1_s  round2_s  first_round  next_round")
+    lanes = ["off", "on"] if a.side_by_side == "both" else [a.side_by_side]
+    spares = ["0", "2"] if a.spares == "both" else [a.spares]
+    modes = [(ln, sp) for ln in lanes for sp in spares]
+    print("tests  lanes spares job  direct_s  baseline_s  round1_s  round2_s  first_round  "
+          "next_round  warm/boxes")
     small = {}
     for n in (a.small, a.big):
         runs = {m: [] for m in modes}
@@ -120,15 +134,16 @@ def main():
             for job, sfx in (("1st", ""), ("2nd", "_2")):
                 first = (med["baseline" + sfx] + med["round1" + sfx]) / med["direct" + sfx]
                 nxt = med["round2" + sfx] / med["direct" + sfx]
-                print("%-6d %-5s %-4s %8.2f  %10.2f  %8.2f  %8.2f  %10.2fx  %9.2fx" % (
-                    n, m, job, med["direct" + sfx], med["baseline" + sfx],
-                    med["round1" + sfx], med["round2" + sfx], first, nxt))
+                print("%-6d %-5s %-6s %-4s %8.2f  %10.2f  %8.2f  %8.2f  %10.2fx  %9.2fx  %d/%d" % (
+                    n, m[0], m[1], job, med["direct" + sfx], med["baseline" + sfx],
+                    med["round1" + sfx], med["round2" + sfx], first, nxt, med["warm" + sfx],
+                    med["boxes" + sfx]))
             if n == a.small:
                 small[m] = med
     print("targets: first round <= 2.0x, next round <= 1.1x (of one direct suite run)")
     for m in modes:
-        print("small suite, lanes %s, finish to verdict: round 1 %.2f s, round 2 %.2f s" % (
-            m, small[m]["round1"], small[m]["round2"]))
+        print("small suite, lanes %s, spares %s, finish to verdict: round 1 %.2f s, round 2 "
+              "%.2f s" % (m[0], m[1], small[m]["round1"], small[m]["round2"]))
 
 
 if __name__ == "__main__":
