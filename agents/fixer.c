@@ -245,6 +245,24 @@ static void trace_end(const agent_ctx *a, int rc)
 	traj_event(a->traj, "end", o);
 }
 
+/* The process settings the Tester reads, each in its range. */
+static int read_settings(const ap_config *cfg, int64_t *max_diff, bool *side_by_side)
+{
+	int rc;
+
+	if ((rc = cfg_int(cfg, "AUTOPATCH_MAX_DIFF_LINES", 0, 1000000, max_diff)))
+		return rc;
+	return cfg_bool(cfg, "AUTOPATCH_TESTER_SIDE_BY_SIDE", side_by_side);
+}
+
+int fixer_check_settings(const ap_config *cfg)
+{
+	int64_t max_diff;
+	bool side_by_side;
+
+	return read_settings(cfg, &max_diff, &side_by_side);
+}
+
 /* The Tester for this run (a->tester), set up from the options and the configuration. */
 static int tester_make(agent_ctx *a)
 {
@@ -256,11 +274,9 @@ static int tester_make(agent_ctx *a)
 	if ((rc = tester_new(&a->tester, opts->box, opts->tester_box, opts->tester_box_ud,
 			     opts->test_cmd, a->traj)))
 		return rc;
-	if ((rc = cfg_int(opts->cfg, "AUTOPATCH_MAX_DIFF_LINES", 0, 1000000, &max_diff)))
+	if ((rc = read_settings(opts->cfg, &max_diff, &side_by_side)))
 		return rc;
 	tester_set_max_diff_lines(a->tester, max_diff);
-	if ((rc = cfg_bool(opts->cfg, "AUTOPATCH_TESTER_SIDE_BY_SIDE", &side_by_side)))
-		return rc;
 	/* On: the Tester's own choice (two or more CPUs). */
 	if (!side_by_side)
 		tester_set_side_by_side(a->tester, false);

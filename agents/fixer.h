@@ -15,6 +15,11 @@
  * failures. res is filled as far as it got in every case; release it with
  * fixer_result_release(). */
 int fixer_run(const fixer_opts *opts, fixer_result *res);
+
+/* Check the process settings fixer_run reads (AUTOPATCH_MAX_DIFF_LINES,
+ * AUTOPATCH_TESTER_SIDE_BY_SIDE), so a front end stops at start-up on a bad value instead of
+ * failing every job. 0, or AP_EINVAL with a message naming the setting. */
+int fixer_check_settings(const ap_config *cfg);
 void fixer_result_release(fixer_result *res);
 
 #endif

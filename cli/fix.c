@@ -439,7 +439,7 @@ static int prepare_env(struct fix *f, ap_config *cfg)
 	env_describe_choice(&f->choice, line, sizeof(line));
 	printf("[preparing] %s\n", line);
 	fflush(stdout);
-	if ((rc = sbx_engine_new(&f->engine, cfg))) {
+	if ((rc = run_config_check_settings(cfg)) || (rc = sbx_engine_new(&f->engine, cfg))) {
 		fprintf(stderr, "autopatch fix: %s\n", ap_error_last());
 		return rc == AP_EINVAL ? 2 : 1;
 	}

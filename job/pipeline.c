@@ -136,6 +136,9 @@ static int pipeline_create(pipeline **out, const ap_config *cfg, const char *app
 	rc = cost_plan_from_cfg(cfg, &p->plan);
 	if (rc)
 		goto out_free;
+	rc = run_config_check_settings(cfg); /* the Tester's: a bad one would fail every job */
+	if (rc)
+		goto out_free;
 	rc = gh_urls_get(cfg, &p->urls);
 	if (rc)
 		goto out_free;

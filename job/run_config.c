@@ -3,6 +3,15 @@
  * once for `fix` and `serve` (run_config.h). */
 #include "job/run_config.h"
 
+int run_config_check_settings(const ap_config *cfg)
+{
+	int rc;
+
+	if ((rc = fixer_check_settings(cfg)))
+		return rc;
+	return tester_boxes_check_settings(cfg);
+}
+
 const char *run_config_test_cmd(const run_config *rc)
 {
 	return rc->test_cmd ? rc->test_cmd : rc->rc->test;

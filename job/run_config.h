@@ -42,6 +42,11 @@ typedef struct run_config {
 		0                                                                                  \
 	}
 
+/* Check the process settings a run reads besides the repository's (the Tester's and its
+ * spares'), for a front end to stop at start-up on a bad value: 0, or AP_EINVAL with a message
+ * naming the setting. */
+int run_config_check_settings(const ap_config *cfg);
+
 /* The test command the run uses: the override, else the file's (or the detected one). */
 const char *run_config_test_cmd(const run_config *rc);
 

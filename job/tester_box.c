@@ -163,7 +163,15 @@ static void *spare_main(void *arg)
 	return NULL;
 }
 
-/* How many spares the settings ask for (0 on a bad setting, which is logged). */
+int tester_boxes_check_settings(const ap_config *cfg)
+{
+	int64_t n;
+
+	return cfg_int(cfg, "AUTOPATCH_TESTER_SPARES", 0, TESTER_SPARES_MAX, &n);
+}
+
+/* How many spares the settings ask for (0 on a bad setting, which is logged: the front ends
+ * refused one at start-up, tester_boxes_check_settings). */
 static int spares_wanted(const ap_config *cfg, int64_t *max_age_ms)
 {
 	int64_t n = 0, wall = 3600;

