@@ -24,7 +24,7 @@ import pytest
 
 import k8s_util
 import test_k8s_environments
-from agents_util import CALC, call, happy, make_calc_repo, new_owner, step
+from agents_util import CALC, brief, call, make_calc_repo, new_owner, step
 from sandbox_util import Sandbox, bridge_gateway
 from test_egress import BOX_NET
 from test_environments import HELPER_TEST, build_wheel, commit_all, docker, wait_http
@@ -229,7 +229,7 @@ def py_job(tmp_path):
     commit_all(repo, "issue")
     home = tmp_path / "home"
     home.mkdir()
-    s = happy()
+    s = brief()
     s["builder"].insert(1, step(call("run", command=NET_PROBE)))
     return repo, home, s
 
