@@ -3,8 +3,9 @@
 `PgServer().start()` copies a cluster made once a process (initdb) into a temporary directory
 and runs pg_ctl there as a non-root user (as root it creates the system user `autopatch-pg`
 first), listening on a unix socket in that directory and on a free 127.0.0.1 port, with trust
-authentication for the user `autopatch` and a database `autopatch`. `uri` is what AUTOPATCH_DB takes. Anything that goes wrong raises:
-a test that needs PostgreSQL fails, it never skips.
+authentication for the user `autopatch` and a database `autopatch`. `uri` is what
+AUTOPATCH_DB takes. Anything that goes wrong raises: a test that needs PostgreSQL fails, it
+never skips.
 
 Also a program:
   python3 pg_util.py -- CMD ARGS...   start a server, run CMD with AP_TEST_PG_URI set, stop
