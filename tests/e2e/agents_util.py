@@ -30,6 +30,18 @@ def happy():
     return copy.deepcopy(HAPPY)
 
 
+def brief():
+    """The happy session without its look-around and its own test runs: the Planner answers at
+    once, the Builder writes the reproduction test, fixes and finishes (the same test and fix,
+    so the Tester proves it alike). For the tests whose subject is not the agents (the
+    environment cache, setup): each job is several sandbox commands shorter."""
+    s = happy()
+    s["planner"] = [st for st in s["planner"] if not st.get("tool_calls")]
+    s["builder"] = [st for st in s["builder"]
+                    if not any(c["name"] == "run" for c in st.get("tool_calls", []))]
+    return s
+
+
 def call(name, **arguments):
     return {"name": name, "arguments": arguments}
 

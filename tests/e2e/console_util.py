@@ -62,7 +62,7 @@ def register_through_setup(console):
 def queue_job(s, repo, issue, title=None):
     """Queue a job for repo#issue with a signed issues.labeled delivery (with the issue's
     title when given); its id."""
-    p = json.loads(json.dumps(next(e for e in examples("issues") if e["action"] == "labeled")))
+    p = next(e for e in examples("issues") if e["action"] == "labeled")  # a fresh copy
     p["repository"]["full_name"], p["repository"]["name"] = repo, repo.split("/")[1]
     p["installation"] = {"id": 1}
     p["sender"]["type"] = "User"

@@ -1,10 +1,11 @@
 """A throw-away PostgreSQL server for the tests (Debian's postgresql package).
 
-`PgServer().start()` runs initdb and pg_ctl in a temporary directory as a non-root user (as
-root it creates the system user `autopatch-pg` first), listening on a unix socket in that
-directory and on a free 127.0.0.1 port, with trust authentication for the user `autopatch`
-and a database `autopatch`. `uri` is what AUTOPATCH_DB takes. Anything that goes wrong raises:
-a test that needs PostgreSQL fails, it never skips.
+`PgServer().start()` copies a cluster made once a process (initdb) into a temporary directory
+and runs pg_ctl there as a non-root user (as root it creates the system user `autopatch-pg`
+first), listening on a unix socket in that directory and on a free 127.0.0.1 port, with trust
+authentication for the user `autopatch` and a database `autopatch`. `uri` is what
+AUTOPATCH_DB takes. Anything that goes wrong raises: a test that needs PostgreSQL fails, it
+never skips.
 
 Also a program:
   python3 pg_util.py -- CMD ARGS...   start a server, run CMD with AP_TEST_PG_URI set, stop
@@ -12,6 +13,7 @@ Also a program:
   python3 pg_util.py start DIR        start a server in DIR (new, empty); print its URI
   python3 pg_util.py stop DIR         stop it and delete DIR (the benchmark's)
 """
+import atexit
 import glob
 import os
 import pathlib
@@ -49,9 +51,26 @@ def ensure_user():
         return pwd.getpwnam(PG_USER)
 
 
+_TEMPLATE = {}
+
+
+def _template(bin_dir):
+    """The data directory of a stopped cluster made once a process (initdb alone takes
+    seconds on a loaded machine), with the settings and the database every test server has:
+    a server's start copies it. Removed when the process exits."""
+    if "data" not in _TEMPLATE:
+        t = PgServer(from_template=False)
+        atexit.register(shutil.rmtree, t.dir, True)
+        t.start()
+        t.stop()
+        _TEMPLATE["data"] = t.data
+    return _TEMPLATE["data"]
+
+
 class PgServer:
-    def __init__(self, tmp=None, directory=None):
+    def __init__(self, tmp=None, directory=None, from_template=True):
         self.bin = pg_bin_dir()
+        self.from_template = from_template
         if directory:
             self.dir = pathlib.Path(directory)
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -99,20 +118,26 @@ class PgServer:
             return ""
 
     def start(self):
+        createdb = False
         if not self.data.exists():
-            self._run(self.bin / "initdb", "-D", self.data, "-U", "autopatch", "--auth=trust",
-                      "-E", "UTF8", "--no-sync", "--no-instructions")
+            if self.from_template:
+                subprocess.run(["cp", "-a", str(_template(self.bin)), str(self.data)],
+                               check=True, capture_output=True)
+            else:
+                self._run(self.bin / "initdb", "-D", self.data, "-U", "autopatch",
+                          "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions")
+                with open(self.data / "postgresql.conf", "a") as f:
+                    f.write("listen_addresses = '127.0.0.1'\nmax_connections = 200\n"
+                            "fsync = on\nsynchronous_commit = on\nshared_buffers = 32MB\n")
+                createdb = True
+            # This server's own port and socket (the file's last setting wins: a template's
+            # are overridden).
             with open(self.data / "postgresql.conf", "a") as f:
-                f.write(f"listen_addresses = '127.0.0.1'\nport = {self.port}\n"
-                        f"unix_socket_directories = '{self.dir}'\nmax_connections = 200\n"
-                        "fsync = on\nsynchronous_commit = on\nshared_buffers = 32MB\n")
-            fresh = True
-        else:
-            fresh = False
+                f.write(f"port = {self.port}\nunix_socket_directories = '{self.dir}'\n")
         self._run(self.bin / "pg_ctl", "-D", self.data, "-l", self.log, "-w", "-t", "60",
                   "start")
         self.running = True
-        if fresh:
+        if createdb:
             self._run(self.bin / "createdb", "-h", self.dir, "-p", self.port, "-U", "autopatch",
                       "autopatch")
         return self
@@ -140,7 +165,7 @@ class PgServer:
 
 def main(argv):
     if len(argv) == 2 and argv[0] in ("start", "stop"):
-        pg = PgServer(directory=argv[1])
+        pg = PgServer(directory=argv[1], from_template=False)
         if argv[0] == "start":
             pg.start()
             print(pg.uri)
@@ -153,7 +178,7 @@ def main(argv):
         return 2
     cmd = argv[argv.index("--") + 1:]
     try:
-        pg = PgServer().start()
+        pg = PgServer(from_template=False).start()
     except Exception as e:  # noqa: BLE001 - the test fails with the reason
         print(f"cannot start PostgreSQL for the test: {e}", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ binary with the real Docker engine. Deliveries are signed like GitHub's. Every s
 hands autopatch is a unique canary so tests can look for leaks.
 """
 import copy
+import functools
 import hashlib
 import hmac
 import json
@@ -44,13 +45,20 @@ def happy_script():
 
 def _example(event, action):
     """A real payload from @octokit/webhooks-examples, for its shape."""
+    for ex in _examples_of(event):
+        if ex.get("action") == action:
+            return copy.deepcopy(ex)
+    raise LookupError(f"no {event}.{action} example")
+
+
+@functools.lru_cache(maxsize=None)
+def _examples_of(event):
+    """One event's examples from the 4 MB index, parsed once a process (the caller copies)."""
     index = json.loads((FIXTURES / "api.github.com" / "index.json").read_text())
     for e in index:
         if e["name"] == event:
-            for ex in e["examples"]:
-                if ex.get("action") == action:
-                    return copy.deepcopy(ex)
-    raise LookupError(f"no {event}.{action} example")
+            return e["examples"]
+    raise LookupError(f"no {event} examples")
 
 
 class Rig:

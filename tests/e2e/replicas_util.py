@@ -41,6 +41,7 @@ class Replica:
         self.proc = None
         self.stopped = False  # stopped (or killed) by the test on purpose
         self.model = None  # its own model stand-in (else the cluster's)
+        self.extra_env = {}  # settings of this replica only, over the cluster's
 
     def env(self):
         e = self.cluster.env()
@@ -48,6 +49,7 @@ class Replica:
                   "AUTOPATCH_DATA_DIR": str(self.cluster.tmp / f"data{self.index}")})
         if self.model:
             e["AUTOPATCH_LLM_BASE_URL"] = self.model.url + "/v1"
+        e.update(self.extra_env)
         return e
 
     def start(self):
@@ -150,8 +152,11 @@ class Cluster(Rig):
 
     def env(self):
         e = super().env()
+        # The rescue scan every second (default: a third of the lease): a dead replica's job
+        # is taken again within about lease + 1 s, not lease + lease / 3.
         e.update({"AUTOPATCH_DB": self.pg.uri,
                   "AUTOPATCH_LEASE_SECONDS": str(self.lease_seconds),
+                  "AUTOPATCH_RESCUE_SECONDS": "1",
                   "AUTOPATCH_MAX_CONNECTIONS_PER_IP": "0"})
         e.update(self.extra_env)
         return e

@@ -26,8 +26,8 @@ import zipfile
 
 import pytest
 
-from agents_util import (CALC, containers_of, fix_env, happy, make_calc_repo, new_owner, step,
-                         call)
+from agents_util import (CALC, brief, call, containers_of, fix_env, happy, make_calc_repo,
+                         new_owner, step)
 from model_stub import StubServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -269,7 +269,7 @@ def py_repo(tmp_path):
 
 
 def py_script(probe_network=False):
-    s = happy()
+    s = brief()
     if probe_network:
         s["builder"].insert(1, step(call("run", command=NET_PROBE)))
     return s
@@ -592,17 +592,17 @@ def test_cache_size_cap_evicts_the_least_recently_used(autopatch_bin, tmp_path):
              for n in ("alpha", "beta", "gamma")}
     keys = {}
     for n in ("alpha", "beta"):
-        r = run_fix(autopatch_bin, home, repos[n], happy(), env)
+        r = run_fix(autopatch_bin, home, repos[n], brief(), env)
         assert r.returncode == 0, r.stdout + r.stderr[-3000:]
         keys[n] = cached_key(r.stdout)
         assert "evicted" not in r.stdout
     # alpha again: restored from the cache, which makes beta the least recently used.
-    r = run_fix(autopatch_bin, home, repos["alpha"], happy(), env)
+    r = run_fix(autopatch_bin, home, repos["alpha"], brief(), env)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert f"environment restored from cache (key {keys['alpha']}" in r.stdout
     assert "setup ran (" not in r.stdout
     # gamma does not fit beside both: beta goes, alpha (stored first, used since) stays.
-    r = run_fix(autopatch_bin, home, repos["gamma"], happy(), env)
+    r = run_fix(autopatch_bin, home, repos["gamma"], brief(), env)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     keys["gamma"] = cached_key(r.stdout)
     assert (f"environment cache: evicted key {keys['beta']} (local:{repos['beta']}, least "
@@ -617,7 +617,7 @@ def test_cache_size_cap_evicts_the_least_recently_used(autopatch_bin, tmp_path):
     assert all(abs(float(l.split()[2].rstrip("MB")) - 1.2) < 0.05 for l in rows), listed
     # beta's environment is gone: its next job runs setup again (and alpha, now the least
     # recently used, makes room for it).
-    r = run_fix(autopatch_bin, home, repos["beta"], happy(), env)
+    r = run_fix(autopatch_bin, home, repos["beta"], brief(), env)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert "setup ran (" in r.stdout and "restored from cache" not in r.stdout
     assert f"environment cache: evicted key {keys['alpha']} (local:{repos['alpha']}" in r.stdout
@@ -730,7 +730,7 @@ def test_fix_builds_a_missing_flavour_on_first_use_and_then_reuses_it(build_cmd,
     env, calls = build_cmd(BUILD_OK)
     image = env["AUTOPATCH_FLAVOR_REPOSITORY"] + ":go"
     repo = error_repo(tmp_path, "image: go\ntest: python3 -m pytest -q\n")
-    r = run_fix(autopatch_bin, tmp_path, repo, happy(), env)
+    r = run_fix(autopatch_bin, tmp_path, repo, brief(), env)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     out = r.stdout
     building = out.index(f"[preparing] building the sandbox image {image} for the go flavour "
@@ -739,7 +739,7 @@ def test_fix_builds_a_missing_flavour_on_first_use_and_then_reuses_it(build_cmd,
     assert building < built < out.index("PROVEN")
     assert len(calls.read_text().splitlines()) == 1
     # Present now: the next job neither builds nor says it does.
-    r = run_fix(autopatch_bin, tmp_path, repo, happy(), env)
+    r = run_fix(autopatch_bin, tmp_path, repo, brief(), env)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert "building the sandbox image" not in r.stdout
     assert len(calls.read_text().splitlines()) == 1
@@ -760,7 +760,7 @@ def test_two_fix_runs_sharing_the_data_dir_build_a_missing_flavour_once(build_cm
         home.mkdir()
         runs.append((home, error_repo(home, "image: go\ntest: python3 -m pytest -q\n")))
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        done = list(pool.map(lambda hr: run_fix(autopatch_bin, hr[0], hr[1], happy(), env),
+        done = list(pool.map(lambda hr: run_fix(autopatch_bin, hr[0], hr[1], brief(), env),
                              runs))
     assert len(calls.read_text().splitlines()) == 1, calls.read_text()
     for r in done:

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 import k8s_util
-from agents_util import CALC, fix_env, happy, make_calc_repo, new_owner
+from agents_util import CALC, brief, fix_env, happy, make_calc_repo, new_owner
 from model_stub import StubServer
 from sandbox_util import Sandbox
 
@@ -82,7 +82,7 @@ def test_sandbox_run_allow_is_refused_and_creates_nothing(tmp_path, autopatch_bi
 
 def test_offline_setup_is_cached_and_restored_through_exec(tmp_path, autopatch_bin, stub):
     repo, home, owner = calc_repo(tmp_path, OFFLINE_SETUP)
-    r1 = run_fix(autopatch_bin, home, repo, stub, owner)
+    r1 = run_fix(autopatch_bin, home, repo, stub, owner, script=brief())
     assert r1.returncode == 0, r1.stdout + r1.stderr[-3000:]
     assert "setup ran (" in r1.stdout
     assert "environment cached (key" in r1.stdout  # the archive came back on raw stdout
@@ -90,7 +90,7 @@ def test_offline_setup_is_cached_and_restored_through_exec(tmp_path, autopatch_b
     assert "PROVEN" in r1.stdout
     assert ".venv" not in (home / "patch.diff").read_text()
 
-    r2 = run_fix(autopatch_bin, home, repo, stub, owner)
+    r2 = run_fix(autopatch_bin, home, repo, stub, owner, script=brief())
     assert r2.returncode == 0, r2.stdout + r2.stderr[-3000:]
     assert "environment restored from cache (key" in r2.stdout, r2.stdout  # over v5 stdin
     assert "setup ran (" not in r2.stdout

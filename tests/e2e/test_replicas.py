@@ -207,6 +207,9 @@ def test_frozen_worker_resumed_after_release_publishes_nothing(cluster_factory):
     a, b = c.replicas
     # b has its own model stand-in: what the resumed a asks the model cannot take b's turns.
     b.model = StubServer(happy_script()).start()
+    # The slow pacing is for a's writes (the freeze's window); b, which only finishes the
+    # job, waits for nothing but the slot a reserved last.
+    b.extra_env["AUTOPATCH_GH_WRITE_SPACING_MS"] = "0"
     a.start()
     c.start_nginx()
     assert c.post_to(a, "issues", c.labeled_payload(1)) == 202
