@@ -611,14 +611,11 @@ static int env_failure(struct run *r)
 	return job_stops(r, AP_EINVAL, msg);
 }
 
-static int prepare(struct run *r, struct work *w, bool iterate)
+/* The repository, and the issue (or the pull request and its issue) the job is about. */
+static int read_issue(struct run *r, struct work *w, bool iterate)
 {
-	char *token = NULL, *sha = NULL, msg[1024], label[32];
-	const char *repo_dir;
 	int rc;
 
-	snprintf(label, sizeof(label), "job-%" PRId64, r->job->id);
-	snprintf(w->label, sizeof(w->label), "%s", label);
 	rc = gh_repo_get(r->rest, r->job->repo, &w->repo);
 	if (rc)
 		return rc;
@@ -644,9 +641,17 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	if (!iterate && w->issue.is_pull)
 		return ap_error_set(AP_EINVAL, "#%" PRId64 " is a pull request, not an issue",
 				    w->issue_no);
-	if ((rc = checkpoint(r)))
-		return rc;
-	rc = sbx_acquire(r->p->sbx, label, &w->box);
+	return 0;
+}
+
+/* The job's box, the base checked out into it, and the repository's settings. */
+static int check_out(struct run *r, struct work *w, bool iterate)
+{
+	char *token = NULL, *sha = NULL, msg[1024];
+	const char *repo_dir;
+	int rc;
+
+	rc = sbx_acquire(r->p->sbx, w->label, &w->box);
 	if (rc)
 		return rc;
 	snprintf(msg, sizeof(msg), "sandbox %.12s ready", sbx_box_id(w->box));
@@ -676,6 +681,16 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	if (!w->rc->test)
 		return ap_error_set(AP_EINVAL, "%s; add `test: <command>` to %s",
 				    w->rc->test_source, REPO_CONFIG_PATH);
+	return 0;
+}
+
+/* The image the job runs in, checked to exist (a missing one ends the job here, with how to
+ * make it available), and said in the progress comment. */
+static int choose_image(struct run *r, struct work *w, bool iterate, const char *repo_dir)
+{
+	char msg[1024];
+	int rc;
+
 	rc = env_choose_image(&w->choice, r->p->cfg, repo_dir, w->rc->image,
 			      iterate ? REPO_CONFIG_PATH " on the default branch"
 				      : REPO_CONFIG_PATH);
@@ -684,7 +699,6 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 	env_describe_choice(&w->choice, msg, sizeof(msg));
 	set_str(&r->environment, msg);
 	event(r, msg);
-	/* A missing image ends the job here, with how to make it available. */
 	rc = env_check_image(r->p->sbx, r->p->cfg, &w->choice, env_note_cb, env_live_cb, r);
 	if (rc)
 		return rc == AP_ENOTFOUND ? env_failure(r) : rc;
@@ -698,23 +712,48 @@ static int prepare(struct run *r, struct work *w, bool iterate)
 			 w->choice.toolchain);
 		set_str(&r->environment, msg);
 	}
-	if (needs_own_box(r, w)) {
-		sbx_spec spec = {.version = SBX_SPEC_VERSION};
+	return 0;
+}
 
-		spec.image = w->choice.image;
-		spec.repo_dir = repo_dir;
-		spec.job_label = label;
-		if (w->rc->network[0]) {
-			spec.network = SBX_NET_ALLOWLIST;
-			spec.allow = (const char *const *)w->rc->network;
-		}
-		rc = sbx_create(r->p->sbx, &spec, &w->custom);
-		if (rc)
-			return rc;
-		snprintf(msg, sizeof(msg), "sandbox %.12s ready (%.100s%s)", sbx_box_id(w->custom),
-			 w->choice.image, w->rc->network[0] ? ", egress allow-list for setup" : "");
-		event(r, msg);
+/* A box of the chosen image (and setup's egress allow-list) when the pool's will not do. */
+static int make_own_box(struct run *r, struct work *w, const char *repo_dir)
+{
+	sbx_spec spec = {.version = SBX_SPEC_VERSION};
+	char msg[1024];
+	int rc;
+
+	spec.image = w->choice.image;
+	spec.repo_dir = repo_dir;
+	spec.job_label = w->label;
+	if (w->rc->network[0]) {
+		spec.network = SBX_NET_ALLOWLIST;
+		spec.allow = (const char *const *)w->rc->network;
 	}
+	rc = sbx_create(r->p->sbx, &spec, &w->custom);
+	if (rc)
+		return rc;
+	snprintf(msg, sizeof(msg), "sandbox %.12s ready (%.100s%s)", sbx_box_id(w->custom),
+		 w->choice.image, w->rc->network[0] ? ", egress allow-list for setup" : "");
+	event(r, msg);
+	return 0;
+}
+
+/* Everything before setup: the issue read, the base checked out in a box, the image chosen
+ * and the box ready; an environment problem ends the job here, before any model call. */
+static int prepare(struct run *r, struct work *w, bool iterate)
+{
+	const char *repo_dir;
+	int rc;
+
+	snprintf(w->label, sizeof(w->label), "job-%" PRId64, r->job->id);
+	if ((rc = read_issue(r, w, iterate)) || (rc = checkpoint(r)) ||
+	    (rc = check_out(r, w, iterate)))
+		return rc;
+	repo_dir = sbx_box_repo_dir(w->box);
+	if ((rc = choose_image(r, w, iterate, repo_dir)))
+		return rc;
+	if (needs_own_box(r, w) && (rc = make_own_box(r, w, repo_dir)))
+		return rc;
 	if ((rc = checkpoint(r)))
 		return rc;
 	if ((rc = sbx_prepare(w->custom ? w->custom : w->box)))
@@ -1041,34 +1080,37 @@ static int wait_rate_limit(struct run *r, int n, int64_t *waited_ms)
 	return nap(r, ms);
 }
 
-static int publish(struct run *r, struct work *w, bool iterate)
+/* The proven diff, checked again on the host before it leaves in a push: the whole policy on
+ * the bytes about to be applied (the Tester's hook saw the same bytes; this does not depend on
+ * it having run), and no credential (the model may have copied one from a log; masking it
+ * would change the proven code). */
+static int check_patch(struct work *w)
 {
-	const char *repo_dir = sbx_box_repo_dir(w->box);
-	char *token = NULL, *sha = NULL, *msg = NULL, *body = NULL;
-	pr_body_input in = PR_BODY_INPUT_INIT;
-	int64_t waited = 0;
+	char *masked;
+	bool clean;
 	int rc;
 
 	if (!w->res.diff || !*w->res.diff)
 		return ap_error_set(AP_EINVAL, "the fixer reported success but produced no diff");
-	/* The whole policy again on the bytes about to be applied (the Tester's hook saw the
-	 * same bytes; this does not depend on it having run). */
 	rc = patch_policy_check(&w->policy, w->res.diff, strlen(w->res.diff));
 	if (rc)
 		return rc;
-	/* The patch leaves the server in a push: a credential in it (the model may have copied
-	 * one from a log) must not, and masking it would change the proven code. */
-	{
-		char *masked = redact_str(w->res.diff);
-		bool clean = masked && strcmp(masked, w->res.diff) == 0;
+	masked = redact_str(w->res.diff);
+	clean = masked && strcmp(masked, w->res.diff) == 0;
+	free(masked);
+	if (!clean)
+		return ap_error_set(AP_EDENIED, "the patch contains a credential or a string "
+						"that looks like one; it was not pushed");
+	return 0;
+}
 
-		free(masked);
-		if (!clean)
-			return ap_error_set(AP_EDENIED,
-					    "the patch contains a credential or a string "
-					    "that looks like one; it was not pushed");
-	}
-	stage(r, STAGE_PUBLISHING, "applying the proven patch on the host");
+/* Apply the patch on the host, commit it on the job's branch (*sha: the caller's) and push. */
+static int commit_and_push(struct run *r, struct work *w, bool iterate, char **sha)
+{
+	const char *repo_dir = sbx_box_repo_dir(w->box);
+	char *token = NULL, *msg = NULL;
+	int rc;
+
 	rc = gh_git_apply(r->p->git, repo_dir, w->res.diff, strlen(w->res.diff));
 	if (rc)
 		return rc;
@@ -1082,55 +1124,62 @@ static int publish(struct run *r, struct work *w, bool iterate)
 			      w->issue.title ? w->issue.title : "", w->issue_no);
 	if (rc < 0)
 		return ap_error_set(AP_ENOMEM, "out of memory");
-	rc = gh_git_commit(r->p->git, repo_dir, w->branch, msg, &sha);
+	rc = gh_git_commit(r->p->git, repo_dir, w->branch, msg, sha);
 	free(msg);
 	if (rc)
-		goto out;
+		return rc;
 	/* "Files changed" is what the pushed commit changes, as the host's libgit2 reads it. */
-	if (gh_git_changed_files(r->p->git, repo_dir, sha, &w->files) != 0) {
-		ap_warn("cannot list the files of commit %.12s: %s", sha, ap_error_last());
+	if (gh_git_changed_files(r->p->git, repo_dir, *sha, &w->files) != 0) {
+		ap_warn("cannot list the files of commit %.12s: %s", *sha, ap_error_last());
 		ap_error_clear();
 	}
-	if ((rc = checkpoint(r)))
-		goto out;
-	rc = gh_app_token(r->p->app, r->job->installation_id, &token);
-	if (rc)
-		goto out;
+	if ((rc = checkpoint(r)) || (rc = gh_app_token(r->p->app, r->job->installation_id, &token)))
+		return rc;
 	/* A first run owns the branch (force: a retry after a crash rewrites it); an iteration
 	 * adds a commit on top of the PR's head, so a plain push. */
-	if ((rc = fence(r))) {
-		free(token);
-		goto out;
-	}
-	rc = gh_git_push(r->p->git, repo_dir, w->git_url, token, w->branch, !iterate);
+	if (!(rc = fence(r)))
+		rc = gh_git_push(r->p->git, repo_dir, w->git_url, token, w->branch, !iterate);
 	free(token);
 	if (rc)
-		goto out;
+		return rc;
 	event(r, iterate ? "pushed a new commit to the pull request" : "pushed the branch");
-	body_input(r, w, &in);
-	if (iterate) {
-		set_str(&r->pr_url, w->pull.html_url);
-		rc = progress_render_reply(&in, 1, sha, NULL, &body);
-		/* Posted once: found by its marker first (a re-run of this job, or a post that
-		 * GitHub answered with a 5xx, may have made it already). */
-		for (int n = 0; rc == 0; n++) {
-			int64_t reply_id;
+	return 0;
+}
 
-			if ((rc = fence(r)))
-				break;
-			rc = comment_create_once(r->rest, r->job->repo, r->job->issue, REPLY_MARKER,
-						 r->job->id, body, true, &reply_id);
-			if (rc != AP_ERATELIMIT || (rc = wait_rate_limit(r, n, &waited)))
-				break;
-		}
-		goto out;
+/* An iteration's reply on the pull request, posted once: found by its marker first (a re-run
+ * of this job, or a post that GitHub answered with a 5xx, may have made it already). */
+static int post_reply(struct run *r, struct work *w, const pr_body_input *in, const char *sha)
+{
+	char *body = NULL;
+	int64_t waited = 0;
+	int rc;
+
+	set_str(&r->pr_url, w->pull.html_url);
+	rc = progress_render_reply(in, 1, sha, NULL, &body);
+	for (int n = 0; rc == 0; n++) {
+		int64_t reply_id;
+
+		if ((rc = fence(r)))
+			break;
+		rc = comment_create_once(r->rest, r->job->repo, r->job->issue, REPLY_MARKER,
+					 r->job->id, body, true, &reply_id);
+		if (rc != AP_ERATELIMIT || (rc = wait_rate_limit(r, n, &waited)))
+			break;
 	}
-	rc = progress_render_pr_body(&in, &body);
-	if (rc)
+	free(body);
+	return rc;
+}
+
+/* The draft pull request, found or created (find_or_create_pr is idempotent: it finds a PR
+ * whose creation was cut off). */
+static int open_pr(struct run *r, struct work *w, const pr_body_input *in)
+{
+	char *body = NULL;
+	int64_t waited = 0;
+	int rc;
+
+	if ((rc = progress_render_pr_body(in, &body)) || (rc = checkpoint(r)))
 		goto out;
-	if ((rc = checkpoint(r)))
-		goto out;
-	/* find_or_create_pr is idempotent: it finds a PR whose creation was cut off. */
 	for (int n = 0;; n++) {
 		rc = find_or_create_pr(r, w, body);
 		if (rc != AP_ERATELIMIT || (rc = wait_rate_limit(r, n, &waited)))
@@ -1138,6 +1187,23 @@ static int publish(struct run *r, struct work *w, bool iterate)
 	}
 out:
 	free(body);
+	return rc;
+}
+
+static int publish(struct run *r, struct work *w, bool iterate)
+{
+	pr_body_input in = PR_BODY_INPUT_INIT;
+	char *sha = NULL;
+	int rc;
+
+	if ((rc = check_patch(w)))
+		return rc;
+	stage(r, STAGE_PUBLISHING, "applying the proven patch on the host");
+	if ((rc = commit_and_push(r, w, iterate, &sha)))
+		goto out;
+	body_input(r, w, &in);
+	rc = iterate ? post_reply(r, w, &in, sha) : open_pr(r, w, &in);
+out:
 	free(sha);
 	return rc;
 }
@@ -1238,90 +1304,136 @@ static void finish_failure(struct run *r, struct work *w, int rc, bool iterate)
 	}
 }
 
-void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome *outcome)
+/* The run's trajectory path, progress comment and REST client. */
+static int run_open(struct run *r)
 {
-	pipeline *p = ud;
-	struct run r = {0};
-	struct work w = {0};
-	bool iterate = job->trigger == JOB_TRIGGER_PR_FEEDBACK;
 	char *stored, path[4096];
+	int rc;
+
+	rc = ap_fmt(path, sizeof(path), "%s/trajectories/job-%" PRId64 ".jsonl", r->p->data_dir,
+		    r->job->id);
+	if (rc)
+		return rc;
+	r->trajectory = strdup(path);
+	job_ctl_state_set(r->ctl, "trajectory", path);
+	stored = job_ctl_state_get(r->ctl, "comment_id");
+	r->cm_fence = (comment_fence){fence_cb, (void *)r->ctl};
+	rc = comment_new(&r->cm, r->p->cfg, gh_app_creds(r->p->app), r->job, &r->cm_fence,
+			 stored ? strtoll(stored, NULL, 10) : 0, r->p->comment_interval_ms);
+	free(stored);
+	if (rc)
+		return rc;
+	rc = gh_rest_new(&r->rest, r->p->cfg, gh_app_creds(r->p->app), r->job->installation_id);
+	if (rc)
+		return rc;
+	gh_rest_set_write_guard(r->rest, write_guard, r);
+	return 0;
+}
+
+/* prepare(), again after a rate limit while reading the issue or repository: wait it out and
+ * prepare afresh (a re-queue would spend an attempt per retry and fail on a reset an hour
+ * away). */
+static int prepare_past_rate_limits(struct run *r, struct work *w, bool iterate)
+{
 	int64_t waited = 0;
 	int rc;
 
-	r.p = p;
+	for (int n = 0;; n++) {
+		rc = prepare(r, w, iterate);
+		if (rc != AP_ERATELIMIT)
+			return rc;
+		work_release(w);
+		memset(w, 0, sizeof(*w));
+		if ((rc = wait_rate_limit(r, n, &waited)))
+			return rc;
+	}
+}
+
+/* The job's stages, from preparing to the published pull request (or reply). */
+static int run_stages(struct run *r, struct work *w, bool iterate)
+{
+	int rc;
+
+	/* A job cancelled while it waited for a retry comes here only to say so in its comment. */
+	if ((rc = checkpoint(r)) || (rc = open_spending(r)))
+		return rc;
+	stage(r, STAGE_PREPARING, r->job->attempts > 1 ? "resuming after an interruption" : NULL);
+	if ((rc = checkpoint(r)) || (rc = prepare_past_rate_limits(r, w, iterate)) ||
+	    (rc = checkpoint(r)))
+		return rc;
+	rc = setup_env(r, w);
+	if (rc) {
+		collect_blocked(r, w);
+		return rc;
+	}
+	if ((rc = checkpoint(r)))
+		return rc;
+	/* The fixer names its stages: the Tester's baseline is still "preparing". */
+	rc = run_fixer(r, w, iterate);
+	collect_blocked(r, w);
+	if (rc)
+		return rc;
+	if (!w->res.proven) {
+		set_str(&r->failure,
+			w->res.failure ? w->res.failure : "the Tester did not accept any patch");
+		return ap_error_set(AP_EINVAL, "%s", r->failure);
+	}
+	r->harness = w->res.harness_changed;
+	if ((rc = checkpoint(r)) || (rc = publish(r, w, iterate)))
+		return rc;
+	r->state = PROGRESS_SUCCEEDED;
+	add_event(r, -1, iterate ? "replied on the pull request" : "draft pull request ready");
+	comment_final(r);
+	return 0;
+}
+
+/* What the queue learns: succeeded, failed, cancelled or retried (when), and why. */
+static void set_outcome(struct run *r, struct work *w, int rc, bool iterate, job_outcome *outcome)
+{
+	const job_info *job = r->job;
+	char *why;
+
+	if (!rc) {
+		outcome->kind = JOB_SUCCEEDED;
+		outcome->summary = redact_str(r->pr_url ? r->pr_url : "done");
+		ap_log(AP_LOG_INFO, job->delivery, job->id, "job succeeded: %s",
+		       r->pr_url ? r->pr_url : "");
+		return;
+	}
+	if (rc == AP_EBUDGET && w->res.failure)
+		set_str(&r->failure, w->res.failure);
+	finish_failure(r, w, rc, iterate);
+	why = redact_str(r->failure ? r->failure : ap_error_name(rc));
+	outcome->summary = why;
+	ap_log(AP_LOG_INFO, job->delivery, job->id, "job ended: %s: %s", ap_error_name(rc),
+	       why ? why : "");
+	if (rc == AP_ECANCELLED || rc == AP_ESTALE) {
+		outcome->kind = JOB_CANCELLED;
+	} else if (retryable(rc)) {
+		outcome->kind = JOB_RETRY;
+		/* A rate limit names when GitHub takes calls again. */
+		if (rc == AP_ERATELIMIT && r->rest && gh_rest_retry_after(r->rest) > 0)
+			outcome->not_before_ms = gh_rest_retry_after(r->rest) * 1000;
+	} else {
+		outcome->kind = JOB_FAILED;
+	}
+}
+
+void pipeline_run(const job_info *job, const job_ctl *ctl, void *ud, job_outcome *outcome)
+{
+	struct run r = {0};
+	struct work w = {0};
+	bool iterate = job->trigger == JOB_TRIGGER_PR_FEEDBACK;
+	int rc;
+
+	r.p = ud;
 	r.job = job;
 	r.ctl = ctl;
 	r.last_stage = -1;
 	r.live_ev = -1;
 	r.state = PROGRESS_RUNNING;
-	rc = ap_fmt(path, sizeof(path), "%s/trajectories/job-%" PRId64 ".jsonl", p->data_dir,
-		    job->id);
-	if (rc)
-		goto out;
-	r.trajectory = strdup(path);
-	job_ctl_state_set(ctl, "trajectory", path);
-	stored = job_ctl_state_get(ctl, "comment_id");
-	r.cm_fence = (comment_fence){fence_cb, (void *)ctl};
-	rc = comment_new(&r.cm, p->cfg, gh_app_creds(p->app), job, &r.cm_fence,
-			 stored ? strtoll(stored, NULL, 10) : 0, p->comment_interval_ms);
-	free(stored);
-	if (rc)
-		goto out;
-	rc = gh_rest_new(&r.rest, p->cfg, gh_app_creds(p->app), job->installation_id);
-	if (rc)
-		goto out;
-	gh_rest_set_write_guard(r.rest, write_guard, &r);
-	/* A job cancelled while it waited for a retry comes here only to say so in its comment. */
-	if ((rc = checkpoint(&r)))
-		goto out;
-	if ((rc = open_spending(&r)))
-		goto out;
-	stage(&r, STAGE_PREPARING, job->attempts > 1 ? "resuming after an interruption" : NULL);
-	if ((rc = checkpoint(&r)))
-		goto out;
-	/* A rate limit while reading the issue or repository: wait it out and prepare afresh
-	 * (a re-queue would spend an attempt per retry and fail on a reset an hour away). */
-	for (int n = 0;; n++) {
-		rc = prepare(&r, &w, iterate);
-		if (rc != AP_ERATELIMIT)
-			break;
-		work_release(&w);
-		memset(&w, 0, sizeof(w));
-		if ((rc = wait_rate_limit(&r, n, &waited)))
-			break;
-	}
-	if (rc)
-		goto out;
-	if ((rc = checkpoint(&r)))
-		goto out;
-	rc = setup_env(&r, &w);
-	if (rc) {
-		collect_blocked(&r, &w);
-		goto out;
-	}
-	if ((rc = checkpoint(&r)))
-		goto out;
-	/* The fixer names its stages: the Tester's baseline is still "preparing". */
-	rc = run_fixer(&r, &w, iterate);
-	collect_blocked(&r, &w);
-	if (rc)
-		goto out;
-	if (!w.res.proven) {
-		set_str(&r.failure,
-			w.res.failure ? w.res.failure : "the Tester did not accept any patch");
-		rc = ap_error_set(AP_EINVAL, "%s", r.failure);
-		goto out;
-	}
-	r.harness = w.res.harness_changed;
-	if ((rc = checkpoint(&r)))
-		goto out;
-	rc = publish(&r, &w, iterate);
-	if (rc)
-		goto out;
-	r.state = PROGRESS_SUCCEEDED;
-	add_event(&r, -1, iterate ? "replied on the pull request" : "draft pull request ready");
-	comment_final(&r);
-out:
+	if (!(rc = run_open(&r)))
+		rc = run_stages(&r, &w, iterate);
 	if (r.spending) {
 		job_usage u = usage_of(&w.res);
 
@@ -1331,32 +1443,7 @@ out:
 			ap_error_clear();
 		}
 	}
-	if (rc) {
-		char *why;
-
-		if (rc == AP_EBUDGET && w.res.failure)
-			set_str(&r.failure, w.res.failure);
-		finish_failure(&r, &w, rc, iterate);
-		why = redact_str(r.failure ? r.failure : ap_error_name(rc));
-		outcome->summary = why;
-		ap_log(AP_LOG_INFO, job->delivery, job->id, "job ended: %s: %s", ap_error_name(rc),
-		       why ? why : "");
-		if (rc == AP_ECANCELLED || rc == AP_ESTALE) {
-			outcome->kind = JOB_CANCELLED;
-		} else if (retryable(rc)) {
-			outcome->kind = JOB_RETRY;
-			/* A rate limit names when GitHub takes calls again. */
-			if (rc == AP_ERATELIMIT && r.rest && gh_rest_retry_after(r.rest) > 0)
-				outcome->not_before_ms = gh_rest_retry_after(r.rest) * 1000;
-		} else {
-			outcome->kind = JOB_FAILED;
-		}
-	} else {
-		outcome->kind = JOB_SUCCEEDED;
-		outcome->summary = redact_str(r.pr_url ? r.pr_url : "done");
-		ap_log(AP_LOG_INFO, job->delivery, job->id, "job succeeded: %s",
-		       r.pr_url ? r.pr_url : "");
-	}
+	set_outcome(&r, &w, rc, iterate, outcome);
 	work_release(&w);
 	run_release(&r);
 }
