@@ -84,9 +84,10 @@ def test_a_refused_job_leaves_no_spare(autopatch_bin, tmp_path):
 
 
 def test_a_job_stopped_by_its_budget_destroys_its_spares(autopatch_bin, tmp_path):
-    s = shop_script(pause_s=30)  # the wall-time budget stops the Builder's sleep
+    # The Builder's sleep outlasts the wall-time budget, which stops the job once it returns.
+    s = shop_script(pause_s=14)
     r = fix(autopatch_bin, tmp_path, make_repo(tmp_path, PY_SHOP), SHOP_ISSUE, s,
-            args=["--max-iterations", "1"], env={"AUTOPATCH_MAX_WALL_SECONDS": "12"})
+            args=["--max-iterations", "1"], env={"AUTOPATCH_MAX_WALL_SECONDS": "10"})
     assert r.code == 1 and "wall-time budget exhausted" in r.out, r
     made, warm, dropped = counts(r.out)
     assert made == 1, r.out  # the baseline only
