@@ -167,6 +167,27 @@ SHOP_ISSUE = """
     discount(19.99, 10) returns 18.99 instead of 17.991: the percentage is applied with floor
     division.
     """
+SHOP_REPRO = "tests/test_discount_fraction.py"
+SHOP_REPRO_CMD = "python3 -m pytest -q " + SHOP_REPRO
+
+
+def shop_fix_steps(regression=False):
+    """The Builder's steps that fix SHOP_ISSUE with a new repro test; with regression, total()
+    also loses its rounding, so tests.test_shop::test_total breaks."""
+    steps = [
+        write(SHOP_REPRO, """
+            import shop
+
+
+            def test_fraction_kept():
+                assert abs(shop.discount(19.99, 10) - 17.991) < 1e-9
+            """),
+        replace("shop.py", "    return price - price * percent // 100\n",
+                "    return price - price * percent / 100\n")]
+    if regression:
+        steps.append(replace("shop.py", "    return round(sum(prices), 2)\n",
+                             "    return sum(prices) + 0.001\n"))
+    return steps
 
 SRC_LAYOUT = {
     ".gitignore": "src/units/_table.py\n",

@@ -8,28 +8,12 @@ import json
 import os
 import subprocess
 
-from proof_util import PY_SHOP, SHOP_ISSUE, finish, fix, make_repo, replace, script, write
-
-REPRO = "tests/test_discount_fraction.py"
-REPRO_CMD = "python3 -m pytest -q " + REPRO
+from proof_util import (PY_SHOP, SHOP_ISSUE, SHOP_REPRO as REPRO, SHOP_REPRO_CMD as REPRO_CMD,
+                        finish, fix, make_repo, script, shop_fix_steps)
 
 
 def shop_script(regression):
-    steps = [
-        write(REPRO, """
-            import shop
-
-
-            def test_fraction_kept():
-                assert abs(shop.discount(19.99, 10) - 17.991) < 1e-9
-            """),
-        replace("shop.py", "    return price - price * percent // 100\n",
-                "    return price - price * percent / 100\n")]
-    if regression:  # total() loses its rounding: tests.test_shop::test_total breaks
-        steps.append(replace("shop.py", "    return round(sum(prices), 2)\n",
-                             "    return sum(prices) + 0.001\n"))
-    steps.append(finish(REPRO, REPRO_CMD))
-    return script(*steps)
+    return script(*shop_fix_steps(regression), finish(REPRO, REPRO_CMD))
 
 
 def job(autopatch_bin, tmp_path, repo, regression=False, test_cmd="python3 -m pytest -q"):

@@ -9,10 +9,8 @@ import pytest
 
 from agents_util import call
 from pipeline_util import Rig, happy_script, job_events
-from proof_util import PY_SHOP, SHOP_ISSUE, finish, fix, make_repo, replace, script, write
-
-REPRO = "tests/test_discount_fraction.py"
-REPRO_CMD = "python3 -m pytest -q " + REPRO
+from proof_util import (PY_SHOP, SHOP_ISSUE, SHOP_REPRO as REPRO, SHOP_REPRO_CMD as REPRO_CMD,
+                        finish, fix, make_repo, script, shop_fix_steps)
 LINE = re.compile(r"Tester boxes: (\d+) fresh box(?:es)? for (\d+) runs?, (\d+) of them made "
                   r"ahead of time; (\d+) spares? destroyed unused")
 
@@ -20,19 +18,7 @@ LINE = re.compile(r"Tester boxes: (\d+) fresh box(?:es)? for (\d+) runs?, (\d+) 
 def shop_script(regression=False, pause_s=4):
     """A fix of shop.discount (with a regression in total() when asked); the Builder waits
     pause_s seconds in its box before finish, long enough for the spares to be ready."""
-    steps = [
-        write(REPRO, """
-            import shop
-
-
-            def test_fraction_kept():
-                assert abs(shop.discount(19.99, 10) - 17.991) < 1e-9
-            """),
-        replace("shop.py", "    return price - price * percent // 100\n",
-                "    return price - price * percent / 100\n")]
-    if regression:
-        steps.append(replace("shop.py", "    return round(sum(prices), 2)\n",
-                             "    return sum(prices) + 0.001\n"))
+    steps = shop_fix_steps(regression)
     steps.append(call("run", command="sleep %d" % pause_s))
     steps.append(finish(REPRO, REPRO_CMD))
     return script(*steps)
