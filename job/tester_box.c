@@ -163,11 +163,17 @@ static void *spare_main(void *arg)
 	return NULL;
 }
 
+/* AUTOPATCH_TESTER_SPARES in its range: the one reading of it. */
+static int spares_setting(const ap_config *cfg, int64_t *n)
+{
+	return cfg_int(cfg, "AUTOPATCH_TESTER_SPARES", 0, TESTER_SPARES_MAX, n);
+}
+
 int tester_boxes_check_settings(const ap_config *cfg)
 {
 	int64_t n;
 
-	return cfg_int(cfg, "AUTOPATCH_TESTER_SPARES", 0, TESTER_SPARES_MAX, &n);
+	return spares_setting(cfg, &n);
 }
 
 /* How many spares the settings ask for (0 on a bad setting, which is logged: the front ends
@@ -178,7 +184,7 @@ static int spares_wanted(const ap_config *cfg, int64_t *max_age_ms)
 
 	if (!cfg)
 		return 0;
-	if (cfg_int(cfg, "AUTOPATCH_TESTER_SPARES", 0, TESTER_SPARES_MAX, &n)) {
+	if (spares_setting(cfg, &n)) {
 		ap_warn("tester spares: none are made: %s", ap_error_last());
 		return 0;
 	}
